@@ -1,0 +1,38 @@
+# The README's two commands: `make demo` and `make check`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo check lint typing test bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m pipeline demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check pipeline tests benchmarks
+	$(BIN)/ruff format --check pipeline tests benchmarks
+
+typing: $(STAMP)
+	$(BIN)/mypy
+	$(BIN)/basedpyright
+
+test: $(STAMP)
+	$(BIN)/pytest
+
+check: lint typing test
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m benchmarks --quick
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

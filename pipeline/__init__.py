@@ -1,0 +1,75 @@
+"""Typed, async, functional pipelines for LLM-agent workflows."""
+
+from typing import Any
+
+from . import errors as errors
+from . import middleware as middleware
+from ._combinators import DEFAULT_LOOP_LIMIT as DEFAULT_LOOP_LIMIT
+from ._combinators import Condition as Condition
+from ._combinators import Item as Item
+from ._combinators import condition as condition
+from ._combinators import first as first
+from ._combinators import for_each as for_each
+from ._combinators import if_ as if_
+from ._combinators import loop as loop
+from ._combinators import metadata_equals as metadata_equals
+from ._combinators import must as must
+from ._combinators import noop as noop
+from ._combinators import sequential as sequential
+from ._combinators import switch as switch
+from ._combinators import when as when
+from ._context import Context as Context
+from ._context import MergeStrategy as MergeStrategy
+from ._context import Message as Message
+from ._context import Role as Role
+from ._context import ToolCall as ToolCall
+from ._context import Usage as Usage
+from ._context import merge_branches as merge_branches
+from ._context import merge_metadata as merge_metadata
+from ._handler import Handler as Handler
+from ._handler import Par as Par
+from ._handler import Race as Race
+from ._lift import handler as handler
+from ._lift import safe as safe
+
+
+__all__ = (
+    "DEFAULT_LOOP_LIMIT",
+    "Condition",
+    "Context",
+    "Handler",
+    "Item",
+    "MergeStrategy",
+    "Message",
+    "Par",
+    "Race",
+    "Role",
+    "ToolCall",
+    "Usage",
+    "condition",
+    "errors",
+    "first",
+    "for_each",
+    "handler",
+    "if_",
+    "loop",
+    "merge_branches",
+    "merge_metadata",
+    "metadata_equals",
+    "middleware",
+    "must",
+    "noop",
+    "safe",
+    "sequential",
+    "switch",
+    "when",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from ._version import __version__  # noqa: PLC0415
+
+        return __version__
+    msg = f"module 'pipeline' has no attribute {name!r}"
+    raise AttributeError(msg)

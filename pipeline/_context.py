@@ -1,0 +1,429 @@
+"""The conversation context: immutable messages plus metadata.
+
+Every change returns a new :class:`Context`; older snapshots never change.
+Messages live in a persistent vector (:mod:`pyrsistent`), so appending to a
+history of *n* messages shares the *n* existing ones instead of copying them.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeAlias, cast, final
+
+import attrs
+
+from pyrsistent import PMap, PVector, pmap, pvector
+
+
+__all__ = (
+    "Context",
+    "MergeStrategy",
+    "Message",
+    "MetaValue",
+    "Metadata",
+    "Role",
+    "ToolCall",
+    "Usage",
+    "merge_branches",
+    "merge_metadata",
+)
+
+MetaValue: TypeAlias = (
+    "str | int | float | bool | tuple[MetaValue, ...] "
+    "| Mapping[str, MetaValue] | None"
+)
+"""A metadata value: JSON-shaped and immutable (lists become tuples)."""
+
+Metadata: TypeAlias = "PMap[str, MetaValue]"
+MetaMerge: TypeAlias = Callable[["MetaValue", "MetaValue"], "MetaValue"]
+
+
+@final
+class Role(enum.StrEnum):
+    """Who wrote a message."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+@final
+@attrs.frozen
+class ToolCall:
+    """A model's request to call a tool; *arguments* is a JSON object text."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+@final
+@attrs.frozen
+class Usage:
+    """Token usage reported by a model for one response."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+        )
+
+
+def _to_tool_calls(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    return tuple(calls)
+
+
+@final
+@attrs.frozen
+class Message:
+    """One message of a conversation.
+
+    >>> Message.user("hi")
+    Message(role=<Role.USER: 'user'>, content='hi', name=None, tool_calls=(), \
+tool_call_id=None, usage=None)
+    """
+
+    role: Role = attrs.field(converter=Role)
+    content: str = ""
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = attrs.field(
+        default=(), converter=_to_tool_calls
+    )
+    tool_call_id: str | None = None
+    usage: Usage | None = None
+
+    @classmethod
+    def system(cls, content: str) -> Message:
+        """A system message."""
+        return cls(Role.SYSTEM, content)
+
+    @classmethod
+    def user(cls, content: str, *, name: str | None = None) -> Message:
+        """A user message."""
+        return cls(Role.USER, content, name)
+
+    @classmethod
+    def assistant(
+        cls,
+        content: str = "",
+        *,
+        name: str | None = None,
+        tool_calls: Iterable[ToolCall] = (),
+        usage: Usage | None = None,
+    ) -> Message:
+        """An assistant message, possibly asking for tool calls."""
+        return cls(
+            Role.ASSISTANT, content, name, tuple(tool_calls), None, usage
+        )
+
+    @classmethod
+    def tool(
+        cls, content: str, *, tool_call_id: str, name: str | None = None
+    ) -> Message:
+        """The result of a tool call, answering *tool_call_id*."""
+        return cls(Role.TOOL, content, name, (), tool_call_id)
+
+
+@final
+class MergeStrategy(enum.Enum):
+    """What to do when merged metadata has a key on both sides.
+
+    * ``KEEP_EXISTING``: keep the value already there.
+    * ``KEEP_NEW``: take the incoming value.
+    * ``COMBINE``: tuples concatenate, mappings union (incoming wins),
+      strings concatenate, numbers add (``bool`` is not a number here);
+      values of different kinds take the incoming value.
+    * ``SKIP``: ignore the incoming metadata entirely, new keys included.
+      (The Go seed's ``Skip`` behaved exactly like ``KeepExisting``; a
+      strategy named *skip* that still adds keys surprised users.)
+
+    Keys only on the incoming side are added under every strategy but
+    ``SKIP``.  Per-key functions given as *custom* take precedence.
+    """
+
+    KEEP_EXISTING = "keep-existing"
+    KEEP_NEW = "keep-new"
+    COMBINE = "combine"
+    SKIP = "skip"
+
+
+def _freeze(value: object, where: str) -> MetaValue:
+    """Turn a JSON-shaped value into its immutable form, or say what is wrong.
+
+    Iterative on purpose: deeply nested input must not hit the recursion
+    limit.
+    """
+    if value is None or type(value) in (str, int, float, bool):
+        return value  # type: ignore[return-value]  # checked just above
+    if not isinstance(value, (list, tuple, dict, Mapping)):
+        msg = (
+            f"metadata value at {where} is a {type(value).__name__}; "
+            "expected str, int, float, bool, None, a list/tuple or a "
+            "mapping with str keys"
+        )
+        raise TypeError(msg)
+    # Post-order conversion with an explicit stack.
+    out: list[MetaValue] = []
+    stack: list[tuple[object, str, bool]] = [(value, where, False)]
+    while stack:
+        node, path, done = stack.pop()
+        if node is None or type(node) in (str, int, float, bool):
+            out.append(node)  # type: ignore[arg-type]  # checked just above
+            continue
+        if isinstance(node, (list, tuple)):
+            if done:
+                n = len(node)
+                items = tuple(out[len(out) - n :]) if n else ()
+                del out[len(out) - n :]
+                out.append(items)
+            else:
+                stack.append((node, path, True))
+                stack.extend(
+                    (item, f"{path}[{i}]", False)
+                    for i, item in reversed(list(enumerate(node)))
+                )
+            continue
+        if isinstance(node, Mapping):
+            keys = list(node)
+            if done:
+                n = len(keys)
+                vals = out[len(out) - n :] if n else []
+                del out[len(out) - n :]
+                out.append(pmap(dict(zip(keys, vals, strict=True))))
+            else:
+                for k in keys:
+                    if not isinstance(k, str):
+                        msg = (
+                            f"metadata key {k!r} at {path} is a "
+                            f"{type(k).__name__}; keys must be str"
+                        )
+                        raise TypeError(msg)
+                stack.append((node, path, True))
+                stack.extend(
+                    (node[k], f"{path}.{k}", False) for k in reversed(keys)
+                )
+            continue
+        msg = (
+            f"metadata value at {path} is a {type(node).__name__}; expected "
+            "str, int, float, bool, None, a list/tuple or a mapping"
+        )
+        raise TypeError(msg)
+    return out[0]
+
+
+def _to_metadata(value: Mapping[str, object] | None) -> Metadata:
+    if value is None:
+        return pmap()
+    if isinstance(value, PMap):
+        return cast("Metadata", value)  # a PMap's values were frozen
+    frozen = _freeze(value, "metadata")
+    if not isinstance(frozen, PMap):
+        msg = f"metadata must be a mapping, got {type(value).__name__}"
+        raise TypeError(msg)
+    return cast("Metadata", frozen)
+
+
+def _check_messages(items: Iterable[object], where: str) -> None:
+    for i, m in enumerate(items):
+        if not isinstance(m, Message):
+            msg = f"{where}[{i}] is a {type(m).__name__}, not a Message"
+            raise TypeError(msg)
+
+
+def _to_messages(value: Iterable[Message]) -> PVector[Message]:
+    if isinstance(value, PVector):
+        return cast("PVector[Message]", value)  # checked when it was made
+    msgs = pvector(value)
+    _check_messages(msgs, "messages")
+    return msgs
+
+
+def _new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+@final
+@attrs.frozen
+class Context:
+    """An immutable conversation: messages, metadata and a run id.
+
+    >>> ctx = Context().append(Message.user("hello"))
+    >>> later = ctx.set("topic", "greeting")
+    >>> len(ctx.metadata), later.metadata["topic"]
+    (0, 'greeting')
+    """
+
+    messages: PVector[Message] = attrs.field(
+        factory=pvector, converter=_to_messages
+    )
+    metadata: Metadata = attrs.field(factory=pmap, converter=_to_metadata)
+    run_id: str = attrs.field(factory=_new_run_id)
+
+    @classmethod
+    def of(
+        cls,
+        *messages: Message,
+        metadata: Mapping[str, object] | None = None,
+        run_id: str | None = None,
+    ) -> Context:
+        """Build a context from messages (and optional metadata)."""
+        return cls(messages, _to_metadata(metadata), run_id or _new_run_id())
+
+    def append(self, *messages: Message) -> Context:
+        """Return a context with *messages* added at the end.
+
+        Shares every existing message with *self*: O(len(messages)).
+        """
+        _check_messages(messages, "append() argument")
+        msgs = self.messages
+        msgs = (
+            msgs.append(messages[0])
+            if len(messages) == 1
+            else msgs.extend(messages)
+        )
+        return Context(msgs, self.metadata, self.run_id)
+
+    def with_messages(self, messages: Iterable[Message]) -> Context:
+        """Return a context whose history is exactly *messages*."""
+        return Context(_to_messages(messages), self.metadata, self.run_id)
+
+    def set(self, key: str, value: object) -> Context:
+        """Return a context with metadata *key* set to *value*."""
+        frozen = _freeze(value, f"metadata.{key}")
+        return Context(
+            self.messages, self.metadata.set(key, frozen), self.run_id
+        )
+
+    def discard(self, key: str) -> Context:
+        """Return a context without metadata *key* (if it was there)."""
+        return Context(self.messages, self.metadata.discard(key), self.run_id)
+
+    def with_metadata(self, metadata: Mapping[str, object]) -> Context:
+        """Return a context whose metadata is exactly *metadata*."""
+        return Context(self.messages, _to_metadata(metadata), self.run_id)
+
+    def merge_metadata(
+        self,
+        other: Mapping[str, object],
+        strategy: MergeStrategy = MergeStrategy.KEEP_NEW,
+        custom: Mapping[str, MetaMerge] | None = None,
+    ) -> Context:
+        """Merge *other* into the metadata (see :class:`MergeStrategy`)."""
+        merged = merge_metadata(
+            self.metadata, _to_metadata(other), strategy, custom
+        )
+        return Context(self.messages, merged, self.run_id)
+
+    @property
+    def last(self) -> Message | None:
+        """The newest message, or ``None`` for an empty history."""
+        return self.messages[-1] if self.messages else None
+
+
+def _is_number(v: MetaValue) -> bool:
+    return type(v) in (int, float)
+
+
+def combine_values(existing: MetaValue, new: MetaValue) -> MetaValue:
+    """The ``COMBINE`` rule for one key."""
+    if isinstance(existing, tuple) and isinstance(new, tuple):
+        return existing + new
+    if isinstance(existing, PMap) and isinstance(new, PMap):
+        return existing.update(new)  # type: ignore[no-any-return]
+    if isinstance(existing, str) and isinstance(new, str):
+        return existing + new
+    if _is_number(existing) and _is_number(new):
+        return existing + new  # type: ignore[operator]
+    return new
+
+
+def merge_metadata(
+    existing: Metadata,
+    new: Metadata,
+    strategy: MergeStrategy = MergeStrategy.KEEP_NEW,
+    custom: Mapping[str, MetaMerge] | None = None,
+) -> Metadata:
+    """Merge *new* into *existing* by *strategy* and per-key *custom* rules."""
+    if strategy is MergeStrategy.SKIP and not custom:
+        return existing
+    out = existing.evolver()
+    for key, value in new.items():
+        fn = custom.get(key) if custom else None
+        if key not in existing:
+            if fn is not None or strategy is not MergeStrategy.SKIP:
+                out[key] = value
+            continue
+        if fn is not None:
+            out[key] = fn(existing[key], value)
+        elif strategy is MergeStrategy.KEEP_NEW:
+            out[key] = value
+        elif strategy is MergeStrategy.COMBINE:
+            out[key] = combine_values(existing[key], value)
+        # KEEP_EXISTING and SKIP keep what is there.
+    return out.persistent()
+
+
+def _added_messages(
+    base: PVector[Message], out: PVector[Message]
+) -> Sequence[Message]:
+    """Messages *out* has beyond the prefix it shares with *base*."""
+    if out is base:
+        return ()
+    n = min(len(base), len(out))
+    k = 0
+    # Branches extend their input, so the shared prefix is usually the whole
+    # of *base*; compare from the end of it first (cheap when shared).
+    if n == len(base) and (n == 0 or out[n - 1] is base[n - 1]):
+        k = n
+    else:
+        while k < n and (out[k] is base[k] or out[k] == base[k]):
+            k += 1
+    return out[k:]
+
+
+def merge_branches(
+    base: Context,
+    outputs: Sequence[Context],
+    strategy: MergeStrategy = MergeStrategy.KEEP_NEW,
+    custom: Mapping[str, MetaMerge] | None = None,
+) -> Context:
+    """Merge the contexts that parallel branches produced from *base*.
+
+    Messages: *base*'s history, then what each branch added, in definition
+    order (the shared prefix appears once).  Metadata: *base*'s, updated by
+    the keys each branch changed or added, resolved between branches by
+    *strategy* in definition order (``KEEP_NEW``: the last branch that
+    changed a key wins).  The result does not depend on the order in which
+    the branches finished.
+    """
+    added: list[Message] = []
+    changed: Metadata = pmap()
+    base_meta = base.metadata
+    for out in outputs:
+        added.extend(_added_messages(base.messages, out.messages))
+        if out.metadata is base_meta:
+            continue
+        delta = {
+            k: v
+            for k, v in out.metadata.items()
+            if k not in base_meta or base_meta[k] != v
+        }
+        if delta:
+            changed = merge_metadata(changed, pmap(delta), strategy, custom)
+    messages = base.messages.extend(added) if added else base.messages
+    metadata = base_meta.update(changed) if changed else base_meta
+    if strategy is MergeStrategy.SKIP and not custom:
+        metadata = base_meta
+    return Context(messages, metadata, base.run_id)

@@ -1,0 +1,146 @@
+"""Failure values and exceptions raised by :mod:`pipeline`.
+
+Failures are *values*: a handler returns ``Failure(error)``.  The error types
+below are the ones the library itself produces; each carries the *path* of
+the handler that produced it, outermost first, so a failure deep inside a
+pipeline says where it came from::
+
+    >>> err = TimedOut(seconds=1.0, path=("review[1]", "lint"))
+    >>> str(err)
+    'lint timed out after 1.0 s (at review[1] > lint)'
+
+Your own error values travel through the operators unchanged; wrap code in
+:func:`pipeline.safe` to turn listed exceptions into :class:`Raised` values
+that carry a path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Generic, TypeVar, final
+
+import attrs
+
+
+E_co = TypeVar("E_co", covariant=True)
+
+__all__ = (
+    "AllFailed",
+    "ConditionError",
+    "ConstructionError",
+    "LimitExceeded",
+    "PipelineError",
+    "Raised",
+    "TimedOut",
+    "format_path",
+)
+
+
+def format_path(path: Sequence[str]) -> str:
+    """Render a failure path for people: ``outer[1] > inner``."""
+    return " > ".join(path) if path else "<root>"
+
+
+@attrs.frozen
+class PipelineError:
+    """Base of every failure value the library produces.
+
+    *path* lists handler names from the outermost composite to the handler
+    that failed; composites prepend ``name[index]`` as a failure leaves them.
+    """
+
+    path: tuple[str, ...] = attrs.field(default=(), kw_only=True)
+
+    def at(self, segment: str) -> PipelineError:
+        """Return a copy located one level further out, under *segment*."""
+        return attrs.evolve(self, path=(segment, *self.path))
+
+    def where(self) -> str:
+        """Human-readable location of the failure."""
+        return format_path(self.path)
+
+
+@final
+@attrs.frozen
+class Raised(PipelineError, Generic[E_co]):
+    """An exception listed by :func:`pipeline.safe`, turned into a value.
+
+    The original exception object is kept, traceback and all.
+    """
+
+    exception: E_co
+
+    def __str__(self) -> str:
+        exc = self.exception
+        return f"{type(exc).__name__}: {exc} (at {self.where()})"
+
+
+@final
+@attrs.frozen
+class AllFailed(PipelineError, Generic[E_co]):
+    """Every branch of a first-success race failed.
+
+    *failures* holds each branch's failure in definition order.
+    """
+
+    failures: tuple[E_co, ...]
+
+    def __str__(self) -> str:
+        inner = "; ".join(str(f) for f in self.failures)
+        n = len(self.failures)
+        return f"all {n} branches failed (at {self.where()}): {inner}"
+
+
+@final
+@attrs.frozen
+class TimedOut(PipelineError):
+    """A handler did not finish within its timeout."""
+
+    seconds: float
+
+    def __str__(self) -> str:
+        name = self.path[-1] if self.path else "handler"
+        return f"{name} timed out after {self.seconds} s (at {self.where()})"
+
+
+@final
+@attrs.frozen
+class LimitExceeded(PipelineError):
+    """A loop reached its iteration limit before its condition said stop.
+
+    *limit* is the limit in force; *completed* counts the iterations that
+    ran (equal to *limit*).
+    """
+
+    limit: int
+    completed: int
+
+    def __str__(self) -> str:
+        return (
+            f"iteration limit {self.limit} reached after {self.completed} "
+            f"iterations (at {self.where()})"
+        )
+
+
+@final
+@attrs.frozen
+class ConditionError(PipelineError, Generic[E_co]):
+    """A switch or if condition failed while being evaluated."""
+
+    case: int
+    error: E_co
+
+    def __str__(self) -> str:
+        return (
+            f"condition of case {self.case} failed: {self.error} "
+            f"(at {self.where()})"
+        )
+
+
+@final
+class ConstructionError(ValueError):
+    """A combinator was built with arguments that can never run.
+
+    Raised at construction time (never at run time), for instance for a
+    race with no branches or a loop whose limit is not positive.
+    """

@@ -1,0 +1,246 @@
+"""Built-in middleware: retry, timeout and logging.
+
+Attach with :meth:`Handler.use <pipeline.Handler.use>`; on a composite the
+middleware wraps each child, on every execution, first added outermost::
+
+    flaky.use(retry(attempts=3, backoff=0.1), timeout(2.0))
+"""
+
+from __future__ import annotations
+
+import logging as _logging
+import random as _random
+import time
+
+from collections.abc import Callable
+from typing import Any, TypeVar, final
+
+import anyio
+import attrs
+
+from returns.result import Failure, Result, Success
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_result,
+    stop_after_attempt,
+)
+
+from ._handler import Call
+from .errors import ConstructionError, TimedOut
+
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+Err = TypeVar("Err")
+
+__all__ = ("Backoff", "log", "retry", "timeout")
+
+_LOGGER = _logging.getLogger("pipeline")
+
+
+@final
+@attrs.frozen
+class Backoff:
+    """Exponential backoff: ``initial * multiplier**(attempt-1)``, capped.
+
+    *jitter* adds a uniform random fraction of each delay (0.1 = up to 10%);
+    pass *seed* for a reproducible schedule.
+    """
+
+    initial: float = 0.0
+    multiplier: float = 2.0
+    maximum: float = 30.0
+    jitter: float = 0.0
+    seed: int | None = None
+
+    def delays(self, attempts: int) -> list[float]:
+        """The delays before attempts 2..*attempts*, for docs and tests."""
+        rng = _random.Random(self.seed)  # noqa: S311  # jitter, not crypto
+        return [self._delay(n, rng) for n in range(1, attempts)]
+
+    def _delay(self, attempt: int, rng: _random.Random) -> float:
+        base = min(
+            self.initial * self.multiplier ** (attempt - 1), self.maximum
+        )
+        if self.jitter and base:
+            base += base * self.jitter * rng.random()
+        return base
+
+
+@final
+@attrs.frozen(repr=False)
+class _Retry:
+    attempts: int
+    backoff: Backoff
+    when: Callable[[Any], bool] | None
+
+    @property
+    def __name__(self) -> str:
+        return f"retry(attempts={self.attempts})"
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+    def __call__(
+        self, call: Call[In, Out, Err], _name: str, /
+    ) -> Call[In, Out, Err]:
+        attempts, backoff, when = self.attempts, self.backoff, self.when
+
+        def should_retry(r: Result[Any, Any]) -> bool:
+            if type(r) is Success:
+                return False
+            return when is None or bool(when(r.failure()))
+
+        def last(state: RetryCallState) -> Result[Out, Err]:
+            assert state.outcome is not None  # noqa: S101  # tenacity sets it
+            return state.outcome.result()  # type: ignore[no-any-return]
+
+        async def run_retry(value: In) -> Result[Out, Err]:
+            rng = _random.Random(backoff.seed)  # noqa: S311  # jitter only
+            retrying = AsyncRetrying(
+                stop=stop_after_attempt(attempts),
+                wait=lambda s: backoff._delay(s.attempt_number, rng),
+                retry=retry_if_result(should_retry),
+                sleep=anyio.sleep,
+                retry_error_callback=last,
+            )
+            return await retrying(call, value)
+
+        return run_retry
+
+
+def retry(
+    attempts: int = 3,
+    *,
+    backoff: Backoff | float = 0.0,
+    when: Callable[[Any], bool] | None = None,
+) -> _Retry:
+    """Re-run a failing handler up to *attempts* times in all.
+
+    *backoff* is a :class:`Backoff` or the initial delay in seconds
+    (doubling each time).  *when* receives each failure value and says
+    whether to retry it (default: every failure).  The last failure is
+    returned when attempts run out.  Exceptions are not retried: they
+    propagate, and so does cancellation, including during the backoff
+    sleep.  Backed by :mod:`tenacity`, sleeping with :func:`anyio.sleep`.
+    """
+    if attempts < 1:
+        msg = f"retry(attempts={attempts}): attempts must be at least 1"
+        raise ConstructionError(msg)
+    policy = backoff if isinstance(backoff, Backoff) else Backoff(backoff)
+    return _Retry(attempts, policy, when)
+
+
+@final
+@attrs.frozen(repr=False)
+class _Timeout:
+    seconds: float
+
+    @property
+    def __name__(self) -> str:
+        return f"timeout({self.seconds})"
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+    def __call__(
+        self, call: Call[In, Out, Err], name: str, /
+    ) -> Call[In, Out, Err | TimedOut]:
+        seconds = self.seconds
+        path = (name,)
+
+        async def run_timeout(value: In) -> Result[Out, Err | TimedOut]:
+            with anyio.move_on_after(seconds):
+                return await call(value)
+            return Failure(TimedOut(seconds, path=path))
+
+        return run_timeout
+
+
+def timeout(seconds: float) -> _Timeout:
+    """Fail with :class:`~pipeline.errors.TimedOut` after *seconds*.
+
+    The handler is cancelled at the deadline (anyio's
+    :func:`~anyio.move_on_after`); cancellation from outside still
+    propagates as cancellation.
+    """
+    if not seconds > 0:
+        msg = f"timeout({seconds!r}): seconds must be positive"
+        raise ConstructionError(msg)
+    return _Timeout(float(seconds))
+
+
+@final
+@attrs.frozen(repr=False)
+class _Log:
+    logger: _logging.Logger
+    level: int
+    failure_level: int
+
+    @property
+    def __name__(self) -> str:
+        return "log"
+
+    def __repr__(self) -> str:
+        return "log"
+
+    def __call__(
+        self, call: Call[In, Out, Err], name: str, /
+    ) -> Call[In, Out, Err]:
+        logger, level, failure_level = (
+            self.logger,
+            self.level,
+            self.failure_level,
+        )
+
+        async def run_logged(value: In) -> Result[Out, Err]:
+            start = time.perf_counter()
+            outcome = "raised"
+            if logger.isEnabledFor(level):
+                logger.log(
+                    level,
+                    "%s started",
+                    name,
+                    extra={
+                        "pipeline_handler": name,
+                        "pipeline_event": "start",
+                    },
+                )
+            try:
+                r = await call(value)
+                outcome = "success" if type(r) is Success else "failure"
+                return r
+            finally:
+                lvl = level if outcome == "success" else failure_level
+                if logger.isEnabledFor(lvl):
+                    logger.log(
+                        lvl,
+                        "%s finished: %s",
+                        name,
+                        outcome,
+                        extra={
+                            "pipeline_handler": name,
+                            "pipeline_event": "finish",
+                            "pipeline_outcome": outcome,
+                            "pipeline_duration_s": time.perf_counter() - start,
+                        },
+                    )
+
+        return run_logged
+
+
+def log(
+    logger: _logging.Logger | None = None,
+    *,
+    level: int = _logging.DEBUG,
+    failure_level: int = _logging.WARNING,
+) -> _Log:
+    """Log each execution's start and finish with structured extras.
+
+    Records carry ``pipeline_handler``, ``pipeline_event`` (``start`` or
+    ``finish``), ``pipeline_outcome`` (``success``, ``failure`` or
+    ``raised``, which includes cancellation) and ``pipeline_duration_s``.
+    Failure values are not logged (they may hold user data).
+    """
+    return _Log(logger or _LOGGER, level, failure_level)
