@@ -7,7 +7,7 @@ Arguments that can never run (no branches, a non-positive limit) raise
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, Never, TypeVar, final, overload
 
 import anyio
@@ -266,7 +266,7 @@ def _loop_builder(
     while_: Callable[[Any, int], bool] | None,
     limit: int,
 ) -> Builder:
-    def build(calls: tuple[AnyCall, ...]) -> AnyCall:
+    def build(calls: Sequence[AnyCall]) -> AnyCall:
         body = calls[0]
 
         async def run_loop(value: Any) -> Result[Any, Any]:
@@ -328,7 +328,7 @@ def for_each(
     label = name or "for_each"
     detail = f"{len(fixed)} values" if fixed is not None else "values=fn"
 
-    def build(calls: tuple[AnyCall, ...]) -> AnyCall:
+    def build(calls: Sequence[AnyCall]) -> AnyCall:
         step = calls[0]
 
         async def run_for_each(state: Any) -> Result[Any, Any]:
@@ -458,7 +458,7 @@ def switch(
     detail = ", ".join(c.name for c in conditions)
     has_default = default is not None
 
-    def build(calls: tuple[AnyCall, ...]) -> AnyCall:
+    def build(calls: Sequence[AnyCall]) -> AnyCall:
         n = len(conditions)
 
         async def run_switch(value: Any) -> Result[Any, Any]:

@@ -34,6 +34,7 @@ from typing import (
 import anyio
 import attrs
 
+from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
 from ._context import Context, MergeStrategy, merge_branches
@@ -60,7 +61,16 @@ Call: TypeAlias = Callable[[In], Awaitable[Result[Out, Err]]]
 """The function a handler wraps: ``async (In) -> Result[Out, Err]``."""
 
 AnyCall: TypeAlias = Callable[[Any], Awaitable[Result[Any, Any]]]
-Builder: TypeAlias = Callable[[tuple[AnyCall, ...]], AnyCall]
+Builder: TypeAlias = Callable[[Sequence[AnyCall]], AnyCall]
+
+
+# Children and their (middleware-wrapped) calls live in persistent vectors, so
+# ``chain >> step`` shares the chain's vectors instead of copying them: a
+# 10,000-step chain builds in linear time.
+Children: TypeAlias = "PVector[Handler[Any, Any, Any]]"
+Calls: TypeAlias = "PVector[AnyCall]"
+_NO_CHILDREN: Children = pvector()
+_NO_CALLS: Calls = pvector()
 
 
 class Middleware(Protocol[X_co]):
@@ -97,9 +107,8 @@ class Handler(Generic[In_contra, Out_co, Err_co]):
     _call: Call[In_contra, Out_co, Err_co] = attrs.field(alias="call")
     name: str
     _kind: str = attrs.field(alias="kind", default="leaf")
-    _children: tuple[Handler[Any, Any, Any], ...] = attrs.field(
-        alias="children", default=()
-    )
+    _children: Children = attrs.field(alias="children", default=_NO_CHILDREN)
+    _calls: Calls = attrs.field(alias="calls", default=_NO_CALLS)
     _build: Builder | None = attrs.field(alias="build", default=None)
     _middleware: tuple[Middleware[Any], ...] = attrs.field(
         alias="middleware", default=()
@@ -201,9 +210,7 @@ class Handler(Generic[In_contra, Out_co, Err_co]):
         if not middleware:
             return self
         if self._kind == "leaf":
-            return _make(
-                "use", (self,), _identity, self.name, middleware, named=False
-            )
+            return _use_node(self, middleware)
         return _make(
             self._kind,
             self._children,
@@ -232,7 +239,7 @@ class Handler(Generic[In_contra, Out_co, Err_co]):
         )
 
     @property
-    def children(self) -> tuple[Handler[Any, Any, Any], ...]:
+    def children(self) -> Sequence[Handler[Any, Any, Any]]:
         """The handlers this one is built from (empty for a leaf)."""
         return self._children
 
@@ -268,7 +275,7 @@ class Par(
     ) -> Par[In, Err | Err2, *Outs, Nxt]:
         if not isinstance(other, Handler):
             return NotImplemented
-        return _par((*self._children, other))
+        return _par((self, other))
 
     both = __and__  # type: ignore[assignment]  # as __and__
 
@@ -293,7 +300,7 @@ class Race(
     ) -> Race[In, Out | Out2, Err | Err2]:
         if not isinstance(other, Handler):
             return NotImplemented
-        return _race((*self._children, other))
+        return _race((self, other))
 
     otherwise = __or__  # type: ignore[assignment]  # as __or__
 
@@ -301,7 +308,7 @@ class Race(
 # -- construction -----------------------------------------------------------
 
 
-def _identity(calls: tuple[AnyCall, ...]) -> AnyCall:
+def _identity(calls: Sequence[AnyCall]) -> AnyCall:
     return calls[0]
 
 
@@ -315,7 +322,7 @@ def _apply(
 
 def _make(
     kind: str,
-    children: tuple[Handler[Any, Any, Any], ...],
+    children: Children,
     build: Builder | None,
     name: str,
     middleware: tuple[Middleware[Any], ...] = (),
@@ -323,14 +330,17 @@ def _make(
     named: bool,
     detail: str = "",
     cls: type[Handler[Any, Any, Any]] = Handler,
+    calls: Calls | None = None,
 ) -> Handler[Any, Any, Any]:
     assert build is not None  # noqa: S101  # composites always have one
-    calls = tuple(_apply(c._call, middleware, c.name) for c in children)
+    if calls is None:
+        calls = pvector(_apply(c._call, middleware, c.name) for c in children)
     return cls(
         build(calls),
         name,
         kind=kind,
         children=children,
+        calls=calls,
         build=build,
         middleware=middleware,
         named=named,
@@ -349,7 +359,7 @@ def composite(
     """Make a composite handler (used by the combinators)."""
     return _make(
         kind,
-        tuple(children),
+        pvector(children),
         build,
         name or kind,
         named=name is not None,
@@ -357,42 +367,62 @@ def composite(
     )
 
 
-def _effective_children(
-    h: Handler[Any, Any, Any],
-) -> tuple[Handler[Any, Any, Any], ...]:
-    """Children of *h* with *h*'s middleware applied to each, as units."""
-    kids = h._children
-    mw = h._middleware
-    if not mw:
-        return kids
-    return tuple(
-        _make("use", (c,), _identity, c.name, mw, named=False) for c in kids
-    )
+def _use_node(
+    h: Handler[Any, Any, Any], mw: tuple[Middleware[Any], ...]
+) -> Handler[Any, Any, Any]:
+    return _make("use", pvector((h,)), _identity, h.name, mw, named=False)
 
 
-def _flatten(
-    kind: str, parts: Sequence[Handler[Any, Any, Any]]
-) -> tuple[Handler[Any, Any, Any], ...]:
-    out: list[Handler[Any, Any, Any]] = []
-    for p in parts:
-        if p._kind == kind and not p._named:
-            out.extend(_effective_children(p))
+def _join(
+    kind: str,
+    parts: Sequence[Handler[Any, Any, Any]],
+    flattens: Callable[[Handler[Any, Any, Any], int], bool],
+) -> tuple[Children, Calls]:
+    """Children and calls of ``parts[0] op parts[1] op ...``, flattened."""
+    children, calls = _NO_CHILDREN, _NO_CALLS
+    for i, p in enumerate(parts):
+        if not flattens(p, i):
+            children = children.append(p)
+            calls = calls.append(p._call)
+        elif not children and not p._middleware:
+            children, calls = p._children, p._calls  # share, do not copy
         else:
-            out.append(p)
-    return tuple(out)
+            kids = p._children
+            if p._middleware:  # keep it on each child, as a unit
+                kids = pvector(_use_node(c, p._middleware) for c in kids)
+            children = children.extend(kids)
+            calls = calls.extend(p._calls)
+    return children, calls
+
+
+def _anonymous_then(h: Handler[Any, Any, Any], _: int) -> bool:
+    # Sequencing is associative, so either side of >> may flatten.
+    return h._kind == "then" and not h._named
 
 
 def _compose(
     kind: str, parts: Sequence[Handler[Any, Any, Any]]
 ) -> Handler[Any, Any, Any]:
-    children = _flatten(kind, parts)
-    return _make(kind, children, then_builder(kind), kind, named=False)
+    children, calls = _join(kind, parts, _anonymous_then)
+    return _make(
+        kind, children, then_builder(kind), kind, named=False, calls=calls
+    )
 
 
 AnyPar: TypeAlias = "Par[Any, Any, *tuple[Any, ...]]"
 
 
-def _par(children: tuple[Handler[Any, Any, Any], ...]) -> AnyPar:
+def _left_par(h: Handler[Any, Any, Any], i: int) -> bool:
+    # Only a Par on the left extends: its static type says so.
+    return i == 0 and type(h) is Par
+
+
+def _left_race(h: Handler[Any, Any, Any], i: int) -> bool:
+    return i == 0 and type(h) is Race
+
+
+def _par(parts: Sequence[Handler[Any, Any, Any]]) -> AnyPar:
+    children, calls = _join("both", parts, _left_par)
     made = _make(
         "both",
         children,
@@ -400,13 +430,21 @@ def _par(children: tuple[Handler[Any, Any, Any], ...]) -> AnyPar:
         "both",
         named=False,
         cls=Par,
+        calls=calls,
     )
     return cast("AnyPar", made)
 
 
-def _race(children: tuple[Handler[Any, Any, Any], ...]) -> Race[Any, Any, Any]:
+def _race(parts: Sequence[Handler[Any, Any, Any]]) -> Race[Any, Any, Any]:
+    children, calls = _join("race", parts, _left_race)
     made = _make(
-        "race", children, race_builder("race"), "race", named=False, cls=Race
+        "race",
+        children,
+        race_builder("race"),
+        "race",
+        named=False,
+        cls=Race,
+        calls=calls,
     )
     return cast("Race[Any, Any, Any]", made)
 
@@ -435,14 +473,12 @@ def located(r: Result[Any, Any], segment: str) -> Result[Any, Any]:
 def then_builder(label: str) -> Builder:
     """Runner factory for a sequence: a loop, not a chain of binds."""
 
-    def build(calls: tuple[AnyCall, ...]) -> AnyCall:
-        segments = tuple(f"{label}[{i}]" for i in range(len(calls)))
-
+    def build(calls: Sequence[AnyCall]) -> AnyCall:
         async def run_then(value: Any) -> Result[Any, Any]:
             for i, call in enumerate(calls):
                 r = await call(value)
                 if type(r) is not Success:
-                    return located(r, segments[i])
+                    return located(r, f"{label}[{i}]")
                 value = r.unwrap()
             return Success(value)
 
@@ -496,10 +532,11 @@ def both_builder(label: str, aggregate: Aggregate | None) -> Builder:
     """Runner factory for all-must-succeed in one task group."""
     agg = aggregate or _default_aggregate()
 
-    def build(calls: tuple[AnyCall, ...]) -> AnyCall:
-        segments = tuple(f"{label}[{i}]" for i in range(len(calls)))
-
+    def build(calls: Sequence[AnyCall]) -> AnyCall:
         async def run_both(value: Any) -> Result[Any, Any]:
+            # Spawning is a checkpoint on every backend: a caller that is
+            # already cancelled sees its cancellation, never a result.
+            await anyio.lowlevel.checkpoint_if_cancelled()
             outs = [_MISSING] * len(calls)
             failed: list[Result[Any, Any]] = []
 
@@ -510,10 +547,10 @@ def both_builder(label: str, aggregate: Aggregate | None) -> Builder:
                 if type(r) is Success:
                     outs[i] = r.unwrap()
                 elif not failed:
-                    failed.append(located(r, segments[i]))
+                    failed.append(located(r, f"{label}[{i}]"))
                     scope.cancel()
                 elif type(r) is not Failure:
-                    raise _bad_result(r, segments[i])
+                    raise _bad_result(r, f"{label}[{i}]")
 
             try:
                 async with anyio.create_task_group() as tg:
@@ -533,10 +570,9 @@ def both_builder(label: str, aggregate: Aggregate | None) -> Builder:
 def race_builder(label: str) -> Builder:
     """Runner factory for first-success: losers are cancelled and awaited."""
 
-    def build(calls: tuple[AnyCall, ...]) -> AnyCall:
-        segments = tuple(f"{label}[{i}]" for i in range(len(calls)))
-
+    def build(calls: Sequence[AnyCall]) -> AnyCall:
         async def run_race(value: Any) -> Result[Any, Any]:
+            await anyio.lowlevel.checkpoint_if_cancelled()
             failures: list[Any] = [_MISSING] * len(calls)
             winner: list[tuple[int, Any]] = []
 
@@ -551,7 +587,7 @@ def race_builder(label: str) -> Builder:
                         winner[:] = [(i, r.unwrap())]
                     scope.cancel()
                 else:
-                    failures[i] = located(r, segments[i]).failure()
+                    failures[i] = located(r, f"{label}[{i}]").failure()
 
             try:
                 async with anyio.create_task_group() as tg:

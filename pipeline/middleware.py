@@ -12,7 +12,7 @@ import logging as _logging
 import random as _random
 import time
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, final
 
 import anyio
@@ -74,6 +74,7 @@ class _Retry:
     attempts: int
     backoff: Backoff
     when: Callable[[Any], bool] | None
+    sleep: Callable[[float], Awaitable[None]]
 
     @property
     def __name__(self) -> str:
@@ -86,6 +87,7 @@ class _Retry:
         self, call: Call[In, Out, Err], _name: str, /
     ) -> Call[In, Out, Err]:
         attempts, backoff, when = self.attempts, self.backoff, self.when
+        sleep = self.sleep
 
         def should_retry(r: Result[Any, Any]) -> bool:
             if type(r) is Success:
@@ -102,7 +104,7 @@ class _Retry:
                 stop=stop_after_attempt(attempts),
                 wait=lambda s: backoff._delay(s.attempt_number, rng),
                 retry=retry_if_result(should_retry),
-                sleep=anyio.sleep,
+                sleep=sleep,
                 retry_error_callback=last,
             )
             return await retrying(call, value)
@@ -115,6 +117,7 @@ def retry(
     *,
     backoff: Backoff | float = 0.0,
     when: Callable[[Any], bool] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> _Retry:
     """Re-run a failing handler up to *attempts* times in all.
 
@@ -123,13 +126,15 @@ def retry(
     whether to retry it (default: every failure).  The last failure is
     returned when attempts run out.  Exceptions are not retried: they
     propagate, and so does cancellation, including during the backoff
-    sleep.  Backed by :mod:`tenacity`, sleeping with :func:`anyio.sleep`.
+    sleep.  Backed by :mod:`tenacity`; the wait uses *sleep*
+    (:func:`anyio.sleep` by default, so it works on asyncio and trio and
+    under trio's ``MockClock``; tests may pass a recording fake).
     """
     if attempts < 1:
         msg = f"retry(attempts={attempts}): attempts must be at least 1"
         raise ConstructionError(msg)
     policy = backoff if isinstance(backoff, Backoff) else Backoff(backoff)
-    return _Retry(attempts, policy, when)
+    return _Retry(attempts, policy, when, sleep)
 
 
 @final

@@ -1,0 +1,104 @@
+"""Hypothesis strategies for the handler algebra's tests."""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+from hypothesis import strategies as st
+from returns.result import Failure, Result, Success
+
+from pipeline import Context, Handler, Message, handler, loop, must, noop
+
+
+IntHandler: TypeAlias = Handler[int, int, str]
+
+
+def add(k: int) -> IntHandler:
+    """A leaf adding *k*."""
+
+    @handler(name=f"add{k}")
+    async def run(x: int) -> Result[int, str]:
+        return Success(x + k)
+
+    return run
+
+
+def mul(k: int) -> IntHandler:
+    """A leaf multiplying by *k*."""
+
+    @handler(name=f"mul{k}")
+    async def run(x: int) -> Result[int, str]:
+        return Success(x * k)
+
+    return run
+
+
+def fail_when(m: int) -> IntHandler:
+    """A leaf failing on multiples of *m* (with a value naming it)."""
+
+    @handler(name=f"fail%{m}")
+    async def run(x: int) -> Result[int, str]:
+        if x % m == 0:
+            return Failure(f"fail%{m}@{x}")
+        return Success(x)
+
+    return run
+
+
+def _sum(_: int, outs: tuple[int, ...]) -> Result[int, str]:
+    return Success(sum(outs) % 1_000_003)
+
+
+leaves = st.one_of(
+    st.integers(-5, 5).map(add),
+    st.integers(-3, 3).map(mul),
+    st.integers(2, 7).map(fail_when),
+    st.just(noop()),
+)
+
+
+def _extend(children: st.SearchStrategy[IntHandler]) -> st.SearchStrategy[IntHandler]:
+    pairs = st.tuples(children, children)
+    return st.one_of(
+        pairs.map(lambda p: p[0] >> p[1]),
+        pairs.map(lambda p: must(p[0], p[1], aggregate=_sum)),
+        st.tuples(children, st.integers(0, 3)).map(
+            lambda p: loop(p[0], times=p[1]) if p[1] else p[0]
+        ),
+    )
+
+
+def handlers() -> st.SearchStrategy[IntHandler]:
+    """Random ``Handler[int, int, str]`` pipelines, up to a few levels deep."""
+    return st.recursive(leaves, _extend, max_leaves=8)
+
+
+def messages() -> st.SearchStrategy[Message]:
+    """Messages with short printable contents and any role."""
+    return st.builds(
+        Message,
+        role=st.sampled_from(["system", "user", "assistant", "tool"]),
+        content=st.text(max_size=20),
+    )
+
+
+meta_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-1000, 1000)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def contexts() -> st.SearchStrategy[Context]:
+    """Contexts with a few messages and JSON-shaped metadata."""
+    return st.lists(messages(), max_size=5).map(
+        lambda ms: Context.of(*ms)
+    ).flatmap(
+        lambda ctx: st.dictionaries(
+            st.text(max_size=6), meta_values, max_size=4
+        ).map(ctx.with_metadata)
+    )
