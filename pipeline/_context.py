@@ -159,30 +159,45 @@ class MergeStrategy(enum.Enum):
     SKIP = "skip"
 
 
+_Path: TypeAlias = "tuple[_Path, str] | str"
+
+
+def _render(path: _Path) -> str:
+    parts: list[str] = []
+    while isinstance(path, tuple):
+        path, seg = path
+        parts.append(seg)
+    parts.append(path)
+    return "".join(reversed(parts))
+
+
+def _bad_value(node: object, path: _Path) -> TypeError:
+    msg = (
+        f"metadata value at {_render(path)} is a {type(node).__name__}; "
+        "expected str, int, float, bool, None, a list/tuple or a mapping "
+        "with str keys"
+    )
+    return TypeError(msg)
+
+
+_SCALARS = (str, int, float, bool)
+
+
 def _freeze(value: object, where: str) -> MetaValue:
     """Turn a JSON-shaped value into its immutable form, or say what is wrong.
 
     Iterative on purpose: deeply nested input must not hit the recursion
-    limit.
+    limit, and paths are only rendered for the error message.
     """
-    if value is None or type(value) in (str, int, float, bool):
-        return value  # type: ignore[return-value]  # checked just above
-    if not isinstance(value, (list, tuple, dict, Mapping)):
-        msg = (
-            f"metadata value at {where} is a {type(value).__name__}; "
-            "expected str, int, float, bool, None, a list/tuple or a "
-            "mapping with str keys"
-        )
-        raise TypeError(msg)
-    # Post-order conversion with an explicit stack.
+    if value is None or type(value) in _SCALARS:
+        return cast("MetaValue", value)
     out: list[MetaValue] = []
-    stack: list[tuple[object, str, bool]] = [(value, where, False)]
+    stack: list[tuple[object, _Path, bool]] = [(value, where, False)]
     while stack:
         node, path, done = stack.pop()
-        if node is None or type(node) in (str, int, float, bool):
-            out.append(node)  # type: ignore[arg-type]  # checked just above
-            continue
-        if isinstance(node, (list, tuple)):
+        if node is None or type(node) in _SCALARS:
+            out.append(cast("MetaValue", node))
+        elif isinstance(node, (list, tuple)):
             if done:
                 n = len(node)
                 items = tuple(out[len(out) - n :]) if n else ()
@@ -191,11 +206,10 @@ def _freeze(value: object, where: str) -> MetaValue:
             else:
                 stack.append((node, path, True))
                 stack.extend(
-                    (item, f"{path}[{i}]", False)
-                    for i, item in reversed(list(enumerate(node)))
+                    (node[i], (path, f"[{i}]"), False)
+                    for i in range(len(node) - 1, -1, -1)
                 )
-            continue
-        if isinstance(node, Mapping):
+        elif isinstance(node, Mapping):
             keys = list(node)
             if done:
                 n = len(keys)
@@ -206,20 +220,16 @@ def _freeze(value: object, where: str) -> MetaValue:
                 for k in keys:
                     if not isinstance(k, str):
                         msg = (
-                            f"metadata key {k!r} at {path} is a "
+                            f"metadata key {k!r} at {_render(path)} is a "
                             f"{type(k).__name__}; keys must be str"
                         )
                         raise TypeError(msg)
                 stack.append((node, path, True))
                 stack.extend(
-                    (node[k], f"{path}.{k}", False) for k in reversed(keys)
+                    (node[k], (path, f".{k}"), False) for k in reversed(keys)
                 )
-            continue
-        msg = (
-            f"metadata value at {path} is a {type(node).__name__}; expected "
-            "str, int, float, bool, None, a list/tuple or a mapping"
-        )
-        raise TypeError(msg)
+        else:
+            raise _bad_value(node, path)
     return out[0]
 
 

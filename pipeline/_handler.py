@@ -538,7 +538,7 @@ def both_builder(label: str, aggregate: Aggregate | None) -> Builder:
             # already cancelled sees its cancellation, never a result.
             await anyio.lowlevel.checkpoint_if_cancelled()
             outs = [_MISSING] * len(calls)
-            failed: list[Result[Any, Any]] = []
+            failed: list[tuple[int, Result[Any, Any]]] = []
 
             async def branch(
                 i: int, call: AnyCall, scope: anyio.CancelScope
@@ -546,11 +546,15 @@ def both_builder(label: str, aggregate: Aggregate | None) -> Builder:
                 r = await call(value)
                 if type(r) is Success:
                     outs[i] = r.unwrap()
-                elif not failed:
-                    failed.append(located(r, f"{label}[{i}]"))
-                    scope.cancel()
-                elif type(r) is not Failure:
-                    raise _bad_result(r, f"{label}[{i}]")
+                    return
+                r = located(r, f"{label}[{i}]")
+                # The first failure cancels the rest.  Failures that land in
+                # the same scheduling round, before the cancellation can, are
+                # simultaneous: the earliest branch in definition order wins,
+                # so the result does not depend on the scheduler.
+                if not failed or i < failed[0][0]:
+                    failed[:] = [(i, r)]
+                scope.cancel()
 
             try:
                 async with anyio.create_task_group() as tg:
@@ -559,7 +563,7 @@ def both_builder(label: str, aggregate: Aggregate | None) -> Builder:
             except BaseExceptionGroup as group:
                 raise collapse(group) from None
             if failed:
-                return failed[0]
+                return failed[0][1]
             return agg(value, tuple(outs))
 
         return run_both
