@@ -31,10 +31,7 @@ __all__ = (
     "merge_metadata",
 )
 
-MetaValue: TypeAlias = (
-    "str | int | float | bool | tuple[MetaValue, ...] "
-    "| Mapping[str, MetaValue] | None"
-)
+MetaValue: TypeAlias = "str | int | float | bool | tuple[MetaValue, ...] | Mapping[str, MetaValue] | None"
 """A metadata value: JSON-shaped and immutable (lists become tuples)."""
 
 Metadata: TypeAlias = "PMap[str, MetaValue]"
@@ -260,6 +257,10 @@ def _to_messages(value: Iterable[Message]) -> PVector[Message]:
     return msgs
 
 
+def _no_metadata() -> Metadata:
+    return pmap()
+
+
 def _new_run_id() -> str:
     return uuid.uuid4().hex
 
@@ -278,7 +279,9 @@ class Context:
     messages: PVector[Message] = attrs.field(
         factory=pvector, converter=_to_messages
     )
-    metadata: Metadata = attrs.field(factory=pmap, converter=_to_metadata)
+    metadata: Metadata = attrs.field(
+        factory=_no_metadata, converter=_to_metadata
+    )
     run_id: str = attrs.field(factory=_new_run_id)
 
     @classmethod

@@ -374,7 +374,6 @@ def _use_node(
 
 
 def _join(
-    kind: str,
     parts: Sequence[Handler[Any, Any, Any]],
     flattens: Callable[[Handler[Any, Any, Any], int], bool],
 ) -> tuple[Children, Calls]:
@@ -403,7 +402,7 @@ def _anonymous_then(h: Handler[Any, Any, Any], _: int) -> bool:
 def _compose(
     kind: str, parts: Sequence[Handler[Any, Any, Any]]
 ) -> Handler[Any, Any, Any]:
-    children, calls = _join(kind, parts, _anonymous_then)
+    children, calls = _join(parts, _anonymous_then)
     return _make(
         kind, children, then_builder(kind), kind, named=False, calls=calls
     )
@@ -422,7 +421,7 @@ def _left_race(h: Handler[Any, Any, Any], i: int) -> bool:
 
 
 def _par(parts: Sequence[Handler[Any, Any, Any]]) -> AnyPar:
-    children, calls = _join("both", parts, _left_par)
+    children, calls = _join(parts, _left_par)
     made = _make(
         "both",
         children,
@@ -436,7 +435,7 @@ def _par(parts: Sequence[Handler[Any, Any, Any]]) -> AnyPar:
 
 
 def _race(parts: Sequence[Handler[Any, Any, Any]]) -> Race[Any, Any, Any]:
-    children, calls = _join("race", parts, _left_race)
+    children, calls = _join(parts, _left_race)
     made = _make(
         "race",
         children,

@@ -13,7 +13,7 @@ import random as _random
 import time
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, final
+from typing import Any, Never, TypeVar, final
 
 import anyio
 import attrs
@@ -26,7 +26,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
-from ._handler import Call
+from ._handler import Call, Middleware
 from .errors import ConstructionError, TimedOut
 
 
@@ -70,7 +70,7 @@ class Backoff:
 
 @final
 @attrs.frozen(repr=False)
-class _Retry:
+class _Retry(Middleware[Never]):
     attempts: int
     backoff: Backoff
     when: Callable[[Any], bool] | None
@@ -139,7 +139,7 @@ def retry(
 
 @final
 @attrs.frozen(repr=False)
-class _Timeout:
+class _Timeout(Middleware[TimedOut]):
     seconds: float
 
     @property
@@ -178,7 +178,7 @@ def timeout(seconds: float) -> _Timeout:
 
 @final
 @attrs.frozen(repr=False)
-class _Log:
+class _Log(Middleware[Never]):
     logger: _logging.Logger
     level: int
     failure_level: int

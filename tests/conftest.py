@@ -26,7 +26,9 @@ settings.register_profile(
     "nightly", deadline=None, max_examples=5_000, print_blob=True
 )
 settings.load_profile(
-    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev")
+    os.environ.get(
+        "HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"
+    )
 )
 
 

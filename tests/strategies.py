@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import TypeAlias
 
 from hypothesis import strategies as st
-from returns.result import Failure, Result, Success
-
 from pipeline import Context, Handler, Message, handler, loop, must, noop
+from returns.result import Failure, Result, Success
 
 
 IntHandler: TypeAlias = Handler[int, int, str]
@@ -45,19 +44,24 @@ def fail_when(m: int) -> IntHandler:
     return run
 
 
+_unit: IntHandler = noop()
+
+
 def _sum(_: int, outs: tuple[int, ...]) -> Result[int, str]:
     return Success(sum(outs) % 1_000_003)
 
 
-leaves = st.one_of(
+leaves: st.SearchStrategy[IntHandler] = st.one_of(
     st.integers(-5, 5).map(add),
     st.integers(-3, 3).map(mul),
     st.integers(2, 7).map(fail_when),
-    st.just(noop()),
+    st.just(_unit),
 )
 
 
-def _extend(children: st.SearchStrategy[IntHandler]) -> st.SearchStrategy[IntHandler]:
+def _extend(
+    children: st.SearchStrategy[IntHandler],
+) -> st.SearchStrategy[IntHandler]:
     pairs = st.tuples(children, children)
     return st.one_of(
         pairs.map(lambda p: p[0] >> p[1]),
@@ -83,22 +87,23 @@ def messages() -> st.SearchStrategy[Message]:
 
 
 meta_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-1000, 1000)
-    | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 
 
 def contexts() -> st.SearchStrategy[Context]:
     """Contexts with a few messages and JSON-shaped metadata."""
-    return st.lists(messages(), max_size=5).map(
-        lambda ms: Context.of(*ms)
-    ).flatmap(
-        lambda ctx: st.dictionaries(
-            st.text(max_size=6), meta_values, max_size=4
-        ).map(ctx.with_metadata)
+    return (
+        st.lists(messages(), max_size=5)
+        .map(lambda ms: Context.of(*ms))
+        .flatmap(
+            lambda ctx: st.dictionaries(
+                st.text(max_size=6), meta_values, max_size=4
+            ).map(ctx.with_metadata)
+        )
     )

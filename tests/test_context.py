@@ -15,8 +15,6 @@ from hypothesis.stateful import (
     invariant,
     rule,
 )
-from pyrsistent import pmap
-
 from pipeline import (
     Context,
     MergeStrategy,
@@ -27,7 +25,14 @@ from pipeline import (
     merge_branches,
     merge_metadata,
 )
+from pipeline.typing import Metadata, MetaValue
+from pyrsistent import pmap
 from tests.strategies import contexts, messages, meta_values
+
+
+def meta(**values: object) -> Metadata:
+    """Frozen metadata from keyword arguments."""
+    return Context().with_metadata(values).metadata
 
 
 def test_new_context_is_empty_with_a_run_id() -> None:
@@ -132,52 +137,54 @@ def test_message_constructors() -> None:
 
 def test_merge_strategies_on_a_shared_key() -> None:
     """Each strategy resolves a key present on both sides its own way."""
-    old = pmap({"n": 1, "s": "a", "t": (1,), "m": pmap({"x": 1}), "o": 1})
-    new = pmap({"n": 2, "s": "b", "t": (2,), "m": pmap({"y": 2}), "o": "z", "fresh": 0})
+    old = meta(n=1, s="a", t=(1,), m={"x": 1}, o=1)
+    new = meta(n=2, s="b", t=(2,), m={"y": 2}, o="z", fresh=0)
     keep = merge_metadata(old, new, MergeStrategy.KEEP_EXISTING)
     assert keep == old.set("fresh", 0)
     assert merge_metadata(old, new, MergeStrategy.KEEP_NEW) == old.update(new)
     assert merge_metadata(old, new, MergeStrategy.SKIP) == old
     combined = merge_metadata(old, new, MergeStrategy.COMBINE)
-    assert combined == pmap(
-        {
-            "n": 3,
-            "s": "ab",
-            "t": (1, 2),
-            "m": pmap({"x": 1, "y": 2}),
-            "o": "z",
-            "fresh": 0,
-        }
+    assert combined == meta(
+        n=3, s="ab", t=(1, 2), m={"x": 1, "y": 2}, o="z", fresh=0
     )
 
 
 def test_combine_does_not_add_booleans() -> None:
     """True + True is not 2: booleans take the incoming value."""
-    merged = merge_metadata(
-        pmap({"b": True}), pmap({"b": True}), MergeStrategy.COMBINE
-    )
+    merged = merge_metadata(meta(b=True), meta(b=True), MergeStrategy.COMBINE)
     assert merged["b"] is True
 
 
 def test_custom_per_key_merge_wins() -> None:
     """A per-key function overrides the strategy for its key only."""
+
+    def bigger(a: MetaValue, b: MetaValue) -> MetaValue:
+        assert isinstance(a, int)
+        assert isinstance(b, int)
+        return max(a, b)
+
     merged = merge_metadata(
-        pmap({"k": 2, "j": 1}),
-        pmap({"k": 5, "j": 9}),
+        meta(k=2, j=1),
+        meta(k=5, j=9),
         MergeStrategy.KEEP_EXISTING,
-        {"k": lambda a, b: max(a, b)},  # type: ignore[type-var,arg-type]
+        {"k": bigger},
     )
-    assert merged == pmap({"k": 5, "j": 1})
+    assert merged == meta(k=5, j=1)
 
 
 def test_context_merge_metadata() -> None:
     """Context.merge_metadata merges a plain mapping by a strategy."""
     ctx = Context().set("n", 1)
-    assert ctx.merge_metadata({"n": 2}, MergeStrategy.COMBINE).metadata["n"] == 3
+    assert (
+        ctx.merge_metadata({"n": 2}, MergeStrategy.COMBINE).metadata["n"] == 3
+    )
     assert ctx.merge_metadata({"n": 2}).metadata["n"] == 2
 
 
-@given(old=st.dictionaries(st.text(max_size=3), meta_values), new=st.dictionaries(st.text(max_size=3), meta_values))
+@given(
+    old=st.dictionaries(st.text(max_size=3), meta_values),
+    new=st.dictionaries(st.text(max_size=3), meta_values),
+)
 def test_keep_new_is_dict_update(
     old: dict[str, object], new: dict[str, object]
 ) -> None:
@@ -188,7 +195,10 @@ def test_keep_new_is_dict_update(
     assert merge_metadata(a, b, MergeStrategy.KEEP_EXISTING) == b.update(a)
 
 
-@given(base=contexts(), adds=st.lists(st.lists(messages(), max_size=3), min_size=1, max_size=4))
+@given(
+    base=contexts(),
+    adds=st.lists(st.lists(messages(), max_size=3), min_size=1, max_size=4),
+)
 def test_merge_branches_keeps_prefix_once(
     base: Context, adds: list[list[Message]]
 ) -> None:
@@ -210,7 +220,9 @@ def test_merge_branches_handles_rewritten_history() -> None:
 def test_merge_branches_skip_ignores_metadata() -> None:
     """SKIP keeps the base metadata whatever the branches did."""
     base = Context().set("k", 1)
-    merged = merge_branches(base, [base.set("k", 2), base.set("j", 3)], MergeStrategy.SKIP)
+    merged = merge_branches(
+        base, [base.set("k", 2), base.set("j", 3)], MergeStrategy.SKIP
+    )
     assert dict(merged.metadata) == {"k": 1}
 
 
@@ -227,7 +239,9 @@ class ContextMachine(RuleBasedStateMachine):
         self.model: dict[int, tuple[list[Message], dict[str, object]]] = {}
         self.live: dict[int, Context] = {}
 
-    def _keep(self, ctx: Context, msgs: list[Message], meta: dict[str, object]) -> Context:
+    def _keep(
+        self, ctx: Context, msgs: list[Message], meta: dict[str, object]
+    ) -> Context:
         self.model[id(ctx)] = (msgs, meta)
         self.live[id(ctx)] = ctx
         return ctx
@@ -241,10 +255,17 @@ class ContextMachine(RuleBasedStateMachine):
         msgs, meta = self.model[id(ctx)]
         return self._keep(ctx.append(msg), [*msgs, msg], dict(meta))
 
-    @rule(target=snapshots, ctx=snapshots, key=st.sampled_from("abc"), value=st.integers())
+    @rule(
+        target=snapshots,
+        ctx=snapshots,
+        key=st.sampled_from("abc"),
+        value=st.integers(),
+    )
     def set_key(self, ctx: Context, key: str, value: int) -> Context:
         msgs, meta = self.model[id(ctx)]
-        return self._keep(ctx.set(key, value), list(msgs), {**meta, key: value})
+        return self._keep(
+            ctx.set(key, value), list(msgs), {**meta, key: value}
+        )
 
     @rule(target=snapshots, ctx=snapshots, key=st.sampled_from("abc"))
     def discard(self, ctx: Context, key: str) -> Context:

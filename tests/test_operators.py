@@ -5,8 +5,6 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from returns.result import Failure, Result, Success
-
 from pipeline import (
     Context,
     Handler,
@@ -18,6 +16,7 @@ from pipeline import (
     safe,
 )
 from pipeline.errors import AllFailed, Raised
+from returns.result import Failure, Result, Success
 
 
 @handler
@@ -59,7 +58,7 @@ def test_handler_rejects_wrong_arity() -> None:
     async def two(x: int, y: int) -> Result[int, str]:
         return Success(x + y)
 
-    with pytest.raises(TypeError, match="two.*one positional"):
+    with pytest.raises(TypeError, match=r"two.*one positional"):
         handler(two)  # type: ignore[arg-type]
 
 
@@ -195,7 +194,9 @@ async def test_both_merges_contexts() -> None:
         return run
 
     base = Context.of(Message.user("q1"), Message.user("q2"))
-    out = (await (says("a", "x") & says("b", "y") & says("c", "x"))(base)).unwrap()
+    out = (
+        await (says("a", "x") & says("b", "y") & says("c", "x"))(base)
+    ).unwrap()
     assert [m.content for m in out.messages] == ["q1", "q2", "a", "b", "c"]
     assert dict(out.metadata) == {"x": "c", "y": "b"}
     assert out.run_id == base.run_id

@@ -6,10 +6,9 @@ import anyio
 
 from hypothesis import given
 from hypothesis import strategies as st
-from returns.result import Failure, Result, Success
-
 from pipeline import Context, Handler, Message, first, handler, must, noop
 from pipeline.errors import AllFailed
+from returns.result import Failure, Result, Success
 from tests.strategies import IntHandler, handlers
 
 
@@ -24,9 +23,10 @@ async def test_then_is_associative(
 @given(a=handlers(), x=st.integers(-50, 50))
 async def test_noop_is_identity_of_then(a: IntHandler, x: int) -> None:
     """noop() is a left and right unit of >>."""
+    unit: IntHandler = noop()
     expected = await a(x)
-    assert await (noop() >> a)(x) == expected
-    assert await (a >> noop())(x) == expected
+    assert await (unit >> a)(x) == expected
+    assert await (a >> unit)(x) == expected
 
 
 @given(a=handlers(), b=handlers(), x=st.integers(-50, 50))
@@ -94,7 +94,7 @@ outcomes = st.lists(
 )
 
 
-def _outcome(ok: bool, v: int, i: int) -> Handler[int, int, str]:  # noqa: FBT001
+def _outcome(ok: bool, v: int, i: int) -> Handler[int, int, str]:
     @handler(name=f"b{i}")
     async def run(x: int) -> Result[int, str]:
         await anyio.lowlevel.checkpoint()
@@ -136,7 +136,9 @@ async def test_both_succeeds_iff_every_branch_does(
         assert out == Success(tuple(x + v for _, v in branches))
     else:
         assert isinstance(out, Failure)
-        assert out.failure() in {f"no{i}" for i, (ok, _) in enumerate(branches) if not ok}
+        assert out.failure() in {
+            f"no{i}" for i, (ok, _) in enumerate(branches) if not ok
+        }
 
 
 @given(a=handlers(), b=handlers(), c=handlers(), x=st.integers(-20, 20))
