@@ -1,7 +1,5 @@
 """Typed, async, functional pipelines for LLM-agent workflows."""
 
-from typing import Any
-
 from . import errors as errors
 from . import middleware as middleware
 from ._combinators import DEFAULT_LOOP_LIMIT as DEFAULT_LOOP_LIMIT
@@ -31,6 +29,7 @@ from ._handler import Par as Par
 from ._handler import Race as Race
 from ._lift import handler as handler
 from ._lift import safe as safe
+from ._version import __version__ as __version__
 
 
 __all__ = (
@@ -46,6 +45,7 @@ __all__ = (
     "Role",
     "ToolCall",
     "Usage",
+    "__version__",
     "condition",
     "errors",
     "first",
@@ -64,12 +64,3 @@ __all__ = (
     "switch",
     "when",
 )
-
-
-def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        from ._version import __version__  # noqa: PLC0415
-
-        return __version__
-    msg = f"module 'pipeline' has no attribute {name!r}"
-    raise AttributeError(msg)

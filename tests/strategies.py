@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TypeAlias
 
 from hypothesis import strategies as st
-from pipeline import Context, Handler, Message, handler, loop, must, noop
 from returns.result import Failure, Result, Success
+
+from pipeline import Context, Handler, Message, handler, loop, must, noop
 
 
 IntHandler: TypeAlias = Handler[int, int, str]

@@ -10,6 +10,8 @@ from typing import Never
 import anyio
 import pytest
 
+from returns.result import Failure, Result, Success
+
 from pipeline import (
     Condition,
     Context,
@@ -38,7 +40,6 @@ from pipeline.errors import (
     LimitExceeded,
     Raised,
 )
-from returns.result import Failure, Result, Success
 
 
 @handler

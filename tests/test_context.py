@@ -15,6 +15,8 @@ from hypothesis.stateful import (
     invariant,
     rule,
 )
+from pyrsistent import pmap
+
 from pipeline import (
     Context,
     MergeStrategy,
@@ -26,7 +28,6 @@ from pipeline import (
     merge_metadata,
 )
 from pipeline.typing import Metadata, MetaValue
-from pyrsistent import pmap
 from tests.strategies import contexts, messages, meta_values
 
 

@@ -9,11 +9,12 @@ from typing import Never, TypeVar
 import anyio
 import pytest
 
+from returns.result import Failure, Result, Success
+
 from pipeline import handler, loop, must, sequential
 from pipeline.errors import ConstructionError, TimedOut
 from pipeline.middleware import Backoff, log, retry, timeout
 from pipeline.typing import Call, Middleware
-from returns.result import Failure, Result, Success
 
 
 In = TypeVar("In")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from returns.result import Failure, Result, Success
+
 from pipeline import (
     Context,
     Handler,
@@ -16,7 +18,6 @@ from pipeline import (
     safe,
 )
 from pipeline.errors import AllFailed, Raised
-from returns.result import Failure, Result, Success
 
 
 @handler

@@ -6,9 +6,10 @@ import anyio
 
 from hypothesis import given
 from hypothesis import strategies as st
+from returns.result import Failure, Result, Success
+
 from pipeline import Context, Handler, Message, first, handler, must, noop
 from pipeline.errors import AllFailed
-from returns.result import Failure, Result, Success
 from tests.strategies import IntHandler, handlers
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Never, assert_type
 
+from returns.result import Result, Success
+
 from pipeline import (
     Condition,
     Context,
@@ -42,7 +44,6 @@ from pipeline.errors import (
     TimedOut,
 )
 from pipeline.middleware import log, retry, timeout
-from returns.result import Result, Success
 
 
 class ParseError: ...
