@@ -13,7 +13,7 @@ import random as _random
 import time
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Never, TypeVar, final
+from typing import TYPE_CHECKING, Any, Never, TypeVar, final
 
 import anyio
 import attrs
@@ -27,6 +27,10 @@ from tenacity import (
 )
 
 from ._handler import Call, Middleware
+
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 from .errors import ConstructionError, TimedOut
 
 
@@ -86,6 +90,13 @@ class _Retry(Middleware[Never]):
     def __call__(
         self, call: Call[In, Out, Err], _name: str, /
     ) -> Call[In, Out, Err]:
+        # tenacity is imported when a retry is first wired, not at start-up.
+        from tenacity import (  # noqa: PLC0415
+            AsyncRetrying,
+            retry_if_result,
+            stop_after_attempt,
+        )
+
         attempts, backoff, when = self.attempts, self.backoff, self.when
         sleep = self.sleep
 

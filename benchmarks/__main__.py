@@ -1,0 +1,41 @@
+"""Run the benchmarks: `python -m benchmarks [--quick] [--backend trio]`."""
+
+from __future__ import annotations
+
+import argparse
+
+from benchmarks import w1_chain, w3_loop, w8_import
+from benchmarks._harness import Case, Settings, table
+
+
+def main() -> None:
+    """Run every workload, print JSON lines, then the table."""
+    parser = argparse.ArgumentParser(prog="benchmarks")
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes, few reps"
+    )
+    parser.add_argument(
+        "--backend", default="asyncio", choices=["asyncio", "trio"]
+    )
+    args = parser.parse_args()
+    reps = 3 if args.quick else 7
+    min_units = 20_000 if args.quick else 200_000
+    w1 = [10, 100, 1000] if args.quick else [10, 100, 1000, 10_000]
+    w3 = [100, 1000, 10_000] if args.quick else [100, 1000, 10_000, 1_000_000]
+    cases: list[Case] = []
+    settings = Settings(reps, min_units, args.backend)
+    for batch in (
+        w1_chain.cases(w1, settings),
+        w3_loop.cases(w3, settings),
+        w8_import.cases(reps),
+    ):
+        for case in batch:
+            print(case.line(), flush=True)
+        cases.extend(batch)
+    print()
+    print(f"backend: {args.backend}; medians of {reps} runs after a warm-up")
+    print(table(cases))
+
+
+if __name__ == "__main__":
+    main()

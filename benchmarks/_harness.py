@@ -1,0 +1,137 @@
+"""Timing harness: medians after warm-up, JSON lines, a final table."""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import time
+import tracemalloc
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import attrs
+
+
+@attrs.frozen
+class Case:
+    """One measured case; printed as a JSON line."""
+
+    workload: str
+    variant: str
+    impl: str
+    size: int
+    unit: str
+    reps: int
+    median_s: float
+    per_unit_us: float
+    bytes_stored: int | None = None
+    peak_bytes: int | None = None
+
+    def line(self) -> str:
+        """The JSON line for this case."""
+        return json.dumps(attrs.asdict(self))
+
+
+@attrs.frozen
+class Settings:
+    """How hard to measure: repetitions, minimum units per timing, backend."""
+
+    reps: int
+    min_units: int
+    backend: str
+
+
+def measure(
+    workload: str,
+    variant: str,
+    impl: str,
+    *,
+    size: int,
+    unit: str,
+    run: Callable[[], Awaitable[Any]],
+    expected: object,
+    settings: Settings,
+) -> Case:
+    """Time *run* (checking its result) and return the median case.
+
+    Small sizes repeat the run inside one timing so that each timing covers
+    at least *min_units* units: per-unit figures stay above timer noise.
+    """
+    reps, min_units, backend = (
+        settings.reps,
+        settings.min_units,
+        settings.backend,
+    )
+    per_run_units = size
+    inner = max(1, min_units // max(per_run_units, 1))
+
+    async def timed() -> float:
+        result = await run()  # warm-up, and check the work was done
+        if result != expected:
+            msg = (
+                f"{workload}/{variant}/{impl}/{size}: wrong result {result!r}"
+            )
+            raise AssertionError(msg)
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(inner):
+            await run()
+        return (time.perf_counter() - start) / inner
+
+    async def peak() -> int:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            await run()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    times = [anyio.run(timed, backend=backend) for _ in range(reps)]
+    peak_bytes = anyio.run(peak, backend=backend) if size <= 100_000 else None
+    median = statistics.median(times)
+    return Case(
+        workload,
+        variant,
+        impl,
+        size,
+        unit,
+        reps,
+        median,
+        median / per_run_units * 1e6,
+        None,
+        peak_bytes,
+    )
+
+
+def table(cases: list[Case]) -> str:
+    """A plain-text table pairing each pipeline case with its baseline."""
+    base = {
+        (c.workload, c.variant, c.size): c
+        for c in cases
+        if c.impl == "baseline"
+    }
+    rows = [
+        "workload variant        size     pipeline µs/unit  baseline µs/unit  overhead µs  ratio"
+    ]
+    for c in cases:
+        if c.impl != "pipeline":
+            continue
+        b = base.get((c.workload, c.variant, c.size))
+        if b is None:
+            rows.append(
+                f"{c.workload:<8} {c.variant:<14} {c.size:>8} {c.per_unit_us:>17.3f}"
+            )
+            continue
+        over = c.per_unit_us - b.per_unit_us
+        ratio = (
+            c.per_unit_us / b.per_unit_us if b.per_unit_us else float("inf")
+        )
+        rows.append(
+            f"{c.workload:<8} {c.variant:<14} {c.size:>8} {c.per_unit_us:>17.3f}"
+            f" {b.per_unit_us:>17.3f} {over:>12.3f} {ratio:>6.1f}x"
+        )
+    return "\n".join(rows)
