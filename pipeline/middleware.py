@@ -19,12 +19,6 @@ import anyio
 import attrs
 
 from returns.result import Failure, Result, Success
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_result,
-    stop_after_attempt,
-)
 
 from ._handler import Call, Middleware
 
