@@ -21,6 +21,25 @@ async def test_then_is_associative(
     assert await ((a >> b) >> c)(x) == await (a >> (b >> c))(x)
 
 
+def outcome(r: Result[int, str]) -> int | None:
+    """The success value, or None: what concurrent pipelines agree on."""
+    return r.unwrap() if isinstance(r, Success) else None
+
+
+@given(
+    a=handlers(concurrent=True),
+    b=handlers(concurrent=True),
+    c=handlers(concurrent=True),
+    x=st.integers(-50, 50),
+)
+async def test_then_is_associative_with_fan_outs(
+    a: IntHandler, b: IntHandler, c: IntHandler, x: int
+) -> None:
+    """With fan-outs inside, grouping of >> still gives the same outcome."""
+    left = outcome(await ((a >> b) >> c)(x))
+    assert left == outcome(await (a >> (b >> c))(x))
+
+
 @given(a=handlers(), x=st.integers(-50, 50))
 async def test_noop_is_identity_of_then(a: IntHandler, x: int) -> None:
     """noop() is a left and right unit of >>."""
@@ -142,7 +161,12 @@ async def test_both_succeeds_iff_every_branch_does(
         }
 
 
-@given(a=handlers(), b=handlers(), c=handlers(), x=st.integers(-20, 20))
+@given(
+    a=handlers(concurrent=True),
+    b=handlers(concurrent=True),
+    c=handlers(concurrent=True),
+    x=st.integers(-20, 20),
+)
 async def test_both_is_associative_up_to_flattening(
     a: IntHandler, b: IntHandler, c: IntHandler, x: int
 ) -> None:
@@ -156,7 +180,12 @@ async def test_both_is_associative_up_to_flattening(
         assert (p, q, r) == (p2, q2, r2)
 
 
-@given(a=handlers(), b=handlers(), c=handlers(), x=st.integers(-20, 20))
+@given(
+    a=handlers(concurrent=True),
+    b=handlers(concurrent=True),
+    c=handlers(concurrent=True),
+    x=st.integers(-20, 20),
+)
 async def test_race_of_pure_branches_is_associative(
     a: IntHandler, b: IntHandler, c: IntHandler, x: int
 ) -> None:
