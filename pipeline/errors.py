@@ -26,12 +26,22 @@ E_co = TypeVar("E_co", covariant=True)
 
 __all__ = (
     "AllFailed",
+    "CheckpointDecodeError",
+    "ConcurrentModification",
     "ConditionError",
     "ConstructionError",
+    "FanOutLimitExceeded",
+    "GraphDefect",
+    "GraphDefects",
+    "IncompatibleGraph",
     "LimitExceeded",
+    "MergeConflict",
     "PipelineError",
     "Raised",
+    "SnapshotNotFound",
+    "StepLimitExceeded",
     "TimedOut",
+    "UnknownRoute",
     "format_path",
 )
 
@@ -144,3 +154,150 @@ class ConstructionError(ValueError):
     Raised at construction time (never at run time), for instance for a
     race with no branches or a loop whose limit is not positive.
     """
+
+
+# -- graphs -------------------------------------------------------------------
+
+
+@final
+@attrs.frozen
+class GraphDefect:
+    """One structural defect found when a graph is built."""
+
+    kind: str
+    node: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.node!r}: {self.detail}"
+
+
+@final
+class GraphDefects(ValueError):
+    """A graph could not be built; *defects* lists every problem found."""
+
+    def __init__(self, defects: Sequence[GraphDefect]) -> None:
+        self.defects = tuple(defects)
+        lines = "\n".join(f"  - {d}" for d in self.defects)
+        super().__init__(f"{len(self.defects)} graph defect(s):\n{lines}")
+
+
+@final
+@attrs.frozen
+class UnknownRoute(PipelineError):
+    """A router returned a name its edge did not declare."""
+
+    node: str
+    label: str
+    allowed: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"router of {self.node!r} returned {self.label!r}, not one of "
+            f"{list(self.allowed)}"
+        )
+
+
+@final
+@attrs.frozen
+class StepLimitExceeded(PipelineError):
+    """A run reached its step limit; the last checkpoint can be resumed.
+
+    *tail* holds the names of the last nodes that ran, newest last.
+    """
+
+    limit: int
+    tail: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"step limit {self.limit} reached; last nodes: "
+            f"{' -> '.join(self.tail)}"
+        )
+
+
+@final
+@attrs.frozen
+class FanOutLimitExceeded(PipelineError):
+    """A fan-out asked for more branches than allowed; nothing was started."""
+
+    width: int
+    limit: int
+
+    def __str__(self) -> str:
+        return f"fan-out of {self.width} exceeds the limit of {self.limit}"
+
+
+@final
+@attrs.frozen
+class MergeConflict(PipelineError):
+    """Several parallel branches changed a field that has no merge rule."""
+
+    field: str
+    branches: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"branches {list(self.branches)} all changed {self.field!r}; "
+            "give the fan-out a merge rule for it"
+        )
+
+
+@final
+@attrs.frozen
+class ConcurrentModification(PipelineError):
+    """Another writer committed first (compare-and-set on the head failed)."""
+
+    thread_id: str
+    expected_head: int | None
+    actual_head: int | None
+
+    def __str__(self) -> str:
+        return (
+            f"thread {self.thread_id!r} moved on: expected head "
+            f"{self.expected_head}, found {self.actual_head}"
+        )
+
+
+@final
+@attrs.frozen
+class SnapshotNotFound(PipelineError):
+    """No usable checkpoint for that thread (and version)."""
+
+    thread_id: str
+    version: int | None
+
+    def __str__(self) -> str:
+        at = "" if self.version is None else f" at version {self.version}"
+        return f"no checkpoint for thread {self.thread_id!r}{at}"
+
+
+@final
+@attrs.frozen
+class IncompatibleGraph(PipelineError):
+    """A checkpoint was written by a graph of another shape."""
+
+    stored: str
+    current: str
+
+    def __str__(self) -> str:
+        return (
+            f"checkpoint written by graph {self.stored[:12]}, this graph is "
+            f"{self.current[:12]}; declare a migration to resume it"
+        )
+
+
+@final
+@attrs.frozen
+class CheckpointDecodeError(PipelineError):
+    """Checkpoint bytes could not be decoded into the declared types.
+
+    *location* is a JSON path into the record (``$.state.count``),
+    *reason* says what was wrong: torn, tampered or mistyped records.
+    """
+
+    location: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"cannot decode checkpoint at {self.location}: {self.reason}"

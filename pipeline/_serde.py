@@ -1,0 +1,185 @@
+"""Type-directed serialisation: cattrs hooks and canonical JSON bytes.
+
+Decoding only ever builds the types the caller declares (cattrs
+``structure`` into them): no class names are read from the payload, nothing
+is imported or executed, and there is no pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, get_args, get_origin
+
+import cattrs
+
+from cattrs.preconf.json import make_converter as _json_converter
+from pyrsistent import PMap, PVector, pmap, pvector
+
+from ._context import Context, Message, _freeze
+
+
+T = TypeVar("T")
+
+__all__ = ("canonical", "checksum", "make_converter")
+
+
+def canonical(value: object) -> bytes:
+    """Canonical JSON bytes: sorted keys, no spaces, UTF-8, no NaN."""
+    return json.dumps(
+        value,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    ).encode()
+
+
+def checksum(data: bytes) -> str:
+    """SHA-256 of *data*, hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _strict(kind: type, *accept: type) -> Callable[[Any, Any], Any]:
+    allowed = accept or (kind,)
+
+    def structure(value: Any, _: Any) -> Any:
+        # bool is an int subclass: never accept it where a number is meant.
+        if type(value) is bool and kind is not bool:
+            msg = f"expected {kind.__name__}, got bool"
+            raise TypeError(msg)
+        if not isinstance(value, allowed):
+            msg = f"expected {kind.__name__}, got {type(value).__name__}"
+            raise TypeError(msg)
+        return kind(value)
+
+    return structure
+
+
+def _is_pvector(t: Any) -> bool:
+    return t is PVector or get_origin(t) is PVector
+
+
+def _is_pmap(t: Any) -> bool:
+    return t is PMap or get_origin(t) is PMap
+
+
+def make_converter() -> cattrs.Converter:
+    """A converter for states, messages and contexts, strict on the way in.
+
+    * ``int``, ``float``, ``str`` and ``bool`` accept only their own JSON
+      kind (``1.5`` is not an ``int``, ``True`` is not ``1``).
+    * Extra keys in an attrs class are an error.
+    * :class:`pyrsistent.PVector` and ``PMap`` fields round-trip through
+      lists and objects; :class:`~pipeline.Context` has its own hooks.
+    """
+    conv = _json_converter(forbid_extra_keys=True)
+    conv.register_structure_hook(int, _strict(int))
+    conv.register_structure_hook(float, _strict(float, int, float))
+    conv.register_structure_hook(str, _strict(str))
+    conv.register_structure_hook(bool, _strict(bool))
+
+    def pvector_structure(t: Any) -> Callable[[Any, Any], Any]:
+        args = get_args(t)
+        item = args[0] if args else Any
+
+        def structure(value: Any, _: Any) -> Any:
+            if not isinstance(value, list):
+                msg = f"expected a list, got {type(value).__name__}"
+                raise TypeError(msg)
+            return pvector(conv.structure(v, item) for v in value)
+
+        return structure
+
+    def pvector_unstructure(t: Any) -> Callable[[Any], Any]:
+        args = get_args(t)
+        item = args[0] if args else Any
+        return lambda value: [conv.unstructure(v, item) for v in value]
+
+    def pmap_structure(t: Any) -> Callable[[Any, Any], Any]:
+        args = get_args(t)
+        key, val = args if len(args) == 2 else (str, Any)
+
+        def structure(value: Any, _: Any) -> Any:
+            if not isinstance(value, dict):
+                msg = f"expected an object, got {type(value).__name__}"
+                raise TypeError(msg)
+            return pmap(
+                {
+                    conv.structure(k, key): conv.structure(v, val)
+                    for k, v in value.items()
+                }
+            )
+
+        return structure
+
+    conv.register_structure_hook_factory(_is_pvector, pvector_structure)
+    conv.register_unstructure_hook_factory(_is_pvector, pvector_unstructure)
+    conv.register_structure_hook_factory(_is_pmap, pmap_structure)
+    conv.register_unstructure_hook_factory(
+        _is_pmap,
+        lambda _: (
+            lambda value: {k: conv.unstructure(v) for k, v in value.items()}
+        ),
+    )
+
+    def context_unstructure(ctx: Context) -> dict[str, Any]:
+        return {
+            "messages": [conv.unstructure(m, Message) for m in ctx.messages],
+            "metadata": _thaw(ctx.metadata),
+            "run_id": ctx.run_id,
+        }
+
+    def context_structure(value: Any, _: Any) -> Context:
+        if not isinstance(value, dict):
+            msg = f"expected an object, got {type(value).__name__}"
+            raise TypeError(msg)
+        extra = set(value) - {"messages", "metadata", "run_id"}
+        if extra:
+            msg = f"extra fields found ({', '.join(sorted(extra))})"
+            raise ValueError(msg)
+        messages = value.get("messages", [])
+        if not isinstance(messages, list):
+            msg = "messages: expected a list"
+            raise TypeError(msg)
+        run_id = conv.structure(value.get("run_id", ""), str)
+        metadata = value.get("metadata", {})
+        if not isinstance(metadata, dict):
+            msg = "metadata: expected an object"
+            raise TypeError(msg)
+        return Context(
+            pvector(conv.structure(m, Message) for m in messages),
+            _freeze(metadata, "metadata"),  # type: ignore[arg-type]
+            run_id,
+        )
+
+    conv.register_unstructure_hook(Context, context_unstructure)
+    conv.register_structure_hook(Context, context_structure)
+    return conv
+
+
+def _thaw(value: object) -> Any:
+    """Metadata to plain JSON values (iterative: depth is unbounded)."""
+    if not isinstance(value, (tuple, Mapping)):
+        return value
+    root: list[Any] = []
+    stack: list[
+        tuple[object, list[Any] | dict[str, Any], str | int | None]
+    ] = [(value, root, None)]
+    while stack:
+        node, parent, key = stack.pop()
+        if isinstance(node, tuple):
+            out: Any = [None] * len(node)
+            stack.extend((v, out, i) for i, v in enumerate(node))
+        elif isinstance(node, Mapping):
+            out = {}
+            stack.extend((v, out, k) for k, v in node.items())
+        else:
+            out = node
+        if key is None:
+            root.append(out)
+        else:
+            parent[key] = out  # type: ignore[index]
+    return root[0]
