@@ -1,6 +1,7 @@
 """Typed, async, functional pipelines for LLM-agent workflows."""
 
 from . import errors as errors
+from . import graph as graph
 from . import middleware as middleware
 from ._combinators import DEFAULT_LOOP_LIMIT as DEFAULT_LOOP_LIMIT
 from ._combinators import Condition as Condition
@@ -29,6 +30,7 @@ from ._handler import Par as Par
 from ._handler import Race as Race
 from ._lift import handler as handler
 from ._lift import safe as safe
+from ._mapreduce import map_reduce as map_reduce
 from ._version import __version__ as __version__
 
 
@@ -50,9 +52,11 @@ __all__ = (
     "errors",
     "first",
     "for_each",
+    "graph",
     "handler",
     "if_",
     "loop",
+    "map_reduce",
     "merge_branches",
     "merge_metadata",
     "metadata_equals",

@@ -154,9 +154,10 @@ class Builder(Generic[S, E_co]):
         router: Callable[[S], str],
         to: Sequence[str],
     ) -> Builder[S, E_co]:
-        """After *source*, go where *router* says: one of *to* (or ``END``).
+        """After *source*, go where *router* says: one of *to*.
 
-        A name outside *to* is an :class:`~pipeline.errors.UnknownRoute`
+        List ``END`` in *to* if the router may end the run.  A name outside
+        *to* (``END`` included) is an :class:`~pipeline.errors.UnknownRoute`
         failure at run time, never a silent end.
         """
         return attrs.evolve(
@@ -490,9 +491,7 @@ class Graph(Generic[S, E_co]):
                 nxt, join = (() if where.to == END else (where.to,)), None
             elif isinstance(where, _Route):
                 choice = where.router(state)
-                if choice == END:
-                    nxt, join = (), None
-                elif choice not in where.to:
+                if choice not in where.to:
                     return Failure(
                         UnknownRoute(
                             targets[0],
@@ -502,7 +501,7 @@ class Graph(Generic[S, E_co]):
                         )
                     )
                 else:
-                    nxt, join = (choice,), None
+                    nxt, join = (() if choice == END else (choice,)), None
             else:
                 nxt, join = where.to, where.join
         return Success(

@@ -1,0 +1,102 @@
+"""map_reduce: split a value, work on the pieces with a fixed pool, reduce."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+
+from returns.result import Failure, Result, Success
+
+from ._handler import AnyCall, Handler, collapse, composite, located
+from .errors import ConstructionError, FanOutLimitExceeded
+
+
+S = TypeVar("S")
+I = TypeVar("I")  # noqa: E741  # the item type, as in the seed
+O = TypeVar("O")  # noqa: E741
+E = TypeVar("E")
+E2 = TypeVar("E2")
+
+DEFAULT_CONCURRENCY = 16
+DEFAULT_MAX_ITEMS = 10_000
+
+__all__ = ("map_reduce",)
+
+
+def map_reduce(
+    split: Callable[[S], Sequence[I]],
+    worker: Handler[I, O, E],
+    reduce: Callable[[S, tuple[Result[O, E], ...]], Result[S, E2]],
+    *,
+    max_concurrency: int = DEFAULT_CONCURRENCY,
+    max_items: int = DEFAULT_MAX_ITEMS,
+    fail_fast: bool = False,
+    name: str | None = None,
+) -> Handler[S, S, E | E2 | FanOutLimitExceeded]:
+    """Split *S* into items, run *worker* on each, reduce the results.
+
+    A fixed pool of ``min(max_concurrency, len(items))`` tasks reads the
+    items from a memory stream, so at most *max_concurrency* workers run at
+    once however many items there are.  *reduce* receives the input and
+    every item's ``Result`` in input order.  A failing item does not stop
+    the others, unless *fail_fast*: then the first failure cancels the rest
+    and is returned (reduce is not called).  More than *max_items* items is
+    a :class:`~pipeline.errors.FanOutLimitExceeded` failure before any
+    worker starts.  Usable as a graph node (a ``Handler[S, S, ...]``).
+
+    .. versionadded:: 0.1.0
+    """
+    if max_concurrency < 1:
+        msg = f"map_reduce(max_concurrency={max_concurrency}): must be >= 1"
+        raise ConstructionError(msg)
+    if max_items < 0:
+        msg = f"map_reduce(max_items={max_items}): must be >= 0"
+        raise ConstructionError(msg)
+    label = name or "map_reduce"
+
+    def build(calls: Sequence[AnyCall]) -> AnyCall:
+        work = calls[0]
+
+        async def run_map_reduce(state: Any) -> Result[Any, Any]:
+            items = list(split(state))
+            n = len(items)
+            if n > max_items:
+                return Failure(
+                    FanOutLimitExceeded(n, max_items, path=(label,))
+                )
+            results: list[Any] = [None] * n
+            failed: list[tuple[int, Result[Any, Any]]] = []
+            send, receive = anyio.create_memory_object_stream[int](n)
+            with send:
+                for i in range(n):
+                    send.send_nowait(i)
+
+            async def worker_task(scope: anyio.CancelScope) -> None:
+                with receive.clone() as mine:
+                    async for i in mine:
+                        r = await work(items[i])
+                        if type(r) is not Success:
+                            r = located(r, f"{label}[{i}]")
+                            if fail_fast:
+                                if not failed or i < failed[0][0]:
+                                    failed[:] = [(i, r)]
+                                scope.cancel()
+                        results[i] = r
+
+            try:
+                with receive:
+                    async with anyio.create_task_group() as tg:
+                        for _ in range(min(max_concurrency, n)):
+                            tg.start_soon(worker_task, tg.cancel_scope)
+            except BaseExceptionGroup as group:
+                raise collapse(group) from None
+            if failed:
+                return failed[0][1]
+            return reduce(state, tuple(results))
+
+        return run_map_reduce
+
+    detail = f"max_concurrency={max_concurrency}"
+    return composite("map_reduce", (worker,), build, name=label, detail=detail)
