@@ -48,6 +48,12 @@ class Codec(Generic[S]):
     def __init__(self, state_type: type[S]) -> None:
         self.state_type = state_type
         self.converter = make_converter()
+        # cattrs generates (compiles) its hooks on first use; do it now, when
+        # the graph is built, so that decoding a checkpoint compiles nothing.
+        self._structure = self.converter.get_structure_hook(state_type)
+        self.converter.get_unstructure_hook(state_type)
+        for kind in (str, int, bool, list[str]):
+            self.converter.get_structure_hook(kind)
 
     # -- encoding -----------------------------------------------------------
 
@@ -199,7 +205,7 @@ class Codec(Generic[S]):
                 )
             state_doc = {**state_doc, **{k: logs[k] for k in head["logs"]}}
         try:
-            state = self.converter.structure(state_doc, self.state_type)
+            state = self._structure(state_doc, self.state_type)
         except (
             cattrs.BaseValidationError,
             ValueError,

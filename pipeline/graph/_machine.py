@@ -500,8 +500,7 @@ class Graph(Generic[S, E_co]):
                             path=(targets[0],),
                         )
                     )
-                else:
-                    nxt, join = (() if choice == END else (choice,)), None
+                nxt, join = (() if choice == END else (choice,)), None
             else:
                 nxt, join = where.to, where.join
         return Success(

@@ -32,7 +32,9 @@ class Runs:
         return sum(self.calls.values())
 
 
-def step(name: str, runs: Runs | None = None) -> Handler[Counted, Counted, str]:
+def step(
+    name: str, runs: Runs | None = None
+) -> Handler[Counted, Counted, str]:
     """A node adding one to the counter and its name to the trail."""
 
     @handler(name=name)

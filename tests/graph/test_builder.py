@@ -98,7 +98,9 @@ def test_several_edges_from_one_node() -> None:
 def test_fingerprint_tracks_shape_and_version() -> None:
     """Same shape, same fingerprint; a new edge or version changes it."""
 
-    def make(version: str = "1", target: str = END) -> graph.Graph[Counted, str]:
+    def make(
+        version: str = "1", target: str = END
+    ) -> graph.Graph[Counted, str]:
         return (
             graph.builder(Counted)
             .node("a", step("a"))

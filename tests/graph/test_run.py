@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from pyrsistent import pvector
 from returns.result import Failure, Result, Success
 
-from pipeline import Context, Handler, Message, handler, map_reduce
-from pipeline import graph
+from pipeline import Context, Handler, Message, graph, handler, map_reduce
 from pipeline.errors import MergeConflict, StepLimitExceeded, UnknownRoute
 from pipeline.graph import END, Continue, Interrupt, Status, Stop, Transition
 from tests.graph.helpers import Counted, failing, step
@@ -87,13 +86,19 @@ async def test_step_limit_is_exact_and_resumable() -> None:
         graph.builder(Counted)
         .node("spin", step("spin"))
         .entry("spin")
-        .route("spin", lambda s: "spin" if s.count < 10**9 else END, to=["spin", END])
+        .route(
+            "spin",
+            lambda s: "spin" if s.count < 10**9 else END,
+            to=["spin", END],
+        )
         .build()
     )
     store = graph.MemoryStore()
     for limit in (1, 2, 10):
         out = await g.run(
-            Counted(), store=store, thread_id=f"t{limit}",
+            Counted(),
+            store=store,
+            thread_id=f"t{limit}",
             limits=graph.Limits(max_steps=limit),
         )
         err = out.failure()
@@ -113,7 +118,9 @@ def fan(
     def tag(name: str) -> Handler[Counted, Counted, str]:
         @handler(name=name)
         async def run(s: Counted) -> Result[Counted, str]:
-            return Success(attrs.evolve(s, trail=s.trail.append(name), note=name))
+            return Success(
+                attrs.evolve(s, trail=s.trail.append(name), note=name)
+            )
 
         return run
 
@@ -146,7 +153,9 @@ async def test_fan_out_merges_logs_and_reduces_fields() -> None:
 
 
 @given(order=st.permutations(range(5)))
-async def test_fan_out_merge_ignores_completion_order(order: list[int]) -> None:
+async def test_fan_out_merge_ignores_completion_order(
+    order: list[int],
+) -> None:
     """Whatever order branches finish in, the merged state is the same."""
     gates = [anyio.Event() for _ in range(5)]
     done = [anyio.Event() for _ in range(5)]
@@ -156,7 +165,9 @@ async def test_fan_out_merge_ignores_completion_order(order: list[int]) -> None:
         async def run(ctx: Context) -> Result[Context, str]:
             await gates[i].wait()
             done[i].set()
-            return Success(ctx.append(Message.assistant(f"b{i}")).set(f"k{i}", i))
+            return Success(
+                ctx.append(Message.assistant(f"b{i}")).set(f"k{i}", i)
+            )
 
         return run
 
@@ -167,19 +178,32 @@ async def test_fan_out_merge_ignores_completion_order(order: list[int]) -> None:
     b = graph.builder(Context).node("src", src)
     for i in range(5):
         b = b.node(f"b{i}", branch(i))
-    g = b.entry("src").fan_out("src", [f"b{i}" for i in range(5)], join=END).build()
+    g = (
+        b.entry("src")
+        .fan_out("src", [f"b{i}" for i in range(5)], join=END)
+        .build()
+    )
     results: list[Context] = []
     async with anyio.create_task_group() as tg:
 
         async def go() -> None:
-            results.append((await g.run(Context.of(Message.user("q")))).unwrap().state)
+            results.append(
+                (await g.run(Context.of(Message.user("q")))).unwrap().state
+            )
 
         tg.start_soon(go)
         for i in order:
             gates[i].set()
             await done[i].wait()
     merged = results[0]
-    assert [m.content for m in merged.messages] == ["q", "b0", "b1", "b2", "b3", "b4"]
+    assert [m.content for m in merged.messages] == [
+        "q",
+        "b0",
+        "b1",
+        "b2",
+        "b3",
+        "b4",
+    ]
     assert dict(merged.metadata) == {f"k{i}": i for i in range(5)}
 
 
@@ -193,7 +217,9 @@ async def test_gate_stop_and_observer() -> None:
     async def observe(s: graph.Snapshot[Counted]) -> None:
         seen.append(s.node)
 
-    out = (await chain().run(Counted(), gates=[gate], observers=[observe])).unwrap()
+    out = (
+        await chain().run(Counted(), gates=[gate], observers=[observe])
+    ).unwrap()
     assert out.status is Status.STOPPED
     assert out.next == ("c",)
     assert seen == ["a", "b", "b", "b"]
@@ -218,13 +244,23 @@ async def test_interrupt_then_resume_with_answer() -> None:
         events.append(e)
 
     g = chain()
-    paused = (await g.run(Counted(), store=store, thread_id="t", gates=[approval], on_event=sink)).unwrap()
+    paused = (
+        await g.run(
+            Counted(),
+            store=store,
+            thread_id="t",
+            gates=[approval],
+            on_event=sink,
+        )
+    ).unwrap()
     assert paused.status is Status.INTERRUPTED
     assert paused.pending == graph.Pending("b", ("c",), "ship it?")
     assert graph.Interrupted("ship it?") in events
     loaded = (await g.load(store, "t")).unwrap()
     assert loaded.pending == paused.pending
-    done = (await g.resume(store, "t", answer="yes", gates=[approval])).unwrap()
+    done = (
+        await g.resume(store, "t", answer="yes", gates=[approval])
+    ).unwrap()
     assert done.status is Status.DONE
     assert list(done.state.trail)[-1] == "c"
     assert answers == [None, "yes"]
@@ -239,11 +275,21 @@ async def test_map_reduce_as_a_node() -> None:
     async def square(x: int) -> Result[int, str]:
         return Success(x * x)
 
-    def reduce(s: Counted, results: tuple[Result[int, str], ...]) -> Result[Counted, str]:
+    def reduce(
+        s: Counted, results: tuple[Result[int, str], ...]
+    ) -> Result[Counted, str]:
         return Success(attrs.evolve(s, count=sum(r.unwrap() for r in results)))
 
-    mr = map_reduce(lambda s: range(s.count), square, reduce, max_concurrency=3)
-    g = graph.builder(Counted).node("mr", mr).entry("mr").edge("mr", END).build()
+    mr = map_reduce(
+        lambda s: range(s.count), square, reduce, max_concurrency=3
+    )
+    g = (
+        graph.builder(Counted)
+        .node("mr", mr)
+        .entry("mr")
+        .edge("mr", END)
+        .build()
+    )
     out = (await g.run(Counted(count=5))).unwrap()
     assert out.state.count == 0 + 1 + 4 + 9 + 16
 
@@ -255,7 +301,13 @@ async def test_context_state_and_plain_values() -> None:
     async def hello(ctx: Context) -> Result[Context, str]:
         return Success(ctx.append(Message.assistant("hi")))
 
-    g = graph.builder(Context).node("hello", hello).entry("hello").edge("hello", END).build()
+    g = (
+        graph.builder(Context)
+        .node("hello", hello)
+        .entry("hello")
+        .edge("hello", END)
+        .build()
+    )
     out = (await g.run(Context.of(Message.user("yo")))).unwrap()
     assert [m.content for m in out.state.messages] == ["yo", "hi"]
 
@@ -263,6 +315,12 @@ async def test_context_state_and_plain_values() -> None:
     async def inc(x: int) -> Result[int, str]:
         return Success(x + 1)
 
-    gi = graph.builder(int).node("inc", inc).entry("inc").edge("inc", END).build()
+    gi = (
+        graph.builder(int)
+        .node("inc", inc)
+        .entry("inc")
+        .edge("inc", END)
+        .build()
+    )
     assert (await gi.run(41)).unwrap().state == 42
     assert pvector([1]) == pvector([1])

@@ -17,7 +17,9 @@ from pipeline.errors import ConcurrentModification
 from pipeline.graph import Record
 
 
-StoreFactory = Callable[[], contextlib.AbstractAsyncContextManager[graph.CheckpointStore]]
+StoreFactory = Callable[
+    [], contextlib.AbstractAsyncContextManager[graph.CheckpointStore]
+]
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -45,8 +47,12 @@ async def test_commit_is_compare_and_set(make_store: StoreFactory) -> None:
     """A record commits only on the expected head, as head + 1."""
     async with make_store() as store:
         assert await store.head("t") is None
-        assert await store.commit(rec("t", 0), expected_head=None) == Success(None)
-        assert await store.commit(rec("t", 1), expected_head=0) == Success(None)
+        assert await store.commit(rec("t", 0), expected_head=None) == Success(
+            None
+        )
+        assert await store.commit(rec("t", 1), expected_head=0) == Success(
+            None
+        )
         stale = await store.commit(rec("t", 1, b"other"), expected_head=0)
         assert stale.failure() == ConcurrentModification("t", 0, 1)
         skip = await store.commit(rec("t", 5), expected_head=1)
@@ -60,11 +66,18 @@ async def test_records_in_order_and_upto(make_store: StoreFactory) -> None:
     """records() returns what was committed, in version order."""
     async with make_store() as store:
         for v in range(5):
-            await store.commit(rec("t", v, f"p{v}".encode()), expected_head=v - 1 if v else None)
+            await store.commit(
+                rec("t", v, f"p{v}".encode()),
+                expected_head=v - 1 if v else None,
+            )
         rows = await store.records("t")
         assert [r.version for r in rows] == [0, 1, 2, 3, 4]
         assert rows[3] == rec("t", 3, b"p3")
-        assert [r.version for r in await store.records("t", upto=2)] == [0, 1, 2]
+        assert [r.version for r in await store.records("t", upto=2)] == [
+            0,
+            1,
+            2,
+        ]
         assert list(await store.records("missing")) == []
 
 
@@ -82,14 +95,18 @@ async def test_threads_and_delete(make_store: StoreFactory) -> None:
         assert list(await store.threads()) == ["b"]
 
 
-async def test_concurrent_writers_one_winner_per_version(make_store: StoreFactory) -> None:
+async def test_concurrent_writers_one_winner_per_version(
+    make_store: StoreFactory,
+) -> None:
     """100 writers racing on one head: exactly one commits each version."""
     async with make_store() as store:
         await store.commit(rec("t", 0), expected_head=None)
         wins: list[int] = []
 
         async def writer(i: int) -> None:
-            r = await store.commit(rec("t", 1, f"w{i}".encode()), expected_head=0)
+            r = await store.commit(
+                rec("t", 1, f"w{i}".encode()), expected_head=0
+            )
             if isinstance(r, Success):
                 wins.append(i)
 
@@ -102,6 +119,10 @@ async def test_concurrent_writers_one_winner_per_version(make_store: StoreFactor
         assert rows[1].data == f"w{wins[0]}".encode()
 
 
+def _all_bytes(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in folder.iterdir())
+
+
 async def test_sqlite_delete_leaves_no_bytes(tmp_path: Path) -> None:
     """After delete, the thread's bytes are gone from the file and WAL."""
     path = tmp_path / "c.db"
@@ -110,7 +131,7 @@ async def test_sqlite_delete_leaves_no_bytes(tmp_path: Path) -> None:
         await store.commit(rec("secret", 0, canary), expected_head=None)
         await store.commit(rec("other", 0, b"keep"), expected_head=None)
         await store.delete("secret")
-    blobs = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    blobs = _all_bytes(tmp_path)
     assert canary not in blobs
     assert b"keep" in blobs
 
