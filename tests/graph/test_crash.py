@@ -1,0 +1,190 @@
+"""F6: crash at every node boundary, then resume (seeded, in-process)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from returns.result import Result, Success
+
+from pipeline import graph
+from pipeline.errors import ConcurrentModification
+from pipeline.graph import Continue, Record, Transition
+from tests.graph.crashgraphs import make_graph
+from tests.graph.helpers import Counted, Runs
+
+
+POINTS = ("before", "inside", "before-write", "during-write", "after-write")
+RUNS = int(os.environ.get("PIPELINE_CRASH_RUNS", "1000"))
+
+
+class SimulatedCrash(BaseException):
+    """The process dies here (a BaseException: nothing may catch it)."""
+
+
+class CrashingStore:
+    """A MemoryStore that dies around its *at*-th commit."""
+
+    def __init__(self, inner: graph.MemoryStore, point: str, at: int) -> None:
+        self.inner, self.point, self.at, self.n = inner, point, at, 0
+
+    async def commit(
+        self, record: Record, *, expected_head: int | None
+    ) -> Result[None, ConcurrentModification]:
+        self.n += 1
+        if self.n == self.at and self.point == "before-write":
+            raise SimulatedCrash
+        if self.n == self.at and self.point == "during-write":
+            torn = attrs.evolve(
+                record, data=record.data[: len(record.data) // 2]
+            )
+            await self.inner.commit(torn, expected_head=expected_head)
+            raise SimulatedCrash
+        out = await self.inner.commit(record, expected_head=expected_head)
+        if self.n == self.at and self.point == "after-write":
+            raise SimulatedCrash
+        return out
+
+    async def records(self, thread_id: str, *, upto: int | None = None) -> Any:
+        return await self.inner.records(thread_id, upto=upto)
+
+    async def head(self, thread_id: str) -> int | None:
+        return await self.inner.head(thread_id)
+
+    async def threads(self) -> Any:
+        return await self.inner.threads()
+
+    async def delete(self, thread_id: str) -> None:
+        await self.inner.delete(thread_id)
+
+
+async def crash_and_resume(seed: int) -> None:
+    rng = random.Random(seed)
+    baseline_runs = Runs()
+    g0 = make_graph(seed, baseline_runs)
+    expected = (await g0.run(Counted())).unwrap()
+    transitions = expected.step
+    point = POINTS[seed % len(POINTS)]
+    k = rng.randint(1, transitions)  # the k-th transition is in flight
+
+    runs = Runs()
+    g = make_graph(seed, runs)
+    assert g.fingerprint == g0.fingerprint
+    store = graph.MemoryStore()
+    gates: list[graph.Gate[Counted]] = []
+    target: graph.CheckpointStore = store
+    original = dict(g._calls)
+    if point == "before":
+        seen = Counter[str]()
+
+        async def gate(t: Transition[Counted]) -> graph.Decision:
+            seen["n"] += 1
+            if seen["n"] == k:
+                raise SimulatedCrash
+            return Continue()
+
+        gates.append(gate)
+    elif point == "inside":
+        counter = Counter[str]()
+
+        def crashing(name: str) -> Any:
+            async def call(s: Counted) -> Any:
+                counter["n"] += 1
+                if counter["n"] == k:
+                    runs.calls[name, s.count] += 1  # it started, then died
+                    raise SimulatedCrash
+                return await original[name](s)
+
+            return call
+
+        g._calls = {name: crashing(name) for name in original}
+    else:
+        target = CrashingStore(store, point, k + 1)  # commit 1 is admission
+
+    with pytest.raises(SimulatedCrash):
+        await g.run(Counted(), store=target, thread_id="t", gates=gates)
+    g._calls = original
+    committed = (await g.load(store, "t")).unwrap()
+    before = Counter(runs.calls)
+    done = (await g.resume(store, "t")).unwrap()
+
+    assert done.state == expected.state, (seed, point, k)
+    assert (
+        g.codec.encode(
+            attrs.evolve(done, thread_id="x", version=0, parent=None), None
+        ).data
+        == g.codec.encode(
+            attrs.evolve(expected, thread_id="x", version=0, parent=None), None
+        ).data
+    )
+    for key, count in runs.calls.items():
+        extra = count - baseline_runs.calls[key]
+        assert extra in (0, 1), (seed, point, key)
+        if extra:
+            # Only the in-flight step re-ran: it starts from the last commit.
+            assert key[1] == committed.state.count, (seed, point, key)
+            assert before[key] == 1
+    assert (
+        runs.total() - baseline_runs.total() <= 2
+    )  # one step (2 branches at most)
+
+
+async def test_crash_at_every_boundary_then_resume() -> None:
+    """Seeded crashes at each boundary: same end, nothing committed re-runs."""
+    for seed in range(RUNS):
+        await crash_and_resume(seed)
+
+
+CHILD = Path(__file__).with_name("sigkill_child.py")
+
+
+def test_sigkill_mid_run_resumes_from_sqlite(tmp_path: Path) -> None:
+    """A real process killed with SIGKILL mid-node resumes from its file."""
+    import anyio  # noqa: PLC0415
+
+    db = tmp_path / "run.db"
+    seed = 7
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    with subprocess.Popen(  # noqa: S603
+        [sys.executable, str(CHILD), str(db), str(seed)],
+        stdout=subprocess.PIPE,
+        env=env,
+    ) as proc:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the child blocks inside its last node
+        assert line.strip() == b"inside-last-node", line
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+    async def resume() -> tuple[Counted, Counted, int]:
+        runs = Runs()
+        g = make_graph(seed, runs)
+        expected = (
+            (await make_graph(seed, Runs()).run(Counted())).unwrap().state
+        )
+        async with graph.SQLiteStore(db) as store:
+            done = (await g.resume(store, "t")).unwrap()
+        return done.state, expected, runs.total()
+
+    state, expected, reran = anyio.run(resume)
+    assert state == expected
+    assert reran == 1  # only the node in flight ran again
+
+
+def test_result_type_is_success() -> None:
+    """Sanity: the helpers build a successful uninterrupted run."""
+    import anyio  # noqa: PLC0415
+
+    out = anyio.run(make_graph(3, Runs()).run, Counted())
+    assert isinstance(out, Success)
