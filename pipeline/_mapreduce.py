@@ -18,6 +18,7 @@ I = TypeVar("I")  # noqa: E741  # the item type, as in the seed
 O = TypeVar("O")  # noqa: E741
 E = TypeVar("E")
 E2 = TypeVar("E2")
+R = TypeVar("R")
 
 DEFAULT_CONCURRENCY = 16
 DEFAULT_MAX_ITEMS = 10_000
@@ -28,13 +29,13 @@ __all__ = ("map_reduce",)
 def map_reduce(
     split: Callable[[S], Sequence[I]],
     worker: Handler[I, O, E],
-    reduce: Callable[[S, tuple[Result[O, E], ...]], Result[S, E2]],
+    reduce: Callable[[S, tuple[Result[O, E], ...]], Result[R, E2]],
     *,
     max_concurrency: int = DEFAULT_CONCURRENCY,
     max_items: int = DEFAULT_MAX_ITEMS,
     fail_fast: bool = False,
     name: str | None = None,
-) -> Handler[S, S, E | E2 | FanOutLimitExceeded]:
+) -> Handler[S, R, E | E2 | FanOutLimitExceeded]:
     """Split *S* into items, run *worker* on each, reduce the results.
 
     A fixed pool of ``min(max_concurrency, len(items))`` tasks reads the
@@ -44,7 +45,8 @@ def map_reduce(
     the others, unless *fail_fast*: then the first failure cancels the rest
     and is returned (reduce is not called).  More than *max_items* items is
     a :class:`~pipeline.errors.FanOutLimitExceeded` failure before any
-    worker starts.  Usable as a graph node (a ``Handler[S, S, ...]``).
+    worker starts.  When *reduce* returns the state type, the result is a
+    ``Handler[S, S, ...]``: a graph node.
 
     .. versionadded:: 0.1.0
     """
