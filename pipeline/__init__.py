@@ -1,7 +1,10 @@
-"""Typed, async, functional pipelines for LLM-agent workflows."""
+"""Typed, async, functional pipelines for LLM-agent workflows.
+
+Graphs live in :mod:`pipeline.graph` (``from pipeline import graph``), which
+is imported on first use so that ``import pipeline`` stays light.
+"""
 
 from . import errors as errors
-from . import graph as graph
 from . import middleware as middleware
 from ._combinators import DEFAULT_LOOP_LIMIT as DEFAULT_LOOP_LIMIT
 from ._combinators import Condition as Condition
@@ -52,7 +55,6 @@ __all__ = (
     "errors",
     "first",
     "for_each",
-    "graph",
     "handler",
     "if_",
     "loop",

@@ -233,7 +233,7 @@ def _freeze(value: object, where: str) -> MetaValue:
 def _to_metadata(value: Mapping[str, object] | None) -> Metadata:
     if value is None:
         return pmap()
-    if isinstance(value, PMap):
+    if type(value) is _PMAP or isinstance(value, PMap):
         return cast("Metadata", value)  # a PMap's values were frozen
     frozen = _freeze(value, "metadata")
     if not isinstance(frozen, PMap):
@@ -250,11 +250,16 @@ def _check_messages(items: Iterable[object], where: str) -> None:
 
 
 def _to_messages(value: Iterable[Message]) -> PVector[Message]:
-    if isinstance(value, PVector):
+    # Exact type first: isinstance against pyrsistent's ABC costs microseconds.
+    if type(value) is _PVECTOR or isinstance(value, PVector):
         return cast("PVector[Message]", value)  # checked when it was made
     msgs = pvector(value)
     _check_messages(msgs, "messages")
     return msgs
+
+
+_PVECTOR: type = type(pvector())
+_PMAP: type = type(pmap())
 
 
 def _no_metadata() -> Metadata:
@@ -306,7 +311,7 @@ class Context:
             if len(messages) == 1
             else msgs.extend(messages)
         )
-        return Context(msgs, self.metadata, self.run_id)
+        return _make(msgs, self.metadata, self.run_id)
 
     def with_messages(self, messages: Iterable[Message]) -> Context:
         """Return a context whose history is exactly *messages*."""
@@ -315,13 +320,13 @@ class Context:
     def set(self, key: str, value: object) -> Context:
         """Return a context with metadata *key* set to *value*."""
         frozen = _freeze(value, f"metadata.{key}")
-        return Context(
+        return _make(
             self.messages, self.metadata.set(key, frozen), self.run_id
         )
 
     def discard(self, key: str) -> Context:
         """Return a context without metadata *key* (if it was there)."""
-        return Context(self.messages, self.metadata.discard(key), self.run_id)
+        return _make(self.messages, self.metadata.discard(key), self.run_id)
 
     def with_metadata(self, metadata: Mapping[str, object]) -> Context:
         """Return a context whose metadata is exactly *metadata*."""
@@ -337,12 +342,23 @@ class Context:
         merged = merge_metadata(
             self.metadata, _to_metadata(other), strategy, custom
         )
-        return Context(self.messages, merged, self.run_id)
+        return _make(self.messages, merged, self.run_id)
 
     @property
     def last(self) -> Message | None:
         """The newest message, or ``None`` for an empty history."""
         return self.messages[-1] if self.messages else None
+
+
+def _make(
+    messages: PVector[Message], metadata: Metadata, run_id: str
+) -> Context:
+    """A context from parts that are already valid: skips the converters."""
+    ctx = object.__new__(Context)
+    object.__setattr__(ctx, "messages", messages)
+    object.__setattr__(ctx, "metadata", metadata)
+    object.__setattr__(ctx, "run_id", run_id)
+    return ctx
 
 
 def _is_number(v: MetaValue) -> bool:
@@ -439,4 +455,4 @@ def merge_branches(
     metadata = base_meta.update(changed) if changed else base_meta
     if strategy is MergeStrategy.SKIP and not custom:
         metadata = base_meta
-    return Context(messages, metadata, base.run_id)
+    return _make(messages, metadata, base.run_id)

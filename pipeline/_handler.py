@@ -17,7 +17,7 @@ level, not per step.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -495,6 +495,42 @@ def collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 _MISSING: Any = object()
+
+T = TypeVar("T")
+
+
+async def run_pool(
+    workers: int,
+    items: Iterator[T],
+    work: Callable[[T, anyio.CancelScope], Awaitable[None]],
+) -> None:
+    """Run *work* on every item with at most *workers* at a time.
+
+    A fixed pool of tasks pulls from one shared iterator: spawning a task
+    per item costs far more than the items themselves (and would not bound
+    concurrency).  *work* may cancel the pool through the scope it is given.
+    Exceptions propagate as themselves (a lone exception is not grouped).
+    """
+    if workers < 1:
+        return
+
+    try:
+        async with anyio.create_task_group() as tg:
+            scope = tg.cancel_scope
+
+            async def worker() -> None:
+                # Once cancelled (say, fail-fast), take no new item.
+                while not scope.cancel_called:
+                    item = next(items, _MISSING)
+                    if item is _MISSING:
+                        return
+                    await work(item, scope)
+
+            for _ in range(workers):
+                tg.start_soon(worker)
+    except BaseExceptionGroup as group:
+        raise collapse(group) from None
+
 
 Aggregate: TypeAlias = Callable[[Any, tuple[Any, ...]], Result[Any, Any]]
 

@@ -9,7 +9,7 @@ import anyio
 
 from returns.result import Failure, Result, Success
 
-from ._handler import AnyCall, Handler, collapse, composite, located
+from ._handler import AnyCall, Handler, composite, located, run_pool
 from .errors import ConstructionError, FanOutLimitExceeded
 
 
@@ -38,9 +38,9 @@ def map_reduce(
 ) -> Handler[S, R, E | E2 | FanOutLimitExceeded]:
     """Split *S* into items, run *worker* on each, reduce the results.
 
-    A fixed pool of ``min(max_concurrency, len(items))`` tasks reads the
-    items from a memory stream, so at most *max_concurrency* workers run at
-    once however many items there are.  *reduce* receives the input and
+    A fixed pool of ``min(max_concurrency, len(items))`` tasks takes the
+    items in order from one shared iterator, so at most *max_concurrency*
+    workers run at once however many items there are.  *reduce* receives the input and
     every item's ``Result`` in input order.  A failing item does not stop
     the others, unless *fail_fast*: then the first failure cancels the rest
     and is returned (reduce is not called).  More than *max_items* items is
@@ -70,30 +70,18 @@ def map_reduce(
                 )
             results: list[Any] = [None] * n
             failed: list[tuple[int, Result[Any, Any]]] = []
-            send, receive = anyio.create_memory_object_stream[int](n)
-            with send:
-                for i in range(n):
-                    send.send_nowait(i)
 
-            async def worker_task(scope: anyio.CancelScope) -> None:
-                with receive.clone() as mine:
-                    async for i in mine:
-                        r = await work(items[i])
-                        if type(r) is not Success:
-                            r = located(r, f"{label}[{i}]")
-                            if fail_fast:
-                                if not failed or i < failed[0][0]:
-                                    failed[:] = [(i, r)]
-                                scope.cancel()
-                        results[i] = r
+            async def one(i: int, scope: anyio.CancelScope) -> None:
+                r = await work(items[i])
+                if type(r) is not Success:
+                    r = located(r, f"{label}[{i}]")
+                    if fail_fast:
+                        if not failed or i < failed[0][0]:
+                            failed[:] = [(i, r)]
+                        scope.cancel()
+                results[i] = r
 
-            try:
-                with receive:
-                    async with anyio.create_task_group() as tg:
-                        for _ in range(min(max_concurrency, n)):
-                            tg.start_soon(worker_task, tg.cancel_scope)
-            except BaseExceptionGroup as group:
-                raise collapse(group) from None
+            await run_pool(min(max_concurrency, n), iter(range(n)), one)
             if failed:
                 return failed[0][1]
             return reduce(state, tuple(results))

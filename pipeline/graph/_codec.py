@@ -1,14 +1,24 @@
-"""Snapshot records: canonical JSON with deltas for append-only fields.
+"""Snapshot records: compact canonical JSON that stores what changed.
 
-A record stores the snapshot's scalar fields and its state.  Top-level state
-fields holding a persistent vector (a :class:`~pipeline.Context`'s messages,
-say) are append-only logs: when the new vector extends the parent's, the
-record keeps only the appended items, so bytes per step grow with what the
-step added, not with the history.
+A record holds one snapshot as a delta against its parent:
+
+* top-level state fields holding a persistent vector (a
+  :class:`~pipeline.Context`'s messages, say) are append-only logs; when the
+  new vector extends the parent's, only the appended items are stored;
+* other top-level fields of an attrs state are stored only when they
+  changed; the root record of a chain stores every field;
+* the envelope is short: schema, fingerprint, next and step, and the rest
+  only when it is not at its default (the node that ran is the parent's
+  *next*).
+
+So bytes per step grow with what the step added, not with the history.
+The checksum covers the record's thread, version and parent as well as its
+bytes: a record swapped to another thread or version fails it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from collections.abc import Sequence
@@ -20,7 +30,7 @@ import cattrs
 from pyrsistent import PVector
 from returns.result import Failure, Result, Success
 
-from .._serde import canonical, checksum, make_converter
+from .._serde import canonical, make_converter
 from ..errors import CheckpointDecodeError
 from ._model import Pending, Snapshot, Status
 from ._store import Record
@@ -29,6 +39,15 @@ from ._store import Record
 S = TypeVar("S")
 
 SCHEMA = 1
+
+
+def record_checksum(
+    thread_id: str, version: int, parent: int | None, data: bytes
+) -> str:
+    """SHA-256 over the record's identity and bytes, hex."""
+    h = hashlib.sha256(f"{thread_id}\n{version}\n{parent}\n".encode())
+    h.update(data)
+    return h.hexdigest()
 
 
 def _extends(old: PVector[Any], new: PVector[Any]) -> bool:
@@ -54,70 +73,76 @@ class Codec(Generic[S]):
         self.converter.get_unstructure_hook(state_type)
         for kind in (str, int, bool, list[str]):
             self.converter.get_structure_hook(kind)
+        self._fields: tuple[str, ...] | None = (
+            tuple(f.name for f in attrs.fields(cast("type[Any]", state_type)))
+            if attrs.has(state_type)
+            else None
+        )
 
     # -- encoding -----------------------------------------------------------
 
-    def _state_parts(
-        self, state: S, parent: S | None
-    ) -> tuple[object, dict[str, dict[str, object]]]:
-        conv = self.converter
-        if not attrs.has(type(state)):
-            return conv.unstructure(state), {}
-        body: dict[str, object] = {}
-        logs: dict[str, dict[str, object]] = {}
-        for field in attrs.fields(cast("type[Any]", type(state))):
-            value = getattr(state, field.name)
-            if isinstance(value, PVector):
-                old = (
-                    getattr(parent, field.name, None)
-                    if parent is not None
-                    else None
-                )
-                base = (
-                    len(old)
-                    if isinstance(old, PVector) and _extends(old, value)
-                    else 0
-                )
-                logs[field.name] = {
-                    "base": base,
-                    "items": [conv.unstructure(v) for v in value[base:]],
-                }
-            else:
-                body[field.name] = conv.unstructure(value)
-        return body, logs
-
     def encode(self, snap: Snapshot[S], parent: Snapshot[S] | None) -> Record:
         """The record for *snap*, as a delta against *parent* when given."""
-        state, logs = self._state_parts(
-            snap.state, parent.state if parent is not None else None
-        )
-        pending = (
-            None
-            if snap.pending is None
-            else {
+        doc: dict[str, Any] = {
+            "v": SCHEMA,
+            "fp": snap.fingerprint,
+            "next": list(snap.next),
+            "step": snap.step,
+        }
+        # The node that just ran is what the parent said comes next: stored
+        # only when it cannot be derived (a chain's first record).
+        if snap.node is not None and (
+            parent is None or snap.node != "+".join(parent.next)
+        ):
+            doc["node"] = snap.node
+        if snap.join is not None:
+            doc["join"] = snap.join
+        if snap.status is not Status.RUNNING:
+            doc["status"] = snap.status.value
+        if snap.pending is not None:
+            doc["pending"] = {
                 "source": snap.pending.source,
                 "targets": list(snap.pending.targets),
                 "question": snap.pending.question,
             }
-        )
-        doc = {
-            "schema": SCHEMA,
-            "thread": snap.thread_id,
-            "version": snap.version,
-            "parent": snap.parent,
-            "fingerprint": snap.fingerprint,
-            "node": snap.node,
-            "next": list(snap.next),
-            "join": snap.join,
-            "step": snap.step,
-            "status": snap.status.value,
-            "pending": pending,
-            "state": state,
-            "logs": logs,
-        }
+        conv = self.converter
+        state = snap.state
+        fields = self._fields if type(state) is self.state_type else None
+        if fields is None:
+            doc["whole"] = conv.unstructure(state)
+        else:
+            old = parent.state if parent is not None else None
+            changed: dict[str, Any] = {}
+            logs: dict[str, Any] = {}
+            for name in fields:
+                value = getattr(state, name)
+                before = getattr(old, name) if old is not None else _ABSENT
+                if isinstance(value, PVector):
+                    if isinstance(before, PVector) and _extends(before, value):
+                        base = len(before)
+                        if base == len(value):
+                            continue  # unchanged log
+                    else:
+                        base = 0
+                    logs[name] = [
+                        base,
+                        [conv.unstructure(v) for v in value[base:]],
+                    ]
+                elif before is _ABSENT or not (
+                    value is before or value == before
+                ):
+                    changed[name] = conv.unstructure(value)
+            if changed:
+                doc["state"] = changed
+            if logs:
+                doc["logs"] = logs
         data = canonical(doc)
         return Record(
-            snap.thread_id, snap.version, snap.parent, data, checksum(data)
+            snap.thread_id,
+            snap.version,
+            snap.parent,
+            data,
+            record_checksum(snap.thread_id, snap.version, snap.parent, data),
         )
 
     # -- decoding -----------------------------------------------------------
@@ -126,10 +151,14 @@ class Codec(Generic[S]):
         self, record: Record
     ) -> Result[dict[str, Any], CheckpointDecodeError]:
         """Check and parse one record's bytes (not its state)."""
-        if checksum(record.data) != record.checksum:
+        expected = record_checksum(
+            record.thread_id, record.version, record.parent, record.data
+        )
+        if expected != record.checksum:
             return Failure(
                 CheckpointDecodeError(
-                    "$", "checksum mismatch (torn or tampered record)"
+                    "$",
+                    "checksum mismatch (torn, tampered or misplaced record)",
                 )
             )
         try:
@@ -138,72 +167,76 @@ class Codec(Generic[S]):
             return Failure(CheckpointDecodeError("$", f"not JSON: {exc}"))
         if not isinstance(doc, dict):
             return Failure(CheckpointDecodeError("$", "not an object"))
-        if doc.get("schema") != SCHEMA:
+        if doc.get("v") != SCHEMA:
             return Failure(
                 CheckpointDecodeError(
-                    "$.schema", f"unknown schema {doc.get('schema')!r}"
+                    "$.v", f"unknown schema {doc.get('v')!r}"
                 )
             )
         for key, kinds in _ENVELOPE.items():
-            if (
-                key not in doc
-                or not isinstance(doc[key], kinds)
-                or type(doc[key]) is bool
-            ):
+            value = doc.get(key, _ABSENT)
+            if value is _ABSENT and key in _OPTIONAL:
+                continue
+            if not isinstance(value, kinds) or type(value) is bool:
                 return Failure(
                     CheckpointDecodeError(
                         f"$.{key}", "missing or of the wrong type"
                     )
                 )
-        if (
-            doc["thread"] != record.thread_id
-            or doc["version"] != record.version
-            or doc["parent"] != record.parent
-        ):
+        unknown = set(doc) - set(_ENVELOPE) - {"v", "whole"}
+        if unknown:
             return Failure(
-                CheckpointDecodeError("$", "record does not match its row")
+                CheckpointDecodeError("$", f"unknown keys {sorted(unknown)}")
             )
         return Success(doc)
 
     def decode(
-        self, chain: Sequence[dict[str, Any]]
+        self, chain: Sequence[tuple[Record, dict[str, Any]]]
     ) -> Result[Snapshot[S], CheckpointDecodeError]:
-        """Rebuild the snapshot of ``chain[-1]`` from its ancestry (root first)."""
-        head = chain[-1]
+        """Rebuild the snapshot of the last record from its ancestry (root first)."""
+        state_doc: Any = {}
         logs: dict[str, list[Any]] = {}
-        for doc in chain:
-            doc_logs = doc["logs"]
-            if not isinstance(doc_logs, dict):
+        for _, doc in chain:
+            if "whole" in doc:
+                state_doc = doc["whole"]
+                continue
+            if not isinstance(state_doc, dict):
                 return Failure(
-                    CheckpointDecodeError("$.logs", "not an object")
+                    CheckpointDecodeError(
+                        "$.state", "a partial state follows a whole one"
+                    )
                 )
-            for name, log in doc_logs.items():
+            state_doc.update(doc.get("state", {}))
+            for name, log in doc.get("logs", {}).items():
                 if not (
-                    isinstance(log, dict)
-                    and type(log.get("base")) is int
-                    and isinstance(log.get("items"), list)
+                    isinstance(log, list)
+                    and len(log) == 2
+                    and type(log[0]) is int
+                    and isinstance(log[1], list)
                 ):
                     return Failure(
                         CheckpointDecodeError(
                             f"$.logs.{name}", "malformed log"
                         )
                     )
+                base, items = log
                 prior = logs.get(name, [])
-                if log["base"] > len(prior) or log["base"] < 0:
+                if not 0 <= base <= len(prior):
                     return Failure(
                         CheckpointDecodeError(
-                            f"$.logs.{name}.base",
+                            f"$.logs.{name}",
                             "extends a longer log than its parent has",
                         )
                     )
-                logs[name] = prior[: log["base"]] + log["items"]
-        state_doc = head["state"]
+                logs[name] = prior[:base] + items
         if logs:
             if not isinstance(state_doc, dict):
                 return Failure(
-                    CheckpointDecodeError("$.state", "not an object")
+                    CheckpointDecodeError(
+                        "$.logs", "logs on a state that is not an object"
+                    )
                 )
-            state_doc = {**state_doc, **{k: logs[k] for k in head["logs"]}}
+            state_doc = {**state_doc, **logs}
         try:
             state = self._structure(state_doc, self.state_type)
         except (
@@ -215,31 +248,35 @@ class Codec(Generic[S]):
             RecursionError,
         ) as exc:
             return Failure(CheckpointDecodeError("$.state", _why(exc)))
+        record, head = chain[-1]
+        node = head.get("node")
+        if node is None and len(chain) > 1:
+            previous = chain[-2][1]["next"]
+            if not all(isinstance(n, str) for n in previous):
+                return Failure(
+                    CheckpointDecodeError("$.next", "not a list of names")
+                )
+            node = "+".join(previous)
         try:
-            status = Status(head["status"])
-            pending_doc = head["pending"]
             pending = None
-            if pending_doc is not None:
+            if "pending" in head:
+                p = head["pending"]
                 pending = Pending(
-                    _opt_str(pending_doc["source"]),
-                    tuple(
-                        self.converter.structure(
-                            pending_doc["targets"], list[str]
-                        )
-                    ),
-                    self.converter.structure(pending_doc["question"], str),
+                    _opt_str(p["source"]),
+                    tuple(self.converter.structure(p["targets"], list[str])),
+                    self.converter.structure(p["question"], str),
                 )
             snap = Snapshot(
-                thread_id=head["thread"],
-                version=head["version"],
-                parent=head["parent"],
+                thread_id=record.thread_id,
+                version=record.version,
+                parent=record.parent,
                 state=state,
-                node=_opt_str(head["node"]),
+                node=_opt_str(node),
                 next=tuple(self.converter.structure(head["next"], list[str])),
-                join=_opt_str(head["join"]),
+                join=_opt_str(head.get("join")),
                 step=head["step"],
-                fingerprint=head["fingerprint"],
-                status=status,
+                fingerprint=head["fp"],
+                status=Status(head.get("status", "running")),
                 pending=pending,
             )
         except (
@@ -252,16 +289,19 @@ class Codec(Generic[S]):
         return Success(snap)
 
 
+_ABSENT: Any = object()
 _ENVELOPE: dict[str, type | tuple[type, ...]] = {
-    "thread": str,
-    "version": int,
-    "parent": (int, type(None)),
-    "fingerprint": str,
-    "step": int,
-    "status": str,
+    "fp": str,
     "next": list,
+    "step": int,
+    "node": str,
+    "join": str,
+    "status": str,
+    "pending": dict,
+    "state": dict,
     "logs": dict,
 }
+_OPTIONAL = {"node", "join", "status", "pending", "state", "logs"}
 
 
 def _opt_str(value: object) -> str | None:

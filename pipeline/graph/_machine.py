@@ -23,7 +23,7 @@ from pyrsistent import PVector
 from returns.result import Failure, Result, Success
 
 from .._context import Context, merge_branches
-from .._handler import Handler, collapse, located
+from .._handler import Handler, located, run_pool
 from .._serde import canonical, checksum
 from ..errors import (
     CheckpointDecodeError,
@@ -58,7 +58,7 @@ from ._model import (
     Stopped,
     Transition,
 )
-from ._store import CheckpointStore
+from ._store import CheckpointStore, Record
 
 
 S = TypeVar("S")
@@ -408,6 +408,9 @@ class Graph(Generic[S, E_co]):
         self._nodes = nodes
         self._calls = {name: h._call for name, h in nodes.items()}
         self._edges = edges
+        self._advance = {
+            name: _advancer(name, edge) for name, edge in edges.items()
+        }
         self.entry = entry
         self.limits = limits
         self.codec = Codec(state_type)
@@ -420,7 +423,8 @@ class Graph(Generic[S, E_co]):
                 for src, e in edges.items()
             ),
         }
-        self.fingerprint = checksum(canonical(shape))
+        # 64 bits: plenty to tell graph shapes apart, and short in records.
+        self.fingerprint = checksum(canonical(shape))[:16]
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -454,11 +458,17 @@ class Graph(Generic[S, E_co]):
         Pure: *snap* is not changed and nothing is written.  The result's
         version is ``snap.version + 1``.
         """
-        return await self._step(snap, snap.version + 1, self.limits)
+        out = await self._step(snap, snap.version + 1, self.limits)
+        return out if type(out) is Failure else Success(out)
 
     async def _step(
         self, snap: Snapshot[S], version: int, limits: Limits
-    ) -> Result[Snapshot[S], Any]:
+    ) -> Any:
+        """The transition; returns the new snapshot or a ``Failure``.
+
+        (Not a ``Result``: wrapping every step in ``Success`` costs more than
+        the rest of the step.)
+        """
         targets = snap.next
         if snap.join is None and len(targets) == 1:
             name = targets[0]
@@ -466,6 +476,10 @@ class Graph(Generic[S, E_co]):
             if type(r) is not Success:
                 return located(r, name)
             state: S = r.unwrap()
+            where = self._advance[name](state)
+            if type(where) is Failure:
+                return where
+            nxt, join = where
             label = name
         else:
             if len(targets) > limits.max_fanout:
@@ -476,56 +490,41 @@ class Graph(Generic[S, E_co]):
                         path=(snap.node or "",),
                     )
                 )
-            merged = await self._branches(snap)
+            merged = await self._branches(snap, limits)
             if type(merged) is not Success:
                 return Failure(merged.failure())
             state = merged.unwrap()
+            nxt = () if snap.join == END else (cast("str", snap.join),)
+            join = None
             label = "+".join(targets)
-        nxt: tuple[str, ...]
-        join: str | None
-        if snap.join is not None:
-            nxt, join = (() if snap.join == END else (snap.join,)), None
-        else:
-            where = self._edges[targets[0]]
-            if isinstance(where, _Static):
-                nxt, join = (() if where.to == END else (where.to,)), None
-            elif isinstance(where, _Route):
-                choice = where.router(state)
-                if choice not in where.to:
-                    return Failure(
-                        UnknownRoute(
-                            targets[0],
-                            str(choice),
-                            where.to,
-                            path=(targets[0],),
-                        )
-                    )
-                nxt, join = (() if choice == END else (choice,)), None
-            else:
-                nxt, join = where.to, where.join
-        return Success(
-            Snapshot(
-                thread_id=snap.thread_id,
-                version=version,
-                parent=snap.version,
-                state=state,
-                node=label,
-                next=nxt,
-                join=join,
-                step=snap.step + 1,
-                fingerprint=snap.fingerprint,
-                status=Status.RUNNING if nxt else Status.DONE,
-            )
+        return Snapshot(
+            snap.thread_id,
+            version,
+            snap.version,
+            state,
+            label,
+            nxt,
+            join,
+            snap.step + 1,
+            snap.fingerprint,
+            _RUNNING if nxt else _DONE,
         )
 
-    async def _branches(self, snap: Snapshot[S]) -> Result[S, Any]:
+    async def _branches(
+        self, snap: Snapshot[S], limits: Limits
+    ) -> Result[S, Any]:
         targets = snap.next
         base = snap.state
         outs: list[Any] = [_MISSING] * len(targets)
         failed: list[tuple[int, Result[Any, Any]]] = []
 
-        async def branch(i: int, name: str, scope: anyio.CancelScope) -> None:
-            r = await self._calls[name](base)
+        calls = self._calls
+
+        async def branch(
+            item: tuple[int, str], scope: anyio.CancelScope
+        ) -> None:
+            i, name = item
+            r = await calls[name](base)
             if type(r) is Success:
                 outs[i] = r.unwrap()
                 return
@@ -533,12 +532,8 @@ class Graph(Generic[S, E_co]):
                 failed[:] = [(i, located(r, name))]
             scope.cancel()
 
-        try:
-            async with anyio.create_task_group() as tg:
-                for i, name in enumerate(targets):
-                    tg.start_soon(branch, i, name, tg.cancel_scope)
-        except BaseExceptionGroup as group:
-            raise collapse(group) from None
+        workers = min(len(targets), limits.concurrency)
+        await run_pool(workers, enumerate(targets), branch)
         if failed:
             return failed[0][1]
         source = self._edges.get(snap.node or "")
@@ -686,10 +681,9 @@ class Graph(Generic[S, E_co]):
                     return Success(paused)
             if on_event is not None:
                 await on_event(NodeStarted(snap.next, snap.step))
-            stepped = await self._step(snap, version + 1, limits)
-            if type(stepped) is not Success:
-                return stepped
-            new: Snapshot[S] = stepped.unwrap()
+            new = await self._step(snap, version + 1, limits)
+            if type(new) is Failure:
+                return new
             if store is not None:
                 committed = await store.commit(
                     self.codec.encode(new, snap), expected_head=version
@@ -740,7 +734,7 @@ class Graph(Generic[S, E_co]):
         for v in candidates:
             if v not in by_version:
                 return Failure(SnapshotNotFound(thread_id, version))
-            chain: list[dict[str, Any]] = []
+            chain: list[tuple[Record, dict[str, Any]]] = []
             cursor: int | None = v
             while cursor is not None:
                 row = by_version.get(cursor)
@@ -756,7 +750,7 @@ class Graph(Generic[S, E_co]):
                 if type(doc) is not Success:
                     error = doc.failure()
                     break
-                chain.append(doc.unwrap())
+                chain.append((row, doc.unwrap()))
                 cursor = row.parent
             else:
                 chain.reverse()
@@ -841,6 +835,38 @@ class Graph(Generic[S, E_co]):
                     f"  {ident(t)} --> {ident(edge.join)}" for t in edge.to
                 )
         return "\n".join(lines) + "\n"
+
+
+_RUNNING = Status.RUNNING
+_DONE = Status.DONE
+_Where: TypeAlias = (
+    "tuple[tuple[str, ...], str | None] | Failure[UnknownRoute]"
+)
+
+
+def _advancer(name: str, edge: _Edge) -> Callable[[Any], _Where]:
+    """Where to go after *name*, precomputed per edge kind."""
+    if isinstance(edge, _Static):
+        fixed: _Where = ((), None) if edge.to == END else ((edge.to,), None)
+        return lambda _state: fixed
+    if isinstance(edge, _FanOut):
+        branches: _Where = (edge.to, edge.join)
+        return lambda _state: branches
+    router, allowed = edge.router, edge.to
+    choices: dict[str, _Where] = {
+        t: (((), None) if t == END else ((t,), None)) for t in allowed
+    }
+
+    def route(state: Any) -> _Where:
+        choice = router(state)
+        where = choices.get(choice)
+        if where is None:
+            return Failure(
+                UnknownRoute(name, str(choice), allowed, path=(name,))
+            )
+        return where
+
+    return route
 
 
 async def _emit(sink: EventSink | None, event: GraphEvent) -> None:

@@ -18,6 +18,7 @@ END: Final = "__end__"
 
 DEFAULT_MAX_STEPS: Final = 1000
 DEFAULT_MAX_FANOUT: Final = 10_000
+DEFAULT_CONCURRENCY: Final = 64
 
 
 @final
@@ -72,10 +73,22 @@ class Snapshot(Generic[S_co]):
 @final
 @attrs.frozen
 class Limits:
-    """Finite limits, checked before the work they guard starts."""
+    """Finite limits, checked before the work they guard starts.
+
+    *max_steps* bounds transitions per run (a fan-out counts as one),
+    *max_fanout* the branches of one fan-out, and *concurrency* how many
+    branches run at once (a fixed pool of workers takes them in order).
+    """
 
     max_steps: int = DEFAULT_MAX_STEPS
     max_fanout: int = DEFAULT_MAX_FANOUT
+    concurrency: int = DEFAULT_CONCURRENCY
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("max_steps", "max_fanout", "concurrency"):
+            if getattr(self, name) < 1:
+                msg = f"Limits.{name} must be at least 1"
+                raise ValueError(msg)
 
 
 # -- hooks ------------------------------------------------------------------

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
 from pipeline import Context, Message, graph, handler
-from pipeline._serde import checksum
 from pipeline.errors import (
     CheckpointDecodeError,
     ConcurrentModification,
@@ -25,6 +24,7 @@ from pipeline.errors import (
     SnapshotNotFound,
 )
 from pipeline.graph import END, Record
+from pipeline.graph._codec import record_checksum
 from tests.graph.helpers import Counted, step
 
 
@@ -167,7 +167,7 @@ async def test_torn_or_flipped_last_record_falls_back(
 
 
 def _record_of(data: bytes) -> Record:
-    return Record("t", 0, None, data, checksum(data))
+    return Record("t", 0, None, data, record_checksum("t", 0, None, data))
 
 
 @given(data=st.binary(max_size=400))
@@ -303,6 +303,18 @@ async def test_gadgets_are_rejected_without_side_effects(
     assert recorded == []
 
 
+async def test_misplaced_records_are_rejected() -> None:
+    """A valid record copied to another thread or version fails its checksum."""
+    g = linear(3)
+    store = graph.MemoryStore()
+    await g.run(Counted(), store=store, thread_id="a")
+    good = (await store.records("a"))[0]
+    await store.commit(attrs.evolve(good, thread_id="b"), expected_head=None)
+    out = await g.load(store, "b")
+    assert isinstance(out.failure(), CheckpointDecodeError)
+    assert "checksum" in str(out.failure())
+
+
 async def test_hundred_concurrent_resumers_lose_no_update() -> None:
     """100 resumers race on one thread; with retry, every update lands."""
 
@@ -386,6 +398,7 @@ async def test_history_is_stored_as_deltas(tmp_path: Path) -> None:
         reloaded = (await g.load(store, "t")).unwrap()
     assert len(out.state.messages) == 1000
     assert reloaded.state == out.state
-    assert max(sizes[1:]) - min(sizes[1:]) < 16  # flat: only the new message
+    steady = sizes[1:-1]  # the first and last records carry more
+    assert max(steady) - min(steady) < 16  # flat: only the new message
     log_bytes = sum(len(m.content) + 40 for m in out.state.messages)
     assert sum(sizes) < 10 * log_bytes
