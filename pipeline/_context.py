@@ -304,13 +304,11 @@ class Context:
 
         Shares every existing message with *self*: O(len(messages)).
         """
-        _check_messages(messages, "append() argument")
-        msgs = self.messages
-        msgs = (
-            msgs.append(messages[0])
-            if len(messages) == 1
-            else msgs.extend(messages)
-        )
+        if len(messages) == 1 and type(messages[0]) is Message:
+            msgs = self.messages.append(messages[0])  # the hot path
+        else:
+            _check_messages(messages, "append() argument")
+            msgs = self.messages.extend(messages)
         return _make(msgs, self.metadata, self.run_id)
 
     def with_messages(self, messages: Iterable[Message]) -> Context:
