@@ -933,15 +933,12 @@ def merge_states(
         ):
             merged = merge_branches(before, values)
         else:
-            return Failure(
-                MergeConflict(
-                    field.name, tuple(names[i] for i, _ in changed_values)
-                )
-            )
+            culprits = tuple(str(names[i]) for i, _ in changed_values)
+            return Failure(MergeConflict(field.name, culprits))
         updates[field.alias or field.name] = merged
-    return Success(
-        attrs.evolve(cast("Any", base), **updates) if updates else base
-    )
+    if not updates:
+        return Success(base)
+    return Success(cast("S", attrs.evolve(cast("Any", base), **updates)))
 
 
 def _grows(before: PVector[Any], after: object) -> bool:

@@ -102,6 +102,7 @@ class SQLiteStore:
 
         # Shielded: once the write started it completes (or rolls back)
         # before cancellation is delivered, never half-way.
+        conflict: int | None = None
         with anyio.CancelScope(shield=True):
             conflict = await self._run(work)
         if conflict is None:
