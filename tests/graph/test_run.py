@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anyio
 import attrs
+import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -324,3 +325,36 @@ async def test_context_state_and_plain_values() -> None:
     )
     assert (await gi.run(41)).unwrap().state == 42
     assert pvector([1]) == pvector([1])
+
+
+async def test_fan_out_concurrency_is_bounded() -> None:
+    """No more branches run at once than Limits.concurrency allows."""
+    running = [0, 0]  # now, peak
+
+    def slow(i: int) -> Handler[Counted, Counted, str]:
+        @handler(name=f"s{i}")
+        async def run(s: Counted) -> Result[Counted, str]:
+            running[0] += 1
+            running[1] = max(running[1], running[0])
+            for _ in range(3):
+                await anyio.lowlevel.checkpoint()
+            running[0] -= 1
+            return Success(attrs.evolve(s, trail=s.trail.append(f"s{i}")))
+
+        return run
+
+    b: graph.Builder[Counted, str] = graph.builder(Counted).node(
+        "src", step("src")
+    )
+    for i in range(40):
+        b = b.node(f"s{i}", slow(i))
+    g = (
+        b.entry("src")
+        .fan_out("src", [f"s{i}" for i in range(40)], join=END)
+        .build()
+    )
+    out = (await g.run(Counted(), limits=graph.Limits(concurrency=3))).unwrap()
+    assert running[1] == 3
+    assert list(out.state.trail) == ["src", *(f"s{i}" for i in range(40))]
+    with pytest.raises(ValueError, match="concurrency"):
+        graph.Limits(concurrency=0)
