@@ -1,0 +1,33 @@
+"""Models: the protocol every adapter implements, and its values.
+
+Adapters live in their own modules so that their SDKs load only when used:
+``from pipeline.models.openai import OpenAIModel`` (extra ``openai``) and
+``from pipeline.models.anthropic import AnthropicModel`` (extra ``anthropic``).
+"""
+
+from ._types import DeltaSink as DeltaSink
+from ._types import Model as Model
+from ._types import ModelDelta as ModelDelta
+from ._types import ModelError as ModelError
+from ._types import ModelRequest as ModelRequest
+from ._types import ModelResponse as ModelResponse
+from ._types import ResponseSchema as ResponseSchema
+from ._types import TextDelta as TextDelta
+from ._types import ToolCallAssembler as ToolCallAssembler
+from ._types import ToolCallDelta as ToolCallDelta
+from ._types import ToolSpec as ToolSpec
+
+
+__all__ = (
+    "DeltaSink",
+    "Model",
+    "ModelDelta",
+    "ModelError",
+    "ModelRequest",
+    "ModelResponse",
+    "ResponseSchema",
+    "TextDelta",
+    "ToolCallAssembler",
+    "ToolCallDelta",
+    "ToolSpec",
+)

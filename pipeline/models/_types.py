@@ -1,0 +1,156 @@
+"""The model protocol: requests, responses, deltas and failures."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeAlias, final
+
+import attrs
+
+from returns.result import Result
+
+from .._context import Message, ToolCall, Usage
+from ..errors import PipelineError
+
+
+@final
+@attrs.frozen
+class ToolSpec:
+    """A tool as a model sees it: name, description, JSON schema."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@final
+@attrs.frozen
+class ResponseSchema:
+    """Ask for structured output: a JSON object matching *schema*."""
+
+    name: str
+    schema: Mapping[str, Any]
+    description: str = ""
+
+
+@final
+@attrs.frozen
+class ModelRequest:
+    """What a model is asked: messages, tools and options."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    response_schema: ResponseSchema | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    use_tools: bool = True
+    """False: tools are listed for context but must not be called."""
+
+
+@final
+@attrs.frozen
+class ModelResponse:
+    """A complete answer: an assistant message and why the model stopped.
+
+    *finish_reason* is normalised: ``stop``, ``tool_calls``, ``length`` or
+    ``content_filter`` (anything else is passed through).
+    """
+
+    message: Message
+    finish_reason: str = "stop"
+
+    @property
+    def text(self) -> str:
+        """The message's text."""
+        return self.message.content
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls asked for (empty for a plain answer)."""
+        return self.message.tool_calls
+
+    @property
+    def usage(self) -> Usage:
+        """Token usage (zero if the provider reported none)."""
+        return self.message.usage or Usage()
+
+
+@final
+@attrs.frozen
+class TextDelta:
+    """A piece of streamed text."""
+
+    text: str
+
+
+@final
+@attrs.frozen
+class ToolCallDelta:
+    """A piece of a streamed tool call; *index* orders the calls."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+ModelDelta: TypeAlias = TextDelta | ToolCallDelta
+DeltaSink: TypeAlias = Callable[[ModelDelta], Awaitable[None]]
+
+
+@final
+@attrs.frozen
+class ModelError(PipelineError):
+    """A provider call failed: HTTP status, bad body, dropped stream, ...
+
+    *status* is the HTTP status when there was one.
+    """
+
+    provider: str
+    message: str
+    status: int | None = None
+
+    def __str__(self) -> str:
+        status = f" (HTTP {self.status})" if self.status is not None else ""
+        return f"{self.provider}{status}: {self.message}"
+
+
+class Model(Protocol):
+    """Anything that answers a :class:`ModelRequest`.
+
+    With *on_delta*, the model streams: each text or tool-call fragment is
+    passed to it as it arrives; the complete response is returned at the end
+    either way.  Failures are values; cancellation closes the connection.
+    """
+
+    @property
+    def name(self) -> str:
+        """A name for logs and events, e.g. ``openai:gpt-4o-mini``."""
+        ...
+
+    async def generate(
+        self, request: ModelRequest, *, on_delta: DeltaSink | None = None
+    ) -> Result[ModelResponse, ModelError]:
+        """Answer *request*."""
+        ...
+
+
+class ToolCallAssembler:
+    """Builds complete tool calls out of streamed fragments."""
+
+    def __init__(self) -> None:
+        self._parts: dict[int, list[str]] = {}
+
+    def add(self, delta: ToolCallDelta) -> None:
+        """Fold one fragment in."""
+        part = self._parts.setdefault(delta.index, ["", "", ""])
+        part[0] = part[0] or delta.id
+        part[1] = part[1] or delta.name
+        part[2] += delta.arguments
+
+    def calls(self) -> tuple[ToolCall, ...]:
+        """The calls so far, in index order."""
+        return tuple(
+            ToolCall(p[0] or f"call_{i}", p[1], p[2] or "{}")
+            for i, p in sorted(self._parts.items())
+        )

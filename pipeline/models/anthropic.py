@@ -1,0 +1,342 @@
+"""Anthropic Messages adapter.  Needs the ``anthropic`` extra.
+
+Structured output uses a forced tool whose input schema is the response
+schema; the tool's input becomes the message text (JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from typing import Any, final
+
+import anthropic
+import anyio
+
+from returns.result import Failure, Result, Success
+
+from .._context import Message, Role, ToolCall, Usage
+from ._transport import TRANSPORT_ERRORS
+from ._types import (
+    DeltaSink,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallAssembler,
+    ToolCallDelta,
+)
+
+
+_SDK_ERRORS: tuple[type[Exception], ...] = (
+    anthropic.APIError,
+    ValueError,
+    *TRANSPORT_ERRORS,
+)
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
+
+
+@final
+class AnthropicModel:
+    """A :class:`~pipeline.models.Model` over ``anthropic.AsyncAnthropic``.
+
+    *max_tokens* is the default answer budget (Anthropic requires one).
+    """
+
+    def __init__(
+        self,
+        model: str = "claude-sonnet-4-5",
+        *,
+        client: anthropic.AsyncAnthropic | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_tokens: int = 1024,
+        max_retries: int = 2,
+        timeout: float = 60.0,
+    ) -> None:
+        self.model = model
+        self.max_tokens = max_tokens
+        self._client = client or anthropic.AsyncAnthropic(
+            base_url=base_url,
+            api_key=api_key
+            or os.environ.get("ANTHROPIC_API_KEY")
+            or "not-set",
+            max_retries=max_retries,
+            timeout=timeout,
+        )
+
+    @property
+    def name(self) -> str:
+        """``anthropic:model``."""
+        return f"anthropic:{self.model}"
+
+    def _fail(
+        self, message: str, status: int | None = None
+    ) -> Failure[ModelError]:
+        return Failure(
+            ModelError("anthropic", message, status, path=(self.name,))
+        )
+
+    def _kwargs(
+        self, request: ModelRequest
+    ) -> tuple[dict[str, Any], str | None]:
+        system = "\n\n".join(
+            m.content for m in request.messages if m.role is Role.SYSTEM
+        )
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens or self.max_tokens,
+            "messages": _messages(request.messages),
+        }
+        if system:
+            kwargs["system"] = system
+        tools = [
+            {
+                "name": t.name,
+                "description": t.description,
+                "input_schema": dict(t.parameters),
+            }
+            for t in request.tools
+        ]
+        forced: str | None = None
+        if request.response_schema is not None:
+            schema = request.response_schema
+            forced = schema.name
+            tools.append(
+                {
+                    "name": schema.name,
+                    "description": schema.description or "Give the answer.",
+                    "input_schema": dict(schema.schema),
+                }
+            )
+            kwargs["tool_choice"] = {"type": "tool", "name": schema.name}
+        elif tools and not request.use_tools:
+            kwargs["tool_choice"] = {"type": "none"}
+        if tools:
+            kwargs["tools"] = tools
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        return kwargs, forced
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (and its connections)."""
+        await self._client.close()
+
+    async def __aenter__(self) -> AnthropicModel:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    def _error(self, exc: Exception) -> ModelError:
+        if isinstance(exc, anthropic.APIStatusError):
+            return ModelError(
+                "anthropic",
+                str(exc.message),
+                exc.status_code,
+                path=(self.name,),
+            )
+        if isinstance(exc, anthropic.APIConnectionError):
+            return ModelError(
+                "anthropic", f"connection failed: {exc}", path=(self.name,)
+            )
+        if isinstance(exc, TRANSPORT_ERRORS):
+            return ModelError(
+                "anthropic",
+                f"connection lost: {type(exc).__name__}: {exc}",
+                path=(self.name,),
+            )
+        return ModelError(
+            "anthropic",
+            f"malformed response: {type(exc).__name__}: {exc}",
+            path=(self.name,),
+        )
+
+    async def generate(
+        self, request: ModelRequest, *, on_delta: DeltaSink | None = None
+    ) -> Result[ModelResponse, ModelError]:
+        """Answer *request* (streaming when *on_delta* is given)."""
+        kwargs, forced = self._kwargs(request)
+        if on_delta is not None:
+            return await self._stream(kwargs, forced, on_delta)
+        try:
+            response = await self._client.messages.create(**kwargs)
+        except _SDK_ERRORS as exc:
+            return Failure(self._error(exc))
+        return self._parse(response, forced)
+
+    def _parse(
+        self, response: Any, forced: str | None
+    ) -> Result[ModelResponse, ModelError]:
+        try:
+            text: list[str] = []
+            calls: list[ToolCall] = []
+            for block in response.content:
+                if block.type == "text":
+                    text.append(block.text)
+                elif block.type == "tool_use":
+                    calls.append(
+                        ToolCall(block.id, block.name, json.dumps(block.input))
+                    )
+            usage = Usage(
+                int(response.usage.input_tokens or 0),
+                int(response.usage.output_tokens or 0),
+            )
+            finish = _FINISH.get(
+                response.stop_reason or "end_turn", response.stop_reason
+            )
+        except (AttributeError, TypeError, ValueError) as exc:
+            return self._fail(f"malformed response body: {exc}")
+        return Success(
+            _answer("".join(text), tuple(calls), usage, finish, forced)
+        )
+
+    async def _stream(
+        self, kwargs: dict[str, Any], forced: str | None, on_delta: DeltaSink
+    ) -> Result[ModelResponse, ModelError]:
+        try:
+            stream = await self._client.messages.create(**kwargs, stream=True)
+        except _SDK_ERRORS as exc:
+            return Failure(self._error(exc))
+        text: list[str] = []
+        calls = ToolCallAssembler()
+        blocks: dict[int, int] = {}  # content block index -> tool call index
+        input_tokens = output_tokens = 0
+        finish: str | None = None
+        stopped = False
+        events = stream.__aiter__()
+        try:
+            while True:
+                # Only the SDK's own work is guarded: an exception from
+                # *on_delta* (the caller's code) propagates as itself.
+                try:
+                    event = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except _SDK_ERRORS as exc:
+                    return Failure(self._error(exc))
+                kind = event.type
+                if kind == "message_start":
+                    input_tokens = int(event.message.usage.input_tokens or 0)
+                elif (
+                    kind == "content_block_start"
+                    and event.content_block.type == "tool_use"
+                ):
+                    blocks[event.index] = len(blocks)
+                    piece = ToolCallDelta(
+                        blocks[event.index],
+                        event.content_block.id,
+                        event.content_block.name,
+                    )
+                    calls.add(piece)
+                    if forced is None:
+                        await on_delta(piece)
+                elif kind == "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        text.append(delta.text)
+                        await on_delta(TextDelta(delta.text))
+                    elif delta.type == "input_json_delta":
+                        piece = ToolCallDelta(
+                            blocks.get(event.index, 0),
+                            arguments=delta.partial_json,
+                        )
+                        calls.add(piece)
+                        await on_delta(
+                            TextDelta(delta.partial_json)
+                            if forced is not None
+                            else piece
+                        )
+                elif kind == "message_delta":
+                    finish = _FINISH.get(
+                        event.delta.stop_reason or "end_turn",
+                        event.delta.stop_reason,
+                    )
+                    output_tokens = int(event.usage.output_tokens or 0)
+                elif kind == "message_stop":
+                    stopped = True
+        finally:
+            with anyio.CancelScope(shield=True):
+                await stream.close()
+        if not stopped or finish is None:
+            return self._fail("stream ended before the model finished")
+        return Success(
+            _answer(
+                "".join(text),
+                calls.calls(),
+                Usage(input_tokens, output_tokens),
+                finish,
+                forced,
+            )
+        )
+
+
+def _answer(
+    text: str,
+    calls: tuple[ToolCall, ...],
+    usage: Usage,
+    finish: str,
+    forced: str | None,
+) -> ModelResponse:
+    if forced is not None:
+        # Structured output: the forced tool's input is the answer.
+        structured = next(
+            (c.arguments for c in calls if c.name == forced), text
+        )
+        return ModelResponse(
+            Message.assistant(structured, usage=usage), "stop"
+        )
+    return ModelResponse(
+        Message.assistant(text, tool_calls=calls, usage=usage), finish
+    )
+
+
+def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role is Role.SYSTEM:
+            continue
+        if m.role is Role.TOOL:
+            block = {
+                "type": "tool_result",
+                "tool_use_id": m.tool_call_id or "",
+                "content": m.content,
+            }
+            if (
+                out
+                and out[-1]["role"] == "user"
+                and isinstance(out[-1]["content"], list)
+            ):
+                out[-1]["content"].append(
+                    block
+                )  # one user turn for all results
+            else:
+                out.append({"role": "user", "content": [block]})
+        elif m.role is Role.ASSISTANT:
+            content: list[dict[str, Any]] = []
+            if m.content:
+                content.append({"type": "text", "text": m.content})
+            for c in m.tool_calls:
+                try:
+                    args = json.loads(c.arguments or "{}")
+                except ValueError:
+                    args = {}
+                content.append(
+                    {
+                        "type": "tool_use",
+                        "id": c.id,
+                        "name": c.name,
+                        "input": args,
+                    }
+                )
+            out.append({"role": "assistant", "content": content or m.content})
+        else:
+            out.append({"role": "user", "content": m.content})
+    return out

@@ -1,0 +1,276 @@
+"""OpenAI Chat Completions, and any OpenAI-compatible server (vLLM, Ollama,
+llama.cpp, ...): pass *base_url*.  Needs the ``openai`` extra."""
+
+from __future__ import annotations
+
+import os
+
+from typing import Any, final
+
+import anyio
+import openai
+
+from returns.result import Failure, Result, Success
+
+from .._context import Message, Role, ToolCall, Usage
+from ._transport import TRANSPORT_ERRORS
+from ._types import (
+    DeltaSink,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallAssembler,
+    ToolCallDelta,
+)
+
+
+_SDK_ERRORS: tuple[type[Exception], ...] = (
+    openai.APIError,
+    ValueError,
+    *TRANSPORT_ERRORS,
+)
+_FINISH = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "content_filter",
+}
+
+
+@final
+class OpenAIModel:
+    """A :class:`~pipeline.models.Model` over ``openai.AsyncOpenAI``.
+
+    Give a *client* you made, or the settings to make one (*api_key* falls
+    back to ``OPENAI_API_KEY``).  *provider* names it in errors and events.
+    """
+
+    def __init__(
+        self,
+        model: str = "gpt-4o-mini",
+        *,
+        client: openai.AsyncOpenAI | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_retries: int = 2,
+        timeout: float = 60.0,
+        provider: str = "openai",
+    ) -> None:
+        self.model = model
+        self.provider = provider
+        self._client = client or openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-set",
+            max_retries=max_retries,
+            timeout=timeout,
+        )
+
+    @property
+    def name(self) -> str:
+        """``provider:model``."""
+        return f"{self.provider}:{self.model}"
+
+    def _fail(
+        self, message: str, status: int | None = None
+    ) -> Failure[ModelError]:
+        return Failure(
+            ModelError(self.provider, message, status, path=(self.name,))
+        )
+
+    def _kwargs(self, request: ModelRequest) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": [_message(m) for m in request.messages],
+        }
+        if request.tools:
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.parameters),
+                    },
+                }
+                for t in request.tools
+            ]
+            if not request.use_tools:
+                kwargs["tool_choice"] = "none"
+        if request.response_schema is not None:
+            schema = request.response_schema
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": schema.name,
+                    "description": schema.description,
+                    "schema": dict(schema.schema),
+                    "strict": True,
+                },
+            }
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
+        return kwargs
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (and its connections)."""
+        await self._client.close()
+
+    async def __aenter__(self) -> OpenAIModel:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    def _error(self, exc: Exception) -> ModelError:
+        if isinstance(exc, openai.APIStatusError):
+            return ModelError(
+                self.provider,
+                str(exc.message),
+                exc.status_code,
+                path=(self.name,),
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            return ModelError(
+                self.provider, f"connection failed: {exc}", path=(self.name,)
+            )
+        if isinstance(exc, TRANSPORT_ERRORS):
+            return ModelError(
+                self.provider,
+                f"connection lost: {type(exc).__name__}: {exc}",
+                path=(self.name,),
+            )
+        return ModelError(
+            self.provider,
+            f"malformed response: {type(exc).__name__}: {exc}",
+            path=(self.name,),
+        )
+
+    async def generate(
+        self, request: ModelRequest, *, on_delta: DeltaSink | None = None
+    ) -> Result[ModelResponse, ModelError]:
+        """Answer *request* (streaming when *on_delta* is given)."""
+        kwargs = self._kwargs(request)
+        if on_delta is not None:
+            return await self._stream(kwargs, on_delta)
+        try:
+            response = await self._client.chat.completions.create(**kwargs)
+        except _SDK_ERRORS as exc:
+            return Failure(self._error(exc))
+        return self._parse(response)
+
+    def _parse(self, response: Any) -> Result[ModelResponse, ModelError]:
+        try:
+            choice = response.choices[0]
+            msg = choice.message
+            calls = tuple(
+                ToolCall(c.id, c.function.name, c.function.arguments or "{}")
+                for c in (msg.tool_calls or ())
+            )
+            usage = _usage(response.usage)
+            finish = _FINISH.get(
+                choice.finish_reason or "stop", choice.finish_reason
+            )
+        except (AttributeError, IndexError, TypeError, KeyError) as exc:
+            return self._fail(f"malformed response body: {exc}")
+        return Success(
+            ModelResponse(
+                Message.assistant(
+                    msg.content or "", tool_calls=calls, usage=usage
+                ),
+                finish,
+            )
+        )
+
+    async def _stream(
+        self, kwargs: dict[str, Any], on_delta: DeltaSink
+    ) -> Result[ModelResponse, ModelError]:
+        try:
+            stream = await self._client.chat.completions.create(
+                **kwargs, stream=True, stream_options={"include_usage": True}
+            )
+        except _SDK_ERRORS as exc:
+            return Failure(self._error(exc))
+        text: list[str] = []
+        calls = ToolCallAssembler()
+        usage: Usage | None = None
+        finish: str | None = None
+        chunks = stream.__aiter__()
+        try:
+            while True:
+                # Only the SDK's own work is guarded: an exception from
+                # *on_delta* (the caller's code) propagates as itself.
+                try:
+                    chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except _SDK_ERRORS as exc:
+                    return Failure(self._error(exc))
+                if chunk.usage is not None:
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices[:1]:
+                    delta = choice.delta
+                    if delta.content:
+                        text.append(delta.content)
+                        await on_delta(TextDelta(delta.content))
+                    for tc in delta.tool_calls or ():
+                        fn = tc.function
+                        piece = ToolCallDelta(
+                            tc.index,
+                            tc.id or "",
+                            (fn.name or "") if fn else "",
+                            (fn.arguments or "") if fn else "",
+                        )
+                        calls.add(piece)
+                        await on_delta(piece)
+                    if choice.finish_reason:
+                        finish = _FINISH.get(
+                            choice.finish_reason, choice.finish_reason
+                        )
+        finally:
+            # Close the connection even when cancelled mid-stream.
+            with anyio.CancelScope(shield=True):
+                await stream.close()
+        if finish is None:
+            return self._fail("stream ended before the model finished")
+        message = Message.assistant(
+            "".join(text), tool_calls=calls.calls(), usage=usage
+        )
+        return Success(ModelResponse(message, finish))
+
+
+def _usage(raw: Any) -> Usage | None:
+    if raw is None:
+        return None
+    return Usage(int(raw.prompt_tokens or 0), int(raw.completion_tokens or 0))
+
+
+def _message(m: Message) -> dict[str, Any]:
+    if m.role is Role.TOOL:
+        return {
+            "role": "tool",
+            "tool_call_id": m.tool_call_id or "",
+            "content": m.content,
+        }
+    if m.role is Role.ASSISTANT:
+        out: dict[str, Any] = {
+            "role": "assistant",
+            "content": m.content or None,
+        }
+        if m.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in m.tool_calls
+            ]
+        return out
+    out = {"role": m.role.value, "content": m.content}
+    if m.name and m.role is Role.USER:
+        out["name"] = m.name
+    return out
