@@ -459,6 +459,15 @@ def _bad_result(r: object, where: str) -> TypeError:
     return TypeError(msg)
 
 
+def ok(r: Result[object, object]) -> bool:
+    """Whether *r* is a ``Success``.
+
+    A plain ``bool`` on purpose: ``isinstance(r, Success)`` narrows *r* to
+    ``Success[Any]`` and mypy silently forgets the value type.
+    """
+    return type(r) is Success
+
+
 def located(r: Result[Any, Any], segment: str) -> Result[Any, Any]:
     """Return the failure *r*, located under *segment* if it has a path."""
     if type(r) is not Failure:

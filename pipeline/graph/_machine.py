@@ -23,7 +23,7 @@ from pyrsistent import PVector
 from returns.result import Failure, Result, Success
 
 from .._context import Context, merge_branches
-from .._handler import Handler, located, run_pool
+from .._handler import Handler, located, ok, run_pool
 from .._serde import canonical, checksum
 from ..errors import (
     CheckpointDecodeError,
@@ -37,6 +37,7 @@ from ..errors import (
     StepLimitExceeded,
     UnknownRoute,
 )
+from ..events import emit, listening
 from ._codec import Codec
 from ._model import (
     END,
@@ -562,12 +563,13 @@ class Graph(Generic[S, E_co]):
         result is the last snapshot; its status says how the run ended.
         """
         snap = self.start(state, thread_id=thread_id)
+        on_event = _sink(on_event)
         head: int | None = None
         if store is not None:
             committed = await store.commit(
                 self.codec.encode(snap, None), expected_head=None
             )
-            if type(committed) is not Success:
+            if not ok(committed):
                 return Failure(committed.failure())
             head = 0
             await _emit(on_event, CheckpointSaved(snap.thread_id, 0))
@@ -605,7 +607,7 @@ class Graph(Generic[S, E_co]):
         transition.
         """
         loaded = await self.load(store, thread_id, version=version)
-        if type(loaded) is not Success:
+        if not ok(loaded):
             return Failure(loaded.failure())
         snap: Snapshot[S] = loaded.unwrap()
         if snap.fingerprint != self.fingerprint:
@@ -619,6 +621,7 @@ class Graph(Generic[S, E_co]):
         if snap.status is not Status.RUNNING:
             snap = attrs.evolve(snap, status=Status.RUNNING, pending=None)
         head = await store.head(thread_id)
+        on_event = _sink(on_event)
         return await self._fold(
             snap,
             head,
@@ -675,12 +678,11 @@ class Graph(Generic[S, E_co]):
                             self.codec.encode(paused, snap),
                             expected_head=version - 1,
                         )
-                        if type(committed) is not Success:
+                        if not ok(committed):
                             return Failure(committed.failure())
                     await _emit(on_event, Interrupted(decision.question))
                     return Success(paused)
-            if on_event is not None:
-                await on_event(NodeStarted(snap.next, snap.step))
+            await _emit(on_event, NodeStarted(snap.next, snap.step))
             new = await self._step(snap, version + 1, limits)
             if type(new) is Failure:
                 return new
@@ -688,13 +690,13 @@ class Graph(Generic[S, E_co]):
                 committed = await store.commit(
                     self.codec.encode(new, snap), expected_head=version
                 )
-                if type(committed) is not Success:
+                if not ok(committed):
                     return Failure(committed.failure())
-                if on_event is not None:
-                    await on_event(CheckpointSaved(new.thread_id, new.version))
+                await _emit(
+                    on_event, CheckpointSaved(new.thread_id, new.version)
+                )
             version = new.version
-            if on_event is not None:
-                await on_event(NodeFinished(snap.next, new.step))
+            await _emit(on_event, NodeFinished(snap.next, new.step))
             for observe in observers:
                 await observe(new)
             tail.append(new.node or "")
@@ -790,7 +792,7 @@ class Graph(Generic[S, E_co]):
     ]:
         """Copy a snapshot into a new thread (version 0); the original is untouched."""
         loaded = await self.load(store, thread_id, version=version)
-        if type(loaded) is not Success:
+        if not ok(loaded):
             return Failure(loaded.failure())
         forked = attrs.evolve(
             loaded.unwrap(),
@@ -801,7 +803,7 @@ class Graph(Generic[S, E_co]):
         committed = await store.commit(
             self.codec.encode(forked, None), expected_head=None
         )
-        if type(committed) is not Success:
+        if not ok(committed):
             return Failure(committed.failure())
         return Success(forked)
 
@@ -867,6 +869,21 @@ def _advancer(name: str, edge: _Edge) -> Callable[[Any], _Where]:
         return where
 
     return route
+
+
+def _sink(on_event: EventSink | None) -> EventSink | None:
+    """One place for events: *on_event* and any listening stream (checked
+    once per run: nothing is paid per step when nobody listens)."""
+    if not listening():
+        return on_event
+    if on_event is None:
+        return emit
+
+    async def both(event: GraphEvent) -> None:
+        await on_event(event)
+        await emit(event)
+
+    return both
 
 
 async def _emit(sink: EventSink | None, event: GraphEvent) -> None:

@@ -9,6 +9,12 @@ from typing import Final, Generic, TypeAlias, TypeVar, final
 
 import attrs
 
+from .._eventtypes import CheckpointSaved as CheckpointSaved
+from .._eventtypes import Interrupted as Interrupted
+from .._eventtypes import NodeFinished as NodeFinished
+from .._eventtypes import NodeStarted as NodeStarted
+from .._eventtypes import Stopped as Stopped
+
 
 S = TypeVar("S")
 S_co = TypeVar("S_co", covariant=True)
@@ -137,52 +143,6 @@ class Transition(Generic[S_co]):
 
 Gate: TypeAlias = Callable[[Transition[S]], Awaitable[Decision]]
 Observer: TypeAlias = Callable[[Snapshot[S]], Awaitable[None]]
-
-
-# -- events -------------------------------------------------------------------
-
-
-@final
-@attrs.frozen
-class NodeStarted:
-    """A node (or the branches of a fan-out) started."""
-
-    nodes: tuple[str, ...]
-    step: int
-
-
-@final
-@attrs.frozen
-class NodeFinished:
-    """A node (or a whole fan-out) finished and its state is merged."""
-
-    nodes: tuple[str, ...]
-    step: int
-
-
-@final
-@attrs.frozen
-class CheckpointSaved:
-    """A record was committed."""
-
-    thread_id: str
-    version: int
-
-
-@final
-@attrs.frozen
-class Interrupted:
-    """A gate paused the run for a human."""
-
-    question: str
-
-
-@final
-@attrs.frozen
-class Stopped:
-    """A gate stopped the run gracefully."""
-
-    reason: str
 
 
 GraphEvent: TypeAlias = (

@@ -1,0 +1,249 @@
+"""Typed events, and streaming them while any pipeline runs.
+
+>>> import anyio
+>>> from returns.result import Result, Success
+>>> from pipeline import handler
+>>> @handler
+... async def shout(text: str) -> Result[str, str]:
+...     await emit(Note("shout", "working"))
+...     return Success(text.upper())
+>>> async def main() -> list[str]:
+...     async with stream(shout, "hi") as events:
+...         return [type(e).__name__ async for e in events]
+>>> anyio.run(main)
+['Note', 'Finished']
+
+Handlers, agents and graphs call :func:`emit`; it reaches the innermost
+:func:`stream` that is running them (through a context variable), and does
+nothing when nobody listens.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Generic, Self, TypeAlias, TypeVar, final
+
+import anyio
+import attrs
+
+from anyio.streams.memory import (
+    MemoryObjectReceiveStream,
+    MemoryObjectSendStream,
+)
+from returns.result import Result
+
+from ._context import Message, ToolCall
+from ._eventtypes import (
+    CheckpointSaved,
+    Interrupted,
+    NodeFinished,
+    NodeStarted,
+    Stopped,
+)
+from ._handler import Handler, collapse
+
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+Err = TypeVar("Err")
+Out_co = TypeVar("Out_co", covariant=True)
+Err_co = TypeVar("Err_co", covariant=True)
+
+__all__ = (
+    "CheckpointSaved",
+    "Event",
+    "EventStream",
+    "Finished",
+    "Handoff",
+    "Interrupted",
+    "MessageComplete",
+    "MessageDelta",
+    "NodeFinished",
+    "NodeStarted",
+    "Note",
+    "Stopped",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "emit",
+    "listening",
+    "stream",
+)
+
+
+@final
+@attrs.frozen
+class MessageDelta:
+    """A fragment of text an agent's model is streaming."""
+
+    agent: str
+    text: str
+
+
+@final
+@attrs.frozen
+class MessageComplete:
+    """A whole message an agent added (its answer, or a tool result)."""
+
+    agent: str
+    message: Message
+
+
+@final
+@attrs.frozen
+class ToolCallStarted:
+    """An agent started a tool call."""
+
+    agent: str
+    call: ToolCall
+
+
+@final
+@attrs.frozen
+class ToolCallFinished:
+    """A tool call finished; *is_error* if the model got an error result."""
+
+    agent: str
+    call: ToolCall
+    content: str
+    is_error: bool
+
+
+@final
+@attrs.frozen
+class Handoff:
+    """A swarm moved the conversation from one agent to another."""
+
+    source: str
+    target: str
+
+
+@final
+@attrs.frozen
+class Note:
+    """A free-form progress note from your own handler."""
+
+    source: str
+    text: str
+
+
+@final
+@attrs.frozen
+class Finished(Generic[Out_co, Err_co]):
+    """The run is over; *result* is what the pipeline returned."""
+
+    result: Result[Out_co, Err_co]
+
+
+Event: TypeAlias = (
+    MessageDelta
+    | MessageComplete
+    | ToolCallStarted
+    | ToolCallFinished
+    | Handoff
+    | Note
+    | NodeStarted
+    | NodeFinished
+    | CheckpointSaved
+    | Interrupted
+    | Stopped
+    | Finished[Any, Any]
+)
+"""Everything a stream can yield; ``Finished`` always comes last."""
+
+Sink: TypeAlias = Callable[[Event], Awaitable[None]]
+_SINK: contextvars.ContextVar[Sink | None] = contextvars.ContextVar(
+    "pipeline_event_sink", default=None
+)
+
+
+async def emit(event: Event) -> None:
+    """Send *event* to the stream running this code, if there is one."""
+    sink = _SINK.get()
+    if sink is not None:
+        await sink(event)
+
+
+def listening() -> bool:
+    """Whether a stream is listening (so it is worth streaming deltas)."""
+    return _SINK.get() is not None
+
+
+@final
+class EventStream(Generic[Out, Err]):
+    """Runs a handler and yields its events; see :func:`stream`.
+
+    An async context manager and an async iterator.  Leaving the block early
+    cancels the run and waits for it to stop: no task outlives the block.
+    """
+
+    def __init__(
+        self, handler: Handler[In, Out, Err], value: In, buffer: float
+    ) -> None:
+        self._handler: Handler[Any, Out, Err] = handler
+        self._value = value
+        self._buffer = buffer
+        self.result: Result[Out, Err] | None = None
+        """The pipeline's result, once it finished."""
+        self._send: MemoryObjectSendStream[Event] | None = None
+        self._receive: MemoryObjectReceiveStream[Event] | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> Self:
+        send, receive = anyio.create_memory_object_stream[Event](self._buffer)
+        self._send, self._receive = send, receive
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._run, send)
+        return self
+
+    async def _run(self, send: MemoryObjectSendStream[Event]) -> None:
+        _SINK.set(send.send)  # this task's context only
+        with send:
+            result = await self._handler(self._value)
+            self.result = result
+            await send.send(Finished(result))
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Event:
+        assert self._receive is not None, "use EventStream in async with"  # noqa: S101
+        try:
+            return await self._receive.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._group is not None  # noqa: S101
+        assert self._receive is not None  # noqa: S101
+        # Leaving early (or finishing) stops the run; a no-op if it is done.
+        self._group.cancel_scope.cancel()
+        self._receive.close()
+        try:
+            return await self._group.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            raise collapse(group) from None
+
+
+def stream(
+    handler: Handler[In, Out, Err], value: In, *, buffer: float = math.inf
+) -> EventStream[Out, Err]:
+    """Run *handler* on *value*, yielding its events as they happen.
+
+    >>> # async with stream(pipeline, ctx) as events:
+    >>> #     async for event in events: ...
+    >>> #     events.result  # the final Result, also sent as Finished
+
+    *buffer* bounds the events waiting to be read (unbounded by default, so
+    emitters never wait for a slow reader; give a number for backpressure).
+    """
+    return EventStream(handler, value, buffer)

@@ -1,0 +1,20 @@
+"""Test doubles for pipelines: scripted models and agents.
+
+Hypothesis strategies are in :mod:`pipeline.testing.strategies` (extra
+``testing``).  Nothing here is imported by ``import pipeline``.
+"""
+
+from ._scripted import Reply as Reply
+from ._scripted import ScriptedAgent as ScriptedAgent
+from ._scripted import ScriptedModel as ScriptedModel
+from ._scripted import Unconsumed as Unconsumed
+from ._scripted import UnexpectedCall as UnexpectedCall
+
+
+__all__ = (
+    "Reply",
+    "ScriptedAgent",
+    "ScriptedModel",
+    "Unconsumed",
+    "UnexpectedCall",
+)

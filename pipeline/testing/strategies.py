@@ -1,0 +1,180 @@
+"""Hypothesis strategies for messages, contexts, handlers and tool input.
+
+Use them to property-test your own pipelines (needs the ``testing`` extra).
+"""
+
+from __future__ import annotations
+
+import json
+
+from typing import Any, TypeAlias
+
+from hypothesis import strategies as st
+from returns.result import Failure, Result, Success
+
+from .._combinators import loop, must, noop
+from .._context import Context, Message
+from .._handler import Handler
+from .._lift import handler
+from ..tools import Tool
+
+
+IntHandler: TypeAlias = Handler[int, int, str]
+
+__all__ = (
+    "IntHandler",
+    "contexts",
+    "handlers",
+    "json_values",
+    "messages",
+    "meta_values",
+    "tool_arguments",
+)
+
+
+def add(k: int) -> IntHandler:
+    """A leaf adding *k*."""
+
+    @handler(name=f"add{k}")
+    async def run(x: int) -> Result[int, str]:
+        return Success(x + k)
+
+    return run
+
+
+def mul(k: int) -> IntHandler:
+    """A leaf multiplying by *k*."""
+
+    @handler(name=f"mul{k}")
+    async def run(x: int) -> Result[int, str]:
+        return Success(x * k)
+
+    return run
+
+
+def fail_when(m: int) -> IntHandler:
+    """A leaf failing on multiples of *m* (with a value naming it)."""
+
+    @handler(name=f"fail%{m}")
+    async def run(x: int) -> Result[int, str]:
+        if x % m == 0:
+            return Failure(f"fail%{m}@{x}")
+        return Success(x)
+
+    return run
+
+
+_unit: IntHandler = noop()
+
+
+def _sum(_: int, outs: tuple[int, ...]) -> Result[int, str]:
+    return Success(sum(outs) % 1_000_003)
+
+
+leaves: st.SearchStrategy[IntHandler] = st.one_of(
+    st.integers(-5, 5).map(add),
+    st.integers(-3, 3).map(mul),
+    st.integers(2, 7).map(fail_when),
+    st.just(_unit),
+)
+
+
+def _sequential(
+    children: st.SearchStrategy[IntHandler],
+) -> st.SearchStrategy[IntHandler]:
+    pairs = st.tuples(children, children)
+    return st.one_of(
+        pairs.map(lambda p: p[0] >> p[1]),
+        st.tuples(children, st.integers(0, 3)).map(
+            lambda p: loop(p[0], times=p[1]) if p[1] else p[0]
+        ),
+    )
+
+
+def _concurrent(
+    children: st.SearchStrategy[IntHandler],
+) -> st.SearchStrategy[IntHandler]:
+    pairs = st.tuples(children, children)
+    return st.one_of(
+        _sequential(children),
+        pairs.map(lambda p: must(p[0], p[1], aggregate=_sum)),
+    )
+
+
+def handlers(*, concurrent: bool = False) -> st.SearchStrategy[IntHandler]:
+    """Random ``Handler[int, int, str]`` pipelines, a few levels deep.
+
+    With *concurrent*, they include all-must-succeed fan-outs: when several
+    branches fail at different moments, which failure comes back depends on
+    the scheduler, so compare such pipelines by outcome, not failure value.
+    """
+    extend = _concurrent if concurrent else _sequential
+    return st.recursive(leaves, extend, max_leaves=8)
+
+
+def messages() -> st.SearchStrategy[Message]:
+    """Messages with short contents and any role."""
+    return st.builds(
+        Message,
+        role=st.sampled_from(["system", "user", "assistant", "tool"]),
+        content=st.text(max_size=20),
+    )
+
+
+meta_values: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+"""JSON-shaped metadata values."""
+
+
+def contexts() -> st.SearchStrategy[Context]:
+    """Contexts with a few messages and JSON-shaped metadata."""
+    return (
+        st.lists(messages(), max_size=5)
+        .map(lambda ms: Context.of(*ms))
+        .flatmap(
+            lambda ctx: st.dictionaries(
+                st.text(max_size=6), meta_values, max_size=4
+            ).map(ctx.with_metadata)
+        )
+    )
+
+
+json_values: st.SearchStrategy[Any] = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=50),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+"""Any JSON value."""
+
+
+def tool_arguments(tool: Tool) -> st.SearchStrategy[str]:
+    """Argument texts a model might send *tool*: right, wrong and weird.
+
+    Mixes the tool's own parameter names with unknown keys, any JSON value
+    per key, huge strings and text that is not JSON at all.
+    """
+    names = list(tool.parameters.get("properties", {})) or ["x"]
+    keys = st.sampled_from([*names, "extra", "__class__"])
+    objects = st.dictionaries(
+        keys,
+        json_values | st.text(min_size=10_000, max_size=20_000),
+        max_size=len(names) + 2,
+    )
+    return st.one_of(
+        objects.map(json.dumps),
+        json_values.map(json.dumps),
+        st.text(max_size=50),
+    )
