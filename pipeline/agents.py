@@ -10,7 +10,7 @@ another.  Every agent lifts into a handler over contexts with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, TypeAlias, final
 
 import attrs
@@ -110,6 +110,14 @@ class AgentLike(Protocol):
         ...
 
 
+def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
+    return tuple(tools)
+
+
+def _agents(agents: Iterable[AgentLike]) -> tuple[AgentLike, ...]:
+    return tuple(agents)
+
+
 def _lift(agent: AgentLike) -> Handler[Context, Context, AgentError]:
     async def run_agent(ctx: Context) -> Result[Context, AgentError]:
         out = await agent.run(ctx.messages)
@@ -137,7 +145,7 @@ class Agent:
     name: str
     model: Model
     instructions: str = ""
-    tools: tuple[Tool, ...] = attrs.field(default=(), converter=tuple)
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
     max_turns: int = 10
     on_turn_limit: Literal["fail", "answer"] = "fail"
     response_schema: ResponseSchema | None = None
@@ -250,7 +258,7 @@ class ParallelAgent:
     """
 
     name: str
-    agents: tuple[AgentLike, ...] = attrs.field(converter=tuple)
+    agents: tuple[AgentLike, ...] = attrs.field(converter=_agents)
     merge: Callable[[Sequence[AgentOutput]], Message] = default_merge
 
     def __attrs_post_init__(self) -> None:
@@ -324,7 +332,7 @@ class SequentialAgent:
     """
 
     name: str
-    agents: tuple[AgentLike, ...] = attrs.field(converter=tuple)
+    agents: tuple[AgentLike, ...] = attrs.field(converter=_agents)
     handoff: str = HANDOFF_MESSAGE
 
     def __attrs_post_init__(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeAlias, final
 
@@ -181,6 +181,13 @@ class ScriptedModel:
             self.assert_consumed()
 
 
+Answer: TypeAlias = "str | tuple[Message, ...] | AgentError"
+
+
+def _answers(answers: Iterable[Answer]) -> list[Answer]:
+    return list(answers)
+
+
 @final
 @attrs.define
 class ScriptedAgent:
@@ -192,9 +199,7 @@ class ScriptedAgent:
     """
 
     name: str
-    answers: list[str | tuple[Message, ...] | AgentError] = attrs.field(
-        converter=list
-    )
+    answers: list[Answer] = attrs.field(converter=_answers)
     strict: bool = True
     inputs: list[tuple[Message, ...]] = attrs.field(factory=list)
     _next: int = 0

@@ -168,10 +168,11 @@ def tool_arguments(tool: Tool) -> st.SearchStrategy[str]:
     """
     names = list(tool.parameters.get("properties", {})) or ["x"]
     keys = st.sampled_from([*names, "extra", "__class__"])
+    huge = st.integers(10_000, 1_100_000).map(
+        lambda n: "x" * n
+    )  # past 1 MiB too
     objects = st.dictionaries(
-        keys,
-        json_values | st.text(min_size=10_000, max_size=20_000),
-        max_size=len(names) + 2,
+        keys, json_values | huge, max_size=len(names) + 2
     )
     return st.one_of(
         objects.map(json.dumps),

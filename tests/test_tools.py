@@ -1,0 +1,216 @@
+"""Tools: schemas from annotations, strict decoding, concurrent execution."""
+
+from __future__ import annotations
+
+import enum
+import json
+
+from typing import Literal
+
+import anyio
+import attrs
+import pytest
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline import ToolCall
+from pipeline.errors import ConstructionError
+from pipeline.testing.strategies import tool_arguments
+from pipeline.tools import Tool, run_tools, tool
+
+
+class Unit(enum.Enum):
+    """Temperature unit."""
+
+    C = "celsius"
+    F = "fahrenheit"
+
+
+@attrs.frozen
+class Place:
+    """Where to look."""
+
+    city: str
+    country: str = "FR"
+
+
+@tool
+async def weather(
+    place: Place, unit: Unit = Unit.C, days: list[int] | None = None
+) -> dict[str, object]:
+    """Forecast for a place.
+
+    Args:
+        place: the city to forecast
+        unit: degrees to report in
+        days: which days ahead (0 = today)
+    """
+    return {"city": place.city, "unit": unit.value, "days": days or [0]}
+
+
+def test_schema_from_annotations_and_docstring() -> None:
+    """Parameters, attrs classes, enums and optionals become JSON schema."""
+    schema = weather.parameters
+    assert weather.description == "Forecast for a place."
+    assert schema["required"] == ["place"]
+    assert schema["additionalProperties"] is False
+    place = schema["properties"]["place"]
+    assert place["type"] == "object"
+    assert place["required"] == ["city"]
+    assert place["additionalProperties"] is False
+    assert place["description"] == "the city to forecast"
+    assert schema["properties"]["unit"] == {
+        "enum": ["celsius", "fahrenheit"],
+        "description": "degrees to report in",
+    }
+    assert schema["properties"]["days"]["anyOf"] == [
+        {"type": "array", "items": {"type": "integer"}},
+        {"type": "null"},
+    ]
+
+
+def test_schema_for_literals_tuples_and_maps() -> None:
+    """Literal, fixed tuples and dicts have schemas too."""
+
+    @tool(name="t")
+    def t(
+        mode: Literal["a", "b"], pair: tuple[int, str], tags: dict[str, float]
+    ) -> str:
+        return mode
+
+    props = t.parameters["properties"]
+    assert props["mode"] == {"enum": ["a", "b"]}
+    assert props["pair"]["prefixItems"] == [
+        {"type": "integer"},
+        {"type": "string"},
+    ]
+    assert props["tags"] == {
+        "type": "object",
+        "additionalProperties": {"type": "number"},
+    }
+
+
+def test_bad_tool_definitions() -> None:
+    """Unannotated parameters, varargs and bad names refuse to build."""
+
+    def no_hint(x) -> str:  # type: ignore[no-untyped-def]  # the point of the test
+        return str(x)
+
+    with pytest.raises(ConstructionError, match="annotation"):
+        tool(no_hint)
+
+    def star(*xs: int) -> int:
+        return sum(xs)
+
+    with pytest.raises(ConstructionError, match="args"):
+        tool(star)
+    with pytest.raises(ConstructionError, match="name"):
+        tool(name="has space")(star)
+
+    def weird(x: complex) -> str:
+        return str(x)
+
+    with pytest.raises(ConstructionError, match="schema"):
+        tool(weird)
+
+
+async def test_call_decodes_strictly() -> None:
+    """Good arguments run; bad ones name the field, never the value."""
+    out, failed = await weather.call(
+        '{"place": {"city": "Paris"}, "unit": "fahrenheit"}'
+    )
+    assert not failed
+    assert json.loads(out) == {
+        "city": "Paris",
+        "unit": "fahrenheit",
+        "days": [0],
+    }
+    cases = {
+        '{"place": {"city": "Paris"}, "oops": 1}': "unknown argument(s) ['oops']",
+        "{}": "missing required argument 'place'",
+        '{"place": {"city": 7}}': "'place'",
+        '{"place": {"city": "x", "zip": "SECRET-123"}}': "'place'",
+        '{"place": {"city": "x"}, "days": [1.5]}': "'days'",
+        "[1, 2]": "must be a JSON object",
+        "not json": "not valid JSON",
+    }
+    for arguments, expected in cases.items():
+        out, failed = await weather.call(arguments)
+        assert failed, arguments
+        assert expected in out, (arguments, out)
+        assert "SECRET-123" not in out
+
+
+async def test_sync_tools_timeouts_and_exceptions() -> None:
+    """Sync tools run off the loop; raising or slow tools give error results."""
+
+    @tool
+    def double(x: int) -> int:
+        """Double it."""
+        return x * 2
+
+    @tool
+    async def broken(x: int) -> int:
+        """Always fails."""
+        msg = "no luck"
+        raise RuntimeError(msg)
+
+    @tool(timeout=0.01)
+    async def slow(x: int) -> int:
+        """Never finishes in time."""
+        await anyio.sleep_forever()
+        return x  # pragma: no cover
+
+    assert await double.call('{"x": 4}') == ("8", False)
+    assert await broken.call('{"x": 1}') == (
+        "error: tool 'broken' raised RuntimeError: no luck",
+        True,
+    )
+    out, failed = await slow.call('{"x": 1}')
+    assert failed
+    assert "timed out" in out
+
+
+async def test_run_tools_concurrent_in_call_order() -> None:
+    """Calls run at once; results come back in call order; unknown ones fail."""
+    started = [0]
+    both = anyio.Event()
+
+    @tool
+    async def wait(tag: str) -> str:
+        """Wait for the other call."""
+        started[0] += 1
+        if started[0] == 2:
+            both.set()
+        await both.wait()
+        return tag
+
+    calls = [
+        ToolCall("1", "wait", '{"tag": "a"}'),
+        ToolCall("2", "nope", "{}"),
+        ToolCall("3", "wait", '{"tag": "b"}'),
+    ]
+    with anyio.fail_after(5):
+        results = await run_tools(calls, {"wait": wait})
+    assert [m.tool_call_id for m in results] == ["1", "2", "3"]
+    assert [m.content for m in results][::2] == ["a", "b"]
+    assert results[1].content.startswith("error: unknown tool 'nope'")
+
+
+@given(data=st.data())
+@settings(max_examples=60)
+async def test_generated_arguments_never_crash(data: st.DataObject) -> None:
+    """Any argument text gives a result string; nothing escapes."""
+    arguments = data.draw(tool_arguments(weather))
+    out, failed = await weather.call(arguments)
+    assert isinstance(out, str)
+    if failed:
+        assert out.startswith("error: ")
+
+
+def test_tool_repr_and_spec() -> None:
+    """A tool shows its name and lists as a ToolSpec."""
+    assert repr(weather) == "Tool(weather)"
+    assert weather.spec.name == "weather"
+    assert isinstance(weather, Tool)
