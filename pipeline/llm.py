@@ -192,12 +192,6 @@ def summarize(
     return Handler(run_summarize, name)
 
 
-@final
-@attrs.frozen
-class _Bool:
-    bool: bool  # the wire name the seed used
-
-
 BOOL_SCHEMA = ResponseSchema(
     "boolean_response",
     {
@@ -234,14 +228,11 @@ def llm_condition(
             return Failure(answer.failure())
         text = answer.unwrap().text
         try:
-            value = _CONVERTER.structure(json.loads(text), _Bool)
-        except (
-            ValueError,
-            TypeError,
-            KeyError,
-            cattrs.BaseValidationError,
-        ) as exc:
-            return Failure(BadVerdict(text, type(exc).__name__))
-        return Success(value.bool)
+            value = json.loads(text)
+        except ValueError:
+            return Failure(BadVerdict(text, "not JSON"))
+        if not (isinstance(value, dict) and type(value.get("bool")) is bool):
+            return Failure(BadVerdict(text, 'expected {"bool": true|false}'))
+        return Success(value["bool"])
 
     return condition(judge, name=name or f"llm({prompt[:30]})")

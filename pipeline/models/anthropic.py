@@ -12,6 +12,7 @@ import os
 from typing import Any, final
 
 import anthropic
+import anthropic.types as at
 import anyio
 
 from returns.result import Failure, Result, Success
@@ -27,6 +28,12 @@ from ._types import (
     ToolCallAssembler,
     ToolCallDelta,
 )
+
+
+def _norm(reason: str | None) -> str:
+    """Normalise a provider's stop reason (see ModelResponse)."""
+    raw = reason or "end_turn"
+    return _FINISH.get(raw, raw)
 
 
 _SDK_ERRORS: tuple[type[Exception], ...] = (
@@ -189,9 +196,7 @@ class AnthropicModel:
                 int(response.usage.input_tokens or 0),
                 int(response.usage.output_tokens or 0),
             )
-            finish = _FINISH.get(
-                response.stop_reason or "end_turn", response.stop_reason
-            )
+            finish = _norm(response.stop_reason)
         except (AttributeError, TypeError, ValueError) as exc:
             return self._fail(f"malformed response body: {exc}")
         return Success(
@@ -222,28 +227,24 @@ class AnthropicModel:
                     break
                 except _SDK_ERRORS as exc:
                     return Failure(self._error(exc))
-                kind = event.type
-                if kind == "message_start":
+                if isinstance(event, at.RawMessageStartEvent):
                     input_tokens = int(event.message.usage.input_tokens or 0)
-                elif (
-                    kind == "content_block_start"
-                    and event.content_block.type == "tool_use"
-                ):
-                    blocks[event.index] = len(blocks)
-                    piece = ToolCallDelta(
-                        blocks[event.index],
-                        event.content_block.id,
-                        event.content_block.name,
-                    )
-                    calls.add(piece)
-                    if forced is None:
-                        await on_delta(piece)
-                elif kind == "content_block_delta":
+                elif isinstance(event, at.RawContentBlockStartEvent):
+                    block = event.content_block
+                    if isinstance(block, at.ToolUseBlock):
+                        blocks[event.index] = len(blocks)
+                        piece = ToolCallDelta(
+                            blocks[event.index], block.id, block.name
+                        )
+                        calls.add(piece)
+                        if forced is None:
+                            await on_delta(piece)
+                elif isinstance(event, at.RawContentBlockDeltaEvent):
                     delta = event.delta
-                    if delta.type == "text_delta":
+                    if isinstance(delta, at.TextDelta):
                         text.append(delta.text)
                         await on_delta(TextDelta(delta.text))
-                    elif delta.type == "input_json_delta":
+                    elif isinstance(delta, at.InputJSONDelta):
                         piece = ToolCallDelta(
                             blocks.get(event.index, 0),
                             arguments=delta.partial_json,
@@ -254,13 +255,10 @@ class AnthropicModel:
                             if forced is not None
                             else piece
                         )
-                elif kind == "message_delta":
-                    finish = _FINISH.get(
-                        event.delta.stop_reason or "end_turn",
-                        event.delta.stop_reason,
-                    )
+                elif isinstance(event, at.RawMessageDeltaEvent):
+                    finish = _norm(event.delta.stop_reason)
                     output_tokens = int(event.usage.output_tokens or 0)
-                elif kind == "message_stop":
+                elif isinstance(event, at.RawMessageStopEvent):
                     stopped = True
         finally:
             with anyio.CancelScope(shield=True):

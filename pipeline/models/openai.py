@@ -25,6 +25,12 @@ from ._types import (
 )
 
 
+def _norm(reason: str | None) -> str:
+    """Normalise a provider's stop reason (see ModelResponse)."""
+    raw = reason or "stop"
+    return _FINISH.get(raw, raw)
+
+
 _SDK_ERRORS: tuple[type[Exception], ...] = (
     openai.APIError,
     ValueError,
@@ -171,9 +177,7 @@ class OpenAIModel:
                 for c in (msg.tool_calls or ())
             )
             usage = _usage(response.usage)
-            finish = _FINISH.get(
-                choice.finish_reason or "stop", choice.finish_reason
-            )
+            finish = _norm(choice.finish_reason)
         except (AttributeError, IndexError, TypeError, KeyError) as exc:
             return self._fail(f"malformed response body: {exc}")
         return Success(
@@ -227,9 +231,7 @@ class OpenAIModel:
                         calls.add(piece)
                         await on_delta(piece)
                     if choice.finish_reason:
-                        finish = _FINISH.get(
-                            choice.finish_reason, choice.finish_reason
-                        )
+                        finish = _norm(choice.finish_reason)
         finally:
             # Close the connection even when cancelled mid-stream.
             with anyio.CancelScope(shield=True):

@@ -19,7 +19,8 @@ from .._lift import handler
 from ..tools import Tool
 
 
-IntHandler: TypeAlias = Handler[int, int, str]
+IntHandler: TypeAlias = Handler[int, int, object]
+"""What :func:`handlers` draws: int to int, failing with some value."""
 
 __all__ = (
     "IntHandler",

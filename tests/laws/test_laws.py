@@ -21,7 +21,7 @@ async def test_then_is_associative(
     assert await ((a >> b) >> c)(x) == await (a >> (b >> c))(x)
 
 
-def outcome(r: Result[int, str]) -> int | None:
+def outcome(r: Result[int, object]) -> int | None:
     """The success value, or None: what concurrent pipelines agree on."""
     return r.unwrap() if isinstance(r, Success) else None
 
