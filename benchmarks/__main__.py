@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks import w1_chain, w3_loop, w8_import, w_graph
+from benchmarks import w1_chain, w3_loop, w7_agent, w8_import, w_graph
 from benchmarks._harness import Case, Settings, table
 
 
@@ -28,6 +28,7 @@ def main() -> None:
         w1_chain.cases(w1, settings),
         w3_loop.cases(w3, settings),
         w_graph.cases(settings, quick=args.quick),
+        w7_agent.cases(settings, quick=args.quick),
         w8_import.cases(reps),
     ):
         for case in batch:
