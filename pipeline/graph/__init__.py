@@ -5,6 +5,8 @@ Build with :func:`builder`, run with :meth:`Graph.run`, keep checkpoints in a
 :meth:`Graph.resume` or :meth:`Graph.fork` from them.
 """
 
+from ._agent import agent_node as agent_node
+from ._agent import state_tools as state_tools
 from ._machine import Builder as Builder
 from ._machine import Graph as Graph
 from ._machine import GraphFailure as GraphFailure
@@ -62,6 +64,8 @@ __all__ = (
     "Stop",
     "Stopped",
     "Transition",
+    "agent_node",
     "builder",
     "merge_states",
+    "state_tools",
 )

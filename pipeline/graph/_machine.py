@@ -14,7 +14,16 @@ import collections
 import uuid
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Generic, Never, TypeAlias, TypeVar, cast, final
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Never,
+    TypeAlias,
+    TypeVar,
+    cast,
+    final,
+)
 
 import anyio
 import attrs
@@ -22,7 +31,7 @@ import attrs
 from pyrsistent import PVector
 from returns.result import Failure, Result, Success
 
-from .._context import Context, merge_branches
+from .._context import Context, Message, merge_branches
 from .._handler import Handler, located, ok, run_pool
 from .._serde import canonical, checksum
 from ..errors import (
@@ -60,6 +69,10 @@ from ._model import (
     Transition,
 )
 from ._store import CheckpointStore, Record
+
+
+if TYPE_CHECKING:
+    from ..agents import AgentError, AgentLike, AgentRun
 
 
 S = TypeVar("S")
@@ -142,6 +155,28 @@ class Builder(Generic[S, E_co]):
     ) -> Builder[S, E | E2]:
         """Add an action node: a handler from state to new state."""
         return attrs.evolve(self, nodes=(*self._nodes, (name, action)))
+
+    def agent(
+        self: Builder[S, E],
+        name: str,
+        agent: AgentLike,
+        *,
+        messages: Callable[[S], Sequence[Message]],
+        update: Callable[[S, AgentRun], S],
+        fields: Sequence[str] | None = None,
+    ) -> Builder[S, E | AgentError]:
+        """Add an agent node (see :func:`~pipeline.graph.agent_node`)."""
+        from ._agent import agent_node  # noqa: PLC0415  # agents load on use
+
+        node = agent_node(
+            agent,
+            messages=messages,
+            update=update,
+            state_type=self.state_type,
+            fields=fields,
+            name=name,
+        )
+        return self.node(name, node)
 
     def edge(self, source: str, target: str) -> Builder[S, E_co]:
         """After *source*, go to *target* (a node name or ``END``)."""

@@ -1,0 +1,129 @@
+"""Agent nodes: an agent loop inside a graph, with typed state tools."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+
+from pyrsistent import PVector, pvector
+from returns.result import Failure
+
+from pipeline import Message, Role, graph
+from pipeline.agents import Agent, AgentRun
+from pipeline.graph import END
+from pipeline.models import ModelError
+from pipeline.testing import Reply, ScriptedModel
+
+
+@attrs.frozen
+class Ticket:
+    """Graph state for a support ticket."""
+
+    messages: PVector[Message] = attrs.field(factory=pvector)
+    topic: str = ""
+    priority: int = 0
+
+
+def see(t: Ticket) -> PVector[Message]:
+    return t.messages
+
+
+def keep(t: Ticket, run: AgentRun) -> Ticket:
+    return attrs.evolve(t, messages=t.messages.extend(run.messages))
+
+
+def desk(model: ScriptedModel) -> graph.Graph[Ticket, object]:
+    triage = Agent("triage", model, instructions="Classify the ticket.")
+    return (
+        graph.builder(Ticket)
+        .agent("triage", triage, messages=see, update=keep)
+        .entry("triage")
+        .edge("triage", END)
+        .build()
+    )
+
+
+async def test_agent_node_writes_typed_state() -> None:
+    """write_state decodes into the field's type; the run is kept."""
+    model = ScriptedModel(
+        Reply.tool_calls(
+            ("write_state", {"field": "topic", "value": "billing"}, "c1"),
+            ("write_state", {"field": "priority", "value": 2}, "c2"),
+        ),
+        Reply.tool_call("read_state", {"field": "topic"}),
+        Reply.text("Routed to billing."),
+    )
+    with model:
+        out = (
+            await desk(model).run(
+                Ticket(pvector([Message.user("I was charged twice")]))
+            )
+        ).unwrap()
+    state = out.state
+    assert (state.topic, state.priority) == ("billing", 2)
+    assert state.messages[-1].content == "Routed to billing."
+    tools = [m.content for m in state.messages if m.role is Role.TOOL]
+    assert tools == [
+        "state['topic'] updated",
+        "state['priority'] updated",
+        json.dumps("billing"),
+    ]
+    offered = {t.name for t in model.requests[0].tools}
+    assert offered == {"read_state", "write_state"}
+    fields = (
+        model.requests[0].tools[0].parameters["properties"]["field"]["enum"]
+    )
+    assert fields == [
+        "topic",
+        "priority",
+    ]  # the message log is not a tool field
+
+
+async def test_wrong_types_and_unknown_fields_are_error_results() -> None:
+    """A bad write names the field and type; the state is left alone."""
+    model = ScriptedModel(
+        Reply.tool_calls(
+            ("write_state", {"field": "priority", "value": "urgent"}, "c1"),
+            ("write_state", {"field": "messages", "value": []}, "c2"),
+        ),
+        Reply.text("ok"),
+    )
+    out = (await desk(model).run(Ticket())).unwrap()
+    assert out.state.priority == 0
+    errors = [m.content for m in out.state.messages if m.role is Role.TOOL]
+    assert "state field 'priority' holds int" in errors[0]
+    assert "no state field 'messages'" in errors[1]
+    assert "urgent" not in errors[0]
+
+
+async def test_agent_failure_is_the_nodes_failure() -> None:
+    """A provider error inside an agent node fails the run, typed."""
+    out = await desk(ScriptedModel(Reply.error("down", status=503))).run(
+        Ticket()
+    )
+    assert isinstance(out, Failure)
+    err = out.failure()
+    assert isinstance(err, ModelError)
+    assert err.path[0] == "triage"
+
+
+async def test_agent_node_checkpoints_and_resumes() -> None:
+    """An agent node's output is checkpointed like any node's."""
+    model = ScriptedModel(Reply.text("first"), Reply.text("second"))
+    g = (
+        graph.builder(Ticket)
+        .agent("one", Agent("one", model), messages=see, update=keep)
+        .agent("two", Agent("two", model), messages=see, update=keep)
+        .entry("one")
+        .edge("one", "two")
+        .edge("two", END)
+        .build()
+    )
+    store = graph.MemoryStore()
+    await g.run(
+        Ticket(), store=store, thread_id="t", limits=graph.Limits(max_steps=1)
+    )
+    done = (await g.resume(store, "t")).unwrap()
+    assert [m.content for m in done.state.messages] == ["first", "second"]
+    assert len(model.requests) == 2  # the first agent did not run again
