@@ -14,8 +14,15 @@ import pipeline
 
 PUBLIC_MODULES = [
     "pipeline",
+    "pipeline.agents",
     "pipeline.errors",
+    "pipeline.events",
+    "pipeline.graph",
+    "pipeline.llm",
     "pipeline.middleware",
+    "pipeline.models",
+    "pipeline.testing",
+    "pipeline.tools",
     "pipeline.typing",
 ]
 

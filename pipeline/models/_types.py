@@ -135,6 +135,7 @@ class Model(Protocol):
         ...
 
 
+@final
 class ToolCallAssembler:
     """Builds complete tool calls out of streamed fragments."""
 
