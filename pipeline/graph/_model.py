@@ -24,7 +24,7 @@ END: Final = "__end__"
 
 DEFAULT_MAX_STEPS: Final = 1000
 DEFAULT_MAX_FANOUT: Final = 10_000
-DEFAULT_CONCURRENCY: Final = 64
+DEFAULT_CONCURRENCY: Final = 16
 
 
 @final
