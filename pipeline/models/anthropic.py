@@ -18,6 +18,7 @@ import anyio
 from returns.result import Failure, Result, Success
 
 from .._context import Message, Role, ToolCall, Usage
+from ._adapter import sdk_error, stop_reason
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
     DeltaSink,
@@ -31,9 +32,7 @@ from ._types import (
 
 
 def _norm(reason: str | None) -> str:
-    """Normalise a provider's stop reason (see ModelResponse)."""
-    raw = reason or "end_turn"
-    return _FINISH.get(raw, raw)
+    return stop_reason(reason, _FINISH, "end_turn")
 
 
 _SDK_ERRORS: tuple[type[Exception], ...] = (
@@ -143,27 +142,12 @@ class AnthropicModel:
         await self.aclose()
 
     def _error(self, exc: Exception) -> ModelError:
-        if isinstance(exc, anthropic.APIStatusError):
-            return ModelError(
-                "anthropic",
-                str(exc.message),
-                exc.status_code,
-                path=(self.name,),
-            )
-        if isinstance(exc, anthropic.APIConnectionError):
-            return ModelError(
-                "anthropic", f"connection failed: {exc}", path=(self.name,)
-            )
-        if isinstance(exc, TRANSPORT_ERRORS):
-            return ModelError(
-                "anthropic",
-                f"connection lost: {type(exc).__name__}: {exc}",
-                path=(self.name,),
-            )
-        return ModelError(
-            "anthropic",
-            f"malformed response: {type(exc).__name__}: {exc}",
-            path=(self.name,),
+        return sdk_error(
+            exc,
+            provider="anthropic",
+            name=self.name,
+            status_error=anthropic.APIStatusError,
+            connection_error=anthropic.APIConnectionError,
         )
 
     async def generate(

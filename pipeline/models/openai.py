@@ -13,6 +13,7 @@ import openai
 from returns.result import Failure, Result, Success
 
 from .._context import Message, Role, ToolCall, Usage
+from ._adapter import sdk_error, stop_reason
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
     DeltaSink,
@@ -26,9 +27,7 @@ from ._types import (
 
 
 def _norm(reason: str | None) -> str:
-    """Normalise a provider's stop reason (see ModelResponse)."""
-    raw = reason or "stop"
-    return _FINISH.get(raw, raw)
+    return stop_reason(reason, _FINISH, "stop")
 
 
 _SDK_ERRORS: tuple[type[Exception], ...] = (
@@ -132,27 +131,12 @@ class OpenAIModel:
         await self.aclose()
 
     def _error(self, exc: Exception) -> ModelError:
-        if isinstance(exc, openai.APIStatusError):
-            return ModelError(
-                self.provider,
-                str(exc.message),
-                exc.status_code,
-                path=(self.name,),
-            )
-        if isinstance(exc, openai.APIConnectionError):
-            return ModelError(
-                self.provider, f"connection failed: {exc}", path=(self.name,)
-            )
-        if isinstance(exc, TRANSPORT_ERRORS):
-            return ModelError(
-                self.provider,
-                f"connection lost: {type(exc).__name__}: {exc}",
-                path=(self.name,),
-            )
-        return ModelError(
-            self.provider,
-            f"malformed response: {type(exc).__name__}: {exc}",
-            path=(self.name,),
+        return sdk_error(
+            exc,
+            provider=self.provider,
+            name=self.name,
+            status_error=openai.APIStatusError,
+            connection_error=openai.APIConnectionError,
         )
 
     async def generate(
