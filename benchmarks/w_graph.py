@@ -131,9 +131,12 @@ def w1(sizes: list[int], settings: Settings) -> list[Case]:
     out: list[Case] = []
     for n in sizes:
         g = chain_graph(n)
+        limits = graph.Limits(max_steps=n + 1)  # the default is 1,000 steps
 
-        async def ours(g: graph.Graph[Counter, str] = g) -> int:
-            return (await g.run(Counter())).unwrap().state.n
+        async def ours(
+            g: graph.Graph[Counter, str] = g, limits: graph.Limits = limits
+        ) -> int:
+            return (await g.run(Counter(), limits=limits)).unwrap().state.n
 
         out.append(
             measure(
