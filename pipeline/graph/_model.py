@@ -81,7 +81,8 @@ class Snapshot(Generic[S_co]):
 class Limits:
     """Finite limits, checked before the work they guard starts.
 
-    *max_steps* bounds transitions per run (a fan-out counts as one),
+    *max_steps* bounds a thread's transitions, counted from its start (a
+    resumed run continues the count; a fan-out counts as one),
     *max_fanout* the branches of one fan-out, and *concurrency* how many
     branches run at once (a fixed pool of workers takes them in order).
     """
