@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from collections.abc import Callable
+
 from benchmarks import w1_chain, w3_loop, w7_agent, w8_import, w_graph
 from benchmarks._harness import Case, Settings, table
 
@@ -22,18 +24,19 @@ def main() -> None:
     min_units = 20_000 if args.quick else 200_000
     w1 = [10, 100, 1000] if args.quick else [10, 100, 1000, 10_000]
     w3 = [100, 1000, 10_000] if args.quick else [100, 1000, 10_000, 1_000_000]
-    cases: list[Case] = []
     settings = Settings(reps, min_units, args.backend)
-    for batch in (
-        w1_chain.cases(w1, settings),
-        w3_loop.cases(w3, settings),
-        w_graph.cases(settings, quick=args.quick),
-        w7_agent.cases(settings, quick=args.quick),
-        w8_import.cases(reps),
-    ):
-        for case in batch:
+    batches: list[Callable[[], list[Case]]] = [
+        lambda: w1_chain.cases(w1, settings),
+        lambda: w3_loop.cases(w3, settings),
+        lambda: w_graph.cases(settings, quick=args.quick),
+        lambda: w7_agent.cases(settings, quick=args.quick),
+        lambda: w8_import.cases(reps),
+    ]
+    cases: list[Case] = []
+    for batch in batches:  # one workload at a time, printed as it finishes
+        for case in batch():
             print(case.line(), flush=True)
-        cases.extend(batch)
+            cases.append(case)
     print()
     print(f"backend: {args.backend}; medians of {reps} runs after a warm-up")
     print(table(cases))
