@@ -6,8 +6,14 @@ are small deterministic handlers, so the output is the same every run.
 
 from __future__ import annotations
 
-import anyio
+import tempfile
 
+from pathlib import Path
+
+import anyio
+import attrs
+
+from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
 from . import (
@@ -81,6 +87,92 @@ def build() -> Handler[Context, Context, object]:
     return classify >> (sentiment & answer) >> polish
 
 
+@attrs.frozen
+class Ticket:
+    """The graph demo's typed state."""
+
+    messages: PVector[Message] = attrs.field(factory=pvector)
+    topic: str = ""
+    approved: bool = False
+
+
+async def graph_demo() -> None:
+    """A checkpointed graph: agent node, approval gate, crash-free resume."""
+    from . import graph  # noqa: PLC0415  # graphs load on first use
+    from .agents import Agent, AgentRun  # noqa: PLC0415
+    from .graph import END, Continue, Interrupt, Transition  # noqa: PLC0415
+    from .testing import Reply, ScriptedModel  # noqa: PLC0415
+
+    model = ScriptedModel(
+        Reply.tool_call("write_state", {"field": "topic", "value": "billing"}),
+        Reply.text("This is a billing question; a refund needs approval."),
+    )
+
+    def see(t: Ticket) -> PVector[Message]:
+        return t.messages
+
+    def keep(t: Ticket, run: AgentRun) -> Ticket:
+        return attrs.evolve(t, messages=t.messages.extend(run.messages))
+
+    @handler
+    async def refund(t: Ticket) -> Result[Ticket, str]:
+        note = Message.assistant("Refund issued.", name="refund")
+        return Success(
+            attrs.evolve(t, messages=t.messages.append(note), approved=True)
+        )
+
+    g = (
+        graph.builder(Ticket)
+        .agent("triage", Agent("triage", model), messages=see, update=keep)
+        .node("refund", refund)
+        .entry("triage")
+        .edge("triage", "refund")
+        .edge("refund", END)
+        .build()
+    )
+
+    async def approval(t: Transition[Ticket]) -> graph.Decision:
+        if t.targets == ("refund",) and t.answer is None:
+            return Interrupt("Issue the refund?")
+        return Continue()
+
+    print("\ngraph (Mermaid):\n" + g.mermaid())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "runs.db"
+        start = Ticket(pvector([Message.user("I was charged twice")]))
+        async with graph.SQLiteStore(path) as store:
+            paused = (
+                await g.run(
+                    start, store=store, thread_id="ticket-1", gates=[approval]
+                )
+            ).unwrap()
+            print(
+                f"paused at v{paused.version}: {paused.pending.question if paused.pending else ''}"
+            )
+        # A new store object on the same file: as if the process restarted.
+        async with graph.SQLiteStore(path) as store:
+            done = (
+                await g.resume(
+                    store, "ticket-1", answer="yes", gates=[approval]
+                )
+            ).unwrap()
+            history = (await g.history(store, "ticket-1")).unwrap()
+            sizes = [len(r.data) for r in await store.records("ticket-1")]
+        print(
+            f"resumed to {done.status.value}: topic={done.state.topic!r}, approved={done.state.approved}"
+        )
+        for m in done.state.messages:
+            print(
+                f"  [{m.role.value}{':' + m.name if m.name else ''}] {m.content}"
+            )
+        print(
+            "checkpoints:",
+            [f"v{s.version}:{s.node}" for s in history],
+            "bytes:",
+            sizes,
+        )
+
+
 async def main() -> None:
     """Run the pipeline on two requests and print what happened."""
     pipeline = build()
@@ -98,6 +190,7 @@ async def main() -> None:
     bad = await parse_amount("12,50")
     err: Raised[ValueError] = bad.failure()
     print("\nparse_amount('12,50') ->", err)
+    await graph_demo()
 
 
 def run() -> None:

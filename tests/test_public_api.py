@@ -75,6 +75,8 @@ def test_demo_runs_offline() -> None:
     assert "[billing]" in out.stdout
     assert "[tech]" in out.stdout
     assert "at parse_amount" in out.stdout
+    assert "paused at v2: Issue the refund?" in out.stdout
+    assert "resumed to done: topic='billing', approved=True" in out.stdout
 
 
 def test_cli_version() -> None:
