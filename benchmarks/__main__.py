@@ -19,21 +19,27 @@ def main() -> None:
     parser.add_argument(
         "--backend", default="asyncio", choices=["asyncio", "trio"]
     )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated batches: chain,loop,graph,agent,import",
+    )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
     min_units = 20_000 if args.quick else 200_000
     w1 = [10, 100, 1000] if args.quick else [10, 100, 1000, 10_000]
     w3 = [100, 1000, 10_000] if args.quick else [100, 1000, 10_000, 1_000_000]
     settings = Settings(reps, min_units, args.backend)
-    batches: list[Callable[[], list[Case]]] = [
-        lambda: w1_chain.cases(w1, settings),
-        lambda: w3_loop.cases(w3, settings),
-        lambda: w_graph.cases(settings, quick=args.quick),
-        lambda: w7_agent.cases(settings, quick=args.quick),
-        lambda: w8_import.cases(reps),
-    ]
+    batches: dict[str, Callable[[], list[Case]]] = {
+        "chain": lambda: w1_chain.cases(w1, settings),
+        "loop": lambda: w3_loop.cases(w3, settings),
+        "graph": lambda: w_graph.cases(settings, quick=args.quick),
+        "agent": lambda: w7_agent.cases(settings, quick=args.quick),
+        "import": lambda: w8_import.cases(reps),
+    }
+    chosen = [b for b in args.only.split(",") if b] or list(batches)
     cases: list[Case] = []
-    for batch in batches:  # one workload at a time, printed as it finishes
+    for batch in (batches[b] for b in chosen):  # printed as each finishes
         for case in batch():
             print(case.line(), flush=True)
             cases.append(case)
