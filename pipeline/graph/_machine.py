@@ -607,7 +607,8 @@ class Graph(Generic[S, E_co]):
             if not ok(committed):
                 return Failure(committed.failure())
             head = 0
-            await _emit(on_event, CheckpointSaved(snap.thread_id, 0))
+            if on_event is not None:
+                await on_event(CheckpointSaved(snap.thread_id, 0))
         return await self._fold(
             snap,
             head,
@@ -717,7 +718,8 @@ class Graph(Generic[S, E_co]):
                             return Failure(committed.failure())
                     await _emit(on_event, Interrupted(decision.question))
                     return Success(paused)
-            await _emit(on_event, NodeStarted(snap.next, snap.step))
+            if on_event is not None:
+                await on_event(NodeStarted(snap.next, snap.step))
             new = await self._step(snap, version + 1, limits)
             if type(new) is Failure:
                 return new
@@ -727,14 +729,14 @@ class Graph(Generic[S, E_co]):
                 )
                 if not ok(committed):
                     return Failure(committed.failure())
-                await _emit(
-                    on_event, CheckpointSaved(new.thread_id, new.version)
-                )
+                if on_event is not None:
+                    await on_event(CheckpointSaved(new.thread_id, new.version))
             version = new.version
-            await _emit(on_event, NodeFinished(snap.next, new.step))
+            if on_event is not None:
+                await on_event(NodeFinished(snap.next, new.step))
             for observe in observers:
                 await observe(new)
-            tail.append(new.node or "")
+            tail.append(new.node or "")  # for StepLimitExceeded's tail
             snap = new
         return Success(
             attrs.evolve(snap, status=Status.DONE)
