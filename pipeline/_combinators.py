@@ -20,6 +20,7 @@ from ._handler import (
     AnyCall,
     Builder,
     Handler,
+    _bad_result,
     _default_aggregate,
     both_builder,
     composite,
@@ -465,8 +466,10 @@ def switch(
             for i in range(n):
                 test = await conditions[i].check(value)
                 if type(test) is not Success:
-                    err = located(test, label).failure()
-                    return Failure(ConditionError(i, err, path=(label,)))
+                    if type(test) is not Failure:
+                        raise _bad_result(test, f"{label} condition {i}")
+                    cause = test.failure()
+                    return Failure(ConditionError(i, cause, path=(label,)))
                 if test.unwrap():
                     r = await calls[i](value)
                     return (
