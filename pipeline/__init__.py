@@ -35,6 +35,8 @@ from ._lift import handler as handler
 from ._lift import safe as safe
 from ._mapreduce import map_reduce as map_reduce
 from ._version import __version__ as __version__
+from .events import emit as emit
+from .events import stream as stream
 
 
 __all__ = (
@@ -52,6 +54,7 @@ __all__ = (
     "Usage",
     "__version__",
     "condition",
+    "emit",
     "errors",
     "first",
     "for_each",
@@ -67,6 +70,7 @@ __all__ = (
     "noop",
     "safe",
     "sequential",
+    "stream",
     "switch",
     "when",
 )
