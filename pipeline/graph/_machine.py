@@ -498,7 +498,11 @@ class Graph(Generic[S, E_co]):
         return out if type(out) is Failure else Success(out)
 
     async def _step(
-        self, snap: Snapshot[S], version: int, limits: Limits
+        self,
+        snap: Snapshot[S],
+        version: int,
+        limits: Limits,
+        store: CheckpointStore | None = None,
     ) -> Any:
         """The transition; returns the new snapshot or a ``Failure``.
 
@@ -526,7 +530,7 @@ class Graph(Generic[S, E_co]):
                         path=(snap.node or "",),
                     )
                 )
-            merged = await self._branches(snap, limits)
+            merged = await self._branches(snap, limits, store)
             if type(merged) is not Success:
                 return Failure(merged.failure())
             state = merged.unwrap()
@@ -547,13 +551,23 @@ class Graph(Generic[S, E_co]):
         )
 
     async def _branches(
-        self, snap: Snapshot[S], limits: Limits
+        self,
+        snap: Snapshot[S],
+        limits: Limits,
+        store: CheckpointStore | None,
     ) -> Result[S, Any]:
         targets = snap.next
         base = snap.state
         outs: list[Any] = [_MISSING] * len(targets)
         failed: list[tuple[int, Result[Any, Any]]] = []
-
+        # Branches that finished in an earlier attempt of this very fan-out
+        # (same thread, same starting version) are not run again.
+        if store is not None:
+            kept = await store.pending(snap.thread_id, snap.version)
+            for i, name in enumerate(targets):
+                if name in kept:
+                    outs[i] = self._unpending(kept[name], name)
+        todo = [(i, n) for i, n in enumerate(targets) if outs[i] is _MISSING]
         calls = self._calls
 
         async def branch(
@@ -563,13 +577,17 @@ class Graph(Generic[S, E_co]):
             r = await calls[name](base)
             if type(r) is Success:
                 outs[i] = r.unwrap()
+                if store is not None:
+                    await store.put_pending(
+                        self._pending(snap, name, outs[i]), name
+                    )
                 return
             if not failed or i < failed[0][0]:
                 failed[:] = [(i, located(r, name))]
             scope.cancel()
 
-        workers = min(len(targets), limits.concurrency)
-        await run_pool(workers, enumerate(targets), branch)
+        workers = min(len(todo), limits.concurrency)
+        await run_pool(workers, iter(todo), branch)
         if failed:
             return failed[0][1]
         source = self._edges.get(snap.node or "")
@@ -577,6 +595,35 @@ class Graph(Generic[S, E_co]):
             return Success(source.merge(base, tuple(outs)))
         reducers = source.reducers if isinstance(source, _FanOut) else {}
         return merge_states(base, tuple(outs), targets, reducers)
+
+    def _pending(self, snap: Snapshot[S], branch: str, state: S) -> Record:
+        # A whole (not delta) record of the branch's output, at the version
+        # the fan-out started from, naming the branch.
+        kept = Snapshot(
+            snap.thread_id,
+            snap.version,
+            None,
+            state,
+            branch,
+            (),
+            None,
+            snap.step,
+            snap.fingerprint,
+        )
+        return self.codec.encode(kept, None)
+
+    def _unpending(self, record: Record, branch: str) -> Any:
+        """A kept branch output, or _MISSING if it cannot be trusted."""
+        doc = self.codec.parse(record)
+        if not ok(doc):
+            return _MISSING
+        snap = self.codec.decode([(record, doc.unwrap())])
+        if not ok(snap):
+            return _MISSING
+        kept: Snapshot[S] = snap.unwrap()
+        if kept.node != branch or kept.fingerprint != self.fingerprint:
+            return _MISSING
+        return kept.state
 
     # -- running ----------------------------------------------------------------
 
@@ -720,7 +767,7 @@ class Graph(Generic[S, E_co]):
                     return Success(paused)
             if on_event is not None:
                 await on_event(NodeStarted(snap.next, snap.step))
-            new = await self._step(snap, version + 1, limits)
+            new = await self._step(snap, version + 1, limits, store)
             if type(new) is Failure:
                 return new
             if store is not None:

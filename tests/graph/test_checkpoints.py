@@ -134,6 +134,12 @@ class Tamper:
     async def delete(self, thread_id: str) -> None:
         await self.inner.delete(thread_id)
 
+    async def put_pending(self, record: Record, branch: str) -> None:
+        await self.inner.put_pending(record, branch)
+
+    async def pending(self, thread_id: str, version: int) -> Any:
+        return await self.inner.pending(thread_id, version)
+
 
 @given(cut=st.integers(0, 10_000), flip=st.booleans(), data=st.data())
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])

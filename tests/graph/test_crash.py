@@ -67,6 +67,12 @@ class CrashingStore:
     async def delete(self, thread_id: str) -> None:
         await self.inner.delete(thread_id)
 
+    async def put_pending(self, record: Record, branch: str) -> None:
+        await self.inner.put_pending(record, branch)
+
+    async def pending(self, thread_id: str, version: int) -> Any:
+        return await self.inner.pending(thread_id, version)
+
 
 async def crash_and_resume(seed: int) -> None:
     rng = random.Random(seed)

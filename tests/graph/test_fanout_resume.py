@@ -1,0 +1,105 @@
+"""F8: a resumed fan-out re-runs only the branches that did not finish."""
+
+from __future__ import annotations
+
+import os
+import random
+
+from collections import Counter
+
+import anyio
+import attrs
+
+from pyrsistent import PVector, pvector
+from returns.result import Failure, Result, Success
+
+from pipeline import Handler, graph, handler
+from pipeline.graph import END
+
+
+SEEDS = int(os.environ.get("PIPELINE_FANOUT_SEEDS", "1000"))
+K = 32
+
+
+@attrs.frozen
+class Tally:
+    """Each branch appends its number."""
+
+    done: PVector[int] = attrs.field(factory=pvector)
+
+
+def build(
+    faults: set[int], runs: Counter[int], finished: set[int] | None = None
+) -> graph.Graph[Tally, str]:
+    def branch(i: int) -> Handler[Tally, Tally, str]:
+        @handler(name=f"b{i}")
+        async def run(t: Tally) -> Result[Tally, str]:
+            runs[i] += 1
+            for _ in range(i % 3):  # interleave the branches
+                await anyio.lowlevel.checkpoint()
+            if i in faults:
+                return Failure(f"b{i} failed")
+            if finished is not None:
+                finished.add(i)
+            return Success(attrs.evolve(t, done=t.done.append(i)))
+
+        return run
+
+    @handler
+    async def start(t: Tally) -> Result[Tally, str]:
+        return Success(t)
+
+    b: graph.Builder[Tally, str] = graph.builder(Tally).node("start", start)
+    for i in range(K):
+        b = b.node(f"b{i}", branch(i))
+    return (
+        b.entry("start")
+        .fan_out("start", [f"b{i}" for i in range(K)], join=END)
+        .build()
+    )
+
+
+async def run_seed(seed: int) -> None:
+    rng = random.Random(seed)
+    faults = {i for i in range(K) if rng.random() < 0.2}
+    runs: Counter[int] = Counter()
+    finished_first: set[int] = set()
+    store = graph.MemoryStore()
+    first = await build(faults, runs, finished_first).run(
+        Tally(), store=store, thread_id="t"
+    )
+    if not faults:
+        assert isinstance(first, Success)
+        return
+    assert isinstance(first, Failure)
+    # The faults clear; the same graph shape resumes.
+    again = build(set(), runs)
+    done = (await again.resume(store, "t")).unwrap()
+    assert list(done.state.done) == list(range(K))  # the oracle: all, in order
+    for i in finished_first:
+        assert runs[i] == 1, (seed, i)  # a finished branch never re-ran
+    assert all(runs[i] <= 2 for i in range(K))
+
+
+async def test_resumed_fan_out_reruns_only_unfinished_branches() -> None:
+    """Seeded faults in a 32-way fan-out: finished branches never re-run."""
+    for seed in range(SEEDS):
+        await run_seed(seed)
+
+
+async def test_kept_outputs_from_another_graph_are_ignored() -> None:
+    """A kept branch output with a foreign fingerprint is recomputed."""
+    runs: Counter[int] = Counter()
+    store = graph.MemoryStore()
+    g = build({5}, runs)
+    await g.run(Tally(), store=store, thread_id="t")
+    kept = await store.pending("t", 1)
+    assert kept
+    name, record = next(iter(kept.items()))
+    forged = attrs.evolve(
+        record, data=record.data.replace(b'"fp":"', b'"fp":"0')
+    )
+    await store.put_pending(forged, name)
+    done = (await build(set(), runs).resume(store, "t")).unwrap()
+    assert list(done.state.done) == list(range(K))
+    assert runs[int(name[1:])] == 2  # its output could not be trusted
