@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo check lint typing test bench bench-quick clean
+.PHONY: demo check lint typing test bench bench-quick docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,10 @@ typing: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest
 
-check: lint typing test
+check: lint typing test docs
+
+docs: $(STAMP)
+	$(BIN)/sphinx-build -b html -n -W --keep-going -q docs docs/_build/html
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
