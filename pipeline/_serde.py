@@ -23,7 +23,17 @@ from ._context import Context, Message, _freeze
 
 T = TypeVar("T")
 
-__all__ = ("canonical", "checksum", "make_converter")
+__all__ = ("STRUCTURE_ERRORS", "canonical", "checksum", "make_converter")
+
+STRUCTURE_ERRORS: tuple[type[Exception], ...] = (
+    cattrs.BaseValidationError,
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,  # cattrs' answer to, say, a list where a class belongs
+    RecursionError,
+)
+"""What structuring untrusted data can raise; callers turn it into values."""
 
 
 def canonical(value: object) -> bytes:

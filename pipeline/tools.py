@@ -37,7 +37,7 @@ import cattrs
 
 from ._context import Message, ToolCall
 from ._handler import collapse
-from ._serde import canonical, make_converter
+from ._serde import STRUCTURE_ERRORS, canonical, make_converter
 from .errors import ConstructionError
 from .models._types import ToolSpec
 
@@ -109,14 +109,7 @@ class Tool:
                 kwargs[p.name] = _CONVERTER.structure(
                     raw[p.name], p.annotation
                 )
-            except (
-                cattrs.BaseValidationError,
-                ValueError,
-                TypeError,
-                KeyError,
-                AttributeError,
-                RecursionError,
-            ) as exc:
+            except STRUCTURE_ERRORS as exc:
                 problems.append(
                     f"argument {p.name!r}: {_explain(exc, p.annotation)}"
                 )

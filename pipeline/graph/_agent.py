@@ -8,13 +8,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import attrs
-import cattrs
 
 from returns.result import Failure, Result, Success
 
 from .._context import Message
 from .._handler import Handler, ok
-from .._serde import canonical, make_converter
+from .._serde import STRUCTURE_ERRORS, canonical, make_converter
 from ..agents import Agent, AgentError, AgentLike, AgentRun
 from ..tools import Tool, _Param
 
@@ -64,13 +63,7 @@ def state_tools(
         kind = hints[field]
         try:
             typed = _CONVERTER.structure(value, kind)
-        except (
-            cattrs.BaseValidationError,
-            ValueError,
-            TypeError,
-            KeyError,
-            AttributeError,
-        ) as exc:
+        except STRUCTURE_ERRORS as exc:
             msg = f"state field {field!r} holds {_name(kind)}; the value does not fit ({type(exc).__name__})"
             raise StateToolError(msg) from None
         alias = next(

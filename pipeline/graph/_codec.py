@@ -30,7 +30,7 @@ import cattrs
 from pyrsistent import PVector
 from returns.result import Failure, Result, Success
 
-from .._serde import canonical, make_converter
+from .._serde import STRUCTURE_ERRORS, canonical, make_converter
 from ..errors import CheckpointDecodeError
 from ._model import Pending, Snapshot, Status
 from ._store import Record
@@ -239,14 +239,7 @@ class Codec(Generic[S]):
             state_doc = {**state_doc, **logs}
         try:
             state = self._structure(state_doc, self.state_type)
-        except (
-            cattrs.BaseValidationError,
-            ValueError,
-            TypeError,
-            KeyError,
-            AttributeError,
-            RecursionError,
-        ) as exc:
+        except STRUCTURE_ERRORS as exc:
             return Failure(CheckpointDecodeError("$.state", _why(exc)))
         record, head = chain[-1]
         node = head.get("node")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
+from typing import Generic, Protocol, Self, TypeVar
 
 from ._transport import TRANSPORT_ERRORS
 from ._types import ModelError
@@ -41,3 +42,26 @@ def stop_reason(
     """A provider's stop reason in ModelResponse's words."""
     raw = reason or default
     return table.get(raw, raw)
+
+
+class _Closable(Protocol):
+    def close(self) -> Awaitable[None]: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+
+class ClientOwner(Generic[C]):
+    """``aclose()`` and ``async with`` for an adapter holding an SDK client."""
+
+    _client: C
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (and its connections)."""
+        await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()

@@ -18,7 +18,7 @@ import anyio
 from returns.result import Failure, Result, Success
 
 from .._context import Message, Role, ToolCall, Usage
-from ._adapter import sdk_error, stop_reason
+from ._adapter import ClientOwner, sdk_error, stop_reason
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
     DeltaSink,
@@ -50,7 +50,7 @@ _FINISH = {
 
 
 @final
-class AnthropicModel:
+class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
     """A :class:`~pipeline.models.Model` over ``anthropic.AsyncAnthropic``.
 
     *max_tokens* is the default answer budget (Anthropic requires one).
@@ -130,16 +130,6 @@ class AnthropicModel:
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
         return kwargs, forced
-
-    async def aclose(self) -> None:
-        """Close the HTTP client (and its connections)."""
-        await self._client.close()
-
-    async def __aenter__(self) -> AnthropicModel:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
 
     def _error(self, exc: Exception) -> ModelError:
         return sdk_error(

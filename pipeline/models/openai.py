@@ -13,7 +13,7 @@ import openai
 from returns.result import Failure, Result, Success
 
 from .._context import Message, Role, ToolCall, Usage
-from ._adapter import sdk_error, stop_reason
+from ._adapter import ClientOwner, sdk_error, stop_reason
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
     DeltaSink,
@@ -45,7 +45,7 @@ _FINISH = {
 
 
 @final
-class OpenAIModel:
+class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
     """A :class:`~pipeline.models.Model` over ``openai.AsyncOpenAI``.
 
     Give a *client* you made, or the settings to make one (*api_key* falls
@@ -119,16 +119,6 @@ class OpenAIModel:
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
         return kwargs
-
-    async def aclose(self) -> None:
-        """Close the HTTP client (and its connections)."""
-        await self._client.close()
-
-    async def __aenter__(self) -> OpenAIModel:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
 
     def _error(self, exc: Exception) -> ModelError:
         return sdk_error(

@@ -25,7 +25,7 @@ from pipeline.errors import (
 )
 from pipeline.graph import END, Record
 from pipeline.graph._codec import record_checksum
-from tests.graph.helpers import Counted, step
+from tests.graph.helpers import Counted, DelegatingStore, step
 
 
 def linear(n: int = 6, version: str = "1") -> graph.Graph[Counted, str]:
@@ -108,11 +108,11 @@ async def test_missing_thread() -> None:
     )
 
 
-class Tamper:
+class Tamper(DelegatingStore):
     """A store wrapper that damages what it commits from a chosen version."""
 
     def __init__(self, inner: graph.MemoryStore, damage: Any) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.damage = damage
 
     async def commit(
@@ -121,24 +121,6 @@ class Tamper:
         return await self.inner.commit(
             self.damage(record), expected_head=expected_head
         )
-
-    async def records(self, thread_id: str, *, upto: int | None = None) -> Any:
-        return await self.inner.records(thread_id, upto=upto)
-
-    async def head(self, thread_id: str) -> int | None:
-        return await self.inner.head(thread_id)
-
-    async def threads(self) -> Any:
-        return await self.inner.threads()
-
-    async def delete(self, thread_id: str) -> None:
-        await self.inner.delete(thread_id)
-
-    async def put_pending(self, record: Record, branch: str) -> None:
-        await self.inner.put_pending(record, branch)
-
-    async def pending(self, thread_id: str, version: int) -> Any:
-        return await self.inner.pending(thread_id, version)
 
 
 @given(cut=st.integers(0, 10_000), flip=st.booleans(), data=st.data())

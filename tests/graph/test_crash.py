@@ -21,7 +21,7 @@ from pipeline import graph
 from pipeline.errors import ConcurrentModification
 from pipeline.graph import Continue, Record, Transition
 from tests.graph.crashgraphs import make_graph
-from tests.graph.helpers import Counted, Runs
+from tests.graph.helpers import Counted, DelegatingStore, Runs
 
 
 POINTS = ("before", "inside", "before-write", "during-write", "after-write")
@@ -32,11 +32,12 @@ class SimulatedCrash(BaseException):
     """The process dies here (a BaseException: nothing may catch it)."""
 
 
-class CrashingStore:
+class CrashingStore(DelegatingStore):
     """A MemoryStore that dies around its *at*-th commit."""
 
     def __init__(self, inner: graph.MemoryStore, point: str, at: int) -> None:
-        self.inner, self.point, self.at, self.n = inner, point, at, 0
+        super().__init__(inner)
+        self.point, self.at, self.n = point, at, 0
 
     async def commit(
         self, record: Record, *, expected_head: int | None
@@ -54,24 +55,6 @@ class CrashingStore:
         if self.n == self.at and self.point == "after-write":
             raise SimulatedCrash
         return out
-
-    async def records(self, thread_id: str, *, upto: int | None = None) -> Any:
-        return await self.inner.records(thread_id, upto=upto)
-
-    async def head(self, thread_id: str) -> int | None:
-        return await self.inner.head(thread_id)
-
-    async def threads(self) -> Any:
-        return await self.inner.threads()
-
-    async def delete(self, thread_id: str) -> None:
-        await self.inner.delete(thread_id)
-
-    async def put_pending(self, record: Record, branch: str) -> None:
-        await self.inner.put_pending(record, branch)
-
-    async def pending(self, thread_id: str, version: int) -> Any:
-        return await self.inner.pending(thread_id, version)
 
 
 async def crash_and_resume(seed: int) -> None:
