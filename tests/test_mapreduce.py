@@ -76,19 +76,25 @@ async def test_bounded_ordered_and_complete(
 
 
 async def test_ten_thousand_items_none_dropped_or_duplicated() -> None:
-    """10,000 items through 8 workers: each result once, in input order."""
+    """10,000 items through 8 workers: never more than 8 at once, each
+    result once, in input order."""
     seen: list[int] = []
+    meter = Meter()
 
     @handler
     async def work(i: int) -> Result[int, str]:
+        meter.now += 1
+        meter.peak = max(meter.peak, meter.now)
         seen.append(i)
         await anyio.lowlevel.checkpoint()
+        meter.now -= 1
         return Success(i)
 
     mr = map_reduce(upto, work, collect, max_concurrency=8)
     out = (await mr(10_000)).unwrap()
     assert [r.unwrap() for r in out] == list(range(10_000))
     assert sorted(seen) == list(range(10_000))
+    assert meter.peak == 8  # the bound, and reached
 
 
 async def test_fail_fast_cancels_in_flight_at_once() -> None:
