@@ -106,15 +106,21 @@ class Handler(Generic[In_contra, Out_co, Err_co]):
 
     _call: Call[In_contra, Out_co, Err_co] = attrs.field(alias="call")
     name: str
-    _kind: str = attrs.field(alias="kind", default="leaf")
-    _children: Children = attrs.field(alias="children", default=_NO_CHILDREN)
-    _calls: Calls = attrs.field(alias="calls", default=_NO_CALLS)
-    _build: Builder | None = attrs.field(alias="build", default=None)
-    _middleware: tuple[Middleware[Any], ...] = attrs.field(
-        alias="middleware", default=()
+    # Keyword-only, so that subclasses (agents, graphs, swarms) may add
+    # positional fields of their own.
+    _kind: str = attrs.field(alias="kind", default="leaf", kw_only=True)
+    _children: Children = attrs.field(
+        alias="children", default=_NO_CHILDREN, kw_only=True
     )
-    _named: bool = attrs.field(alias="named", default=True)
-    _detail: str = attrs.field(alias="detail", default="")
+    _calls: Calls = attrs.field(alias="calls", default=_NO_CALLS, kw_only=True)
+    _build: Builder | None = attrs.field(
+        alias="build", default=None, kw_only=True
+    )
+    _middleware: tuple[Middleware[Any], ...] = attrs.field(
+        alias="middleware", default=(), kw_only=True
+    )
+    _named: bool = attrs.field(alias="named", default=True, kw_only=True)
+    _detail: str = attrs.field(alias="detail", default="", kw_only=True)
 
     def __call__(
         self, value: In_contra, /

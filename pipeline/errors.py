@@ -33,11 +33,14 @@ __all__ = (
     "FanOutLimitExceeded",
     "GraphDefect",
     "GraphDefects",
+    "HistoryBudgetExceeded",
     "IncompatibleGraph",
     "LimitExceeded",
     "MergeConflict",
     "PipelineError",
     "Raised",
+    "RunPaused",
+    "RunStopped",
     "SnapshotNotFound",
     "StepLimitExceeded",
     "TimedOut",
@@ -301,3 +304,58 @@ class CheckpointDecodeError(PipelineError):
 
     def __str__(self) -> str:
         return f"cannot decode checkpoint at {self.location}: {self.reason}"
+
+
+@final
+@attrs.frozen
+class RunStopped(PipelineError):
+    """A gate stopped a graph, swarm or agent run used as a handler.
+
+    (Run with ``run()``, a stop is a snapshot whose status says so; as a
+    step of a larger pipeline it is this failure, so nothing after it runs
+    on a half-finished state.)
+    """
+
+    reason: str
+
+    def __str__(self) -> str:
+        why = f": {self.reason}" if self.reason else ""
+        return f"stopped by a gate{why} (at {self.where()})"
+
+
+@final
+@attrs.frozen
+class RunPaused(PipelineError):
+    """A gate paused a run used as a handler, waiting for a human answer.
+
+    Inside a checkpointed run the pause is not a failure: the enclosing run
+    pauses too, and resuming it with the answer resumes the inner one.
+    Anywhere else there is nowhere to wait, and this failure says so.
+    """
+
+    question: str
+
+    def __str__(self) -> str:
+        return f"paused for an answer: {self.question!r} (at {self.where()})"
+
+
+# -- history policies ---------------------------------------------------------
+
+
+@final
+@attrs.frozen
+class HistoryBudgetExceeded(PipelineError):
+    """A token budget cannot hold even the preamble and the newest turn.
+
+    *needed* counts the tokens of that minimal view; *budget* is the limit
+    in force.
+    """
+
+    needed: int
+    budget: int
+
+    def __str__(self) -> str:
+        return (
+            f"the preamble and the newest turn need {self.needed} tokens, "
+            f"over the budget of {self.budget}"
+        )

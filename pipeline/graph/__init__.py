@@ -1,40 +1,43 @@
 """Graphs over your typed state: a fold over immutable snapshots.
 
-Build with :func:`builder`, run with :meth:`Graph.run`, keep checkpoints in a
-:class:`CheckpointStore` (:class:`MemoryStore`, :class:`SQLiteStore`), and
-:meth:`Graph.resume` or :meth:`Graph.fork` from them.
+Build with :func:`builder`, run with :meth:`Graph.run` (or call the graph:
+it is a handler), keep checkpoints in a :class:`CheckpointStore`
+(:class:`MemoryStore`, :class:`SQLiteStore`), and :meth:`Graph.resume` or
+:meth:`Graph.fork` from them.  The fold values (snapshots, gates, stores)
+live in :mod:`pipeline.fold` and are re-exported here.
 """
 
+from .._eventtypes import CheckpointSaved as CheckpointSaved
+from .._eventtypes import Interrupted as Interrupted
+from .._eventtypes import NodeFinished as NodeFinished
+from .._eventtypes import NodeStarted as NodeStarted
+from .._eventtypes import Stopped as Stopped
+from ..fold import CheckpointStore as CheckpointStore
+from ..fold import Continue as Continue
+from ..fold import Decision as Decision
+from ..fold import EventSink as EventSink
+from ..fold import FoldEvent as GraphEvent
+from ..fold import Gate as Gate
+from ..fold import Interrupt as Interrupt
+from ..fold import MemoryStore as MemoryStore
+from ..fold import Observer as Observer
+from ..fold import Pending as Pending
+from ..fold import Record as Record
+from ..fold import Snapshot as Snapshot
+from ..fold import SQLiteStore as SQLiteStore
+from ..fold import Status as Status
+from ..fold import Stop as Stop
+from ..fold import Transition as Transition
 from ._agent import agent_node as agent_node
 from ._agent import state_tools as state_tools
-from ._machine import Builder as Builder
-from ._machine import Graph as Graph
-from ._machine import GraphFailure as GraphFailure
-from ._machine import Reducer as Reducer
-from ._machine import builder as builder
-from ._machine import merge_states as merge_states
+from ._builder import Builder as Builder
+from ._builder import builder as builder
+from ._edges import Reducer as Reducer
+from ._graph import Graph as Graph
+from ._graph import GraphFailure as GraphFailure
+from ._merge import merge_states as merge_states
 from ._model import END as END
-from ._model import CheckpointSaved as CheckpointSaved
-from ._model import Continue as Continue
-from ._model import Decision as Decision
-from ._model import Gate as Gate
-from ._model import GraphEvent as GraphEvent
-from ._model import Interrupt as Interrupt
-from ._model import Interrupted as Interrupted
 from ._model import Limits as Limits
-from ._model import NodeFinished as NodeFinished
-from ._model import NodeStarted as NodeStarted
-from ._model import Observer as Observer
-from ._model import Pending as Pending
-from ._model import Snapshot as Snapshot
-from ._model import Status as Status
-from ._model import Stop as Stop
-from ._model import Stopped as Stopped
-from ._model import Transition as Transition
-from ._sqlite import SQLiteStore as SQLiteStore
-from ._store import CheckpointStore as CheckpointStore
-from ._store import MemoryStore as MemoryStore
-from ._store import Record as Record
 
 
 __all__ = (
@@ -44,6 +47,7 @@ __all__ = (
     "CheckpointStore",
     "Continue",
     "Decision",
+    "EventSink",
     "Gate",
     "Graph",
     "GraphEvent",

@@ -6,20 +6,23 @@ import random
 
 from pipeline import graph
 from pipeline.graph import END
-from tests.graph.helpers import Counted, Runs, step
+from tests.graph.helpers import Counted, Hook, Runs, step
 
 
-def make_graph(seed: int, runs: Runs) -> graph.Graph[Counted, str]:
+def make_graph(
+    seed: int, runs: Runs, hook: Hook | None = None
+) -> graph.Graph[Counted, str]:
     """A graph of 3-8 chained nodes with seeded loops and fan-outs.
 
     Loops go back while the counter is below a seeded bound, so every run
-    ends; nodes record their executions in *runs*.
+    ends; nodes record their executions in *runs* and call *hook* as they
+    start.
     """
     rng = random.Random(seed)
     n = rng.randint(3, 8)
     b: graph.Builder[Counted, str] = graph.builder(Counted)
     for i in range(n):
-        b = b.node(f"n{i}", step(f"n{i}", runs))
+        b = b.node(f"n{i}", step(f"n{i}", runs, hook))
     b = b.entry("n0")
     for i in range(n - 1):
         kind = rng.choice(["static", "static", "loop", "fan"])
@@ -39,7 +42,9 @@ def make_graph(seed: int, runs: Runs) -> graph.Graph[Counted, str]:
             b = b.route(f"n{i}", router, to=[back, nxt])
         elif kind == "fan":
             left, right = f"f{i}a", f"f{i}b"
-            b = b.node(left, step(left, runs)).node(right, step(right, runs))
+            b = b.node(left, step(left, runs, hook)).node(
+                right, step(right, runs, hook)
+            )
             b = b.fan_out(
                 f"n{i}",
                 [left, right],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
 
@@ -34,8 +34,12 @@ class Runs:
         return sum(self.calls.values())
 
 
+Hook = Callable[[str, "Counted"], Awaitable[None]]
+"""Called as a node starts (after it is counted): tests crash or block there."""
+
+
 def step(
-    name: str, runs: Runs | None = None
+    name: str, runs: Runs | None = None, hook: Hook | None = None
 ) -> Handler[Counted, Counted, str]:
     """A node adding one to the counter and its name to the trail."""
 
@@ -43,6 +47,8 @@ def step(
     async def run(s: Counted) -> Result[Counted, str]:
         if runs is not None:
             runs.calls[name, s.count] += 1
+        if hook is not None:
+            await hook(name, s)
         return Success(
             attrs.evolve(s, count=s.count + 1, trail=s.trail.append(name))
         )
@@ -85,11 +91,3 @@ class DelegatingStore:
 
     async def delete(self, thread_id: str) -> None:
         await self.inner.delete(thread_id)
-
-    async def put_pending(self, record: graph.Record, branch: str) -> None:
-        await self.inner.put_pending(record, branch)
-
-    async def pending(
-        self, thread_id: str, version: int
-    ) -> Mapping[str, graph.Record]:
-        return await self.inner.pending(thread_id, version)

@@ -23,8 +23,8 @@ from pipeline.errors import (
     IncompatibleGraph,
     SnapshotNotFound,
 )
+from pipeline.fold._codec import record_checksum
 from pipeline.graph import END, Record
-from pipeline.graph._codec import record_checksum
 from tests.graph.helpers import Counted, DelegatingStore, step
 
 

@@ -29,7 +29,10 @@ class Tally:
 
 
 def build(
-    faults: set[int], runs: Counter[int], finished: set[int] | None = None
+    faults: set[int],
+    runs: Counter[int],
+    finished: set[int] | None = None,
+    version: str = "1",
 ) -> graph.Graph[Tally, str]:
     def branch(i: int) -> Handler[Tally, Tally, str]:
         @handler(name=f"b{i}")
@@ -55,7 +58,7 @@ def build(
     return (
         b.entry("start")
         .fan_out("start", [f"b{i}" for i in range(K)], join=END)
-        .build()
+        .build(version=version)
     )
 
 
@@ -87,19 +90,28 @@ async def test_resumed_fan_out_reruns_only_unfinished_branches() -> None:
         await run_seed(seed)
 
 
-async def test_kept_outputs_from_another_graph_are_ignored() -> None:
-    """A kept branch output with a foreign fingerprint is recomputed."""
+async def test_kept_outputs_from_another_graph_are_recomputed() -> None:
+    """Branch outputs kept by another graph version are not trusted."""
     runs: Counter[int] = Counter()
+    finished: set[int] = set()
     store = graph.MemoryStore()
-    g = build({5}, runs)
-    await g.run(Tally(), store=store, thread_id="t")
-    kept = await store.pending("t", 1)
-    assert kept
-    name, record = next(iter(kept.items()))
-    forged = attrs.evolve(
-        record, data=record.data.replace(b'"fp":"', b'"fp":"0')
-    )
-    await store.put_pending(forged, name)
-    done = (await build(set(), runs).resume(store, "t")).unwrap()
+    await build({5}, runs, finished).run(Tally(), store=store, thread_id="t")
+    assert finished
+    again = build(set(), runs, version="2")
+    done = (await again.resume(store, "t", migrate=lambda s: s)).unwrap()
     assert list(done.state.done) == list(range(K))
-    assert runs[int(name[1:])] == 2  # its output could not be trusted
+    assert all(runs[i] == 2 for i in finished)  # recomputed under version 2
+
+
+async def test_finished_branches_are_records_of_the_thread() -> None:
+    """Each finished branch is a progress record; the join starts afresh."""
+    runs: Counter[int] = Counter()
+    finished: set[int] = set()
+    store = graph.MemoryStore()
+    await build({5}, runs, finished).run(Tally(), store=store, thread_id="t")
+    head = await store.head("t")
+    paused = (await build(set(), runs).load(store, "t")).unwrap()
+    assert head == paused.version == 1 + len(paused.progress)
+    assert sorted(paused.progress) == sorted(f"b:b{i}" for i in finished)
+    done = (await build(set(), runs).resume(store, "t")).unwrap()
+    assert done.progress == {}

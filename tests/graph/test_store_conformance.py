@@ -95,20 +95,6 @@ async def test_threads_and_delete(make_store: StoreFactory) -> None:
         assert list(await store.threads()) == ["b"]
 
 
-async def test_pending_branch_outputs(make_store: StoreFactory) -> None:
-    """Kept branch outputs are found by (thread, version), replaced, deleted."""
-    async with make_store() as store:
-        assert dict(await store.pending("t", 3)) == {}
-        await store.put_pending(rec("t", 3, b"a1"), "a")
-        await store.put_pending(rec("t", 3, b"b1"), "b")
-        await store.put_pending(rec("t", 3, b"a2"), "a")
-        await store.put_pending(rec("t", 4, b"x"), "a")
-        kept = await store.pending("t", 3)
-        assert {k: r.data for k, r in kept.items()} == {"a": b"a2", "b": b"b1"}
-        await store.delete("t")
-        assert dict(await store.pending("t", 3)) == {}
-
-
 async def test_concurrent_writers_one_winner_per_version(
     make_store: StoreFactory,
 ) -> None:
@@ -143,7 +129,7 @@ async def test_sqlite_delete_leaves_no_bytes(tmp_path: Path) -> None:
     canary = b"CANARY-7f3a9c01d2e4b5a6"
     async with graph.SQLiteStore(path) as store:
         await store.commit(rec("secret", 0, canary), expected_head=None)
-        await store.put_pending(rec("secret", 0, canary + b"-pending"), "b")
+        await store.commit(rec("secret", 1, canary + b"-1"), expected_head=0)
         await store.commit(rec("other", 0, b"keep"), expected_head=None)
         await store.delete("secret")
     blobs = _all_bytes(tmp_path)

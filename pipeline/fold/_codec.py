@@ -9,7 +9,10 @@ A record holds one snapshot as a delta against its parent:
   changed; the root record of a chain stores every field;
 * the envelope is short: schema, fingerprint, next and step, and the rest
   only when it is not at its default (the node that ran is the parent's
-  *next*).
+  *next*);
+* ``in`` carries the progress of folds nested in the step in flight (an
+  agent's turns inside a graph node): each such record appends documents
+  to the nested folds' chains; a record without ``in`` starts afresh.
 
 So bytes per step grow with what the step added, not with the history.
 The checksum covers the record's thread, version and parent as well as its
@@ -21,8 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from collections.abc import Sequence
-from typing import Any, Generic, TypeVar, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, TypeVar, cast, get_origin
 
 import attrs
 import cattrs
@@ -32,13 +35,16 @@ from returns.result import Failure, Result, Success
 
 from .._serde import STRUCTURE_ERRORS, canonical, make_converter
 from ..errors import CheckpointDecodeError
-from ._model import Pending, Snapshot, Status
+from ._model import NO_PROGRESS, Pending, Progress, Snapshot, Status
 from ._store import Record
 
 
 S = TypeVar("S")
 
 SCHEMA = 1
+
+Doc = dict[str, Any]
+"""One record's parsed JSON document."""
 
 
 def record_checksum(
@@ -64,33 +70,47 @@ def _extends(old: PVector[Any], new: PVector[Any]) -> bool:
 class Codec(Generic[S]):
     """Encodes snapshots of state type *S* to records and back."""
 
-    def __init__(self, state_type: type[S]) -> None:
+    def __init__(
+        self, state_type: type[S], converter: cattrs.Converter | None = None
+    ) -> None:
         self.state_type = state_type
-        self.converter = make_converter()
+        self.converter = converter or make_converter()
         # cattrs generates (compiles) its hooks on first use; do it now, when
-        # the graph is built, so that decoding a checkpoint compiles nothing.
+        # the machine is built, so that decoding a checkpoint compiles nothing.
         self._structure = self.converter.get_structure_hook(state_type)
         self.converter.get_unstructure_hook(state_type)
         for kind in (str, int, bool, list[str]):
             self.converter.get_structure_hook(kind)
+        cls = get_origin(state_type) or state_type
+        self._cls: type[Any] = cls
         self._fields: tuple[str, ...] | None = (
-            tuple(f.name for f in attrs.fields(cast("type[Any]", state_type)))
-            if attrs.has(state_type)
+            tuple(f.name for f in attrs.fields(cls))
+            if attrs.has(cls)
             else None
         )
 
     # -- encoding -----------------------------------------------------------
 
-    def encode(self, snap: Snapshot[S], parent: Snapshot[S] | None) -> Record:
-        """The record for *snap*, as a delta against *parent* when given."""
-        doc: dict[str, Any] = {
+    def document(
+        self,
+        snap: Snapshot[S],
+        parent: Snapshot[S] | None,
+        progress: Progress | None = None,
+    ) -> Doc:
+        """*snap* as a document: a delta against *parent* when given.
+
+        *progress*, when given (even empty), is stored as ``in``: documents
+        that nested folds appended since *parent* (or their whole chains in
+        a root record).  Without it the record starts afresh.
+        """
+        doc: Doc = {
             "v": SCHEMA,
             "fp": snap.fingerprint,
             "next": list(snap.next),
             "step": snap.step,
         }
         # The node that just ran is what the parent said comes next: stored
-        # only when it cannot be derived (a chain's first record).
+        # only when it cannot be derived (a chain's first record, progress).
         if snap.node is not None and (
             parent is None or snap.node != "+".join(parent.next)
         ):
@@ -105,37 +125,53 @@ class Codec(Generic[S]):
                 "targets": list(snap.pending.targets),
                 "question": snap.pending.question,
             }
+        if progress is not None:
+            doc["in"] = {k: list(v) for k, v in progress.items()}
         conv = self.converter
         state = snap.state
-        fields = self._fields if type(state) is self.state_type else None
+        fields = self._fields if type(state) is self._cls else None
         if fields is None:
             doc["whole"] = conv.unstructure(state)
-        else:
-            old = parent.state if parent is not None else None
-            changed: dict[str, Any] = {}
-            logs: dict[str, Any] = {}
-            for name in fields:
-                value = getattr(state, name)
-                before = getattr(old, name) if old is not None else _ABSENT
-                if isinstance(value, PVector):
-                    if isinstance(before, PVector) and _extends(before, value):
-                        base = len(before)
-                        if base == len(value):
-                            continue  # unchanged log
-                    else:
-                        base = 0
-                    logs[name] = [
-                        base,
-                        [conv.unstructure(v) for v in value[base:]],
-                    ]
-                elif before is _ABSENT or not (
-                    value is before or value == before
-                ):
-                    changed[name] = conv.unstructure(value)
-            if changed:
-                doc["state"] = changed
-            if logs:
-                doc["logs"] = logs
+            return doc
+        old = parent.state if parent is not None else None
+        changed: dict[str, Any] = {}
+        logs: dict[str, Any] = {}
+        for name in fields:
+            value = getattr(state, name)
+            before = getattr(old, name) if old is not None else _ABSENT
+            if isinstance(value, PVector):
+                if isinstance(before, PVector) and _extends(before, value):
+                    base = len(before)
+                    if base == len(value):
+                        continue  # unchanged log
+                else:
+                    base = 0
+                logs[name] = [
+                    base,
+                    [conv.unstructure(v) for v in value[base:]],
+                ]
+            elif before is _ABSENT or not (value is before or value == before):
+                changed[name] = conv.unstructure(value)
+        if changed:
+            doc["state"] = changed
+        if logs:
+            doc["logs"] = logs
+        return doc
+
+    def encode(
+        self,
+        snap: Snapshot[S],
+        parent: Snapshot[S] | None,
+        progress: Progress | None = None,
+    ) -> Record:
+        """The record for *snap*, as a delta against *parent* when given."""
+        if parent is None and progress is None and snap.progress:
+            progress = snap.progress  # a root keeps its whole progress
+        return self.record(snap, self.document(snap, parent, progress))
+
+    @staticmethod
+    def record(snap: Snapshot[Any], doc: Doc) -> Record:
+        """Seal *doc* as the record of *snap* (canonical bytes, checksum)."""
         data = canonical(doc)
         return Record(
             snap.thread_id,
@@ -147,9 +183,7 @@ class Codec(Generic[S]):
 
     # -- decoding -----------------------------------------------------------
 
-    def parse(
-        self, record: Record
-    ) -> Result[dict[str, Any], CheckpointDecodeError]:
+    def parse(self, record: Record) -> Result[Doc, CheckpointDecodeError]:
         """Check and parse one record's bytes (not its state)."""
         expected = record_checksum(
             record.thread_id, record.version, record.parent, record.data
@@ -165,38 +199,39 @@ class Codec(Generic[S]):
             doc = json.loads(record.data)
         except (ValueError, RecursionError) as exc:
             return Failure(CheckpointDecodeError("$", f"not JSON: {exc}"))
-        if not isinstance(doc, dict):
-            return Failure(CheckpointDecodeError("$", "not an object"))
-        if doc.get("v") != SCHEMA:
-            return Failure(
-                CheckpointDecodeError(
-                    "$.v", f"unknown schema {doc.get('v')!r}"
-                )
-            )
-        for key, kinds in _ENVELOPE.items():
-            value = doc.get(key, _ABSENT)
-            if value is _ABSENT and key in _OPTIONAL:
-                continue
-            if not isinstance(value, kinds) or type(value) is bool:
-                return Failure(
-                    CheckpointDecodeError(
-                        f"$.{key}", "missing or of the wrong type"
-                    )
-                )
-        unknown = set(doc) - set(_ENVELOPE) - {"v", "whole"}
-        if unknown:
-            return Failure(
-                CheckpointDecodeError("$", f"unknown keys {sorted(unknown)}")
-            )
-        return Success(doc)
+        return check_document(doc)
 
     def decode(
-        self, chain: Sequence[tuple[Record, dict[str, Any]]]
+        self, chain: Sequence[tuple[Record, Doc]]
     ) -> Result[Snapshot[S], CheckpointDecodeError]:
         """Rebuild the snapshot of the last record from its ancestry (root first)."""
+        record = chain[-1][0]
+        return self.rebuild(
+            [doc for _, doc in chain],
+            record.thread_id,
+            record.version,
+            record.parent,
+        )
+
+    def rebuild(
+        self,
+        docs: Sequence[Doc],
+        thread_id: str,
+        version: int,
+        parent: int | None,
+    ) -> Result[Snapshot[S], CheckpointDecodeError]:
+        """The snapshot that *docs* (checked documents, root first) build up."""
         state_doc: Any = {}
         logs: dict[str, list[Any]] = {}
-        for _, doc in chain:
+        progress: dict[str, list[Any]] | None = None
+        for doc in docs:
+            nested = doc.get("in")
+            if nested is None:
+                progress = None
+            else:
+                progress = {} if progress is None else progress
+                for key, more in nested.items():
+                    progress.setdefault(key, []).extend(more)
             if "whole" in doc:
                 state_doc = doc["whole"]
                 continue
@@ -241,10 +276,10 @@ class Codec(Generic[S]):
             state = self._structure(state_doc, self.state_type)
         except STRUCTURE_ERRORS as exc:
             return Failure(CheckpointDecodeError("$.state", _why(exc)))
-        record, head = chain[-1]
+        head = docs[-1]
         node = head.get("node")
-        if node is None and len(chain) > 1:
-            previous = chain[-2][1]["next"]
+        if node is None and len(docs) > 1:
+            previous = docs[-2]["next"]
             if not all(isinstance(n, str) for n in previous):
                 return Failure(
                     CheckpointDecodeError("$.next", "not a list of names")
@@ -260,9 +295,9 @@ class Codec(Generic[S]):
                     self.converter.structure(p["question"], str),
                 )
             snap = Snapshot(
-                thread_id=record.thread_id,
-                version=record.version,
-                parent=record.parent,
+                thread_id=thread_id,
+                version=version,
+                parent=parent,
                 state=state,
                 node=_opt_str(node),
                 next=tuple(self.converter.structure(head["next"], list[str])),
@@ -271,6 +306,11 @@ class Codec(Generic[S]):
                 fingerprint=head["fp"],
                 status=Status(head.get("status", "running")),
                 pending=pending,
+                progress=(
+                    NO_PROGRESS
+                    if not progress
+                    else {k: tuple(v) for k, v in progress.items()}
+                ),
             )
         except (
             cattrs.BaseValidationError,
@@ -280,6 +320,40 @@ class Codec(Generic[S]):
         ) as exc:
             return Failure(CheckpointDecodeError("$", _why(exc)))
         return Success(snap)
+
+
+def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
+    """*doc* if it has the shape of a record document, else why not."""
+    if not isinstance(doc, dict):
+        return Failure(CheckpointDecodeError("$", "not an object"))
+    doc = cast("Doc", doc)
+    if doc.get("v") != SCHEMA:
+        return Failure(
+            CheckpointDecodeError("$.v", f"unknown schema {doc.get('v')!r}")
+        )
+    for key, kinds in _ENVELOPE.items():
+        value = doc.get(key, _ABSENT)
+        if value is _ABSENT and key in _OPTIONAL:
+            continue
+        if not isinstance(value, kinds) or type(value) is bool:
+            return Failure(
+                CheckpointDecodeError(
+                    f"$.{key}", "missing or of the wrong type"
+                )
+            )
+    unknown = set(doc) - set(_ENVELOPE) - {"v", "whole"}
+    if unknown:
+        return Failure(
+            CheckpointDecodeError("$", f"unknown keys {sorted(unknown)}")
+        )
+    nested = doc.get("in")
+    if nested is not None:
+        for name, docs in cast("Mapping[object, object]", nested).items():
+            if not isinstance(name, str) or not isinstance(docs, list):
+                return Failure(
+                    CheckpointDecodeError("$.in", "malformed progress")
+                )
+    return Success(doc)
 
 
 _ABSENT: Any = object()
@@ -293,8 +367,9 @@ _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "pending": dict,
     "state": dict,
     "logs": dict,
+    "in": dict,
 }
-_OPTIONAL = {"node", "join", "status", "pending", "state", "logs"}
+_OPTIONAL = {"node", "join", "status", "pending", "state", "logs", "in"}
 
 
 def _opt_str(value: object) -> str | None:

@@ -1,13 +1,14 @@
 """Checkpoint stores: the protocol and the in-memory store.
 
-Stores deal in opaque records (bytes plus a checksum), one per node
-boundary.  Committing is a compare-and-set on the thread's head version:
+Stores deal in opaque records (bytes plus a checksum), one per boundary
+of a fold (a node, a handoff, an agent's turn, a fan-out branch that
+finished).  Committing is a compare-and-set on the thread's head version:
 exactly one of several concurrent writers wins each version.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Protocol, final
 
 import attrs
@@ -61,20 +62,6 @@ class CheckpointStore(Protocol):
         """Remove every record of the thread (no error if there are none)."""
         ...
 
-    async def put_pending(self, record: Record, branch: str) -> None:
-        """Keep one fan-out branch's finished output.
-
-        *record.version* is the version the fan-out started from; a later
-        write for the same branch replaces the earlier one.
-        """
-        ...
-
-    async def pending(
-        self, thread_id: str, version: int
-    ) -> Mapping[str, Record]:
-        """Branch outputs kept for the fan-out that started at *version*."""
-        ...
-
 
 @final
 class MemoryStore:
@@ -86,7 +73,6 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._threads: dict[str, list[Record]] = {}
-        self._pending: dict[tuple[str, int], dict[str, Record]] = {}
 
     async def commit(
         self, record: Record, *, expected_head: int | None
@@ -125,19 +111,6 @@ class MemoryStore:
     async def delete(self, thread_id: str) -> None:
         """See :meth:`CheckpointStore.delete`."""
         self._threads.pop(thread_id, None)
-        for key in [k for k in self._pending if k[0] == thread_id]:
-            del self._pending[key]
-
-    async def put_pending(self, record: Record, branch: str) -> None:
-        """See :meth:`CheckpointStore.put_pending`."""
-        key = (record.thread_id, record.version)
-        self._pending.setdefault(key, {})[branch] = record
-
-    async def pending(
-        self, thread_id: str, version: int
-    ) -> Mapping[str, Record]:
-        """See :meth:`CheckpointStore.pending`."""
-        return dict(self._pending.get((thread_id, version), {}))
 
 
 def _next(head: int | None) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar, final
 
@@ -24,17 +24,6 @@ from ._store import Record
 
 
 T = TypeVar("T")
-
-_PENDING = """
-CREATE TABLE IF NOT EXISTS pending (
-    thread_id TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    branch TEXT NOT NULL,
-    data BLOB NOT NULL,
-    checksum TEXT NOT NULL,
-    PRIMARY KEY (thread_id, version, branch)
-) WITHOUT ROWID
-"""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -50,7 +39,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 
 @final
 class SQLiteStore:
-    """A durable :class:`~pipeline.graph.CheckpointStore` in one SQLite file.
+    """A durable :class:`~pipeline.fold.CheckpointStore` in one SQLite file.
 
     *synchronous* may be ``"FULL"`` (default: durable across power loss),
     ``"NORMAL"`` (durable across process crashes in WAL mode) or ``"OFF"``.
@@ -70,7 +59,6 @@ class SQLiteStore:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(f"PRAGMA synchronous={synchronous}")
         self._conn.execute(_SCHEMA)
-        self._conn.execute(_PENDING)
         self._limiter = anyio.CapacityLimiter(1)
         self._closed = False
 
@@ -171,50 +159,12 @@ class SQLiteStore:
             self._conn.execute(
                 "DELETE FROM checkpoints WHERE thread_id = ?", (thread_id,)
             )
-            self._conn.execute(
-                "DELETE FROM pending WHERE thread_id = ?", (thread_id,)
-            )
             # Leave no trace of the thread's bytes in the file or the WAL.
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._conn.execute("VACUUM")
 
         with anyio.CancelScope(shield=True):
             await self._run(work)
-
-    async def put_pending(self, record: Record, branch: str) -> None:
-        """See :meth:`CheckpointStore.put_pending` (durable on return)."""
-
-        def work() -> None:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?, ?)",
-                (
-                    record.thread_id,
-                    record.version,
-                    branch,
-                    record.data,
-                    record.checksum,
-                ),
-            )
-
-        with anyio.CancelScope(shield=True):
-            await self._run(work)
-
-    async def pending(
-        self, thread_id: str, version: int
-    ) -> Mapping[str, Record]:
-        """See :meth:`CheckpointStore.pending`."""
-
-        def work() -> dict[str, Record]:
-            rows = self._conn.execute(
-                "SELECT branch, data, checksum FROM pending WHERE thread_id = ? AND version = ?",
-                (thread_id, version),
-            ).fetchall()
-            return {
-                b: Record(thread_id, version, None, bytes(d), c)
-                for b, d, c in rows
-            }
-
-        return await self._run(work)
 
     async def aclose(self) -> None:
         """Close the connection."""

@@ -1,0 +1,61 @@
+"""The fold engine that graphs, swarms and agents share.
+
+Every machine is a transition ``step(snapshot) -> snapshot`` folded until a
+snapshot has nowhere left to go; this package runs that fold once for all
+of them: limits, gates, observers, events, checkpoint records, resume,
+fork, history, and folds nested inside the step of another.
+
+The values users meet (snapshots, transitions, gate decisions, stores) are
+re-exported by :mod:`pipeline.graph` and :mod:`pipeline.swarm` too.
+"""
+
+from ._codec import Codec as Codec
+from ._engine import EventSink as EventSink
+from ._engine import FoldEvent as FoldEvent
+from ._engine import Hooks as Hooks
+from ._engine import Machine as Machine
+from ._engine import Migration as Migration
+from ._journal import Boundary as Boundary
+from ._journal import current_boundary as current_boundary
+from ._model import Continue as Continue
+from ._model import Decision as Decision
+from ._model import Gate as Gate
+from ._model import Interrupt as Interrupt
+from ._model import Observer as Observer
+from ._model import Pending as Pending
+from ._model import Progress as Progress
+from ._model import Snapshot as Snapshot
+from ._model import Status as Status
+from ._model import Stop as Stop
+from ._model import Transition as Transition
+from ._sqlite import SQLiteStore as SQLiteStore
+from ._store import CheckpointStore as CheckpointStore
+from ._store import MemoryStore as MemoryStore
+from ._store import Record as Record
+
+
+__all__ = (
+    "Boundary",
+    "CheckpointStore",
+    "Codec",
+    "Continue",
+    "Decision",
+    "EventSink",
+    "FoldEvent",
+    "Gate",
+    "Hooks",
+    "Interrupt",
+    "Machine",
+    "MemoryStore",
+    "Migration",
+    "Observer",
+    "Pending",
+    "Progress",
+    "Record",
+    "SQLiteStore",
+    "Snapshot",
+    "Status",
+    "Stop",
+    "Transition",
+    "current_boundary",
+)

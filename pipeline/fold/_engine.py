@@ -1,0 +1,368 @@
+"""The fold engine: one run loop for every machine.
+
+A machine (a graph, a swarm, an agent's loop) supplies its step, its
+snapshot codec and which transitions its gates see; the engine does the
+rest, the same way for all of them: limits, gates (continue, stop,
+interrupt), observers, events, one committed record per boundary, resume
+and nesting (a fold inside the step of another commits through it; see
+:mod:`pipeline.fold._journal`).
+"""
+
+from __future__ import annotations
+
+import collections
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar, final
+
+import attrs
+
+from returns.result import Failure, Result, Success
+
+from .._eventtypes import (
+    CheckpointSaved,
+    Interrupted,
+    NodeFinished,
+    NodeStarted,
+    Stopped,
+)
+from ..errors import (
+    IncompatibleGraph,
+    RunPaused,
+    RunStopped,
+    StepLimitExceeded,
+)
+from ..events import emit, listening
+from ._codec import Codec
+from ._journal import (
+    Boundary,
+    Journal,
+    NestedJournal,
+    ThreadJournal,
+    current_boundary,
+    enter,
+    leave,
+)
+from ._model import (
+    NO_PROGRESS,
+    Continue,
+    Decision,
+    Gate,
+    Interrupt,
+    Observer,
+    Pending,
+    Snapshot,
+    Status,
+    Stop,
+    Transition,
+)
+from ._store import CheckpointStore
+
+
+S = TypeVar("S")
+S_contra = TypeVar("S_contra", contravariant=True)
+C_contra = TypeVar("C_contra", contravariant=True)
+
+FoldEvent: TypeAlias = (
+    NodeStarted | NodeFinished | CheckpointSaved | Interrupted | Stopped
+)
+"""The events the engine itself produces."""
+
+EventSink: TypeAlias = Callable[[FoldEvent], Awaitable[None]]
+Migration: TypeAlias = Callable[[Snapshot[Any]], Snapshot[Any]]
+
+
+class Machine(Protocol[S, C_contra]):
+    """What a machine supplies to the engine.
+
+    *C* is the machine's per-run context (its limits, say), passed to every
+    step as it was given to :func:`run`.
+    """
+
+    @property
+    def name(self) -> str:
+        """The key this machine's runs nest under inside another fold."""
+        ...
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the machine's shape; stored in every record."""
+        ...
+
+    @property
+    def codec(self) -> Codec[S]:
+        """Encodes and decodes this machine's snapshots."""
+        ...
+
+    def gated(self, snap: Snapshot[S], /) -> bool:
+        """Whether gates see the transition out of *snap*."""
+        ...
+
+    async def step(
+        self, snap: Snapshot[S], context: C_contra, /
+    ) -> Snapshot[S] | Failure[Any]:
+        """The transition: the next snapshot (version + 1) or a ``Failure``.
+
+        (Not a ``Result``: wrapping every step in ``Success`` costs more
+        than the rest of a trivial step.)
+        """
+        ...
+
+
+@final
+@attrs.frozen
+class Hooks(Generic[S]):
+    """Gates (before each gated transition), observers (after each step)
+    and an event callback, as one value."""
+
+    gates: Sequence[Gate[S]] = ()
+    observers: Sequence[Observer[S]] = ()
+    on_event: EventSink | None = None
+
+
+NO_HOOKS: Hooks[Any] = Hooks()
+
+
+def sink(on_event: EventSink | None) -> EventSink | None:
+    """One place for events: *on_event* and any listening stream (checked
+    once per run: nothing is paid per step when nobody listens)."""
+    if not listening():
+        return on_event
+    if on_event is None:
+        return emit
+
+    async def both(event: FoldEvent) -> None:
+        await on_event(event)
+        await emit(event)
+
+    return both
+
+
+async def decide(
+    gates: Sequence[Gate[Any]], transition: Transition[Any]
+) -> Decision:
+    """The first decision that is not :class:`Continue` (else ``Continue``)."""
+    for gate in gates:
+        decision = await gate(transition)
+        if not isinstance(decision, Continue):
+            return decision
+    return Continue()
+
+
+async def run(
+    machine: Machine[S, C_contra],
+    snap: Snapshot[S],
+    context: C_contra,
+    *,
+    store: CheckpointStore | None = None,
+    hooks: Hooks[S] = NO_HOOKS,
+    max_steps: int,
+) -> Result[Snapshot[S], Any]:
+    """Fold *machine* from its admission snapshot *snap*.
+
+    With a *store*, the admission record (version 0) is committed first,
+    then one record per step, each before the next step starts.  Without
+    one, inside the step of a journaled fold, the run nests in it (and
+    continues from what it saved there before, when that step is resumed).
+    """
+    on_event = sink(hooks.on_event)
+    journal: Journal[S] | None = None
+    answer: str | None = None
+    if store is not None:
+        journal = ThreadJournal(
+            store, machine.codec, snap.thread_id, None, None, on_event
+        )
+        admitted = await journal.commit(snap)
+        if type(admitted) is not Success:
+            return Failure(admitted.failure())
+    else:
+        boundary = current_boundary()
+        if boundary is not None:
+            opened = NestedJournal.open(boundary, machine.name, machine.codec)
+            if type(opened) is not Success:
+                return Failure(opened.failure())
+            nested = opened.unwrap()
+            journal = nested
+            restored = nested.last
+            if restored is not None:
+                if restored.fingerprint != machine.fingerprint:
+                    return Failure(
+                        IncompatibleGraph(
+                            restored.fingerprint, machine.fingerprint
+                        )
+                    )
+                if restored.status is Status.DONE:
+                    return Success(restored)
+                if restored.status is Status.INTERRUPTED:
+                    answer = boundary.answer
+                snap = _running(restored)
+                nested.last = snap
+    return await drive(
+        machine, snap, journal, context, hooks, on_event, max_steps, answer
+    )
+
+
+async def resume(
+    machine: Machine[S, C_contra],
+    snap: Snapshot[S],
+    context: C_contra,
+    *,
+    store: CheckpointStore,
+    head: int | None,
+    answer: str | None = None,
+    migrate: Migration | None = None,
+    hooks: Hooks[S] = NO_HOOKS,
+    max_steps: int,
+) -> Result[Snapshot[S], Any]:
+    """Continue a thread from the loaded snapshot *snap* (head *head*)."""
+    if snap.fingerprint != machine.fingerprint:
+        if migrate is None:
+            return Failure(
+                IncompatibleGraph(snap.fingerprint, machine.fingerprint)
+            )
+        snap = attrs.evolve(migrate(snap), fingerprint=machine.fingerprint)
+    if snap.status is Status.DONE:
+        return Success(snap)
+    snap = _running(snap)
+    on_event = sink(hooks.on_event)
+    journal = ThreadJournal(
+        store, machine.codec, snap.thread_id, snap, head, on_event
+    )
+    return await drive(
+        machine, snap, journal, context, hooks, on_event, max_steps, answer
+    )
+
+
+def _running(snap: Snapshot[S]) -> Snapshot[S]:
+    if snap.status is Status.RUNNING:
+        return snap
+    return attrs.evolve(snap, status=Status.RUNNING, pending=None)
+
+
+async def drive(
+    machine: Machine[S, C_contra],
+    snap: Snapshot[S],
+    journal: Journal[S] | None,
+    context: C_contra,
+    hooks: Hooks[S],
+    on_event: EventSink | None,
+    max_steps: int,
+    answer: str | None,
+) -> Result[Snapshot[S], Any]:
+    """The run loop: fold *machine*'s step from *snap* until it is done."""
+    step = machine.step
+    gates, observers = hooks.gates, hooks.observers
+    tail: collections.deque[str] = collections.deque(maxlen=8)
+    while snap.next:
+        if snap.step >= max_steps:
+            return Failure(StepLimitExceeded(max_steps, tuple(tail)))
+        inner_answer: str | None = None
+        if snap.progress:
+            # The step had started: its gates passed then.  An answer is for
+            # the nested fold that paused inside it.
+            inner_answer, answer = answer, None
+        elif gates and machine.gated(snap):
+            decision = await decide(
+                gates,
+                Transition(
+                    snap.node, snap.next, snap.state, snap.step, answer
+                ),
+            )
+            answer = None
+            if isinstance(decision, Stop):
+                if on_event is not None:
+                    await on_event(Stopped(decision.reason))
+                return Success(
+                    attrs.evolve(
+                        snap, status=Status.STOPPED, reason=decision.reason
+                    )
+                )
+            if isinstance(decision, Interrupt):
+                return await _pause(
+                    snap, journal, on_event, decision.question, NO_PROGRESS
+                )
+        if on_event is not None:
+            await on_event(NodeStarted(snap.next, snap.step))
+        if journal is None:
+            new = await step(snap, context)
+            if type(new) is Failure:
+                return new
+        else:
+            boundary = Boundary(journal, snap.progress, inner_answer)
+            token = enter(boundary)
+            try:
+                new = await step(snap, context)
+            finally:
+                leave(token)
+            if type(new) is Failure:
+                failure = new.failure()
+                if boundary.paused is not None and isinstance(
+                    failure, RunPaused
+                ):
+                    return await _pause(
+                        snap,
+                        journal,
+                        on_event,
+                        boundary.paused,
+                        boundary.now(),
+                    )
+                return new
+            committed = await journal.commit(new)
+            if type(committed) is not Success:
+                return Failure(committed.failure())
+            new = committed.unwrap()
+        if on_event is not None:
+            await on_event(NodeFinished(snap.next, new.step))
+        for observe in observers:
+            await observe(new)
+        tail.append(new.node or "")  # for StepLimitExceeded's tail
+        snap = new
+    if snap.status is Status.DONE:
+        return Success(snap)
+    return Success(attrs.evolve(snap, status=Status.DONE))
+
+
+async def _pause(
+    snap: Snapshot[S],
+    journal: Journal[S] | None,
+    on_event: EventSink | None,
+    question: str,
+    progress: Any,
+) -> Result[Snapshot[S], Any]:
+    paused = attrs.evolve(
+        snap,
+        version=snap.version + 1,
+        parent=snap.version,
+        status=Status.INTERRUPTED,
+        pending=Pending(snap.node, snap.next, question),
+        progress=progress,
+    )
+    if journal is not None:
+        # Progress survives the pause: the record continues it ("in": {}).
+        committed = await journal.commit(
+            paused, NO_PROGRESS if progress else None
+        )
+        if type(committed) is not Success:
+            return Failure(committed.failure())
+        paused = committed.unwrap()
+    if on_event is not None:
+        await on_event(Interrupted(question))
+    return Success(paused)
+
+
+def outcome(result: Result[Snapshot[S], Any], where: str) -> Result[S, Any]:
+    """A run's result as a handler's: the final state, or why there is none.
+
+    A stop is :class:`~pipeline.errors.RunStopped` and a pause
+    :class:`~pipeline.errors.RunPaused` (inside a journaled fold the pause
+    was recorded: the enclosing run pauses too).
+    """
+    if type(result) is not Success:
+        return result  # type: ignore[return-value]  # a Failure either way
+    snap = result.unwrap()
+    if snap.status is Status.DONE:
+        return Success(snap.state)
+    if snap.status is Status.STOPPED:
+        return Failure(RunStopped(snap.reason, path=(where,)))
+    question = snap.pending.question if snap.pending is not None else ""
+    return Failure(RunPaused(question, path=(where,)))

@@ -1,0 +1,315 @@
+"""Journals: where a fold commits its records, and what nested folds see.
+
+A fold given a store commits to a thread of that store
+(:class:`ThreadJournal`): one record per boundary, each a compare-and-set
+on the thread's head.  A fold running *inside the step* of a journaled fold
+(an agent's loop inside a graph node, a swarm inside a graph, a graph
+inside a graph) has no thread of its own: it finds the step's
+:class:`Boundary` and commits through it (:class:`NestedJournal`).  Each
+of its records becomes a *progress* record of the enclosing thread, so a
+crash inside the nested fold loses at most its step in flight, however
+deep the nesting; the enclosing step's own record, once committed, starts
+afresh.
+
+Progress is keyed: ``f:<name>#<k>`` for the *k*-th fold named *name* that
+started in the step (a node may run the same agent twice), ``b:<branch>``
+for a fan-out branch's output; a branch's own nested folds live under
+``b:<branch>/...``.  Names are quoted, so keys never collide.
+"""
+
+from __future__ import annotations
+
+import contextvars
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import anyio
+import attrs
+
+from returns.result import Failure, Result, Success
+
+from .._eventtypes import CheckpointSaved
+from ..errors import ConcurrentModification
+from ._codec import Codec, Doc, check_document
+from ._model import NO_PROGRESS, Progress, Snapshot, Status
+from ._store import CheckpointStore
+
+
+S = TypeVar("S")
+
+Sink = Callable[[Any], Awaitable[None]]
+
+_BOUNDARY: contextvars.ContextVar[Boundary | None] = contextvars.ContextVar(
+    "pipeline_fold_boundary", default=None
+)
+
+
+def current_boundary() -> Boundary | None:
+    """The step in flight of the innermost journaled fold, if any."""
+    return _BOUNDARY.get()
+
+
+def enter(boundary: Boundary | None) -> contextvars.Token[Boundary | None]:
+    """Make *boundary* current (undo with :func:`leave`)."""
+    return _BOUNDARY.set(boundary)
+
+
+def leave(token: contextvars.Token[Boundary | None]) -> None:
+    """Undo :func:`enter`."""
+    _BOUNDARY.reset(token)
+
+
+def fold_key(name: str, occurrence: int) -> str:
+    """The progress key of the *occurrence*-th fold named *name* in a step."""
+    return f"f:{quote(name, safe='')}#{occurrence}"
+
+
+def branch_key(name: str) -> str:
+    """The progress key of fan-out branch *name*'s output."""
+    return f"b:{quote(name, safe='')}"
+
+
+class Boundary:
+    """The step in flight of a journaled fold, as the folds nested in it see it.
+
+    *saved* is the progress committed for this step so far (empty for a
+    step that had not started), *answer* the human's answer to deliver to
+    a nested fold that paused.  *track*, when a machine sets it, gives the
+    machine's current state while the step runs (a swarm's typed state as
+    its state tools change it): progress records carry it.
+    """
+
+    __slots__ = (
+        "_journal",
+        "_prefix",
+        "_root",
+        "_starts",
+        "answer",
+        "paused",
+        "progress",
+        "saved",
+        "track",
+    )
+
+    def __init__(
+        self,
+        journal: Journal[Any],
+        saved: Progress,
+        answer: str | None,
+        prefix: str = "",
+        root: Boundary | None = None,
+    ) -> None:
+        self._journal = journal
+        self._prefix = prefix
+        self._root = root or self
+        self._starts: dict[str, int] = {}
+        self.saved = saved
+        self.answer = answer
+        self.paused: str | None = None
+        self.progress: dict[str, tuple[Any, ...]] | None = None
+        self.track: Callable[[], Any] | None = None
+
+    @property
+    def thread_id(self) -> str:
+        """The enclosing thread (for naming nested snapshots)."""
+        return self._journal.thread_id
+
+    def claim(self, name: str) -> str:
+        """The key of the next fold named *name* to start in this step."""
+        k = self._starts.get(name, 0)
+        self._starts[name] = k + 1
+        return fold_key(name, k)
+
+    def docs(self, key: str) -> tuple[Any, ...]:
+        """The documents saved under *key* (oldest first)."""
+        return tuple(self.saved.get(key, ()))
+
+    async def save(self, key: str, doc: Doc) -> Result[None, Any]:
+        """Commit *doc* as the next record of the fold keyed *key*."""
+        full = self._prefix + key
+        root = self._root
+        out = await root._journal.save_progress(root, full, doc)
+        if type(out) is Success:
+            if root.progress is None:
+                root.progress = {k: tuple(v) for k, v in root.saved.items()}
+            root.progress[full] = (*root.progress.get(full, ()), doc)
+        return out
+
+    def pause(self, question: str) -> None:
+        """Note that a nested fold paused for *question*."""
+        self._root.paused = question
+
+    def branch(self, name: str) -> Boundary:
+        """The boundary a fan-out branch's nested folds see."""
+        prefix = f"{self._prefix}{branch_key(name)}/"
+        saved = {
+            k[len(prefix) :]: v
+            for k, v in self.saved.items()
+            if k.startswith(prefix)
+        }
+        return Boundary(
+            self._journal, saved, self.answer, prefix, root=self._root
+        )
+
+    def now(self) -> Progress:
+        """The progress saved for this step, including this attempt's."""
+        if self.progress is None:
+            return self.saved
+        return self.progress
+
+
+class Journal(Generic[S]):
+    """Commits a fold's snapshots as records, each a delta on the last."""
+
+    __slots__ = ("_lock", "codec", "head", "last", "thread_id")
+
+    def __init__(
+        self,
+        codec: Codec[S],
+        thread_id: str,
+        last: Snapshot[S] | None,
+        head: int | None,
+    ) -> None:
+        self.codec = codec
+        self.thread_id = thread_id
+        self.last = last
+        self.head = head
+        self._lock: anyio.Lock | None = None
+
+    async def write(self, snap: Snapshot[S], doc: Doc) -> Result[None, Any]:
+        """Store one record (*snap* encoded as *doc*)."""
+        raise NotImplementedError  # pragma: no cover  # abstract
+
+    async def commit(
+        self, snap: Snapshot[S], progress: Progress | None = None
+    ) -> Result[Snapshot[S], Any]:
+        """Commit *snap* after the last record; return it as committed.
+
+        Its version and parent are set to follow the last record (progress
+        records may have moved the head since the step started).
+        """
+        last = self.last
+        version = 0 if self.head is None else self.head + 1
+        parent = None if last is None else last.version
+        if snap.version != version or snap.parent != parent:
+            snap = attrs.evolve(snap, version=version, parent=parent)
+        doc = self.codec.document(snap, last, progress)
+        out = await self.write(snap, doc)
+        if type(out) is not Success:
+            return Failure(out.failure())
+        # No await between the write and this: a cancellation cannot leave
+        # the journal behind its store.
+        self.last = snap
+        self.head = version
+        await self.written(snap)
+        return Success(snap)
+
+    async def written(self, snap: Snapshot[S]) -> None:
+        """Called once *snap* was committed (events, say)."""
+
+    async def save_progress(
+        self, boundary: Boundary, key: str, doc: Doc
+    ) -> Result[None, Any]:
+        """Commit a progress record: the step's snapshot plus *doc* under *key*."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            last = self.last
+            assert last is not None  # noqa: S101  # a step has a start
+            state = boundary.track() if boundary.track else last.state
+            snap = attrs.evolve(
+                last,
+                state=state,
+                status=Status.RUNNING,
+                pending=None,
+                progress=NO_PROGRESS,
+            )
+            out = await self.commit(snap, {key: (doc,)})
+            if type(out) is not Success:
+                return Failure(out.failure())
+            return Success(None)
+
+
+class ThreadJournal(Journal[S]):
+    """Commits to a thread of a store (compare-and-set on its head)."""
+
+    __slots__ = ("sink", "store")
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        codec: Codec[S],
+        thread_id: str,
+        last: Snapshot[S] | None,
+        head: int | None,
+        sink: Sink | None,
+    ) -> None:
+        super().__init__(codec, thread_id, last, head)
+        self.store = store
+        self.sink = sink
+
+    async def write(
+        self, snap: Snapshot[S], doc: Doc
+    ) -> Result[None, ConcurrentModification]:
+        """See :meth:`Journal.write`."""
+        record = self.codec.record(snap, doc)
+        return await self.store.commit(record, expected_head=self.head)
+
+    async def written(self, snap: Snapshot[S]) -> None:
+        """See :meth:`Journal.written`: a ``CheckpointSaved`` event."""
+        if self.sink is not None:
+            await self.sink(CheckpointSaved(snap.thread_id, snap.version))
+
+
+class NestedJournal(Journal[S]):
+    """Commits as progress of the step in flight of an enclosing fold."""
+
+    __slots__ = ("boundary", "key")
+
+    def __init__(
+        self,
+        boundary: Boundary,
+        key: str,
+        codec: Codec[S],
+        last: Snapshot[S] | None,
+    ) -> None:
+        super().__init__(
+            codec,
+            f"{boundary.thread_id}/{key}",
+            last,
+            None if last is None else last.version,
+        )
+        self.boundary = boundary
+        self.key = key
+
+    async def write(self, snap: Snapshot[S], doc: Doc) -> Result[None, Any]:
+        """See :meth:`Journal.write`."""
+        if snap.status is Status.INTERRUPTED:
+            self.boundary.pause(
+                snap.pending.question if snap.pending is not None else ""
+            )
+        return await self.boundary.save(self.key, doc)
+
+    @classmethod
+    def open(
+        cls, boundary: Boundary, name: str, codec: Codec[S]
+    ) -> Result[NestedJournal[S], Any]:
+        """Claim the next key for *name*; restore what it saved before."""
+        key = boundary.claim(name)
+        docs = boundary.docs(key)
+        if not docs:
+            return Success(cls(boundary, key, codec, None))
+        for doc in docs:
+            checked = check_document(doc)
+            if type(checked) is not Success:
+                return Failure(checked.failure())
+        thread = f"{boundary.thread_id}/{key}"
+        version = len(docs) - 1
+        restored = codec.rebuild(
+            docs, thread, version, version - 1 if version else None
+        )
+        if type(restored) is not Success:
+            return Failure(restored.failure())
+        return Success(cls(boundary, key, codec, restored.unwrap()))

@@ -1,0 +1,138 @@
+"""The values of a fold: snapshots, transitions, gate decisions, hooks.
+
+Every machine (graph, swarm, agent loop) folds its step over these same
+values, so a gate, an observer or a stored record means the same thing
+whichever machine produced it.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Generic, TypeAlias, TypeVar, final
+
+import attrs
+
+
+S = TypeVar("S")
+S_co = TypeVar("S_co", covariant=True)
+
+Progress: TypeAlias = Mapping[str, tuple[Any, ...]]
+"""Saved progress of the folds nested inside the step in flight.
+
+Keyed by the nested fold's name and occurrence (``"triage#0"``); each value
+is that fold's chain of records as JSON documents, oldest first.  Opaque to
+users: the nested fold decodes its own part when it resumes.
+"""
+
+NO_PROGRESS: Progress = MappingProxyType({})
+
+
+@final
+class Status(enum.StrEnum):
+    """Where a run stands."""
+
+    RUNNING = "running"
+    DONE = "done"
+    INTERRUPTED = "interrupted"
+    STOPPED = "stopped"
+
+
+@final
+@attrs.frozen
+class Pending:
+    """A transition waiting for a human answer (see :class:`Interrupt`)."""
+
+    source: str | None
+    targets: tuple[str, ...]
+    question: str
+
+
+@final
+@attrs.frozen
+class Snapshot(Generic[S_co]):
+    """One immutable point of a run; also its checkpoint.
+
+    *node* just finished (``None`` before the first step), *next* is what
+    runs next (a graph's node or the branches of a fan-out that meet at
+    *join*; a swarm's agent; nothing when the run is done).  *version*
+    increases by one per committed record of the thread; *parent* is the
+    version this one grew from.  *progress* holds what the folds nested in
+    the step in flight (an agent's turns inside a graph node, say) saved
+    so far: a resumed step continues them instead of starting over.
+    """
+
+    thread_id: str
+    version: int
+    parent: int | None
+    state: S_co
+    node: str | None
+    next: tuple[str, ...]
+    join: str | None
+    step: int
+    fingerprint: str
+    status: Status = Status.RUNNING
+    pending: Pending | None = None
+    progress: Progress = NO_PROGRESS
+    reason: str = ""
+    """Why a gate stopped the run (status ``STOPPED``); never stored."""
+
+    @property
+    def done(self) -> bool:
+        """Whether the run reached its end."""
+        return self.status is Status.DONE
+
+
+# -- hooks ------------------------------------------------------------------
+
+
+@final
+@attrs.frozen
+class Continue:
+    """Gate decision: go ahead with the transition."""
+
+
+@final
+@attrs.frozen
+class Stop:
+    """Gate decision: end the run gracefully (nothing is written)."""
+
+    reason: str = ""
+
+
+@final
+@attrs.frozen
+class Interrupt:
+    """Gate decision: pause for a human; resume with an answer."""
+
+    question: str
+
+
+Decision: TypeAlias = Continue | Stop | Interrupt
+
+
+@final
+@attrs.frozen
+class Transition(Generic[S_co]):
+    """What a gate sees before a transition runs.
+
+    *source* just finished (``None`` at the start), *targets* run next.
+    *answer* is the human's answer when a run interrupted at this very
+    transition is resumed with one; otherwise ``None``.
+    """
+
+    source: str | None
+    targets: tuple[str, ...]
+    state: S_co
+    step: int
+    answer: str | None = None
+
+
+Gate: TypeAlias = Callable[[Transition[S]], Awaitable[Decision]]
+"""Decides before a transition: :class:`Continue`, :class:`Stop` or
+:class:`Interrupt`."""
+
+Observer: TypeAlias = Callable[[Snapshot[S]], Awaitable[None]]
+"""Sees every snapshot a step produced (after it was committed)."""

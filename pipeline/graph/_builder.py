@@ -1,0 +1,177 @@
+"""Describing a graph: an immutable builder whose ``build()`` validates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar, final
+
+import attrs
+
+from .._context import Message
+from .._handler import Handler
+from ..errors import GraphDefects
+from ..fold._model import Gate, Observer
+from ._checks import Plan, defects
+from ._edges import Edge, FanOut, Reducer, Route, Static
+from ._graph import Graph
+from ._machine import GraphMachine
+from ._model import Limits
+
+
+if TYPE_CHECKING:
+    from ..agents import AgentError, AgentLike, AgentRun
+
+
+S = TypeVar("S")
+E = TypeVar("E")
+E2 = TypeVar("E2")
+E_co = TypeVar("E_co", covariant=True)
+
+
+@final
+@attrs.frozen
+class Builder(Generic[S, E_co]):
+    """An immutable graph description; :meth:`build` validates it.
+
+    >>> from pipeline import graph
+    >>> b = graph.builder(int)   # the state type
+    """
+
+    state_type: type[S]
+    _nodes: tuple[tuple[str, Handler[S, S, Any]], ...] = ()
+    _edges: tuple[tuple[str, Edge], ...] = ()
+    _entry: str | None = None
+    _limits: Limits = Limits()
+    _gates: tuple[Gate[S], ...] = ()
+    _observers: tuple[Observer[S], ...] = ()
+
+    def node(
+        self: Builder[S, E], name: str, action: Handler[S, S, E2]
+    ) -> Builder[S, E | E2]:
+        """Add an action node: a handler from state to new state.
+
+        Any handler fits, a graph or a swarm over the same state included
+        (a subgraph: inside a checkpointed run it records its own progress
+        in the run's thread).
+        """
+        return attrs.evolve(self, nodes=(*self._nodes, (name, action)))
+
+    def agent(
+        self: Builder[S, E],
+        name: str,
+        agent: AgentLike,
+        *,
+        messages: Callable[[S], Sequence[Message]],
+        update: Callable[[S, AgentRun], S],
+        fields: Sequence[str] | None = None,
+    ) -> Builder[S, E | AgentError]:
+        """Add an agent node (see :func:`~pipeline.graph.agent_node`)."""
+        from ._agent import agent_node  # noqa: PLC0415  # agents load on use
+
+        node = agent_node(
+            agent,
+            messages=messages,
+            update=update,
+            state_type=self.state_type,
+            fields=fields,
+            name=name,
+        )
+        return self.node(name, node)
+
+    def edge(self, source: str, target: str) -> Builder[S, E_co]:
+        """After *source*, go to *target* (a node name or ``END``)."""
+        return attrs.evolve(
+            self, edges=(*self._edges, (source, Static(target)))
+        )
+
+    def route(
+        self,
+        source: str,
+        router: Callable[[S], str],
+        to: Sequence[str],
+    ) -> Builder[S, E_co]:
+        """After *source*, go where *router* says: one of *to*.
+
+        List ``END`` in *to* if the router may end the run.  A name outside
+        *to* (``END`` included) is an :class:`~pipeline.errors.UnknownRoute`
+        failure at run time, never a silent end.
+        """
+        return attrs.evolve(
+            self, edges=(*self._edges, (source, Route(router, tuple(to))))
+        )
+
+    def fan_out(
+        self,
+        source: str,
+        to: Sequence[str],
+        *,
+        join: str,
+        merge: Callable[[S, tuple[S, ...]], S] | None = None,
+        reducers: Mapping[str, Reducer] | None = None,
+    ) -> Builder[S, E_co]:
+        """After *source*, run *to* concurrently from the same snapshot.
+
+        Their states merge, then the run goes on at *join* (a node or
+        ``END``).  Merging is independent of completion order: a field one
+        branch changed takes that value; vectors several branches extended
+        get every branch's additions in definition order; contexts merge as
+        ``&`` merges them; any other field several branches changed needs a
+        *reducers* entry ``(before, changed_values) -> value`` or the step
+        fails with :class:`~pipeline.errors.MergeConflict`.  *merge*
+        replaces all of this with your own ``(before, outputs) -> state``.
+        """
+        edge = FanOut(tuple(to), join, merge, dict(reducers or {}))
+        return attrs.evolve(self, edges=(*self._edges, (source, edge)))
+
+    def entry(self, name: str) -> Builder[S, E_co]:
+        """Start runs at *name*."""
+        return attrs.evolve(self, entry=name)
+
+    def limits(self, limits: Limits) -> Builder[S, E_co]:
+        """Default limits for runs of the built graph."""
+        return attrs.evolve(self, limits=limits)
+
+    def gate(self, *gates: Gate[S]) -> Builder[S, E_co]:
+        """Ask *gates* before every transition of every run.
+
+        Runs' own ``gates=`` come after these.  Gates given here also apply
+        when the graph runs as a handler (inside another pipeline).
+        """
+        return attrs.evolve(self, gates=(*self._gates, *gates))
+
+    def observe(self, *observers: Observer[S]) -> Builder[S, E_co]:
+        """Show *observers* every snapshot of every run, once committed."""
+        return attrs.evolve(self, observers=(*self._observers, *observers))
+
+    def build(
+        self, *, version: str = "1", name: str = "graph"
+    ) -> Graph[S, E_co]:
+        """Validate and freeze the graph.
+
+        *version* is folded into the fingerprint: bump it when a node's
+        behaviour changes in a way old checkpoints must not resume across.
+        *name* is the graph's name as a handler (in reprs, failure paths,
+        and as the key of its progress inside another checkpointed run).
+
+        Raises:
+            GraphDefects: listing every structural defect found, at once.
+        """
+        plan = Plan(self._nodes, self._edges, self._entry, self._limits)
+        found = defects(plan)
+        if found:
+            raise GraphDefects(found)
+        assert self._entry is not None  # noqa: S101  # validated
+        machine = GraphMachine.make(
+            name,
+            self.state_type,
+            dict(self._nodes),
+            dict(self._edges),
+            self._entry,
+            version,
+        )
+        return Graph.make(machine, self._limits, self._gates, self._observers)
+
+
+def builder(state_type: type[S]) -> Builder[S, Never]:
+    """Start describing a graph over *state_type* (an attrs class, say)."""
+    return Builder(state_type)

@@ -1,0 +1,79 @@
+"""Merging fan-out branch states: independent of completion order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+import attrs
+
+from pyrsistent import PVector
+from returns.result import Failure, Result, Success
+
+from .._context import Context, merge_branches
+from ..errors import MergeConflict
+from ._edges import Reducer
+
+
+S = TypeVar("S")
+
+
+def merge_states(
+    base: S,
+    outs: tuple[S, ...],
+    names: Sequence[str],
+    reducers: Mapping[str, Reducer],
+) -> Result[S, MergeConflict]:
+    """Merge fan-out branch states; the result ignores completion order."""
+    if isinstance(base, Context):
+        return Success(
+            cast("S", merge_branches(base, cast("tuple[Context, ...]", outs)))
+        )
+    if not attrs.has(type(base)):
+        changed = [(i, o) for i, o in enumerate(outs) if o != base]
+        if not changed:
+            return Success(base)
+        if all(o == changed[0][1] for _, o in changed):
+            return Success(changed[0][1])
+        return Failure(
+            MergeConflict("<state>", tuple(names[i] for i, _ in changed))
+        )
+    updates: dict[str, Any] = {}
+    for field in attrs.fields(cast("type[Any]", type(base))):
+        before = getattr(base, field.name)
+        changed_values = []
+        for i, out in enumerate(outs):
+            value = getattr(out, field.name)
+            if value is not before and value != before:
+                changed_values.append((i, value))
+        if not changed_values:
+            continue
+        values = tuple(v for _, v in changed_values)
+        if field.name in reducers:
+            merged = reducers[field.name](before, values)
+        elif len(changed_values) == 1 or all(v == values[0] for v in values):
+            merged = values[0]
+        elif isinstance(before, PVector) and all(
+            _grows(before, v) for v in values
+        ):
+            merged = before.extend(
+                item for v in values for item in v[len(before) :]
+            )
+        elif isinstance(before, Context) and all(
+            isinstance(v, Context) for v in values
+        ):
+            merged = merge_branches(before, values)
+        else:
+            culprits = tuple(str(names[i]) for i, _ in changed_values)
+            return Failure(MergeConflict(field.name, culprits))
+        updates[field.alias or field.name] = merged
+    if not updates:
+        return Success(base)
+    return Success(cast("S", attrs.evolve(cast("Any", base), **updates)))
+
+
+def _grows(before: PVector[Any], after: object) -> bool:
+    if not isinstance(after, PVector) or len(after) < len(before):
+        return False
+    n = len(before)
+    return n == 0 or after[n - 1] is before[n - 1] or after[:n] == before
