@@ -10,8 +10,9 @@ another.  Every agent lifts into a handler over contexts with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, Protocol, TypeAlias, final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, final
 
 import attrs
 
@@ -19,25 +20,18 @@ from returns.result import Failure, Result, Success
 
 from ._combinators import must, sequential
 from ._context import Context, Message, Role, Usage
-from ._handler import Handler, ok
-from .errors import ConstructionError, PipelineError
-from .events import (
-    MessageComplete,
-    MessageDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-    emit,
-    listening,
-)
-from .models._types import (
-    Model,
-    ModelDelta,
-    ModelError,
-    ModelRequest,
-    ResponseSchema,
-    TextDelta,
-)
-from .tools import Tool, run_tools
+from ._handler import Call, Handler, ok
+from ._turns import Intercept, Loop, TurnLimitExceeded, digest
+from .errors import ConstructionError, HistoryBudgetExceeded
+from .events import MessageComplete, emit
+from .fold import _engine
+from .fold._journal import current_boundary
+from .models._types import Model, ModelError, ResponseSchema
+from .tools import Tool
+
+
+if TYPE_CHECKING:
+    from .history import HistoryPolicy
 
 
 __all__ = (
@@ -56,19 +50,8 @@ __all__ = (
 HANDOFF_MESSAGE = "Please proceed."
 
 
-@final
-@attrs.frozen
-class TurnLimitExceeded(PipelineError):
-    """The model still wanted tools when the agent's turn limit was reached."""
-
-    agent: str
-    turns: int
-
-    def __str__(self) -> str:
-        return f"agent {self.agent!r} still calling tools after {self.turns} turns"
-
-
-AgentError: TypeAlias = ModelError | TurnLimitExceeded
+AgentError: TypeAlias = ModelError | TurnLimitExceeded | HistoryBudgetExceeded
+"""What running an agent may fail with."""
 
 
 @final
@@ -118,7 +101,7 @@ def _agents(agents: Iterable[AgentLike]) -> tuple[AgentLike, ...]:
     return tuple(agents)
 
 
-def _lift(agent: AgentLike) -> Handler[Context, Context, AgentError]:
+def _agent_call(agent: AgentLike) -> Call[Context, Context, AgentError]:
     async def run_agent(ctx: Context) -> Result[Context, AgentError]:
         out = await agent.run(ctx.messages)
         if not ok(out):
@@ -126,20 +109,32 @@ def _lift(agent: AgentLike) -> Handler[Context, Context, AgentError]:
         run = out.unwrap()
         return Success(ctx.append(*run.messages) if run.messages else ctx)
 
-    return Handler(run_agent, agent.name)
+    return run_agent
+
+
+def _tool_map(agent: Agent) -> Mapping[str, Tool]:
+    return MappingProxyType({t.name: t for t in agent.tools})
 
 
 @final
-@attrs.frozen
-class Agent:
-    """A model with instructions and tools, in a loop.
+@attrs.frozen(eq=False, repr=False)
+class Agent(Handler[Context, Context, AgentError]):
+    """A model with instructions and tools, in a loop; a handler over contexts.
 
     *max_turns* bounds model calls.  When the limit is reached and the model
     still asks for tools, ``on_turn_limit="fail"`` (default) returns a
     :class:`TurnLimitExceeded` failure; ``"answer"`` makes the last allowed
-    call with tools disabled, so the model must answer.  Streaming: when a
+    call with tools disabled, so the model must answer.  *history* (a
+    :mod:`pipeline.history` policy) selects what the agent sees of the
+    messages it is given; *description* says what it is for (swarms and
+    :func:`as_tool` show it to other models).  Streaming: when a
     :func:`pipeline.stream` is listening, the model streams and each text
     fragment is emitted as a ``MessageDelta``.
+
+    As a handler (``agent >> polish``, ``agent & other``, ``stream(agent,
+    ctx)``) it runs on the context's messages and appends what it added.
+    Inside a checkpointed run every turn is a record: see
+    :mod:`pipeline.fold`.
     """
 
     name: str
@@ -151,6 +146,16 @@ class Agent:
     response_schema: ResponseSchema | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    history: HistoryPolicy | None = None
+    description: str = ""
+    _tool_map: Mapping[str, Tool] = attrs.field(
+        init=False, default=attrs.Factory(_tool_map, takes_self=True)
+    )
+    _call: Call[Context, Context, AgentError] = attrs.field(
+        init=False,
+        alias="call",
+        default=attrs.Factory(_agent_call, takes_self=True),
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.max_turns < 1:
@@ -161,67 +166,54 @@ class Agent:
             msg = f"agent {self.name!r}: duplicate tool names {sorted(names)}"
             raise ConstructionError(msg)
 
+    def __repr__(self) -> str:
+        return f"Agent({self.name!r}, {self.model.name!r})"
+
     async def run(
         self, messages: Sequence[Message]
     ) -> Result[AgentRun, AgentError]:
         """Run the loop on *messages*; return the messages it added."""
-        history: list[Message] = []
+        return await self.converse(messages, self._tool_map)
+
+    async def converse(
+        self,
+        messages: Sequence[Message],
+        tools: Mapping[str, Tool],
+        intercept: Intercept | None = None,
+    ) -> Result[AgentRun, AgentError]:
+        """Run the loop with *tools* instead of the agent's own.
+
+        *intercept* takes some tool calls before the tools run (a swarm's
+        transfers: see :data:`pipeline._turns.Intercept`).
+        """
+        view = tuple(messages)
+        if self.history is not None:
+            selected = await self.history.select(view)
+            if not ok(selected):
+                return Failure(selected.failure())
+            view = selected.unwrap()
         if self.instructions:
-            history.append(Message.system(self.instructions))
-        history.extend(messages)
-        added: list[Message] = []
-        usage = Usage()
-        tools = {t.name: t for t in self.tools}
-        specs = tuple(t.spec for t in self.tools)
-        name = self.name
-
-        async def on_delta(delta: ModelDelta) -> None:
-            if isinstance(delta, TextDelta):
-                await emit(MessageDelta(name, delta.text))
-
-        async def on_result(call: Any, content: str, failed: bool) -> None:
-            await emit(ToolCallFinished(name, call, content, failed))
-
-        for turn in range(1, self.max_turns + 1):
-            last = turn == self.max_turns
-            request = ModelRequest(
-                tuple(history),
-                specs,
-                self.response_schema,
-                self.temperature,
-                self.max_tokens,
-                use_tools=not (last and self.on_turn_limit == "answer"),
-            )
-            answer = await self.model.generate(
-                request, on_delta=on_delta if listening() else None
-            )
-            if not ok(answer):
-                return Failure(answer.failure())
-            response = answer.unwrap()
-            message = attrs.evolve(response.message, name=name)
-            usage = usage + response.usage
-            history.append(message)
-            added.append(message)
-            await emit(MessageComplete(name, message))
-            if not message.tool_calls:
-                return Success(AgentRun(name, tuple(added), usage, turn))
-            if last:
-                return Failure(TurnLimitExceeded(name, turn, path=(name,)))
-            for call in message.tool_calls:
-                await emit(ToolCallStarted(name, call))
-            results = await run_tools(
-                message.tool_calls, tools, on_result=on_result
-            )
-            for result in results:
-                await emit(MessageComplete(name, result))
-            history.extend(results)
-            added.extend(results)
-        raise AssertionError("unreachable")  # pragma: no cover
+            view = (Message.system(self.instructions), *view)
+        loop = Loop(self, view, tools, intercept)
+        out = await _engine.run(
+            loop,
+            loop.start(),
+            None,
+            max_steps=self.max_turns + 1,
+            digest=digest(view) if current_boundary() is not None else None,
+            announce=False,
+        )
+        if not ok(out):
+            return Failure(out.failure())
+        snap = out.unwrap()
+        done = snap.state
+        return Success(
+            AgentRun(self.name, tuple(done.messages), done.usage, done.turns)
+        )
 
     def handler(self) -> Handler[Context, Context, AgentError]:
-        """This agent as a handler: runs on the context's messages and
-        appends what it added."""
-        return _lift(self)
+        """This agent as a handler (it is one already: kept for older code)."""
+        return self
 
 
 @final
@@ -247,8 +239,8 @@ def default_merge(outputs: Sequence[AgentOutput]) -> Message:
 
 
 @final
-@attrs.frozen
-class ParallelAgent:
+@attrs.frozen(eq=False, repr=False)
+class ParallelAgent(Handler[Context, Context, AgentError]):
     """Sub-agents on the same messages, concurrently; one merged answer.
 
     Built on :func:`pipeline.must`: the first failure cancels the siblings
@@ -260,6 +252,11 @@ class ParallelAgent:
     name: str
     agents: tuple[AgentLike, ...] = attrs.field(converter=_agents)
     merge: Callable[[Sequence[AgentOutput]], Message] = default_merge
+    _call: Call[Context, Context, AgentError] = attrs.field(
+        init=False,
+        alias="call",
+        default=attrs.Factory(_agent_call, takes_self=True),
+    )
 
     def __attrs_post_init__(self) -> None:
         if not self.agents:
@@ -296,8 +293,13 @@ class ParallelAgent:
         )
 
     def handler(self) -> Handler[Context, Context, AgentError]:
-        """This agent as a handler over contexts."""
-        return _lift(self)
+        """This agent as a handler (it is one already: kept for older code)."""
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.name!r}, {len(self.agents)} agents)"
+        )
 
 
 def _runner(
@@ -321,8 +323,8 @@ class _Relay:
 
 
 @final
-@attrs.frozen
-class SequentialAgent:
+@attrs.frozen(eq=False, repr=False)
+class SequentialAgent(Handler[Context, Context, AgentError]):
     """Sub-agents one after another, each seeing what came before.
 
     Agent *i* sees the original messages, every message the agents before
@@ -334,6 +336,11 @@ class SequentialAgent:
     name: str
     agents: tuple[AgentLike, ...] = attrs.field(converter=_agents)
     handoff: str = HANDOFF_MESSAGE
+    _call: Call[Context, Context, AgentError] = attrs.field(
+        init=False,
+        alias="call",
+        default=attrs.Factory(_agent_call, takes_self=True),
+    )
 
     def __attrs_post_init__(self) -> None:
         if not self.agents:
@@ -376,8 +383,13 @@ class SequentialAgent:
         return Handler(step, agent.name)
 
     def handler(self) -> Handler[Context, Context, AgentError]:
-        """This agent as a handler over contexts."""
-        return _lift(self)
+        """This agent as a handler (it is one already: kept for older code)."""
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.name!r}, {len(self.agents)} agents)"
+        )
 
 
 class AgentFailed(Exception):  # raised inside a tool: becomes its error result

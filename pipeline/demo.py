@@ -167,7 +167,12 @@ async def graph_demo() -> None:
             )
         print(
             "checkpoints:",
-            [f"v{s.version}:{s.node}" for s in history],
+            [
+                f"v{s.version}:{'+'.join(s.next)} (turn)"
+                if s.progress
+                else f"v{s.version}:{s.node}"
+                for s in history
+            ],
             "bytes:",
             sizes,
         )

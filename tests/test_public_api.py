@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import subprocess
 import sys
 
@@ -17,7 +18,9 @@ PUBLIC_MODULES = [
     "pipeline.agents",
     "pipeline.errors",
     "pipeline.events",
+    "pipeline.fold",
     "pipeline.graph",
+    "pipeline.history",
     "pipeline.llm",
     "pipeline.middleware",
     "pipeline.models",
@@ -75,7 +78,7 @@ def test_demo_runs_offline() -> None:
     assert "[billing]" in out.stdout
     assert "[tech]" in out.stdout
     assert "at parse_amount" in out.stdout
-    assert "paused at v2: Issue the refund?" in out.stdout
+    assert re.search(r"paused at v\d+: Issue the refund\?", out.stdout)
     assert "resumed to done: topic='billing', approved=True" in out.stdout
 
 

@@ -25,7 +25,7 @@ import hashlib
 import json
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, TypeVar, cast, get_origin
+from typing import Any, Generic, TypeVar, cast, final, get_origin
 
 import attrs
 import cattrs
@@ -67,6 +67,7 @@ def _extends(old: PVector[Any], new: PVector[Any]) -> bool:
     return bool(new[:n] == old)
 
 
+@final
 class Codec(Generic[S]):
     """Encodes snapshots of state type *S* to records and back."""
 
@@ -111,10 +112,11 @@ class Codec(Generic[S]):
         }
         # The node that just ran is what the parent said comes next: stored
         # only when it cannot be derived (a chain's first record, progress).
-        if snap.node is not None and (
-            parent is None or snap.node != "+".join(parent.next)
-        ):
-            doc["node"] = snap.node
+        if parent is None:
+            if snap.node is not None:
+                doc["node"] = snap.node
+        elif snap.node != "+".join(parent.next):
+            doc["node"] = snap.node  # None too: a progress record, say
         if snap.join is not None:
             doc["join"] = snap.join
         if snap.status is not Status.RUNNING:
@@ -277,14 +279,16 @@ class Codec(Generic[S]):
         except STRUCTURE_ERRORS as exc:
             return Failure(CheckpointDecodeError("$.state", _why(exc)))
         head = docs[-1]
-        node = head.get("node")
-        if node is None and len(docs) > 1:
-            previous = docs[-2]["next"]
-            if not all(isinstance(n, str) for n in previous):
-                return Failure(
-                    CheckpointDecodeError("$.next", "not a list of names")
-                )
-            node = "+".join(previous)
+        node = head.get("node", _ABSENT)
+        if node is _ABSENT:
+            node = None
+            if len(docs) > 1:
+                previous = docs[-2]["next"]
+                if not all(isinstance(n, str) for n in previous):
+                    return Failure(
+                        CheckpointDecodeError("$.next", "not a list of names")
+                    )
+                node = "+".join(previous)
         try:
             pending = None
             if "pending" in head:
@@ -361,7 +365,7 @@ _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "fp": str,
     "next": list,
     "step": int,
-    "node": str,
+    "node": (str, type(None)),
     "join": str,
     "status": str,
     "pending": dict,

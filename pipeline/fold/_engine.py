@@ -26,6 +26,7 @@ from .._eventtypes import (
     NodeStarted,
     Stopped,
 )
+from .._serde import canonical, checksum
 from ..errors import (
     IncompatibleGraph,
     RunPaused,
@@ -157,15 +158,20 @@ async def run(
     store: CheckpointStore | None = None,
     hooks: Hooks[S] = NO_HOOKS,
     max_steps: int,
+    digest: str | None = None,
+    announce: bool = True,
 ) -> Result[Snapshot[S], Any]:
     """Fold *machine* from its admission snapshot *snap*.
 
     With a *store*, the admission record (version 0) is committed first,
     then one record per step, each before the next step starts.  Without
     one, inside the step of a journaled fold, the run nests in it (and
-    continues from what it saved there before, when that step is resumed).
+    continues from what it saved there before, when that step is resumed
+    on the same input: *digest* identifies the input, by default the
+    admission snapshot's own).  *announce*: whether a listening stream
+    gets the engine's events (an agent's loop has events of its own).
     """
-    on_event = sink(hooks.on_event)
+    on_event = sink(hooks.on_event) if announce else hooks.on_event
     journal: Journal[S] | None = None
     answer: str | None = None
     if store is not None:
@@ -178,7 +184,13 @@ async def run(
     else:
         boundary = current_boundary()
         if boundary is not None:
-            opened = NestedJournal.open(boundary, machine.name, machine.codec)
+            if digest is None:
+                digest = checksum(
+                    canonical(machine.codec.document(snap, None))
+                )[:16]
+            opened = NestedJournal.open(
+                boundary, machine.name, machine.codec, digest
+            )
             if type(opened) is not Success:
                 return Failure(opened.failure())
             nested = opened.unwrap()
@@ -196,7 +208,9 @@ async def run(
                 if restored.status is Status.INTERRUPTED:
                     answer = boundary.answer
                 snap = _running(restored)
-                nested.last = snap
+            # The start of a nested run is not a record of its own: its
+            # first step's record is its root.
+            nested.last = snap
     return await drive(
         machine, snap, journal, context, hooks, on_event, max_steps, answer
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextvars
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, final
 from urllib.parse import quote
 
 import anyio
@@ -71,6 +71,7 @@ def branch_key(name: str) -> str:
     return f"b:{quote(name, safe='')}"
 
 
+@final
 class Boundary:
     """The step in flight of a journaled fold, as the folds nested in it see it.
 
@@ -86,6 +87,7 @@ class Boundary:
         "_prefix",
         "_root",
         "_starts",
+        "_up",
         "answer",
         "paused",
         "progress",
@@ -100,10 +102,12 @@ class Boundary:
         answer: str | None,
         prefix: str = "",
         root: Boundary | None = None,
+        up: Boundary | None = None,
     ) -> None:
         self._journal = journal
         self._prefix = prefix
         self._root = root or self
+        self._up = up
         self._starts: dict[str, int] = {}
         self.saved = saved
         self.answer = answer
@@ -116,11 +120,18 @@ class Boundary:
         """The enclosing thread (for naming nested snapshots)."""
         return self._journal.thread_id
 
-    def claim(self, name: str) -> str:
-        """The key of the next fold named *name* to start in this step."""
+    def claim(self, name: str, digest: str = "") -> str:
+        """The key of the next fold named *name* to start in this step.
+
+        *digest* identifies the fold's input: a step that runs again after
+        a crash may start a fold on another input (an agent turn's model
+        may ask for another tool call), and that fold must start afresh
+        rather than continue what the first input began.
+        """
         k = self._starts.get(name, 0)
         self._starts[name] = k + 1
-        return fold_key(name, k)
+        key = fold_key(name, k)
+        return f"{key}@{digest}" if digest else key
 
     def docs(self, key: str) -> tuple[Any, ...]:
         """The documents saved under *key* (oldest first)."""
@@ -138,8 +149,12 @@ class Boundary:
         return out
 
     def pause(self, question: str) -> None:
-        """Note that a nested fold paused for *question*."""
-        self._root.paused = question
+        """Note that a nested fold paused for *question* (and tell the
+        boundary this one's journal nests in, if any)."""
+        root = self._root
+        root.paused = question
+        if root._up is not None:
+            root._up.pause(question)
 
     def branch(self, name: str) -> Boundary:
         """The boundary a fan-out branch's nested folds see."""
@@ -190,7 +205,7 @@ class Journal(Generic[S]):
         Its version and parent are set to follow the last record (progress
         records may have moved the head since the step started).
         """
-        last = self.last
+        last = self.last if self.head is not None else None
         version = 0 if self.head is None else self.head + 1
         parent = None if last is None else last.version
         if snap.version != version or snap.parent != parent:
@@ -232,6 +247,7 @@ class Journal(Generic[S]):
             return Success(None)
 
 
+@final
 class ThreadJournal(Journal[S]):
     """Commits to a thread of a store (compare-and-set on its head)."""
 
@@ -263,6 +279,7 @@ class ThreadJournal(Journal[S]):
             await self.sink(CheckpointSaved(snap.thread_id, snap.version))
 
 
+@final
 class NestedJournal(Journal[S]):
     """Commits as progress of the step in flight of an enclosing fold."""
 
@@ -294,22 +311,109 @@ class NestedJournal(Journal[S]):
 
     @classmethod
     def open(
-        cls, boundary: Boundary, name: str, codec: Codec[S]
+        cls,
+        boundary: Boundary,
+        name: str,
+        codec: Codec[S],
+        digest: str = "",
+        base: Snapshot[S] | None = None,
     ) -> Result[NestedJournal[S], Any]:
-        """Claim the next key for *name*; restore what it saved before."""
-        key = boundary.claim(name)
+        """Claim the next key for *name*; restore what it saved before.
+
+        With a *base* (a snapshot every attempt starts from, as a handler's
+        input), records are deltas against it: it is the journal's virtual
+        version -1, never written.
+        """
+        key = boundary.claim(name, digest)
         docs = boundary.docs(key)
-        if not docs:
-            return Success(cls(boundary, key, codec, None))
         for doc in docs:
             checked = check_document(doc)
             if type(checked) is not Success:
                 return Failure(checked.failure())
+        if not docs:
+            journal = cls(boundary, key, codec, base)
+            if base is not None:
+                journal.head = -1
+            return Success(journal)
         thread = f"{boundary.thread_id}/{key}"
         version = len(docs) - 1
+        chain = docs if base is None else (codec.document(base, None), *docs)
         restored = codec.rebuild(
-            docs, thread, version, version - 1 if version else None
+            chain, thread, version, version - 1 if version else None
         )
         if type(restored) is not Success:
             return Failure(restored.failure())
         return Success(cls(boundary, key, codec, restored.unwrap()))
+
+
+@final
+class Cell(Generic[S]):
+    """A value that the folds nested in a handler save along with theirs.
+
+    An agent node's state tools change its state while the agent's turns
+    are committed; the state must be committed with them, or a resumed
+    node would see the turns but not their writes.  ``Cell.open`` claims a
+    key in the current boundary (if any) and restores the value saved
+    there; :meth:`enter` makes the folds started next save through the
+    cell, each of their records carrying the cell's current value.
+    Without a boundary the cell is a plain holder.
+    """
+
+    __slots__ = ("_boundary", "_journal", "value")
+
+    def __init__(
+        self,
+        value: S,
+        journal: NestedJournal[S] | None,
+        boundary: Boundary | None,
+    ) -> None:
+        self.value = value
+        self._journal = journal
+        self._boundary = boundary
+
+    @classmethod
+    def open(
+        cls, name: str, codec: Codec[S], initial: S
+    ) -> Result[Cell[S], Any]:
+        """A cell for the handler *name*, restored if it saved before."""
+        parent = current_boundary()
+        if parent is None:
+            return Success(cls(initial, None, None))
+        base: Snapshot[S] = Snapshot(
+            parent.thread_id, -1, None, initial, None, (name,), None, 0, "cell"
+        )
+        opened = NestedJournal.open(parent, name, codec, base=base)
+        if type(opened) is not Success:
+            return Failure(opened.failure())
+        journal = opened.unwrap()
+        restored = journal.last
+        assert restored is not None  # noqa: S101  # the base at least
+        if restored is not base:
+            restored = attrs.evolve(
+                base,
+                version=restored.version,
+                state=restored.state,
+                progress=restored.progress,
+            )
+            journal.last = restored
+        cell = cls(restored.state, journal, None)
+        cell._boundary = Boundary(
+            journal, restored.progress, parent.answer, up=parent
+        )
+        cell._boundary.track = cell.current
+        return Success(cell)
+
+    def current(self) -> S:
+        """The value now."""
+        return self.value
+
+    def enter(self) -> contextvars.Token[Boundary | None] | None:
+        """Make nested folds save through this cell (undo with :meth:`leave`)."""
+        if self._boundary is None:
+            return None
+        return enter(self._boundary)
+
+    def leave(self, token: contextvars.Token[Boundary | None] | None) -> None:
+        """Undo :meth:`enter`."""
+        if token is not None:
+            leave(token)

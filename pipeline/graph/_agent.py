@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import typing
-
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -13,108 +11,16 @@ from returns.result import Failure, Result, Success
 
 from .._context import Message
 from .._handler import Handler, ok
-from .._serde import STRUCTURE_ERRORS, canonical, make_converter
+from .._state_tools import state_tools
 from ..agents import Agent, AgentError, AgentLike, AgentRun
-from ..tools import Tool, _Param
+from ..fold._codec import Codec
+from ..fold._journal import Cell
+from ..tools import Tool
 
 
 S = TypeVar("S")
 
-_CONVERTER = make_converter()
-
 __all__ = ("agent_node", "state_tools")
-
-
-class StateToolError(Exception):
-    """A state tool was misused; the model sees the message."""
-
-
-def state_tools(
-    cell: list[Any], state_type: type[Any], fields: Sequence[str] | None = None
-) -> tuple[Tool, Tool]:
-    """``read_state`` and ``write_state`` over ``cell[0]``, a typed attrs state.
-
-    Only *fields* (default: every field that is not an append-only vector)
-    are visible.  Writes are decoded into the field's declared type; a wrong
-    type is an error result naming the field and the type, and the state is
-    left as it was.
-    """
-    hints = typing.get_type_hints(state_type)
-    names = tuple(
-        f.name
-        for f in attrs.fields(state_type)
-        if (fields is None and not _is_log(hints.get(f.name)))
-        or (fields is not None and f.name in fields)
-    )
-
-    def _check(field: str) -> None:
-        if field not in names:
-            msg = f"no state field {field!r}; fields: {list(names)}"
-            raise StateToolError(msg)
-
-    def read_state(field: str) -> str:
-        _check(field)
-        return canonical(
-            _CONVERTER.unstructure(getattr(cell[0], field))
-        ).decode()
-
-    def write_state(field: str, value: Any) -> str:
-        _check(field)
-        kind = hints[field]
-        try:
-            typed = _CONVERTER.structure(value, kind)
-        except STRUCTURE_ERRORS as exc:
-            msg = f"state field {field!r} holds {_name(kind)}; the value does not fit ({type(exc).__name__})"
-            raise StateToolError(msg) from None
-        alias = next(
-            f.alias or f.name
-            for f in attrs.fields(state_type)
-            if f.name == field
-        )
-        cell[0] = attrs.evolve(cell[0], **{alias: typed})
-        return f"state[{field!r}] updated"
-
-    field_schema = {
-        "type": "string",
-        "enum": list(names),
-        "description": "The state field",
-    }
-    read = Tool(
-        "read_state",
-        "Read a field of the shared graph state.",
-        {
-            "type": "object",
-            "properties": {"field": field_schema},
-            "required": ["field"],
-            "additionalProperties": False,
-        },
-        read_state,
-        (_Param("field", str, True, None),),
-    )
-    write = Tool(
-        "write_state",
-        "Write a field of the shared graph state (the value must fit the field's type).",
-        {
-            "type": "object",
-            "properties": {
-                "field": field_schema,
-                "value": {"description": "The new value"},
-            },
-            "required": ["field", "value"],
-            "additionalProperties": False,
-        },
-        write_state,
-        (_Param("field", str, True, None), _Param("value", Any, True, None)),
-    )
-    return read, write
-
-
-def _is_log(t: Any) -> bool:
-    return getattr(t, "__origin__", None) is not None and "PVector" in str(t)
-
-
-def _name(t: Any) -> str:
-    return getattr(t, "__name__", None) or str(t).replace("typing.", "")
 
 
 def agent_node(
@@ -132,21 +38,49 @@ def agent_node(
     run back in (say, appending its messages).  When *agent* is an
     :class:`~pipeline.agents.Agent` and the state an attrs class, it also
     gets ``read_state``/``write_state`` tools over *fields* (writes are
-    typed: see :func:`state_tools`); *update* receives the state as the
-    tools left it.
+    typed: see :func:`state_tools`; the agent's own tools override them by
+    name); *update* receives the state as the tools left it.
+
+    Inside a checkpointed run every turn is a record, and the state the
+    tools left is committed with it: a resumed node continues the
+    conversation with the writes of its committed turns.
     """
+    label = name or agent.name
+    codecs: list[Codec[Any]] = []
+
+    def codec_for(kind: type[Any]) -> Codec[Any]:
+        if not codecs:
+            codecs.append(Codec(kind))
+        return codecs[0]
 
     async def run_agent_node(state: S) -> Result[S, AgentError]:
-        cell: list[Any] = [state]
-        runner: AgentLike = agent
         kind = state_type or type(state)
-        if isinstance(agent, Agent) and attrs.has(kind):
-            runner = attrs.evolve(
-                agent, tools=(*agent.tools, *state_tools(cell, kind, fields))
-            )
-        out = await runner.run(messages(state))
+        tooled = isinstance(agent, Agent) and attrs.has(kind)
+        if not tooled:
+            out = await agent.run(messages(state))
+            if not ok(out):
+                return Failure(out.failure())
+            return Success(update(state, out.unwrap()))
+        assert isinstance(agent, Agent)  # noqa: S101  # tooled
+        opened = Cell.open(label, codec_for(kind), state)
+        if not ok(opened):
+            return Failure(opened.failure())
+        cell = opened.unwrap()
+        tools: dict[str, Tool] = {
+            t.name: t for t in state_tools(cell, kind, fields)
+        }
+        tools.update(_own(agent))
+        token = cell.enter()
+        try:
+            out = await agent.converse(messages(state), tools)
+        finally:
+            cell.leave(token)
         if not ok(out):
             return Failure(out.failure())
-        return Success(update(cell[0], out.unwrap()))
+        return Success(update(cell.value, out.unwrap()))
 
-    return Handler(run_agent_node, name or agent.name)
+    return Handler(run_agent_node, label)
+
+
+def _own(agent: Agent) -> Mapping[str, Tool]:
+    return {t.name: t for t in agent.tools}

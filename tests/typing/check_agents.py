@@ -9,8 +9,13 @@ from typing import assert_type
 from returns.result import Result
 
 from pipeline import Context, Handler, Message, switch
-from pipeline.agents import Agent, AgentRun, ParallelAgent, TurnLimitExceeded
-from pipeline.errors import PipelineError
+from pipeline.agents import (
+    Agent,
+    AgentRun,
+    ParallelAgent,
+    TurnLimitExceeded,
+)
+from pipeline.errors import HistoryBudgetExceeded, PipelineError
 from pipeline.events import EventStream, stream
 from pipeline.llm import BadVerdict, PolicyViolation, llm_condition, policy
 from pipeline.models import Model, ModelError
@@ -30,7 +35,12 @@ async def lookup(key: str) -> str:
 assert_type(lookup, Tool)
 agent = Agent("a", model, tools=[lookup])
 assert_type(
-    agent.handler(), Handler[Context, Context, ModelError | TurnLimitExceeded]
+    agent.handler(),
+    Handler[
+        Context,
+        Context,
+        ModelError | TurnLimitExceeded | HistoryBudgetExceeded,
+    ],
 )
 Agent("a", model, tools=["not a tool"])  # type: ignore[list-item]
 Agent("a", "not a model")  # type: ignore[arg-type]
@@ -39,9 +49,19 @@ ParallelAgent("p", [agent, 3])  # type: ignore[list-item]
 
 async def use() -> None:
     run = await agent.run([Message.user("hi")])
-    assert_type(run, Result[AgentRun, ModelError | TurnLimitExceeded])
+    assert_type(
+        run,
+        Result[
+            AgentRun, ModelError | TurnLimitExceeded | HistoryBudgetExceeded
+        ],
+    )
     events = stream(agent.handler(), Context())
-    assert_type(events, EventStream[Context, ModelError | TurnLimitExceeded])
+    assert_type(
+        events,
+        EventStream[
+            Context, ModelError | TurnLimitExceeded | HistoryBudgetExceeded
+        ],
+    )
     stream(agent.handler(), "not a context")  # type: ignore[misc]
     await agent.run("not a list of messages")  # type: ignore[arg-type]
 

@@ -1,0 +1,217 @@
+"""The agent loop as a fold: one step is one turn.
+
+A turn is a model call and the tool calls its reply asks for; the state is
+what the run added so far (:class:`Turns`).  Outside a checkpointed run the
+engine just loops; inside one (an agent node of a checkpointed graph, a
+swarm agent), every turn is a record, so a tool call whose result was
+committed never runs again and a crash loses at most the turn in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, final
+
+import attrs
+
+from pyrsistent import PVector, pvector
+from returns.result import Failure
+
+from ._context import Message, ToolCall, Usage
+from ._serde import canonical, checksum, make_converter
+from .errors import PipelineError
+from .events import (
+    MessageComplete,
+    MessageDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    emit,
+    listening,
+)
+from .fold._codec import Codec
+from .fold._model import Snapshot, Status
+from .models._types import ModelDelta, ModelRequest, TextDelta
+from .tools import Tool, run_tools
+
+
+if TYPE_CHECKING:
+    from .agents import Agent
+
+__all__ = ("Intercept", "Loop", "TurnLimitExceeded", "Turns")
+
+
+@final
+@attrs.frozen
+class TurnLimitExceeded(PipelineError):
+    """The model still wanted tools when the agent's turn limit was reached."""
+
+    agent: str
+    turns: int
+
+    def __str__(self) -> str:
+        return f"agent {self.agent!r} still calling tools after {self.turns} turns"
+
+
+@final
+@attrs.frozen
+class Turns:
+    """What one run of an agent added so far: the fold's state."""
+
+    messages: PVector[Message] = attrs.field(factory=pvector)
+    usage: Usage = Usage()
+    turns: int = 0
+
+
+CODEC: Codec[Turns] = Codec(Turns)
+_CONVERTER = make_converter()
+
+Intercept: TypeAlias = Callable[
+    [Sequence[ToolCall]], tuple[Mapping[int, tuple[str, bool]], bool]
+]
+"""Takes some of a reply's tool calls before the tools run (a swarm's
+transfers): their results by call index, ``(content, is_error)``, and
+whether the loop ends after this turn."""
+
+_RUNNING = Status.RUNNING
+_DONE = Status.DONE
+
+
+def digest(view: Sequence[Message]) -> str:
+    """Identifies an agent run's input (see :meth:`Boundary.claim`)."""
+    return checksum(canonical([_CONVERTER.unstructure(m) for m in view]))[:16]
+
+
+@final
+class Loop:
+    """One run of an agent's loop: its view, tools and options, as a machine."""
+
+    __slots__ = (
+        "agent",
+        "fingerprint",
+        "intercept",
+        "name",
+        "specs",
+        "tools",
+        "view",
+    )
+
+    codec = CODEC
+
+    def __init__(
+        self,
+        agent: Agent,
+        view: tuple[Message, ...],
+        tools: Mapping[str, Tool],
+        intercept: Intercept | None = None,
+    ) -> None:
+        self.agent = agent
+        self.name = agent.name
+        self.fingerprint = f"agent:{agent.name}"
+        self.view = view
+        self.tools = tools
+        self.specs = tuple(t.spec for t in tools.values())
+        self.intercept = intercept
+
+    def start(self) -> Snapshot[Turns]:
+        """The snapshot before the first turn."""
+        return Snapshot(
+            self.name, 0, None, Turns(), None, (self.name,), None, 0,
+            self.fingerprint,
+        )  # fmt: skip
+
+    def gated(self, snap: Snapshot[Turns], /) -> bool:  # noqa: ARG002
+        """Agents have no gates."""
+        return False
+
+    async def step(self, snap: Snapshot[Turns], _: object, /) -> Any:
+        """One turn: ask the model; run the tools it asks for."""
+        agent = self.agent
+        name = self.name
+        progress = snap.state
+        turn = progress.turns + 1
+        last = turn >= agent.max_turns
+        history = self.view + tuple(progress.messages)
+        request = ModelRequest(
+            history,
+            self.specs,
+            agent.response_schema,
+            agent.temperature,
+            agent.max_tokens,
+            use_tools=not (last and agent.on_turn_limit == "answer"),
+        )
+        answer = await agent.model.generate(
+            request, on_delta=_on_delta(name) if listening() else None
+        )
+        if type(answer) is Failure:
+            return answer
+        response = answer.unwrap()
+        message = attrs.evolve(response.message, name=name)
+        usage = progress.usage + response.usage
+        await emit(MessageComplete(name, message))
+        calls = message.tool_calls
+        if not calls:
+            done = Turns(progress.messages.append(message), usage, turn)
+            return self._next(snap, done, stop=True)
+        if last:
+            return Failure(TurnLimitExceeded(name, turn, path=(name,)))
+        for call in calls:
+            await emit(ToolCallStarted(name, call))
+        results, stop = await self._tools(calls)
+        for result in results:
+            await emit(MessageComplete(name, result))
+        done = Turns(
+            progress.messages.append(message).extend(results), usage, turn
+        )
+        return self._next(snap, done, stop=stop)
+
+    def _next(
+        self, snap: Snapshot[Turns], state: Turns, *, stop: bool
+    ) -> Snapshot[Turns]:
+        return Snapshot(
+            snap.thread_id,
+            snap.version + 1,
+            snap.version,
+            state,
+            self.name,
+            () if stop else (self.name,),
+            None,
+            snap.step + 1,
+            self.fingerprint,
+            _DONE if stop else _RUNNING,
+        )
+
+    async def _tools(
+        self, calls: tuple[ToolCall, ...]
+    ) -> tuple[tuple[Message, ...], bool]:
+        name = self.name
+
+        async def on_result(
+            call: ToolCall, content: str, failed: bool
+        ) -> None:
+            await emit(ToolCallFinished(name, call, content, failed))
+
+        if self.intercept is None:
+            results = await run_tools(calls, self.tools, on_result=on_result)
+            return results, False
+        taken, stop = self.intercept(calls)
+        rest = [c for i, c in enumerate(calls) if i not in taken]
+        ran = iter(await run_tools(rest, self.tools, on_result=on_result))
+        out: list[Message] = []
+        for i, call in enumerate(calls):
+            if i in taken:
+                content, failed = taken[i]
+                out.append(
+                    Message.tool(content, tool_call_id=call.id, name=call.name)
+                )
+                await on_result(call, content, failed)
+            else:
+                out.append(next(ran))
+        return tuple(out), stop
+
+
+def _on_delta(name: str) -> Callable[[ModelDelta], Any]:
+    async def on_delta(delta: ModelDelta) -> None:
+        if isinstance(delta, TextDelta):
+            await emit(MessageDelta(name, delta.text))
+
+    return on_delta
