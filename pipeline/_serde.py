@@ -68,6 +68,12 @@ def _strict(kind: type, *accept: type) -> Callable[[Any, Any], Any]:
     return structure
 
 
+def _none(value: Any, _: Any) -> None:
+    if value is not None:
+        msg = f"expected null, got {type(value).__name__}"
+        raise TypeError(msg)
+
+
 def _is_pvector(t: Any) -> bool:
     return t is PVector or get_origin(t) is PVector
 
@@ -90,6 +96,7 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(float, _strict(float, int, float))
     conv.register_structure_hook(str, _strict(str))
     conv.register_structure_hook(bool, _strict(bool))
+    conv.register_structure_hook(type(None), _none)
 
     def pvector_structure(t: Any) -> Callable[[Any, Any], Any]:
         args = get_args(t)

@@ -180,15 +180,18 @@ class Agent(Handler[Context, Context, AgentError]):
         messages: Sequence[Message],
         tools: Mapping[str, Tool],
         intercept: Intercept | None = None,
+        history: HistoryPolicy | None = None,
     ) -> Result[AgentRun, AgentError]:
         """Run the loop with *tools* instead of the agent's own.
 
         *intercept* takes some tool calls before the tools run (a swarm's
-        transfers: see :data:`pipeline._turns.Intercept`).
+        transfers: see :data:`pipeline._turns.Intercept`); *history*
+        replaces the agent's own history policy.
         """
         view = tuple(messages)
-        if self.history is not None:
-            selected = await self.history.select(view)
+        policy = history or self.history
+        if policy is not None:
+            selected = await policy.select(view)
             if not ok(selected):
                 return Failure(selected.failure())
             view = selected.unwrap()

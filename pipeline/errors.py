@@ -43,6 +43,7 @@ __all__ = (
     "RunStopped",
     "SnapshotNotFound",
     "StepLimitExceeded",
+    "SwarmDefects",
     "TimedOut",
     "UnknownRoute",
     "format_path",
@@ -183,6 +184,16 @@ class GraphDefects(ValueError):
         self.defects = tuple(defects)
         lines = "\n".join(f"  - {d}" for d in self.defects)
         super().__init__(f"{len(self.defects)} graph defect(s):\n{lines}")
+
+
+@final
+class SwarmDefects(ValueError):
+    """A swarm could not be built; *defects* lists every problem found."""
+
+    def __init__(self, defects: Sequence[GraphDefect]) -> None:
+        self.defects = tuple(defects)
+        lines = "\n".join(f"  - {d}" for d in self.defects)
+        super().__init__(f"{len(self.defects)} swarm defect(s):\n{lines}")
 
 
 @final

@@ -115,10 +115,14 @@ class ToolCallFinished:
 @final
 @attrs.frozen
 class Handoff:
-    """A swarm moved the conversation from one agent to another."""
+    """A swarm moved the conversation from one agent to another.
+
+    *count* is this handoff's number in the run (1 for the first).
+    """
 
     source: str
     target: str
+    count: int
 
 
 @final

@@ -1,0 +1,135 @@
+"""Describing a swarm: an immutable builder whose ``build()`` validates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
+
+import attrs
+
+from ..errors import SwarmDefects
+from ..fold._model import Gate, Observer
+from ._checks import Plan, defects
+from ._machine import HandoffObserver, SwarmMachine
+from ._model import Limits, Member, SwarmState
+from ._swarm import Swarm
+
+
+if TYPE_CHECKING:
+    from ..agents import Agent
+    from ..history import HistoryPolicy
+
+
+T = TypeVar("T")
+
+
+@final
+@attrs.frozen
+class Builder(Generic[T]):
+    """An immutable swarm description; :meth:`build` validates it.
+
+    >>> from pipeline import swarm
+    >>> b = swarm.builder()   # no typed state; swarm.builder(state=...) for one
+    """
+
+    initial: T
+    state_type: type[Any]
+    _members: tuple[Member, ...] = ()
+    _entry: str | None = None
+    _limits: Limits = Limits()
+    _gates: tuple[Gate[SwarmState[T]], ...] = ()
+    _observers: tuple[Observer[SwarmState[T]], ...] = ()
+    _after: tuple[HandoffObserver[T], ...] = ()
+
+    def agent(
+        self,
+        name: str,
+        agent: Agent,
+        *,
+        description: str | None = None,
+        handoffs: Sequence[str] = (),
+        history: HistoryPolicy | None = None,
+    ) -> Builder[T]:
+        """Add *agent* under *name*.
+
+        *handoffs* lists the agents it may transfer to: it is offered a
+        ``transfer_to_<name>`` tool for each, described by that agent's
+        *description* (default: the agent's own, else "Transfer the
+        conversation to the "<name>" agent.").  *history* selects what it
+        sees of the conversation each time it takes over (default: the
+        agent's own policy, else everything).
+        """
+        member = Member(
+            name,
+            agent,
+            agent.description if description is None else description,
+            tuple(handoffs),
+            history,
+        )
+        return attrs.evolve(self, members=(*self._members, member))
+
+    def entry(self, name: str) -> Builder[T]:
+        """The agent that answers first."""
+        return attrs.evolve(self, entry=name)
+
+    def limits(self, limits: Limits) -> Builder[T]:
+        """The swarm's limits (:class:`Limits`)."""
+        return attrs.evolve(self, limits=limits)
+
+    def before_handoff(self, *gates: Gate[SwarmState[T]]) -> Builder[T]:
+        """Ask *gates* before every handoff: continue, stop or interrupt.
+
+        A gate sees the agent handing over (*source*), the one taking over
+        (*targets[0]*) and the state; a run's own ``gates=`` come after.
+        """
+        return attrs.evolve(self, gates=(*self._gates, *gates))
+
+    def after_handoff(self, *observers: HandoffObserver[T]) -> Builder[T]:
+        """Tell *observers* about every handoff as it takes effect."""
+        return attrs.evolve(self, after=(*self._after, *observers))
+
+    def observe(self, *observers: Observer[SwarmState[T]]) -> Builder[T]:
+        """Show *observers* every snapshot of every run, once committed."""
+        return attrs.evolve(self, observers=(*self._observers, *observers))
+
+    def build(self, *, version: str = "1", name: str = "swarm") -> Swarm[T]:
+        """Validate and freeze the swarm.
+
+        *version* is folded into the fingerprint (bump it when old
+        checkpoints must not resume across a change); *name* is the swarm's
+        name as a handler.
+
+        Raises:
+            SwarmDefects: listing every structural defect found, at once.
+        """
+        found = defects(Plan(self._members, self._entry))
+        if found:
+            raise SwarmDefects(found)
+        assert self._entry is not None  # noqa: S101  # validated
+        machine: SwarmMachine[T] = SwarmMachine.make(
+            name,
+            {m.name: m for m in self._members},
+            self._entry,
+            self.state_type,
+            self._after,
+            version,
+        )
+        return Swarm.make(
+            machine, self.initial, self._limits, self._gates, self._observers
+        )
+
+
+@overload
+def builder() -> Builder[None]: ...
+@overload
+def builder(*, state: T) -> Builder[T]: ...
+
+
+def builder(*, state: Any = None) -> Builder[Any]:
+    """Start describing a swarm; *state* is the typed state its agents share.
+
+    With a *state* (an attrs instance), every agent gets ``read_state`` and
+    ``write_state`` tools over it, and runs start from it (``run(...,
+    state=...)`` starts elsewhere).
+    """
+    return Builder(state, type(state))

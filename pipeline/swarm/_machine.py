@@ -1,0 +1,189 @@
+"""The swarm's step: one agent's turn at the conversation.
+
+A step runs the agent the snapshot says comes next.  If that is not the
+agent that held the conversation, the step begins with the handoff (the
+count goes up, a ``Handoff`` event, the after-handoff observers).  The
+agent sees what its history policy selects of the full history, with its
+transfer tools (unless the limit is reached), the state tools (when the
+swarm has a typed state) and its own tools; an accepted transfer ends its
+turn and names the next agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Generic, TypeAlias, TypeVar, final
+
+import attrs
+
+from returns.result import Success
+
+from .._context import Context
+from .._serde import canonical, checksum
+from .._state_tools import state_tools
+from ..events import Handoff, emit
+from ..fold._codec import Codec
+from ..fold._journal import current_boundary
+from ..fold._model import Snapshot, Status, Transition
+from ..tools import Tool
+from ._model import Limits, Member, SwarmState
+from ._transfer import Transfers, transfer_tool
+
+
+T = TypeVar("T")
+
+HandoffObserver: TypeAlias = Callable[
+    [Transition[SwarmState[T]]], Awaitable[None]
+]
+"""Sees a handoff as it takes effect: *source* handed over to *targets[0]*;
+*state* already names the new agent and counts the handoff."""
+
+_RUNNING = Status.RUNNING
+_DONE = Status.DONE
+
+
+@final
+class _Cell:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+@final
+@attrs.frozen(eq=False)
+class SwarmMachine(Generic[T]):
+    """A validated swarm's transition function, for the fold engine.
+
+    Immutable: make one with :meth:`make`.
+    """
+
+    name: str
+    members: Mapping[str, Member]
+    entry: str
+    state_type: type[Any]
+    typed: bool
+    transfers: Mapping[str, Mapping[str, Tool]]
+    after_handoff: tuple[HandoffObserver[T], ...]
+    codec: Codec[SwarmState[T]]
+    fingerprint: str
+
+    @classmethod
+    def make(
+        cls,
+        name: str,
+        members: Mapping[str, Member],
+        entry: str,
+        state_type: type[Any],
+        after_handoff: tuple[HandoffObserver[T], ...],
+        version: str,
+    ) -> SwarmMachine[T]:
+        """Precompute each agent's transfer tools; fingerprint the shape."""
+        shape = {
+            "entry": entry,
+            "version": version,
+            "agents": sorted(
+                [m.name, list(m.handoffs)] for m in members.values()
+            ),
+        }
+        transfers = {
+            m.name: MappingProxyType(
+                {
+                    tool.name: tool
+                    for tool in (transfer_tool(members[t]) for t in m.handoffs)
+                }
+            )
+            for m in members.values()
+        }
+        return cls(
+            name,
+            MappingProxyType(dict(members)),
+            entry,
+            state_type,
+            state_type is not type(None) and attrs.has(state_type),
+            MappingProxyType(transfers),
+            after_handoff,
+            Codec(SwarmState[state_type]),  # type: ignore[valid-type]
+            checksum(canonical(shape))[:16],
+        )
+
+    def gated(self, snap: Snapshot[SwarmState[T]], /) -> bool:
+        """Gates see handoffs (every transition after the first turn)."""
+        return snap.node is not None
+
+    def start(
+        self, ctx: Context, state: T, thread_id: str
+    ) -> Snapshot[SwarmState[T]]:
+        """The admission snapshot: the entry agent is about to answer *ctx*."""
+        return Snapshot(
+            thread_id,
+            0,
+            None,
+            SwarmState(self.entry, state, ctx.messages, ctx.with_messages(())),
+            None,
+            (self.entry,),
+            None,
+            0,
+            self.fingerprint,
+        )
+
+    async def step(
+        self, snap: Snapshot[SwarmState[T]], limits: Limits, /
+    ) -> Any:
+        """One agent's turn at the conversation (after a handoff, if any)."""
+        st = snap.state
+        target = snap.next[0]
+        if target != st.active:
+            source = st.active
+            st = attrs.evolve(st, active=target, handoffs=st.handoffs + 1)
+            await emit(Handoff(source, target, st.handoffs))
+            for observe in self.after_handoff:
+                await observe(Transition(source, (target,), st, snap.step))
+        member = self.members[target]
+        agent = member.agent
+        reached = st.handoffs >= limits.max_handoffs
+        tools: dict[str, Tool] = {}
+        if not reached:
+            tools.update(self.transfers[target])
+        cell = _Cell(st.state)
+        if self.typed:
+            tools.update(
+                (t.name, t) for t in state_tools(cell, self.state_type)
+            )
+        own = {t.name: t for t in agent.tools}
+        tools.update(own)
+        transfers = Transfers(
+            target, member.handoffs, self.members, own, limit_reached=reached
+        )
+        boundary = current_boundary()
+        if boundary is not None:
+            begun = st  # progress records carry the handoff and the writes
+            boundary.track = lambda: (
+                attrs.evolve(begun, state=cell.value) if self.typed else begun
+            )
+        out = await agent.converse(
+            st.messages, tools, transfers, member.history
+        )
+        if type(out) is not Success:
+            return out
+        run = out.unwrap()
+        nxt = (transfers.accepted,) if transfers.accepted else ()
+        return Snapshot(
+            snap.thread_id,
+            snap.version + 1,
+            snap.version,
+            SwarmState(
+                target,
+                cell.value,
+                st.messages.extend(run.messages),
+                st.context,
+                st.handoffs,
+            ),
+            target,
+            nxt,
+            None,
+            snap.step + 1,
+            self.fingerprint,
+            _RUNNING if nxt else _DONE,
+        )

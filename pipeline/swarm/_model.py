@@ -1,0 +1,82 @@
+"""Swarm values: its state, its limits, and one member's description."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, Generic, TypeVar, final
+
+import attrs
+
+from pyrsistent import PVector, pvector
+
+from .._context import Context, Message
+
+
+if TYPE_CHECKING:
+    from ..agents import Agent
+    from ..history import HistoryPolicy
+
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+DEFAULT_MAX_HANDOFFS: Final = 10
+TRANSFER_PREFIX: Final = "transfer_to_"
+
+
+@final
+@attrs.frozen
+class Limits:
+    """A swarm's limits: *max_handoffs* handoffs per run, exactly.
+
+    Once that many handoffs happened, the active agent is no longer offered
+    transfer tools and gives the final answer itself (a transfer it asks
+    for anyway is refused with an error result it sees).  0 means the entry
+    agent answers alone.
+    """
+
+    max_handoffs: int = DEFAULT_MAX_HANDOFFS
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_handoffs < 0:
+            msg = "Limits.max_handoffs must be at least 0"
+            raise ValueError(msg)
+
+
+def _no_messages() -> PVector[Message]:
+    return pvector()
+
+
+@final
+@attrs.frozen
+class SwarmState(Generic[T_co]):
+    """A swarm's snapshot state: who holds the conversation, all of it, and
+    the typed state its agents share.
+
+    *messages* is the full history (history policies only select what an
+    agent sees of it); *context* carries the input's metadata and run id
+    (its own messages are empty); *handoffs* counts the handoffs so far;
+    *state* is the typed state (``None`` for a swarm without one).
+    """
+
+    active: str
+    state: T_co
+    messages: PVector[Message] = attrs.field(factory=_no_messages)
+    context: Context = attrs.field(factory=Context)
+    handoffs: int = 0
+
+    @property
+    def conversation(self) -> Context:
+        """The full history as a context (the swarm's output as a handler)."""
+        return self.context.with_messages(self.messages)
+
+
+@final
+@attrs.frozen
+class Member:
+    """One agent of a swarm, as the builder received it."""
+
+    name: str
+    agent: Agent
+    description: str
+    handoffs: tuple[str, ...]
+    history: HistoryPolicy | None

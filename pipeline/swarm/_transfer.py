@@ -1,0 +1,131 @@
+"""Handoffs: the transfer tools agents are offered, and the check that
+enforces the allow-list in code (not in the prompt).
+
+A transfer is a tool call named ``transfer_to_<agent>``.  The swarm takes
+every such call before any tool runs and decides:
+
+* more than one transfer call in one reply: all are refused (the model
+  meant one thing; it must say which);
+* the handoff limit is reached, the name is malformed or unknown, the
+  agent names itself, or the target is not in its ``handoffs``: refused;
+* otherwise accepted: the result says so, the agent's turn ends with this
+  reply's other tool calls done, and the next step hands the conversation
+  over.
+
+A refusal is an error result the model sees (it never repeats what the
+model wrote); no handoff happens, and the agent goes on.  An agent's own
+tool named like a transfer is its own tool: it runs, and hands nothing off.
+"""
+
+from __future__ import annotations
+
+import re
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import final
+
+from .._context import ToolCall
+from ..tools import Tool
+from ._model import TRANSFER_PREFIX, Member
+
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,52}$")
+
+ACCEPTED = "Transferring to {name}..."
+"""The result of an accepted transfer (as the Go seed's)."""
+
+
+def valid_name(name: str) -> bool:
+    """Whether ``transfer_to_<name>`` is a valid tool name (64 characters)."""
+    return bool(_NAME.match(name))
+
+
+def transfer_tool(target: Member) -> Tool:
+    """The tool that hands the conversation to *target*."""
+    description = (
+        target.description
+        or f'Transfer the conversation to the "{target.name}" agent.'
+    )
+
+    def transfer() -> str:  # never called: the swarm takes the call first
+        return ACCEPTED.format(name=target.name)  # pragma: no cover
+
+    return Tool(
+        TRANSFER_PREFIX + target.name,
+        description,
+        {"type": "object", "properties": {}, "additionalProperties": False},
+        transfer,
+        (),
+    )
+
+
+@final
+class Transfers:
+    """Decides one activation's transfer calls (an agent-loop intercept)."""
+
+    __slots__ = (
+        "accepted",
+        "allowed",
+        "known",
+        "limit_reached",
+        "own",
+        "source",
+    )
+
+    def __init__(
+        self,
+        source: str,
+        allowed: Sequence[str],
+        known: Collection[str],
+        own: Collection[str],
+        *,
+        limit_reached: bool,
+    ) -> None:
+        self.source = source
+        self.allowed = tuple(allowed)
+        self.known = known
+        self.own = own
+        self.limit_reached = limit_reached
+        self.accepted: str | None = None
+
+    def __call__(
+        self, calls: Sequence[ToolCall]
+    ) -> tuple[Mapping[int, tuple[str, bool]], bool]:
+        """Results for the transfer calls among *calls*; whether to stop."""
+        mine = [
+            i
+            for i, c in enumerate(calls)
+            if c.name.startswith(TRANSFER_PREFIX) and c.name not in self.own
+        ]
+        if not mine:
+            return {}, False
+        if len(mine) > 1:
+            refusal = (
+                "error: several transfers in one reply; none was made. "
+                "Call exactly one transfer tool."
+            )
+            return dict.fromkeys(mine, (refusal, True)), False
+        i = mine[0]
+        target = calls[i].name[len(TRANSFER_PREFIX) :]
+        why = self.refusal(target)
+        if why is not None:
+            return {i: (f"error: {why}", True)}, False
+        self.accepted = target
+        return {i: (ACCEPTED.format(name=target), False)}, True
+
+    def refusal(self, target: str) -> str | None:
+        """Why a transfer to *target* is refused, or ``None``."""
+        if self.limit_reached:
+            return "the handoff limit is reached; answer the user yourself."
+        choices = (
+            f"you may transfer to: {list(self.allowed)}"
+            if self.allowed
+            else "you cannot transfer; answer the user yourself"
+        )
+        if not valid_name(target) or target not in self.known:
+            return f"there is no agent by that name; {choices}."
+        if target == self.source:
+            return f"you are {self.source!r} already; {choices}."
+        if target not in self.allowed:
+            return f"{self.source!r} may not transfer there; {choices}."
+        return None
