@@ -6,7 +6,14 @@ import argparse
 
 from collections.abc import Callable
 
-from benchmarks import w1_chain, w3_loop, w7_agent, w8_import, w_graph
+from benchmarks import (
+    w1_chain,
+    w3_loop,
+    w7_agent,
+    w8_import,
+    w10_swarm,
+    w_graph,
+)
 from benchmarks._harness import Case, Settings, table
 
 
@@ -22,7 +29,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated batches: chain,loop,graph,agent,import",
+        help="comma-separated batches: chain,loop,graph,agent,swarm,import",
     )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
@@ -35,6 +42,7 @@ def main() -> None:
         "loop": lambda: w3_loop.cases(w3, settings),
         "graph": lambda: w_graph.cases(settings, quick=args.quick),
         "agent": lambda: w7_agent.cases(settings, quick=args.quick),
+        "swarm": lambda: w10_swarm.cases(settings, quick=args.quick),
         "import": lambda: w8_import.cases(reps),
     }
     chosen = [b for b in args.only.split(",") if b] or list(batches)

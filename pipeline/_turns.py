@@ -19,6 +19,7 @@ from returns.result import Failure
 
 from ._context import Message, ToolCall, Usage
 from ._serde import canonical, checksum, make_converter
+from ._views import joined
 from .errors import PipelineError
 from .events import (
     MessageComplete,
@@ -30,7 +31,7 @@ from .events import (
 )
 from .fold._codec import Codec
 from .fold._model import Snapshot, Status
-from .models._types import ModelDelta, ModelRequest, TextDelta
+from .models._types import ModelDelta, ModelRequest, TextDelta, ToolSpec
 from .tools import Tool, run_tools
 
 
@@ -100,16 +101,21 @@ class Loop:
     def __init__(
         self,
         agent: Agent,
-        view: tuple[Message, ...],
+        view: Sequence[Message],
         tools: Mapping[str, Tool],
         intercept: Intercept | None = None,
+        specs: tuple[ToolSpec, ...] | None = None,
     ) -> None:
         self.agent = agent
         self.name = agent.name
         self.fingerprint = f"agent:{agent.name}"
         self.view = view
         self.tools = tools
-        self.specs = tuple(t.spec for t in tools.values())
+        self.specs = (
+            specs
+            if specs is not None
+            else tuple(t.spec for t in tools.values())
+        )
         self.intercept = intercept
 
     def start(self) -> Snapshot[Turns]:
@@ -130,7 +136,7 @@ class Loop:
         progress = snap.state
         turn = progress.turns + 1
         last = turn >= agent.max_turns
-        history = self.view + tuple(progress.messages)
+        history = joined(self.view, progress.messages)
         request = ModelRequest(
             history,
             self.specs,
@@ -139,26 +145,30 @@ class Loop:
             agent.max_tokens,
             use_tools=not (last and agent.on_turn_limit == "answer"),
         )
+        listen = listening()  # events are built only for a listener
         answer = await agent.model.generate(
-            request, on_delta=_on_delta(name) if listening() else None
+            request, on_delta=_on_delta(name) if listen else None
         )
         if type(answer) is Failure:
             return answer
         response = answer.unwrap()
-        message = attrs.evolve(response.message, name=name)
+        message = _named(response.message, name)
         usage = progress.usage + response.usage
-        await emit(MessageComplete(name, message))
+        if listen:
+            await emit(MessageComplete(name, message))
         calls = message.tool_calls
         if not calls:
             done = Turns(progress.messages.append(message), usage, turn)
             return self._next(snap, done, stop=True)
         if last:
             return Failure(TurnLimitExceeded(name, turn, path=(name,)))
-        for call in calls:
-            await emit(ToolCallStarted(name, call))
-        results, stop = await self._tools(calls)
-        for result in results:
-            await emit(MessageComplete(name, result))
+        if listen:
+            for call in calls:
+                await emit(ToolCallStarted(name, call))
+        results, stop = await self._tools(calls, listen=listen)
+        if listen:
+            for result in results:
+                await emit(MessageComplete(name, result))
         done = Turns(
             progress.messages.append(message).extend(results), usage, turn
         )
@@ -181,19 +191,23 @@ class Loop:
         )
 
     async def _tools(
-        self, calls: tuple[ToolCall, ...]
+        self, calls: tuple[ToolCall, ...], *, listen: bool
     ) -> tuple[tuple[Message, ...], bool]:
         name = self.name
 
         async def on_result(
             call: ToolCall, content: str, failed: bool
         ) -> None:
-            await emit(ToolCallFinished(name, call, content, failed))
+            if listen:
+                await emit(ToolCallFinished(name, call, content, failed))
 
         if self.intercept is None:
             results = await run_tools(calls, self.tools, on_result=on_result)
             return results, False
         taken, stop = self.intercept(calls)
+        if not taken:
+            results = await run_tools(calls, self.tools, on_result=on_result)
+            return results, stop
         rest = [c for i, c in enumerate(calls) if i not in taken]
         ran = iter(await run_tools(rest, self.tools, on_result=on_result))
         out: list[Message] = []
@@ -207,6 +221,20 @@ class Loop:
             else:
                 out.append(next(ran))
         return tuple(out), stop
+
+
+def _named(message: Message, name: str) -> Message:
+    """*message* under *name* (attrs.evolve, without its generic cost)."""
+    if message.name == name:
+        return message
+    return Message(
+        message.role,
+        message.content,
+        name,
+        message.tool_calls,
+        message.tool_call_id,
+        message.usage,
+    )
 
 
 def _on_delta(name: str) -> Callable[[ModelDelta], Any]:

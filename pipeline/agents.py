@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, final
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    Protocol,
+    TypeAlias,
+    final,
+    overload,
+)
 
 import attrs
 
@@ -22,15 +30,17 @@ from ._combinators import must, sequential
 from ._context import Context, Message, Role, Usage
 from ._handler import Call, Handler, ok
 from ._turns import Intercept, Loop, TurnLimitExceeded, digest
+from ._views import joined
 from .errors import ConstructionError, HistoryBudgetExceeded
 from .events import MessageComplete, emit
 from .fold import _engine
 from .fold._journal import current_boundary
-from .models._types import Model, ModelError, ResponseSchema
+from .models._types import Model, ModelError, ResponseSchema, ToolSpec
 from .tools import Tool
 
 
 if TYPE_CHECKING:
+    from .graph import Graph
     from .history import HistoryPolicy
 
 
@@ -181,14 +191,16 @@ class Agent(Handler[Context, Context, AgentError]):
         tools: Mapping[str, Tool],
         intercept: Intercept | None = None,
         history: HistoryPolicy | None = None,
+        specs: tuple[ToolSpec, ...] | None = None,
     ) -> Result[AgentRun, AgentError]:
         """Run the loop with *tools* instead of the agent's own.
 
         *intercept* takes some tool calls before the tools run (a swarm's
         transfers: see :data:`pipeline._turns.Intercept`); *history*
-        replaces the agent's own history policy.
+        replaces the agent's own history policy; *specs* are *tools*'
+        specs, when the caller has them at hand.
         """
-        view = tuple(messages)
+        view: Sequence[Message] = messages
         policy = history or self.history
         if policy is not None:
             selected = await policy.select(view)
@@ -196,8 +208,8 @@ class Agent(Handler[Context, Context, AgentError]):
                 return Failure(selected.failure())
             view = selected.unwrap()
         if self.instructions:
-            view = (Message.system(self.instructions), *view)
-        loop = Loop(self, view, tools, intercept)
+            view = joined((Message.system(self.instructions),), view)
+        loop = Loop(self, view, tools, intercept, specs)
         out = await _engine.run(
             loop,
             loop.start(),
@@ -399,29 +411,56 @@ class AgentFailed(Exception):  # raised inside a tool: becomes its error result
     """An agent used as a tool failed; the calling model sees why."""
 
 
+@overload
 def as_tool(
-    agent: AgentLike,
+    agent: AgentLike | Handler[Context, Context, Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool: ...
+
+
+@overload
+def as_tool(
+    agent: Graph[Any, Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool: ...
+
+
+def as_tool(
+    agent: AgentLike | Handler[Context, Context, Any] | Graph[Any, Any],
     *,
     name: str | None = None,
     description: str | None = None,
 ) -> Tool:
-    """Let a model call *agent* as a tool taking ``{"prompt": "..."}``.
+    """Let a model call *agent* as a tool.
 
-    The agent gets a fresh history (just the prompt, as a user message); the
-    tool returns its final text.  A failure becomes an error result.
+    *agent* is an agent, or any handler over contexts (a swarm, a graph over
+    contexts): the tool takes ``{"prompt": "..."}``, runs it on a fresh
+    history (just the prompt, as a user message) and returns the final
+    text.  A graph over another state type takes that state, as a JSON
+    object of its fields, and returns the final state the same way.  A
+    failure becomes an error result.
     """
+    from .graph import Graph  # noqa: PLC0415  # graphs load on use
+
+    if isinstance(agent, Graph) and agent.state_type is not Context:
+        return _graph_tool(agent, name=name, description=description)
     from .tools import tool  # noqa: PLC0415  # tools imports nothing from here
 
     async def call(prompt: str) -> str:
-        out = await agent.run((Message.user(prompt),))
+        out = await _run_prompt(agent, prompt)
         if not ok(out):
             raise AgentFailed(str(out.failure()))
-        return out.unwrap().text
+        return out.unwrap()
 
     label = name or agent.name
     made = tool(
         name=label,
         description=description
+        or getattr(agent, "description", "")
         or f"Ask the {agent.name!r} agent to do a task.",
     )(call)
     return attrs.evolve(
@@ -437,4 +476,54 @@ def as_tool(
             "required": ["prompt"],
             "additionalProperties": False,
         },
+    )
+
+
+async def _run_prompt(
+    agent: AgentLike | Handler[Context, Context, Any], prompt: str
+) -> Result[str, Any]:
+    if isinstance(agent, (Agent, ParallelAgent, SequentialAgent)) or not (
+        isinstance(agent, Handler)
+    ):
+        run = await agent.run((Message.user(prompt),))
+        if not ok(run):
+            return Failure(run.failure())
+        return Success(run.unwrap().text)
+    # A fixed run id: the same prompt is the same input (see agent nodes).
+    out = await agent(Context.of(Message.user(prompt), run_id=agent.name))
+    if not ok(out):
+        return Failure(out.failure())
+    added = tuple(out.unwrap().messages[1:])
+    return Success(AgentRun(agent.name, added).text)
+
+
+def _graph_tool(
+    graph: Any, *, name: str | None, description: str | None
+) -> Tool:
+    """A graph over a typed state as a tool: state in, final state out."""
+    from ._serde import STRUCTURE_ERRORS, canonical, make_converter  # noqa: PLC0415
+    from .tools import _Param, schema_for  # noqa: PLC0415
+
+    converter = make_converter()
+    kind = graph.state_type
+
+    async def call(**fields: Any) -> str:
+        try:
+            state = converter.structure(fields, kind)
+        except STRUCTURE_ERRORS:
+            msg = f"the arguments do not make a {kind.__name__}"
+            raise AgentFailed(msg) from None
+        out = await graph(state)
+        if not ok(out):
+            raise AgentFailed(str(out.failure()))
+        return canonical(converter.unstructure(out.unwrap())).decode()
+
+    schema = dict(schema_for(kind))
+    props = schema.get("properties", {})
+    return Tool(
+        name or graph.name,
+        description or f"Run the {graph.name!r} graph on a {kind.__name__}.",
+        schema,
+        call,
+        tuple(_Param(p, Any, False, None) for p in props),
     )

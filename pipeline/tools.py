@@ -35,6 +35,8 @@ import anyio.to_thread
 import attrs
 import cattrs
 
+from pyrsistent import PVector
+
 from ._context import Message, ToolCall
 from ._handler import collapse
 from ._serde import STRUCTURE_ERRORS, canonical, make_converter
@@ -75,6 +77,16 @@ class Tool:
     _fn: Callable[..., Any] = attrs.field(alias="fn")
     _params: tuple[_Param, ...] = attrs.field(alias="params")
     timeout: float | None = None
+    _spec: ToolSpec = attrs.field(
+        init=False,
+        eq=False,
+        default=attrs.Factory(
+            lambda self: ToolSpec(
+                self.name, self.description, self.parameters
+            ),
+            takes_self=True,
+        ),
+    )
 
     def __repr__(self) -> str:
         return f"Tool({self.name})"
@@ -82,7 +94,7 @@ class Tool:
     @property
     def spec(self) -> ToolSpec:
         """The tool as a model request lists it."""
-        return ToolSpec(self.name, self.description, self.parameters)
+        return self._spec
 
     def decode(self, arguments: str) -> dict[str, Any] | str:
         """Decoded keyword arguments, or an error text naming the field."""
@@ -239,7 +251,8 @@ def schema_for(t: Any) -> dict[str, Any]:
         frozenset,
         Sequence,
         typing.Sequence,
-    ) or t in (list, tuple):
+        PVector,
+    ) or t in (list, tuple, PVector):
         if origin is tuple and args and args[-1] is not Ellipsis:
             return {
                 "type": "array",
@@ -365,6 +378,8 @@ async def run_tools(
     An unknown tool, bad arguments, an exception or a timeout becomes an
     error result (``error: ...``) for the model; cancellation propagates.
     """
+    if not calls:
+        return ()
     results: list[Message | None] = [None] * len(calls)
 
     async def one(i: int, call: ToolCall) -> None:

@@ -3,26 +3,47 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import attrs
 
 from returns.result import Failure, Result, Success
 
-from .._context import Message
+from .._context import Context, Message
 from .._handler import Handler, ok
 from .._state_tools import state_tools
-from ..agents import Agent, AgentError, AgentLike, AgentRun
+from ..agents import (
+    Agent,
+    AgentError,
+    AgentLike,
+    AgentRun,
+    ParallelAgent,
+    SequentialAgent,
+)
 from ..fold._codec import Codec
 from ..fold._journal import Cell
 from ..tools import Tool
 
 
 S = TypeVar("S")
+E = TypeVar("E")
 
 __all__ = ("agent_node", "state_tools")
 
 
+@overload
+def agent_node(
+    agent: Handler[Context, Context, E],
+    *,
+    messages: Callable[[S], Sequence[Message]],
+    update: Callable[[S, AgentRun], S],
+    state_type: type[S] | None = None,
+    fields: Sequence[str] | None = None,
+    name: str | None = None,
+) -> Handler[S, S, E]: ...
+
+
+@overload
 def agent_node(
     agent: AgentLike,
     *,
@@ -31,11 +52,24 @@ def agent_node(
     state_type: type[S] | None = None,
     fields: Sequence[str] | None = None,
     name: str | None = None,
-) -> Handler[S, S, AgentError]:
+) -> Handler[S, S, AgentError]: ...
+
+
+def agent_node(
+    agent: AgentLike | Handler[Context, Context, Any],
+    *,
+    messages: Callable[[S], Sequence[Message]],
+    update: Callable[[S, AgentRun], S],
+    state_type: type[S] | None = None,
+    fields: Sequence[str] | None = None,
+    name: str | None = None,
+) -> Handler[S, S, Any]:
     """Run *agent* as a graph node.
 
-    *messages* picks what the agent sees from the state; *update* folds its
-    run back in (say, appending its messages).  When *agent* is an
+    *agent* is an agent (anything with ``run(messages)``) or any handler
+    over contexts: a swarm, a graph over contexts, ``agent >> polish``.
+    *messages* picks what it sees from the state; *update* folds its run
+    back in (say, appending its messages).  When *agent* is an
     :class:`~pipeline.agents.Agent` and the state an attrs class, it also
     gets ``read_state``/``write_state`` tools over *fields* (writes are
     typed: see :func:`state_tools`; the agent's own tools override them by
@@ -53,11 +87,11 @@ def agent_node(
             codecs.append(Codec(kind))
         return codecs[0]
 
-    async def run_agent_node(state: S) -> Result[S, AgentError]:
+    async def run_agent_node(state: S) -> Result[S, Any]:
         kind = state_type or type(state)
         tooled = isinstance(agent, Agent) and attrs.has(kind)
         if not tooled:
-            out = await agent.run(messages(state))
+            out = await _converse(agent, messages(state))
             if not ok(out):
                 return Failure(out.failure())
             return Success(update(state, out.unwrap()))
@@ -80,6 +114,24 @@ def agent_node(
         return Success(update(cell.value, out.unwrap()))
 
     return Handler(run_agent_node, label)
+
+
+async def _converse(
+    agent: AgentLike | Handler[Context, Context, Any],
+    messages: Sequence[Message],
+) -> Result[AgentRun, Any]:
+    if isinstance(agent, (Agent, ParallelAgent, SequentialAgent)) or not (
+        isinstance(agent, Handler)
+    ):
+        return await agent.run(messages)
+    # A fixed run id: a resumed node must give the handler the same input,
+    # or what it committed inside the node would not be found again.
+    ctx = Context.of(*messages, run_id=agent.name)
+    out = await agent(ctx)
+    if not ok(out):
+        return Failure(out.failure())
+    added = tuple(out.unwrap().messages[len(ctx.messages) :])
+    return Success(AgentRun(agent.name, added, turns=1))
 
 
 def _own(agent: Agent) -> Mapping[str, Tool]:

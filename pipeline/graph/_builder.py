@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar, final, overload
 
 import attrs
 
-from .._context import Message
+from .._context import Context, Message
 from .._handler import Handler
 from ..errors import GraphDefects
 from ..fold._model import Gate, Observer
@@ -56,6 +56,18 @@ class Builder(Generic[S, E_co]):
         """
         return attrs.evolve(self, nodes=(*self._nodes, (name, action)))
 
+    @overload
+    def agent(
+        self: Builder[S, E],
+        name: str,
+        agent: Handler[Context, Context, E2],
+        *,
+        messages: Callable[[S], Sequence[Message]],
+        update: Callable[[S, AgentRun], S],
+        fields: Sequence[str] | None = None,
+    ) -> Builder[S, E | E2]: ...
+
+    @overload
     def agent(
         self: Builder[S, E],
         name: str,
@@ -64,8 +76,21 @@ class Builder(Generic[S, E_co]):
         messages: Callable[[S], Sequence[Message]],
         update: Callable[[S, AgentRun], S],
         fields: Sequence[str] | None = None,
-    ) -> Builder[S, E | AgentError]:
-        """Add an agent node (see :func:`~pipeline.graph.agent_node`)."""
+    ) -> Builder[S, E | AgentError]: ...
+
+    def agent(
+        self: Builder[S, E],
+        name: str,
+        agent: AgentLike | Handler[Context, Context, Any],
+        *,
+        messages: Callable[[S], Sequence[Message]],
+        update: Callable[[S, AgentRun], S],
+        fields: Sequence[str] | None = None,
+    ) -> Builder[S, Any]:
+        """Add an agent node (see :func:`~pipeline.graph.agent_node`).
+
+        *agent* is an agent, or any handler over contexts (a swarm, say).
+        """
         from ._agent import agent_node  # noqa: PLC0415  # agents load on use
 
         node = agent_node(

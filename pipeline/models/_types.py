@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, final
 
 import attrs
@@ -38,7 +38,9 @@ class ResponseSchema:
 class ModelRequest:
     """What a model is asked: messages, tools and options."""
 
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
+    """The conversation, oldest first (a read-only sequence: a tuple, or a
+    view joining the parts of a conversation without copying them)."""
     tools: tuple[ToolSpec, ...] = ()
     response_schema: ResponseSchema | None = None
     temperature: float | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 
+from collections.abc import Sequence
 from typing import Any, final
 
 import anthropic
@@ -270,7 +271,7 @@ def _answer(
     )
 
 
-def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.role is Role.SYSTEM:

@@ -22,13 +22,14 @@ from returns.result import Success
 from .._context import Context
 from .._serde import canonical, checksum
 from .._state_tools import state_tools
-from ..events import Handoff, emit
+from ..events import Handoff, emit, listening
 from ..fold._codec import Codec
 from ..fold._journal import current_boundary
 from ..fold._model import Snapshot, Status, Transition
+from ..models._types import ToolSpec
 from ..tools import Tool
 from ._model import Limits, Member, SwarmState
-from ._transfer import Transfers, transfer_tool
+from ._transfer import Transfers, accepted_in, transfer_tool
 
 
 T = TypeVar("T")
@@ -65,6 +66,10 @@ class SwarmMachine(Generic[T]):
     state_type: type[Any]
     typed: bool
     transfers: Mapping[str, Mapping[str, Tool]]
+    own: Mapping[str, Mapping[str, Tool]]
+    offered: Mapping[
+        tuple[str, bool], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]
+    ]
     after_handoff: tuple[HandoffObserver[T], ...]
     codec: Codec[SwarmState[T]]
     fingerprint: str
@@ -96,6 +101,24 @@ class SwarmMachine(Generic[T]):
             )
             for m in members.values()
         }
+        own = {
+            m.name: MappingProxyType({t.name: t for t in m.agent.tools})
+            for m in members.values()
+        }
+        offered: dict[
+            tuple[str, bool], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]
+        ] = {}
+        for m in members.values():
+            for reached in (False, True):
+                # Transfers first, then the agent's own (overriding by name).
+                tools = {
+                    **({} if reached else transfers[m.name]),
+                    **own[m.name],
+                }
+                offered[m.name, reached] = (
+                    MappingProxyType(tools),
+                    tuple(t.spec for t in tools.values()),
+                )
         return cls(
             name,
             MappingProxyType(dict(members)),
@@ -103,6 +126,8 @@ class SwarmMachine(Generic[T]):
             state_type,
             state_type is not type(None) and attrs.has(state_type),
             MappingProxyType(transfers),
+            MappingProxyType(own),
+            MappingProxyType(offered),
             after_handoff,
             Codec(SwarmState[state_type]),  # type: ignore[valid-type]
             checksum(canonical(shape))[:16],
@@ -136,23 +161,31 @@ class SwarmMachine(Generic[T]):
         target = snap.next[0]
         if target != st.active:
             source = st.active
-            st = attrs.evolve(st, active=target, handoffs=st.handoffs + 1)
-            await emit(Handoff(source, target, st.handoffs))
+            st = SwarmState(
+                target, st.state, st.messages, st.context, st.handoffs + 1
+            )
+            if listening():
+                await emit(Handoff(source, target, st.handoffs))
             for observe in self.after_handoff:
                 await observe(Transition(source, (target,), st, snap.step))
         member = self.members[target]
         agent = member.agent
         reached = st.handoffs >= limits.max_handoffs
-        tools: dict[str, Tool] = {}
-        if not reached:
-            tools.update(self.transfers[target])
         cell = _Cell(st.state)
+        own = self.own[target]
+        tools: Mapping[str, Tool]
+        specs: tuple[ToolSpec, ...] | None
         if self.typed:
-            tools.update(
-                (t.name, t) for t in state_tools(cell, self.state_type)
-            )
-        own = {t.name: t for t in agent.tools}
-        tools.update(own)
+            # Transfers, then the state tools, then the agent's own (which
+            # override same-named ones).
+            tools = {
+                **({} if reached else self.transfers[target]),
+                **{t.name: t for t in state_tools(cell, self.state_type)},
+                **own,
+            }
+            specs = None
+        else:
+            tools, specs = self.offered[target, reached]
         transfers = Transfers(
             target, member.handoffs, self.members, own, limit_reached=reached
         )
@@ -163,12 +196,15 @@ class SwarmMachine(Generic[T]):
                 attrs.evolve(begun, state=cell.value) if self.typed else begun
             )
         out = await agent.converse(
-            st.messages, tools, transfers, member.history
+            st.messages, tools, transfers, member.history, specs
         )
         if type(out) is not Success:
             return out
         run = out.unwrap()
-        nxt = (transfers.accepted,) if transfers.accepted else ()
+        # A run restored from its records ran no turn here: read its
+        # decision back from what it said.
+        accepted = transfers.accepted or accepted_in(run.messages, own)
+        nxt = (accepted,) if accepted else ()
         return Snapshot(
             snap.thread_id,
             snap.version + 1,

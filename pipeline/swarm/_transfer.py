@@ -24,7 +24,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import final
 
-from .._context import ToolCall
+from .._context import Message, Role, ToolCall
 from ..tools import Tool
 from ._model import TRANSFER_PREFIX, Member
 
@@ -129,3 +129,35 @@ class Transfers:
         if target not in self.allowed:
             return f"{self.source!r} may not transfer there; {choices}."
         return None
+
+
+def accepted_in(
+    messages: Sequence[Message], own: Collection[str]
+) -> str | None:
+    """The transfer accepted in an agent run that added *messages*, if any.
+
+    Only the run's last reply can hold one (an accepted transfer ends the
+    run): a swarm transfer call (not one of the agent's own tools) whose
+    result says it was accepted.  Read back from the messages, so a run
+    restored from its records (whose turns did not run again) hands off as
+    the original did.
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role is not Role.ASSISTANT:
+            continue
+        calls = {
+            c.id: c.name[len(TRANSFER_PREFIX) :]
+            for c in m.tool_calls
+            if c.name.startswith(TRANSFER_PREFIX) and c.name not in own
+        }
+        for result in messages[i + 1 :]:
+            target = calls.get(result.tool_call_id or "")
+            if (
+                result.role is Role.TOOL
+                and target is not None
+                and result.content == ACCEPTED.format(name=target)
+            ):
+                return target
+        return None
+    return None
