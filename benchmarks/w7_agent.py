@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from collections.abc import Awaitable, Callable
 
 from benchmarks._harness import Case, Settings, measure
-from pipeline import Message
+from pipeline import Context, Message, graph
 from pipeline.agents import Agent
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import tool
@@ -31,7 +32,38 @@ def _ours(turns: int) -> Callable[[], Awaitable[int]]:
     return run
 
 
-def _plain(turns: int) -> Callable[[], Awaitable[int]]:
+def _ours_checkpointed(turns: int) -> Callable[[], Awaitable[int]]:
+    """The agent as the node of a graph over contexts, on the in-memory
+    store: every turn is a record."""
+    steps = [Reply.tool_call("echo", {"text": "hi"}) for _ in range(turns - 1)]
+    model = ScriptedModel(*steps, Reply.text("done"), cycle=True)
+    agent = Agent("bench", model, tools=[echo], max_turns=turns)
+    g = (
+        graph.builder(Context)
+        .node("bench", agent)
+        .entry("bench")
+        .edge("bench", graph.END)
+        .build()
+    )
+
+    async def run() -> int:
+        store = graph.MemoryStore()
+        out = await g.run(
+            Context.of(Message.user("go"), run_id="r"),
+            store=store,
+            thread_id="t",
+        )
+        if not out.unwrap().done:
+            return -1
+        # The admission and the node's own record aside, one per turn.
+        return len(await store.records("t")) - 2
+
+    return run
+
+
+def _plain(
+    turns: int, *, checkpoint: bool = False
+) -> Callable[[], Awaitable[int]]:
     async def model(
         _history: list[dict[str, object]], n: int
     ) -> dict[str, object]:
@@ -53,38 +85,47 @@ def _plain(turns: int) -> Callable[[], Awaitable[int]]:
 
     async def run() -> int:
         history: list[dict[str, object]] = [{"role": "user", "content": "go"}]
+        records: list[tuple[bytes, str]] = []
         n = 0
         while True:
             n += 1
             reply = await model(history, n)
+            start = len(history)
             history.append(reply)
             calls = reply.get("tool_calls")
+            if isinstance(calls, list):
+                for call in calls:
+                    args = json.loads(call["arguments"])
+                    history.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": call["id"],
+                            "content": await echo_plain(args["text"]),
+                        }
+                    )
+            if checkpoint:  # the turn's messages, as JSON with a checksum
+                data = json.dumps(history[start:], sort_keys=True).encode()
+                records.append((data, hashlib.sha256(data).hexdigest()))
             if not isinstance(calls, list):
-                return n
-            for call in calls:
-                args = json.loads(call["arguments"])
-                history.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call["id"],
-                        "content": await echo_plain(args["text"]),
-                    }
-                )
+                return len(records) if checkpoint else n
 
     return run
 
 
 def cases(settings: Settings, *, quick: bool) -> list[Case]:
-    """W7 at 10, 50 and 200 turns (10 and 50 when quick)."""
+    """W7 at 10, 50 and 200 turns (10 and 50 when quick), plain and with
+    every turn checkpointed in memory."""
     out: list[Case] = []
     for turns in [10, 50] if quick else [10, 50, 200]:
-        for impl, run in (
-            ("baseline", _plain(turns)),
-            ("pipeline", _ours(turns)),
+        for variant, impl, run in (
+            ("agent", "baseline", _plain(turns)),
+            ("agent", "pipeline", _ours(turns)),
+            ("agent+memory", "baseline", _plain(turns, checkpoint=True)),
+            ("agent+memory", "pipeline", _ours_checkpointed(turns)),
         ):
             case = measure(
                 "W7",
-                "agent",
+                variant,
                 impl,
                 size=turns,
                 unit="turn",

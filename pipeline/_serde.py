@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, get_args, get_origin
 
 import cattrs
+import orjson
 
 from cattrs.preconf.json import make_converter as _json_converter
 from pyrsistent import PMap, PVector, pmap, pvector
@@ -37,14 +39,31 @@ STRUCTURE_ERRORS: tuple[type[Exception], ...] = (
 
 
 def canonical(value: object) -> bytes:
-    """Canonical JSON bytes: sorted keys, no spaces, UTF-8, no NaN."""
-    return json.dumps(
-        value,
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-    ).encode()
+    """Canonical JSON bytes: sorted keys, no spaces, UTF-8, no NaN.
+
+    orjson writes them (ten times faster than the standard library, the
+    same bytes); what it refuses (integers past 64 bits, non-string keys)
+    goes through :func:`json.dumps`, which writes or refuses it as before.
+    orjson would write NaN as ``null``: the converter's unstructure hooks
+    refuse non-finite floats before a value gets here.
+    """
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError included
+        return json.dumps(
+            value,
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        ).encode()
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        msg = f"{value} is not a JSON number (non-finite floats cannot be stored)"
+        raise ValueError(msg)
+    return value
 
 
 def checksum(data: bytes) -> str:
@@ -97,6 +116,7 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(str, _strict(str))
     conv.register_structure_hook(bool, _strict(bool))
     conv.register_structure_hook(type(None), _none)
+    conv.register_unstructure_hook(float, _finite)
 
     def pvector_structure(t: Any) -> Callable[[Any, Any], Any]:
         args = get_args(t)
@@ -173,14 +193,37 @@ def make_converter() -> cattrs.Converter:
         )
 
     conv.register_unstructure_hook(Context, context_unstructure)
+    conv.register_unstructure_hook(Message, _message_unstructure)
     conv.register_structure_hook(Context, context_structure)
     return conv
+
+
+def _message_unstructure(m: Message) -> dict[str, Any]:
+    """A message as cattrs would unstructure it, without its generic cost
+    (messages are most of what checkpoints hold)."""
+    usage = m.usage
+    return {
+        "role": m.role,
+        "content": m.content,
+        "name": m.name,
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments}
+            for c in m.tool_calls
+        ],
+        "tool_call_id": m.tool_call_id,
+        "usage": None
+        if usage is None
+        else {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+        },
+    }
 
 
 def _thaw(value: object) -> Any:
     """Metadata to plain JSON values (iterative: depth is unbounded)."""
     if not isinstance(value, (tuple, Mapping)):
-        return value
+        return _finite(value) if type(value) is float else value
     root: list[Any] = []
     stack: list[
         tuple[object, list[Any] | dict[str, Any], str | int | None]
@@ -194,7 +237,7 @@ def _thaw(value: object) -> Any:
             out = {}
             stack.extend((v, out, k) for k, v in node.items())
         else:
-            out = node
+            out = _finite(node) if type(node) is float else node
         if key is None:
             root.append(out)
         else:

@@ -321,7 +321,7 @@ def tool(
 
     def make(f: Callable[..., Any]) -> Tool:
         label = name or str(getattr(f, "__name__", ""))
-        if not _NAME.match(label):
+        if not _NAME.fullmatch(label):
             msg = (
                 f"tool name {label!r} must be 1-64 letters, digits, '_' or '-'"
             )

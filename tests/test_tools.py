@@ -214,3 +214,13 @@ def test_tool_repr_and_spec() -> None:
     assert repr(weather) == "Tool(weather)"
     assert weather.spec.name == "weather"
     assert isinstance(weather, Tool)
+
+
+def test_tool_name_with_a_trailing_newline_is_refused() -> None:
+    """A tool name must match whole: "x\\n" is not a tool name."""
+
+    async def x() -> str:
+        return "x"
+
+    with pytest.raises(ConstructionError, match="tool name"):
+        tool(name="x\n")(x)

@@ -30,7 +30,8 @@ from typing import Any, Generic, TypeVar, cast, final, get_origin
 import attrs
 import cattrs
 
-from pyrsistent import PVector
+from pyrsistent import PVector, pvector
+from pyrsistent._pvector import PythonPVector
 from returns.result import Failure, Result, Success
 
 from .._serde import STRUCTURE_ERRORS, canonical, make_converter
@@ -136,13 +137,15 @@ class Codec(Generic[S]):
             doc["whole"] = conv.unstructure(state)
             return doc
         old = parent.state if parent is not None else None
+        if parent is not None and state is old:
+            return doc  # unchanged: a progress record, say
         changed: dict[str, Any] = {}
         logs: dict[str, Any] = {}
         for name in fields:
             value = getattr(state, name)
             before = getattr(old, name) if old is not None else _ABSENT
-            if isinstance(value, PVector):
-                if isinstance(before, PVector) and _extends(before, value):
+            if type(value) in _VECTORS:  # not isinstance: an ABC, slow
+                if type(before) in _VECTORS and _extends(before, value):
                     base = len(before)
                     if base == len(value):
                         continue  # unchanged log
@@ -361,6 +364,7 @@ def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
 
 
 _ABSENT: Any = object()
+_VECTORS = frozenset({type(pvector()), PythonPVector})
 _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "fp": str,
     "next": list,

@@ -179,8 +179,8 @@ async def run(
             store, machine.codec, snap.thread_id, None, None, on_event
         )
         admitted = await journal.commit(snap)
-        if type(admitted) is not Success:
-            return Failure(admitted.failure())
+        if type(admitted) is Failure:
+            return admitted
     else:
         boundary = current_boundary()
         if boundary is not None:
@@ -189,14 +189,14 @@ async def run(
                     canonical(machine.codec.document(snap, None))
                 )[:16]
             opened = NestedJournal.open(
-                boundary, machine.name, machine.codec, digest
+                boundary, machine.name, machine.codec, digest, base=snap
             )
             if type(opened) is not Success:
                 return Failure(opened.failure())
             nested = opened.unwrap()
             journal = nested
             restored = nested.last
-            if restored is not None:
+            if restored is not None and restored is not snap:
                 if restored.fingerprint != machine.fingerprint:
                     return Failure(
                         IncompatibleGraph(
@@ -208,9 +208,9 @@ async def run(
                 if restored.status is Status.INTERRUPTED:
                     answer = boundary.answer
                 snap = _running(restored)
-            # The start of a nested run is not a record of its own: its
-            # first step's record is its root.
-            nested.last = snap
+                nested.last = snap
+            # (A fresh nested run's admission is not a record of its own:
+            # its records are deltas against it, and a resume rebuilds it.)
     return await drive(
         machine, snap, journal, context, hooks, on_event, max_steps, answer
     )
@@ -322,9 +322,9 @@ async def drive(
                     )
                 return new
             committed = await journal.commit(new)
-            if type(committed) is not Success:
-                return Failure(committed.failure())
-            new = committed.unwrap()
+            if type(committed) is Failure:
+                return committed
+            new = committed
         if on_event is not None:
             await on_event(NodeFinished(snap.next, new.step))
         for observe in observers:
@@ -356,9 +356,9 @@ async def _pause(
         committed = await journal.commit(
             paused, NO_PROGRESS if progress else None
         )
-        if type(committed) is not Success:
-            return Failure(committed.failure())
-        paused = committed.unwrap()
+        if type(committed) is Failure:
+            return committed
+        paused = committed
     if on_event is not None:
         await on_event(Interrupted(question))
     return Success(paused)

@@ -33,7 +33,7 @@ from returns.result import Failure, Result, Success
 from .._eventtypes import CheckpointSaved
 from ..errors import ConcurrentModification
 from ._codec import Codec, Doc, check_document
-from ._model import NO_PROGRESS, Progress, Snapshot, Status
+from ._model import Progress, Snapshot, Status
 from ._store import CheckpointStore
 
 
@@ -112,7 +112,7 @@ class Boundary:
         self.saved = saved
         self.answer = answer
         self.paused: str | None = None
-        self.progress: dict[str, tuple[Any, ...]] | None = None
+        self.progress: dict[str, list[Any]] | None = None
         self.track: Callable[[], Any] | None = None
 
     @property
@@ -137,16 +137,20 @@ class Boundary:
         """The documents saved under *key* (oldest first)."""
         return tuple(self.saved.get(key, ()))
 
-    async def save(self, key: str, doc: Doc) -> Result[None, Any]:
-        """Commit *doc* as the next record of the fold keyed *key*."""
+    async def save(self, key: str, doc: Doc) -> Failure[Any] | None:
+        """Commit *doc* as the next record of the fold keyed *key*.
+
+        ``None`` once committed, else the ``Failure`` (not a ``Result``:
+        this is on every nested record's path).
+        """
         full = self._prefix + key
         root = self._root
-        out = await root._journal.save_progress(root, full, doc)
-        if type(out) is Success:
+        failed = await root._journal.save_progress(root, full, doc)
+        if failed is None:
             if root.progress is None:
-                root.progress = {k: tuple(v) for k, v in root.saved.items()}
-            root.progress[full] = (*root.progress.get(full, ()), doc)
-        return out
+                root.progress = {k: list(v) for k, v in root.saved.items()}
+            root.progress.setdefault(full, []).append(doc)
+        return failed
 
     def pause(self, question: str) -> None:
         """Note that a nested fold paused for *question* (and tell the
@@ -172,7 +176,7 @@ class Boundary:
         """The progress saved for this step, including this attempt's."""
         if self.progress is None:
             return self.saved
-        return self.progress
+        return {k: tuple(v) for k, v in self.progress.items()}
 
 
 class Journal(Generic[S]):
@@ -193,17 +197,18 @@ class Journal(Generic[S]):
         self.head = head
         self._lock: anyio.Lock | None = None
 
-    async def write(self, snap: Snapshot[S], doc: Doc) -> Result[None, Any]:
-        """Store one record (*snap* encoded as *doc*)."""
+    async def write(self, snap: Snapshot[S], doc: Doc) -> Failure[Any] | None:
+        """Store one record (*snap* encoded as *doc*); ``None`` once stored."""
         raise NotImplementedError  # pragma: no cover  # abstract
 
     async def commit(
         self, snap: Snapshot[S], progress: Progress | None = None
-    ) -> Result[Snapshot[S], Any]:
+    ) -> Snapshot[S] | Failure[Any]:
         """Commit *snap* after the last record; return it as committed.
 
         Its version and parent are set to follow the last record (progress
-        records may have moved the head since the step started).
+        records may have moved the head since the step started).  A
+        ``Failure`` if the store refused it.
         """
         last = self.last if self.head is not None else None
         version = 0 if self.head is None else self.head + 1
@@ -211,40 +216,44 @@ class Journal(Generic[S]):
         if snap.version != version or snap.parent != parent:
             snap = attrs.evolve(snap, version=version, parent=parent)
         doc = self.codec.document(snap, last, progress)
-        out = await self.write(snap, doc)
-        if type(out) is not Success:
-            return Failure(out.failure())
+        failed = await self.write(snap, doc)
+        if failed is not None:
+            return failed
         # No await between the write and this: a cancellation cannot leave
         # the journal behind its store.
         self.last = snap
         self.head = version
         await self.written(snap)
-        return Success(snap)
+        return snap
 
     async def written(self, snap: Snapshot[S]) -> None:
         """Called once *snap* was committed (events, say)."""
 
     async def save_progress(
         self, boundary: Boundary, key: str, doc: Doc
-    ) -> Result[None, Any]:
+    ) -> Failure[Any] | None:
         """Commit a progress record: the step's snapshot plus *doc* under *key*."""
         if self._lock is None:
-            self._lock = anyio.Lock()
+            # Uncontended (the common case: one nested fold saving) it is
+            # taken without a trip through the event loop.
+            self._lock = anyio.Lock(fast_acquire=True)
         async with self._lock:
             last = self.last
             assert last is not None  # noqa: S101  # a step has a start
             state = boundary.track() if boundary.track else last.state
-            snap = attrs.evolve(
-                last,
-                state=state,
-                status=Status.RUNNING,
-                pending=None,
-                progress=NO_PROGRESS,
+            snap = Snapshot(
+                last.thread_id,
+                0 if self.head is None else self.head + 1,
+                last.version,
+                state,
+                last.node,
+                last.next,
+                last.join,
+                last.step,
+                last.fingerprint,
             )
             out = await self.commit(snap, {key: (doc,)})
-            if type(out) is not Success:
-                return Failure(out.failure())
-            return Success(None)
+            return out if type(out) is Failure else None
 
 
 @final
@@ -268,10 +277,11 @@ class ThreadJournal(Journal[S]):
 
     async def write(
         self, snap: Snapshot[S], doc: Doc
-    ) -> Result[None, ConcurrentModification]:
+    ) -> Failure[ConcurrentModification] | None:
         """See :meth:`Journal.write`."""
         record = self.codec.record(snap, doc)
-        return await self.store.commit(record, expected_head=self.head)
+        out = await self.store.commit(record, expected_head=self.head)
+        return None if type(out) is Success else Failure(out.failure())
 
     async def written(self, snap: Snapshot[S]) -> None:
         """See :meth:`Journal.written`: a ``CheckpointSaved`` event."""
@@ -301,7 +311,7 @@ class NestedJournal(Journal[S]):
         self.boundary = boundary
         self.key = key
 
-    async def write(self, snap: Snapshot[S], doc: Doc) -> Result[None, Any]:
+    async def write(self, snap: Snapshot[S], doc: Doc) -> Failure[Any] | None:
         """See :meth:`Journal.write`."""
         if snap.status is Status.INTERRUPTED:
             self.boundary.pause(
@@ -320,9 +330,10 @@ class NestedJournal(Journal[S]):
     ) -> Result[NestedJournal[S], Any]:
         """Claim the next key for *name*; restore what it saved before.
 
-        With a *base* (a snapshot every attempt starts from, as a handler's
-        input), records are deltas against it: it is the journal's virtual
-        version -1, never written.
+        With a *base* (the snapshot every attempt starts from: a nested
+        run's admission, a handler's input), records are deltas against it:
+        it counts as committed at its own version but is never written, and
+        a resumed journal rebuilds from it.
         """
         key = boundary.claim(name, digest)
         docs = boundary.docs(key)
@@ -331,15 +342,15 @@ class NestedJournal(Journal[S]):
             if type(checked) is not Success:
                 return Failure(checked.failure())
         if not docs:
-            journal = cls(boundary, key, codec, base)
-            if base is not None:
-                journal.head = -1
-            return Success(journal)
+            return Success(cls(boundary, key, codec, base))
         thread = f"{boundary.thread_id}/{key}"
-        version = len(docs) - 1
-        chain = docs if base is None else (codec.document(base, None), *docs)
+        if base is None:
+            chain, version = docs, len(docs) - 1
+        else:
+            chain = (codec.document(base, None), *docs)
+            version = base.version + len(docs)
         restored = codec.rebuild(
-            chain, thread, version, version - 1 if version else None
+            chain, thread, version, version - 1 if len(chain) > 1 else None
         )
         if type(restored) is not Success:
             return Failure(restored.failure())

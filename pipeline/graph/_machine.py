@@ -184,10 +184,10 @@ class GraphMachine(Generic[S]):
                 outs[i] = r.unwrap()
                 if boundary is None:
                     return
-                saved = await self._keep(boundary, snap, name, outs[i])
-                if type(saved) is Success:
+                refused = await self._keep(boundary, snap, name, outs[i])
+                if refused is None:
                     return
-                r = saved
+                r = refused
             if not failed or i < failed[0][0]:
                 failed[:] = [(i, located(r, name))]
             scope.cancel()

@@ -37,7 +37,7 @@ ACCEPTED = "Transferring to {name}..."
 
 def valid_name(name: str) -> bool:
     """Whether ``transfer_to_<name>`` is a valid tool name (64 characters)."""
-    return bool(_NAME.match(name))
+    return bool(_NAME.fullmatch(name))
 
 
 def transfer_tool(target: Member) -> Tool:
