@@ -11,6 +11,9 @@ extensions = [
     "sphinx.ext.napoleon",
 ]
 myst_enable_extensions = ["colon_fence"]
+myst_heading_anchors = 3
+# graph.Builder and swarm.Builder share a name: annotations say `Builder`.
+suppress_warnings = ["ref.python"]
 html_theme = "furo"
 exclude_patterns = ["_build"]
 # Type hints point at the defining (private) modules and at third-party
@@ -26,7 +29,15 @@ nitpick_ignore_regex = [
         r"(MetaValue|MetaMerge|Metadata|Children|Calls|AgentError|Result|False|True|None|_\w+)",
     ),
     (r"py:.*", r"pipeline(\.\w+)*\._\w+"),
-    (r"py:.*", r"pipeline\.(_\w+|models\._\w+|graph\._\w+|testing\._\w+)\..*"),
+    (
+        r"py:.*",
+        r"pipeline\.(_\w+|models\._\w+|graph\._\w+|swarm\._\w+|fold\._\w+|testing\._\w+)\..*",
+    ),
+    # Aliases and the machines' private value types.
+    (
+        r"py:.*",
+        r"(Observer|Gate|HandoffObserver|GraphMachine|SwarmMachine|Member|Intercept|Progress|Migration|EventSink|FoldEvent|Doc|Where|Reducer|Hooks|Journal)",
+    ),
     # Type variables and aliases, wherever they are defined.
     (
         r"py:.*",

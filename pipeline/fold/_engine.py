@@ -77,7 +77,7 @@ class Machine(Protocol[S, C_contra]):
     """What a machine supplies to the engine.
 
     *C* is the machine's per-run context (its limits, say), passed to every
-    step as it was given to :func:`run`.
+    step as it was given to the engine's ``run``.
     """
 
     @property

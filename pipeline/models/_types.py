@@ -39,7 +39,7 @@ class ModelRequest:
     """What a model is asked: messages, tools and options."""
 
     messages: Sequence[Message]
-    """The conversation, oldest first (a read-only sequence: a tuple, or a
+    """The conversation, oldest first; a read-only sequence (a tuple, or a
     view joining the parts of a conversation without copying them)."""
     tools: tuple[ToolSpec, ...] = ()
     response_schema: ResponseSchema | None = None
