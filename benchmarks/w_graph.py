@@ -45,22 +45,19 @@ def chain_graph(n: int) -> graph.Graph[Counter, str]:
     return b.edge(f"s{n - 1}", END).build()
 
 
-def loop_graph() -> graph.Graph[Counter, str]:
-    """One node looping on itself until the counter reaches the bound."""
+def loop_graph(bound: list[int]) -> graph.Graph[Counter, str]:
+    """One node looping on itself until the counter reaches ``bound[0]``."""
 
     def again(s: Counter) -> str:
-        return "spin" if s.n < s_bound[0] else END
+        return "spin" if s.n < bound[0] else END
 
-    s_bound = [0]
-    g = (
+    return (
         graph.builder(Counter)
         .node("spin", _inc("spin"))
         .entry("spin")
         .route("spin", again, to=["spin", END])
         .build()
     )
-    g.bound = s_bound  # type: ignore[attr-defined]
-    return g
 
 
 def fan_graph(n: int) -> graph.Graph[Counter, str]:
@@ -259,12 +256,13 @@ def w2(sizes: list[int], settings: Settings) -> list[Case]:
 def w3(sizes: list[int], settings: Settings) -> list[Case]:
     """W3: one node looping on itself via a conditional edge."""
     out: list[Case] = []
-    g = loop_graph()
+    bound = [0]
+    g = loop_graph(bound)
     for k in sizes:
         limits = graph.Limits(max_steps=k + 1)
 
         async def ours(k: int = k, limits: graph.Limits = limits) -> int:
-            g.bound[0] = k  # type: ignore[attr-defined]
+            bound[0] = k
             return (await g.run(Counter(), limits=limits)).unwrap().state.n
 
         async def plain(k: int = k) -> int:

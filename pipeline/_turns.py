@@ -224,17 +224,18 @@ class Loop:
 
 
 def _named(message: Message, name: str) -> Message:
-    """*message* under *name* (attrs.evolve, without its generic cost)."""
+    """*message* under *name* (without attrs.evolve's generic cost: every
+    field of a message already passed its converters)."""
     if message.name == name:
         return message
-    return Message(
-        message.role,
-        message.content,
-        name,
-        message.tool_calls,
-        message.tool_call_id,
-        message.usage,
-    )
+    out = object.__new__(Message)
+    for field in _MESSAGE_FIELDS:
+        object.__setattr__(out, field, getattr(message, field))
+    object.__setattr__(out, "name", name)
+    return out
+
+
+_MESSAGE_FIELDS = tuple(f.name for f in attrs.fields(Message))
 
 
 def _on_delta(name: str) -> Callable[[ModelDelta], Any]:

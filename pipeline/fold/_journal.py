@@ -90,8 +90,8 @@ class Boundary:
         "_up",
         "answer",
         "paused",
-        "progress",
         "saved",
+        "touched",
         "track",
     )
 
@@ -112,7 +112,7 @@ class Boundary:
         self.saved = saved
         self.answer = answer
         self.paused: str | None = None
-        self.progress: dict[str, list[Any]] | None = None
+        self.touched: set[str] = set()
         self.track: Callable[[], Any] | None = None
 
     @property
@@ -147,9 +147,9 @@ class Boundary:
         root = self._root
         failed = await root._journal.save_progress(root, full, doc)
         if failed is None:
-            if root.progress is None:
-                root.progress = {k: list(v) for k, v in root.saved.items()}
-            root.progress.setdefault(full, []).append(doc)
+            # The documents themselves are in the store; keeping them here
+            # too only fed the garbage collector.
+            root.touched.add(full)
         return failed
 
     def pause(self, question: str) -> None:
@@ -173,10 +173,12 @@ class Boundary:
         )
 
     def now(self) -> Progress:
-        """The progress saved for this step, including this attempt's."""
-        if self.progress is None:
+        """The progress of this step: what was saved before it started, and
+        (as empty chains: the documents are in the store) the keys saved
+        in this attempt."""
+        if not self.touched:
             return self.saved
-        return {k: tuple(v) for k, v in self.progress.items()}
+        return {**dict.fromkeys(self.touched, ()), **self.saved}
 
 
 class Journal(Generic[S]):

@@ -61,7 +61,10 @@ class Snapshot(Generic[S_co]):
     increases by one per committed record of the thread; *parent* is the
     version this one grew from.  *progress* holds what the folds nested in
     the step in flight (an agent's turns inside a graph node, say) saved
-    so far: a resumed step continues them instead of starting over.
+    so far: a resumed step continues them instead of starting over.  (A
+    snapshot a run returns when it paused inside a nested fold names the
+    folds that saved progress in that attempt; their records are in the
+    store, and :meth:`~pipeline.graph.Graph.load` reads them back.)
     """
 
     thread_id: str

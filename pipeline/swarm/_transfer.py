@@ -117,18 +117,20 @@ class Transfers:
         """Why a transfer to *target* is refused, or ``None``."""
         if self.limit_reached:
             return "the handoff limit is reached; answer the user yourself."
+        if target in self.allowed:  # allowed names are valid agent names
+            return None
+        if not valid_name(target) or target not in self.known:
+            why = "there is no agent by that name"
+        elif target == self.source:
+            why = f"you are {self.source!r} already"
+        else:
+            why = f"{self.source!r} may not transfer there"
         choices = (
             f"you may transfer to: {list(self.allowed)}"
             if self.allowed
             else "you cannot transfer; answer the user yourself"
         )
-        if not valid_name(target) or target not in self.known:
-            return f"there is no agent by that name; {choices}."
-        if target == self.source:
-            return f"you are {self.source!r} already; {choices}."
-        if target not in self.allowed:
-            return f"{self.source!r} may not transfer there; {choices}."
-        return None
+        return f"{why}; {choices}."
 
 
 def accepted_in(
