@@ -49,6 +49,7 @@ from pipeline.graph import END
 from pipeline.models import ModelRequest, ModelResponse
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import Tool, tool
+from tests.stores import DelegatingStore
 
 
 Point: TypeAlias = Literal["model", "tool", "before-record", "after-record"]
@@ -112,7 +113,7 @@ class World:
         return self.armed and self.point == point and n == self.at
 
 
-class CrashingStore:
+class CrashingStore(DelegatingStore):
     """A store that dies around its world's chosen commit."""
 
     def __init__(self, inner: CheckpointStore, world: World) -> None:
@@ -129,20 +130,6 @@ class CrashingStore:
         if world._hit("after-record", world.commits):
             raise SimulatedCrash
         return out
-
-    async def records(
-        self, thread_id: str, *, upto: int | None = None
-    ) -> Sequence[Record]:
-        return await self.inner.records(thread_id, upto=upto)
-
-    async def head(self, thread_id: str) -> int | None:
-        return await self.inner.head(thread_id)
-
-    async def threads(self) -> Sequence[str]:
-        return await self.inner.threads()
-
-    async def delete(self, thread_id: str) -> None:
-        await self.inner.delete(thread_id)
 
 
 def make_tools(world: World) -> list[Tool]:

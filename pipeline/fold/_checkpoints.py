@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 
@@ -127,3 +127,63 @@ async def fork(
     if type(committed) is not Success:
         return Failure(committed.failure())
     return Success(forked)
+
+
+class Threads(Generic[S]):
+    """Reading threads back, for a value whose records this codec encodes.
+
+    Graphs and swarms get their ``load``, ``history`` and ``fork`` from
+    here: one implementation for every machine.
+    """
+
+    __slots__ = ()
+
+    @property
+    def codec(self) -> Codec[S]:
+        """Encodes this machine's snapshots to records and back."""
+        raise NotImplementedError  # pragma: no cover  # every machine has one
+
+    async def load(
+        self,
+        store: CheckpointStore,
+        thread_id: str,
+        *,
+        version: int | None = None,
+    ) -> Result[Snapshot[S], SnapshotNotFound | CheckpointDecodeError]:
+        """The snapshot at *version*, or the latest usable one.
+
+        Records that fail their checksum or do not decode are skipped when
+        looking for the latest: a torn last write falls back to the version
+        before it.  An explicit *version* must decode.
+        """
+        return await load(self.codec, store, thread_id, version=version)
+
+    async def history(
+        self, store: CheckpointStore, thread_id: str
+    ) -> Result[
+        tuple[Snapshot[S], ...], SnapshotNotFound | CheckpointDecodeError
+    ]:
+        """Every decodable snapshot of the thread, oldest first."""
+        return await history(self.codec, store, thread_id)
+
+    async def fork(
+        self,
+        store: CheckpointStore,
+        thread_id: str,
+        *,
+        version: int | None = None,
+        new_thread_id: str | None = None,
+    ) -> Result[
+        Snapshot[S],
+        SnapshotNotFound | CheckpointDecodeError | ConcurrentModification,
+    ]:
+        """Copy a snapshot into a new thread (version 0); the original is
+        untouched.  Progress of nested folds in the step in flight is copied
+        too: the fork continues them."""
+        return await fork(
+            self.codec,
+            store,
+            thread_id,
+            version=version,
+            new_thread_id=new_thread_id,
+        )

@@ -34,6 +34,7 @@ from ..errors import (
     StepLimitExceeded,
 )
 from ..events import emit, listening
+from . import _checkpoints
 from ._codec import Codec
 from ._journal import (
     Boundary,
@@ -244,6 +245,37 @@ async def resume(
     )
     return await drive(
         machine, snap, journal, context, hooks, on_event, max_steps, answer
+    )
+
+
+async def resume_thread(
+    machine: Machine[S, C_contra],
+    context: C_contra,
+    *,
+    store: CheckpointStore,
+    thread_id: str,
+    version: int | None,
+    answer: str | None,
+    migrate: Migration | None,
+    hooks: Hooks[S],
+    max_steps: int,
+) -> Result[Snapshot[S], Any]:
+    """Load a thread's snapshot (the latest, or *version*) and resume it."""
+    loaded = await _checkpoints.load(
+        machine.codec, store, thread_id, version=version
+    )
+    if type(loaded) is not Success:
+        return Failure(loaded.failure())
+    return await resume(
+        machine,
+        loaded.unwrap(),
+        context,
+        store=store,
+        head=await store.head(thread_id),
+        answer=answer,
+        migrate=migrate,
+        hooks=hooks,
+        max_steps=max_steps,
     )
 
 

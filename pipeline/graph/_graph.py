@@ -31,7 +31,8 @@ from ..errors import (
     StepLimitExceeded,
     UnknownRoute,
 )
-from ..fold import _checkpoints, _engine
+from ..fold import _engine
+from ..fold._checkpoints import Threads
 from ..fold._codec import Codec
 from ..fold._engine import EventSink, Hooks, Migration
 from ..fold._model import Gate, Observer, Snapshot
@@ -77,7 +78,7 @@ def _handler_call(
 
 @final
 @attrs.frozen(eq=False, repr=False)
-class Graph(Handler[S, S, E_co | GraphFailure], Generic[S, E_co]):
+class Graph(Handler[S, S, E_co | GraphFailure], Threads[S], Generic[S, E_co]):
     """A validated graph over state *S* whose nodes fail with *E*.
 
     Make one with :func:`~pipeline.graph.builder`.  Immutable; one graph
@@ -219,63 +220,17 @@ class Graph(Handler[S, S, E_co | GraphFailure], Generic[S, E_co]):
         it to this graph.  *answer* goes to the gate of an interrupted
         transition (or to the nested run that paused inside it).
         """
-        loaded = await self.load(store, thread_id, version=version)
-        if type(loaded) is not Success:
-            return Failure(loaded.failure())
-        snap: Snapshot[S] = loaded.unwrap()
         limits = limits or self.limits
-        return await _engine.resume(
+        return await _engine.resume_thread(
             self._machine,
-            snap,
             limits,
             store=store,
-            head=await store.head(thread_id),
+            thread_id=thread_id,
+            version=version,
             answer=answer,
             migrate=migrate,
             hooks=self._hooks(gates, observers, on_event),
             max_steps=limits.max_steps,
-        )
-
-    # -- checkpoints ------------------------------------------------------------
-
-    async def load(
-        self,
-        store: CheckpointStore,
-        thread_id: str,
-        *,
-        version: int | None = None,
-    ) -> Result[Snapshot[S], SnapshotNotFound | CheckpointDecodeError]:
-        """The snapshot at *version*, or the latest usable one."""
-        return await _checkpoints.load(
-            self.codec, store, thread_id, version=version
-        )
-
-    async def history(
-        self, store: CheckpointStore, thread_id: str
-    ) -> Result[
-        tuple[Snapshot[S], ...], SnapshotNotFound | CheckpointDecodeError
-    ]:
-        """Every decodable snapshot of the thread, oldest first."""
-        return await _checkpoints.history(self.codec, store, thread_id)
-
-    async def fork(
-        self,
-        store: CheckpointStore,
-        thread_id: str,
-        *,
-        version: int | None = None,
-        new_thread_id: str | None = None,
-    ) -> Result[
-        Snapshot[S],
-        SnapshotNotFound | CheckpointDecodeError | ConcurrentModification,
-    ]:
-        """Copy a snapshot into a new thread (version 0); the original is untouched."""
-        return await _checkpoints.fork(
-            self.codec,
-            store,
-            thread_id,
-            version=version,
-            new_thread_id=new_thread_id,
         )
 
     # -- drawing ----------------------------------------------------------------

@@ -30,7 +30,8 @@ from ..errors import (
     SnapshotNotFound,
     StepLimitExceeded,
 )
-from ..fold import _checkpoints, _engine
+from ..fold import _engine
+from ..fold._checkpoints import Threads
 from ..fold._codec import Codec
 from ..fold._engine import EventSink, Hooks, Migration
 from ..fold._model import Gate, Observer, Snapshot
@@ -79,7 +80,11 @@ def _handler_call(
 
 @final
 @attrs.frozen(eq=False, repr=False)
-class Swarm(Handler[Context, Context, SwarmFailure], Generic[T]):
+class Swarm(
+    Handler[Context, Context, SwarmFailure],
+    Threads[SwarmState[T]],
+    Generic[T],
+):
     """A validated swarm whose agents share a typed state *T*.
 
     Make one with :func:`~pipeline.swarm.builder`.  Immutable; one swarm
@@ -213,62 +218,16 @@ class Swarm(Handler[Context, Context, SwarmFailure], Generic[T]):
         grows a new branch, another fingerprint needs *migrate*, *answer*
         goes to the gate of an interrupted handoff.
         """
-        loaded = await self.load(store, thread_id, version=version)
-        if type(loaded) is not Success:
-            return Failure(loaded.failure())
-        return await _engine.resume(
+        return await _engine.resume_thread(
             self._machine,
-            loaded.unwrap(),
             self.limits,
             store=store,
-            head=await store.head(thread_id),
+            thread_id=thread_id,
+            version=version,
             answer=answer,
             migrate=migrate,
             hooks=self._hooks(gates, observers, on_event),
             max_steps=self.limits.max_handoffs + 1,
-        )
-
-    async def load(
-        self,
-        store: CheckpointStore,
-        thread_id: str,
-        *,
-        version: int | None = None,
-    ) -> Result[
-        Snapshot[SwarmState[T]], SnapshotNotFound | CheckpointDecodeError
-    ]:
-        """The snapshot at *version*, or the latest usable one."""
-        return await _checkpoints.load(
-            self.codec, store, thread_id, version=version
-        )
-
-    async def history(
-        self, store: CheckpointStore, thread_id: str
-    ) -> Result[
-        tuple[Snapshot[SwarmState[T]], ...],
-        SnapshotNotFound | CheckpointDecodeError,
-    ]:
-        """Every decodable snapshot of the thread, oldest first."""
-        return await _checkpoints.history(self.codec, store, thread_id)
-
-    async def fork(
-        self,
-        store: CheckpointStore,
-        thread_id: str,
-        *,
-        version: int | None = None,
-        new_thread_id: str | None = None,
-    ) -> Result[
-        Snapshot[SwarmState[T]],
-        SnapshotNotFound | CheckpointDecodeError | ConcurrentModification,
-    ]:
-        """Copy a snapshot into a new thread (version 0); the original is untouched."""
-        return await _checkpoints.fork(
-            self.codec,
-            store,
-            thread_id,
-            version=version,
-            new_thread_id=new_thread_id,
         )
 
     def mermaid(self) -> str:

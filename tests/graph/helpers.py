@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 import attrs
 
 from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
-from pipeline import Handler, graph, handler
-from pipeline.errors import ConcurrentModification
+from pipeline import Handler, handler
+from tests.stores import DelegatingStore as DelegatingStore
 
 
 @attrs.frozen
@@ -64,30 +64,3 @@ def failing(name: str, message: str) -> Handler[Counted, Counted, str]:
         return Failure(message)
 
     return run
-
-
-class DelegatingStore:
-    """A CheckpointStore passing everything to *inner*; tests override
-    ``commit`` to inject faults."""
-
-    def __init__(self, inner: graph.MemoryStore) -> None:
-        self.inner = inner
-
-    async def commit(
-        self, record: graph.Record, *, expected_head: int | None
-    ) -> Result[None, ConcurrentModification]:
-        return await self.inner.commit(record, expected_head=expected_head)
-
-    async def records(
-        self, thread_id: str, *, upto: int | None = None
-    ) -> Sequence[graph.Record]:
-        return await self.inner.records(thread_id, upto=upto)
-
-    async def head(self, thread_id: str) -> int | None:
-        return await self.inner.head(thread_id)
-
-    async def threads(self) -> Sequence[str]:
-        return await self.inner.threads()
-
-    async def delete(self, thread_id: str) -> None:
-        await self.inner.delete(thread_id)

@@ -47,6 +47,7 @@ from pipeline.swarm import (
 )
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import tool
+from tests.stores import DelegatingStore
 from tests.swarm.helpers import (
     PREFIX,
     Mission,
@@ -1272,11 +1273,11 @@ class Crash(BaseException):
     """A crash the fold does not catch (a process dying mid-step)."""
 
 
-class CrashingStore:
+class CrashingStore(DelegatingStore):
     """A MemoryStore that dies (raises Crash) on committing one version."""
 
     def __init__(self, inner: swarm.MemoryStore, version: int) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.version = version
 
     async def commit(
@@ -1285,20 +1286,6 @@ class CrashingStore:
         if record.version == self.version:
             raise Crash
         return await self.inner.commit(record, expected_head=expected_head)
-
-    async def records(
-        self, thread_id: str, *, upto: int | None = None
-    ) -> Sequence[Record]:
-        return await self.inner.records(thread_id, upto=upto)
-
-    async def head(self, thread_id: str) -> int | None:
-        return await self.inner.head(thread_id)
-
-    async def threads(self) -> Sequence[str]:
-        return await self.inner.threads()
-
-    async def delete(self, thread_id: str) -> None:
-        await self.inner.delete(thread_id)
 
 
 async def test_crash_after_the_transferring_turn_still_hands_off() -> None:

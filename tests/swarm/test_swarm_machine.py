@@ -62,6 +62,7 @@ from pipeline.swarm import (
 )
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import tool
+from tests.stores import DelegatingStore
 
 
 PREFIX = "transfer_to_"
@@ -329,11 +330,11 @@ class Tally:
     forks: int = 0
 
 
-class CrashingStore:
+class CrashingStore(DelegatingStore):
     """A MemoryStore whose commit of version ``faults.commit_at`` dies."""
 
     def __init__(self, inner: MemoryStore, faults: Faults) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.faults = faults
 
     async def commit(
@@ -343,20 +344,6 @@ class CrashingStore:
             self.faults.commit_at = None
             raise Crash
         return await self.inner.commit(record, expected_head=expected_head)
-
-    async def records(
-        self, thread_id: str, *, upto: int | None = None
-    ) -> Sequence[Record]:
-        return await self.inner.records(thread_id, upto=upto)
-
-    async def head(self, thread_id: str) -> int | None:
-        return await self.inner.head(thread_id)
-
-    async def threads(self) -> Sequence[str]:
-        return await self.inner.threads()
-
-    async def delete(self, thread_id: str) -> None:
-        await self.inner.delete(thread_id)
 
 
 Run: TypeAlias = Callable[
