@@ -9,7 +9,7 @@ committed never runs again and a crash loses at most the turn in flight.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 import attrs
@@ -64,6 +64,7 @@ class Turns:
 
 
 CODEC: Codec[Turns] = Codec(Turns)
+_NO_TURNS = Turns()
 _CONVERTER = make_converter()
 
 Intercept: TypeAlias = Callable[
@@ -121,7 +122,7 @@ class Loop:
     def start(self) -> Snapshot[Turns]:
         """The snapshot before the first turn."""
         return Snapshot(
-            self.name, 0, None, Turns(), None, (self.name,), None, 0,
+            self.name, 0, None, _NO_TURNS, None, (self.name,), None, 0,
             self.fingerprint,
         )  # fmt: skip
 
@@ -194,11 +195,14 @@ class Loop:
         self, calls: tuple[ToolCall, ...], *, listen: bool
     ) -> tuple[tuple[Message, ...], bool]:
         name = self.name
+        on_result: Callable[[ToolCall, str, bool], Awaitable[None]] | None = (
+            None
+        )
+        if listen:
 
-        async def on_result(
-            call: ToolCall, content: str, failed: bool
-        ) -> None:
-            if listen:
+            async def on_result(
+                call: ToolCall, content: str, failed: bool
+            ) -> None:
                 await emit(ToolCallFinished(name, call, content, failed))
 
         if self.intercept is None:
@@ -217,7 +221,8 @@ class Loop:
                 out.append(
                     Message.tool(content, tool_call_id=call.id, name=call.name)
                 )
-                await on_result(call, content, failed)
+                if on_result is not None:
+                    await on_result(call, content, failed)
             else:
                 out.append(next(ran))
         return tuple(out), stop
