@@ -195,15 +195,7 @@ class Loop:
         self, calls: tuple[ToolCall, ...], *, listen: bool
     ) -> tuple[tuple[Message, ...], bool]:
         name = self.name
-        on_result: Callable[[ToolCall, str, bool], Awaitable[None]] | None = (
-            None
-        )
-        if listen:
-
-            async def on_result(
-                call: ToolCall, content: str, failed: bool
-            ) -> None:
-                await emit(ToolCallFinished(name, call, content, failed))
+        on_result = _finished(name) if listen else None
 
         if self.intercept is None:
             results = await run_tools(calls, self.tools, on_result=on_result)
@@ -226,6 +218,15 @@ class Loop:
             else:
                 out.append(next(ran))
         return tuple(out), stop
+
+
+def _finished(
+    name: str,
+) -> Callable[[ToolCall, str, bool], Awaitable[None]]:
+    async def on_result(call: ToolCall, content: str, failed: bool) -> None:
+        await emit(ToolCallFinished(name, call, content, failed))
+
+    return on_result
 
 
 def _named(message: Message, name: str) -> Message:

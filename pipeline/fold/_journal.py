@@ -216,7 +216,21 @@ class Journal(Generic[S]):
         version = 0 if self.head is None else self.head + 1
         parent = None if last is None else last.version
         if snap.version != version or snap.parent != parent:
-            snap = attrs.evolve(snap, version=version, parent=parent)
+            snap = Snapshot(
+                snap.thread_id,
+                version,
+                parent,
+                snap.state,
+                snap.node,
+                snap.next,
+                snap.join,
+                snap.step,
+                snap.fingerprint,
+                snap.status,
+                snap.pending,
+                snap.progress,
+                snap.reason,
+            )
         doc = self.codec.document(snap, last, progress)
         failed = await self.write(snap, doc)
         if failed is not None:

@@ -64,7 +64,7 @@ class Snapshot(Generic[S_co]):
     so far: a resumed step continues them instead of starting over.  (A
     snapshot a run returns when it paused inside a nested fold names the
     folds that saved progress in that attempt; their records are in the
-    store, and :meth:`~pipeline.graph.Graph.load` reads them back.)
+    store, and ``load`` reads them back.)
     """
 
     thread_id: str

@@ -4,7 +4,7 @@ Build with :func:`builder`, run with :meth:`Graph.run` (or call the graph:
 it is a handler), keep checkpoints in a
 :class:`~pipeline.fold.CheckpointStore` (:class:`~pipeline.fold.MemoryStore`,
 :class:`~pipeline.fold.SQLiteStore`), and :meth:`Graph.resume` or
-:meth:`Graph.fork` from them.  The fold values (snapshots, gates, stores)
+``Graph.fork`` from them.  The fold values (snapshots, gates, stores)
 live in :mod:`pipeline.fold` and are re-exported here.
 """
 
