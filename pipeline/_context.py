@@ -8,6 +8,7 @@ history of *n* messages shares the *n* existing ones instead of copying them.
 from __future__ import annotations
 
 import enum
+import operator
 import uuid
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -288,6 +289,13 @@ class Context:
         factory=_no_metadata, converter=_to_metadata
     )
     run_id: str = attrs.field(factory=_new_run_id)
+    # The message vectors this one was appended to (newest first, a few):
+    # how a checkpoint or a merge knows, without comparing every message,
+    # that these messages extend an older snapshot's.  Not part of the
+    # value (equality, hash and repr ignore it).
+    _lineage: tuple[PVector[Message], ...] = attrs.field(
+        init=False, default=(), eq=False, hash=False, repr=False
+    )
 
     @classmethod
     def of(
@@ -309,7 +317,8 @@ class Context:
         else:
             _check_messages(messages, "append() argument")
             msgs = self.messages.extend(messages)
-        return _make(msgs, self.metadata, self.run_id)
+        lineage = (self.messages, *self._lineage[: _LINEAGE - 1])
+        return _make(msgs, self.metadata, self.run_id, lineage)
 
     def with_messages(self, messages: Iterable[Message]) -> Context:
         """Return a context whose history is exactly *messages*."""
@@ -319,12 +328,20 @@ class Context:
         """Return a context with metadata *key* set to *value*."""
         frozen = _freeze(value, f"metadata.{key}")
         return _make(
-            self.messages, self.metadata.set(key, frozen), self.run_id
+            self.messages,
+            self.metadata.set(key, frozen),
+            self.run_id,
+            self._lineage,
         )
 
     def discard(self, key: str) -> Context:
         """Return a context without metadata *key* (if it was there)."""
-        return _make(self.messages, self.metadata.discard(key), self.run_id)
+        return _make(
+            self.messages,
+            self.metadata.discard(key),
+            self.run_id,
+            self._lineage,
+        )
 
     def with_metadata(self, metadata: Mapping[str, object]) -> Context:
         """Return a context whose metadata is exactly *metadata*."""
@@ -340,7 +357,7 @@ class Context:
         merged = merge_metadata(
             self.metadata, _to_metadata(other), strategy, custom
         )
-        return _make(self.messages, merged, self.run_id)
+        return _make(self.messages, merged, self.run_id, self._lineage)
 
     @property
     def last(self) -> Message | None:
@@ -348,15 +365,52 @@ class Context:
         return self.messages[-1] if self.messages else None
 
 
+_LINEAGE = 16
+
+
 def _make(
-    messages: PVector[Message], metadata: Metadata, run_id: str
+    messages: PVector[Message],
+    metadata: Metadata,
+    run_id: str,
+    lineage: tuple[PVector[Message], ...] = (),
 ) -> Context:
     """A context from parts that are already valid: skips the converters."""
     ctx = object.__new__(Context)
     object.__setattr__(ctx, "messages", messages)
     object.__setattr__(ctx, "metadata", metadata)
     object.__setattr__(ctx, "run_id", run_id)
+    object.__setattr__(ctx, "_lineage", lineage)
     return ctx
+
+
+def extends(
+    old: Sequence[object],
+    new: Sequence[object],
+    lineage: Sequence[object] = (),
+) -> bool:
+    """Whether *new* starts with exactly *old*'s items (the same objects).
+
+    *lineage* lists vectors *new* is known to extend (a context's appends
+    record them): a hit answers at once.  Otherwise every item of *old* is
+    compared by identity, in C: linear, but never fooled by an edit in the
+    middle (the identity of the last item alone would be).
+    """
+    if new is old:
+        return True
+    n = len(old)
+    if len(new) < n:
+        return False
+    if n == 0:
+        return True
+    for known in lineage:
+        if known is old:
+            return True
+    return all(map(operator.is_, old, new))
+
+
+def context_extends(old: Context, new: Context) -> bool:
+    """Whether *new*'s messages start with exactly *old*'s."""
+    return extends(old.messages, new.messages, new._lineage)
 
 
 def _is_number(v: MetaValue) -> bool:
@@ -403,20 +457,20 @@ def merge_metadata(
 
 
 def _added_messages(
-    base: PVector[Message], out: PVector[Message]
+    base: PVector[Message],
+    out: PVector[Message],
+    lineage: Sequence[object] = (),
 ) -> Sequence[Message]:
     """Messages *out* has beyond the prefix it shares with *base*."""
     if out is base:
         return ()
+    if extends(base, out, lineage):
+        return out[len(base) :]
+    # A branch that rewrote history: what follows the common prefix.
     n = min(len(base), len(out))
     k = 0
-    # Branches extend their input, so the shared prefix is usually the whole
-    # of *base*; compare from the end of it first (cheap when shared).
-    if n == len(base) and (n == 0 or out[n - 1] is base[n - 1]):
-        k = n
-    else:
-        while k < n and (out[k] is base[k] or out[k] == base[k]):
-            k += 1
+    while k < n and (out[k] is base[k] or out[k] == base[k]):
+        k += 1
     return out[k:]
 
 
@@ -439,7 +493,9 @@ def merge_branches(
     changed: Metadata = pmap()
     base_meta = base.metadata
     for out in outputs:
-        added.extend(_added_messages(base.messages, out.messages))
+        added.extend(
+            _added_messages(base.messages, out.messages, out._lineage)
+        )
         if out.metadata is base_meta:
             continue
         delta = {

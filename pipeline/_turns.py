@@ -29,7 +29,7 @@ from .events import (
     emit,
     listening,
 )
-from .fold._codec import Codec
+from .fold._codec import APPEND_ONLY, Codec
 from .fold._model import Snapshot, Status
 from .models._types import ModelDelta, ModelRequest, TextDelta, ToolSpec
 from .tools import Tool, run_tools
@@ -58,7 +58,9 @@ class TurnLimitExceeded(PipelineError):
 class Turns:
     """What one run of an agent added so far: the fold's state."""
 
-    messages: PVector[Message] = attrs.field(factory=pvector)
+    messages: PVector[Message] = attrs.field(
+        factory=pvector, metadata={APPEND_ONLY: True}
+    )
     usage: Usage = Usage()
     turns: int = 0
 

@@ -34,6 +34,7 @@ from pyrsistent import PVector, pvector
 from pyrsistent._pvector import PythonPVector
 from returns.result import Failure, Result, Success
 
+from .._context import Context, extends
 from .._serde import STRUCTURE_ERRORS, canonical, make_converter
 from ..errors import CheckpointDecodeError
 from ._model import NO_PROGRESS, Pending, Progress, Snapshot, Status
@@ -57,15 +58,17 @@ def record_checksum(
     return h.hexdigest()
 
 
-def _extends(old: PVector[Any], new: PVector[Any]) -> bool:
+def _appended(old: PVector[Any], new: PVector[Any]) -> bool:
+    """For logs appended to by construction: the last shared item suffices."""
     n = len(old)
     if len(new) < n:
         return False
-    if n == 0:
-        return True
-    if new[n - 1] is old[n - 1]:  # shared structure: the common case
-        return True
-    return bool(new[:n] == old)
+    return n == 0 or new[n - 1] is old[n - 1]
+
+
+APPEND_ONLY = "pipeline_append_only"
+"""attrs field metadata key: the machine that owns this persistent-vector
+field only ever appends to it, so a checkpoint may trust its last item."""
 
 
 @final
@@ -86,10 +89,16 @@ class Codec(Generic[S]):
         cls = get_origin(state_type) or state_type
         self._cls: type[Any] = cls
         self._fields: tuple[str, ...] | None = (
-            tuple(f.name for f in attrs.fields(cls))
+            tuple(f.name for f in attrs.fields(cls) if f.init)
             if attrs.has(cls)
             else None
         )
+        self._trusted = frozenset(
+            f.name
+            for f in (attrs.fields(cls) if attrs.has(cls) else ())
+            if f.metadata.get(APPEND_ONLY)
+        )
+        self._context = cls is Context
 
     # -- encoding -----------------------------------------------------------
 
@@ -145,7 +154,9 @@ class Codec(Generic[S]):
             value = getattr(state, name)
             before = getattr(old, name) if old is not None else _ABSENT
             if type(value) in _VECTORS:  # not isinstance: an ABC, slow
-                if type(before) in _VECTORS and _extends(before, value):
+                if type(before) in _VECTORS and self._grown(
+                    name, before, value, state
+                ):
                     base = len(before)
                     if base == len(value):
                         continue  # unchanged log
@@ -162,6 +173,16 @@ class Codec(Generic[S]):
         if logs:
             doc["logs"] = logs
         return doc
+
+    def _grown(
+        self, name: str, before: PVector[Any], value: PVector[Any], state: Any
+    ) -> bool:
+        """Whether log *name* only had items appended since *before*."""
+        if name in self._trusted:
+            return _appended(before, value)
+        if self._context and name == "messages":
+            return extends(before, value, state._lineage)
+        return extends(before, value)
 
     def encode(
         self,

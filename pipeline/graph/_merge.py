@@ -10,7 +10,12 @@ import attrs
 from pyrsistent import PVector
 from returns.result import Failure, Result, Success
 
-from .._context import Context, merge_branches
+from .._context import (
+    Context,
+    context_extends,
+    extends,
+    merge_branches,
+)
 from ..errors import MergeConflict
 from ._edges import Reducer
 
@@ -26,9 +31,17 @@ def merge_states(
 ) -> Result[S, MergeConflict]:
     """Merge fan-out branch states; the result ignores completion order."""
     if isinstance(base, Context):
-        return Success(
-            cast("S", merge_branches(base, cast("tuple[Context, ...]", outs)))
+        contexts = cast("tuple[Context, ...]", outs)
+        rewrote = tuple(
+            str(names[i])
+            for i, out in enumerate(contexts)
+            if not context_extends(base, out)
         )
+        if rewrote:
+            # A branch that edited or dropped earlier messages: no merge
+            # can keep both its history and the others'.
+            return Failure(MergeConflict("messages", rewrote))
+        return Success(cast("S", merge_branches(base, contexts)))
     if not attrs.has(type(base)):
         changed = [(i, o) for i, o in enumerate(outs) if o != base]
         if not changed:
@@ -54,7 +67,7 @@ def merge_states(
         elif len(changed_values) == 1 or all(v == values[0] for v in values):
             merged = values[0]
         elif isinstance(before, PVector) and all(
-            _grows(before, v) for v in values
+            isinstance(v, PVector) and extends(before, v) for v in values
         ):
             merged = before.extend(
                 item for v in values for item in v[len(before) :]
@@ -70,10 +83,3 @@ def merge_states(
     if not updates:
         return Success(base)
     return Success(cast("S", attrs.evolve(cast("Any", base), **updates)))
-
-
-def _grows(before: PVector[Any], after: object) -> bool:
-    if not isinstance(after, PVector) or len(after) < len(before):
-        return False
-    n = len(before)
-    return n == 0 or after[n - 1] is before[n - 1] or after[:n] == before

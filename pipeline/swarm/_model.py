@@ -9,6 +9,7 @@ import attrs
 from pyrsistent import PVector, pvector
 
 from .._context import Context, Message
+from ..fold._codec import APPEND_ONLY
 
 
 if TYPE_CHECKING:
@@ -60,7 +61,9 @@ class SwarmState(Generic[T_co]):
 
     active: str
     state: T_co
-    messages: PVector[Message] = attrs.field(factory=_no_messages)
+    messages: PVector[Message] = attrs.field(
+        factory=_no_messages, metadata={APPEND_ONLY: True}
+    )
     context: Context = attrs.field(factory=Context)
     handoffs: int = 0
 

@@ -14,6 +14,7 @@ import pytest
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyrsistent import pvector
 from returns.result import Failure, Result, Success
 
 from pipeline import Context, Message, graph, handler
@@ -390,3 +391,75 @@ async def test_history_is_stored_as_deltas(tmp_path: Path) -> None:
     assert max(steady) - min(steady) < 16  # flat: only the new message
     log_bytes = sum(len(m.content) + 40 for m in out.state.messages)
     assert sum(sizes) < 10 * log_bytes
+
+
+@attrs.frozen
+class Items:
+    """A state with a persistent-vector field that nodes may edit."""
+
+    items: Any = attrs.field(factory=lambda: pvector(["draft", "b", "c"]))
+
+
+async def test_an_edited_vector_element_is_checkpointed() -> None:
+    """Replacing an element of a vector field (same length, or then
+    appending) is what load and resume see, not the old element."""
+
+    @handler
+    async def edit(s: Items) -> Result[Items, str]:
+        return Success(Items(s.items.set(0, "FINAL")))
+
+    @handler
+    async def more(s: Items) -> Result[Items, str]:
+        return Success(Items(s.items.set(1, "B!").append("d")))
+
+    g = (
+        graph.builder(Items)
+        .node("edit", edit)
+        .node("more", more)
+        .entry("edit")
+        .edge("edit", "more")
+        .edge("more", END)
+        .build()
+    )
+    store = graph.MemoryStore()
+    ran = (await g.run(Items(), store=store, thread_id="t")).unwrap()
+    assert list(ran.state.items) == ["FINAL", "B!", "c", "d"]
+    for snap in (await g.history(store, "t")).unwrap()[1:]:
+        assert snap.state.items[0] == "FINAL"
+    assert (await g.load(store, "t")).unwrap().state == ran.state
+
+
+async def test_a_redacted_message_stays_redacted_in_the_checkpoint() -> None:
+    """A node that rewrites an earlier message of a context (a redaction)
+    is checkpointed as rewritten, though the history kept its length."""
+
+    @handler
+    async def redact(ctx: Context) -> Result[Context, str]:
+        return Success(
+            ctx.with_messages(ctx.messages.set(0, Message.user("[redacted]")))
+        )
+
+    @handler
+    async def reply(ctx: Context) -> Result[Context, str]:
+        return Success(ctx.append(Message.assistant("ok")))
+
+    g = (
+        graph.builder(Context)
+        .node("redact", redact)
+        .node("reply", reply)
+        .entry("redact")
+        .edge("redact", "reply")
+        .edge("reply", END)
+        .build()
+    )
+    store = graph.MemoryStore()
+    card = "card 4111-1111-1111-1111"
+    start = Context.of(Message.user(card), Message.assistant("noted"))
+    ran = (await g.run(start, store=store, thread_id="t")).unwrap()
+    loaded = (await g.load(store, "t")).unwrap()
+    assert [m.content for m in loaded.state.messages] == [
+        "[redacted]",
+        "noted",
+        "ok",
+    ]
+    assert loaded.state == ran.state

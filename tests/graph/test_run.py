@@ -8,7 +8,7 @@ import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import pvector
+from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
 from pipeline import Context, Handler, Message, graph, handler, map_reduce
@@ -358,3 +358,72 @@ async def test_fan_out_concurrency_is_bounded() -> None:
     assert list(out.state.trail) == ["src", *(f"s{i}" for i in range(40))]
     with pytest.raises(ValueError, match="concurrency"):
         graph.Limits(concurrency=0)
+
+
+async def test_fan_out_branch_editing_a_vector_is_a_conflict() -> None:
+    """A branch that edits an element of a vector another branch extends
+    is a MergeConflict, never a merge that drops the edit."""
+
+    @attrs.frozen
+    class Items:
+        items: PVector[str] = attrs.field(factory=lambda: pvector(["todo"]))
+
+    @handler
+    async def start(s: Items) -> Result[Items, str]:
+        return Success(Items(s.items.append("b")))
+
+    @handler
+    async def left(s: Items) -> Result[Items, str]:
+        return Success(Items(s.items.set(0, "DONE").append("l")))
+
+    @handler
+    async def right(s: Items) -> Result[Items, str]:
+        return Success(Items(s.items.append("r")))
+
+    g = (
+        graph.builder(Items)
+        .node("start", start)
+        .node("left", left)
+        .node("right", right)
+        .entry("start")
+        .fan_out("start", ["left", "right"], join=END)
+        .build()
+    )
+    out = await g.run(Items())
+    assert isinstance(out, Failure)
+    assert isinstance(out.failure(), MergeConflict)
+    assert out.failure().field == "items"
+
+
+async def test_fan_out_branch_rewriting_context_history_is_a_conflict() -> (
+    None
+):
+    """On a context state, a branch that rewrote earlier messages cannot be
+    merged with the others: MergeConflict on the messages."""
+
+    @handler
+    async def start(c: Context) -> Result[Context, str]:
+        return Success(c.append(Message.user("q")))
+
+    @handler
+    async def rewrite(c: Context) -> Result[Context, str]:
+        return Success(c.with_messages([Message.user("redacted")]))
+
+    @handler
+    async def add(c: Context) -> Result[Context, str]:
+        return Success(c.append(Message.assistant("a")))
+
+    g = (
+        graph.builder(Context)
+        .node("start", start)
+        .node("rewrite", rewrite)
+        .node("add", add)
+        .entry("start")
+        .fan_out("start", ["rewrite", "add"], join=END)
+        .build()
+    )
+    out = await g.run(Context())
+    assert isinstance(out, Failure)
+    conflict = out.failure()
+    assert isinstance(conflict, MergeConflict)
+    assert (conflict.field, conflict.branches) == ("messages", ("rewrite",))
