@@ -20,7 +20,7 @@ from returns.result import Failure
 from ._context import Message, ToolCall, Usage
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
-from .errors import PipelineError
+from .errors import PipelineError, RunPaused
 from .events import (
     MessageComplete,
     MessageDelta,
@@ -80,9 +80,21 @@ _RUNNING = Status.RUNNING
 _DONE = Status.DONE
 
 
-def digest(view: Sequence[Message]) -> str:
-    """Identifies an agent run's input (see :meth:`Boundary.claim`)."""
-    return checksum(canonical([_CONVERTER.unstructure(m) for m in view]))[:16]
+def digest(instructions: str, messages: Sequence[Message]) -> str:
+    """Identifies an agent run's input (see :meth:`Boundary.claim`): its
+    instructions and the messages it was given, before any history policy
+    (a summarising policy may word its summary differently next time)."""
+    doc = [instructions, [_CONVERTER.unstructure(m) for m in messages]]
+    return checksum(canonical(doc))[:16]
+
+
+class PauseRequested(BaseException):  # not an error
+    """A tool asks the agent's run to pause for a human (carried through
+    the tool machinery, which turns exceptions into error results)."""
+
+    def __init__(self, question: str) -> None:
+        super().__init__(question)
+        self.question = question
 
 
 @final
@@ -163,12 +175,24 @@ class Loop:
         if not calls:
             done = Turns(progress.messages.append(message), usage, turn)
             return self._next(snap, done, stop=True)
-        if last:
+        # Calls the caller takes itself (a swarm's transfers), decided
+        # before any tool runs: an accepted transfer needs no further model
+        # call, so it may come on the last turn.
+        taken, stop = (
+            self.intercept(calls)
+            if self.intercept is not None
+            else ({}, False)
+        )
+        if last and not stop:
             return Failure(TurnLimitExceeded(name, turn, path=(name,)))
         if listen:
             for call in calls:
                 await emit(ToolCallStarted(name, call))
-        results, stop = await self._tools(calls, listen=listen)
+        try:
+            results = await self._tools(calls, taken, listen=listen)
+        except PauseRequested as pause:
+            # A fold used as a tool paused for a human: so does this run.
+            return Failure(RunPaused(pause.question, path=(name,)))
         if listen:
             for result in results:
                 await emit(MessageComplete(name, result))
@@ -194,18 +218,15 @@ class Loop:
         )
 
     async def _tools(
-        self, calls: tuple[ToolCall, ...], *, listen: bool
-    ) -> tuple[tuple[Message, ...], bool]:
-        name = self.name
-        on_result = _finished(name) if listen else None
-
-        if self.intercept is None:
-            results = await run_tools(calls, self.tools, on_result=on_result)
-            return results, False
-        taken, stop = self.intercept(calls)
+        self,
+        calls: tuple[ToolCall, ...],
+        taken: Mapping[int, tuple[str, bool]],
+        *,
+        listen: bool,
+    ) -> tuple[Message, ...]:
+        on_result = _finished(self.name) if listen else None
         if not taken:
-            results = await run_tools(calls, self.tools, on_result=on_result)
-            return results, stop
+            return await run_tools(calls, self.tools, on_result=on_result)
         rest = [c for i, c in enumerate(calls) if i not in taken]
         ran = iter(await run_tools(rest, self.tools, on_result=on_result))
         out: list[Message] = []
@@ -219,7 +240,7 @@ class Loop:
                     await on_result(call, content, failed)
             else:
                 out.append(next(ran))
-        return tuple(out), stop
+        return tuple(out)
 
 
 def _finished(

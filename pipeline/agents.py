@@ -16,6 +16,7 @@ from typing import (
     TYPE_CHECKING,
     Any,
     Literal,
+    NoReturn,
     Protocol,
     TypeAlias,
     final,
@@ -29,12 +30,13 @@ from returns.result import Failure, Result, Success
 from ._combinators import must, sequential
 from ._context import Context, Message, Role, Usage
 from ._handler import Call, Handler, ok
-from ._turns import Intercept, Loop, TurnLimitExceeded, digest
+from ._turns import Intercept, Loop, PauseRequested, TurnLimitExceeded, digest
 from ._views import joined
-from .errors import ConstructionError, HistoryBudgetExceeded
+from .errors import ConstructionError, HistoryBudgetExceeded, RunPaused
 from .events import MessageComplete, emit
 from .fold import _engine
 from .fold._journal import current_boundary
+from .fold._model import Status
 from .models._types import Model, ModelError, ResponseSchema, ToolSpec
 from .tools import Tool
 
@@ -60,7 +62,9 @@ __all__ = (
 HANDOFF_MESSAGE = "Please proceed."
 
 
-AgentError: TypeAlias = ModelError | TurnLimitExceeded | HistoryBudgetExceeded
+AgentError: TypeAlias = (
+    ModelError | TurnLimitExceeded | HistoryBudgetExceeded | RunPaused
+)
 """What running an agent may fail with."""
 
 
@@ -201,6 +205,8 @@ class Agent(Handler[Context, Context, AgentError]):
         specs, when the caller has them at hand.
         """
         view: Sequence[Message] = messages
+        nested = current_boundary() is not None
+        key = digest(self.instructions, messages) if nested else None
         policy = history or self.history
         if policy is not None:
             selected = await policy.select(view)
@@ -215,12 +221,15 @@ class Agent(Handler[Context, Context, AgentError]):
             loop.start(),
             None,
             max_steps=self.max_turns + 1,
-            digest=digest(view) if current_boundary() is not None else None,
+            digest=key,
             announce=False,
         )
         if not ok(out):
             return Failure(out.failure())
         snap = out.unwrap()
+        if snap.status is Status.INTERRUPTED:  # a tool's fold paused
+            question = snap.pending.question if snap.pending else ""
+            return Failure(RunPaused(question, path=(self.name,)))
         done = snap.state
         return Success(
             AgentRun(self.name, tuple(done.messages), done.usage, done.turns)
@@ -453,7 +462,7 @@ def as_tool(
     async def call(prompt: str) -> str:
         out = await _run_prompt(agent, prompt)
         if not ok(out):
-            raise AgentFailed(str(out.failure()))
+            _raise_for(out.failure())
         return out.unwrap()
 
     label = name or agent.name
@@ -477,6 +486,18 @@ def as_tool(
             "additionalProperties": False,
         },
     )
+
+
+def _raise_for(failure: object) -> NoReturn:
+    """Why a fold used as a tool did not answer, raised inside the tool.
+
+    A pause inside a checkpointed run pauses the calling agent's run too
+    (and so the run around it): it must not become an error result the
+    model could talk its way past.  Anything else is an error result.
+    """
+    if isinstance(failure, RunPaused) and current_boundary() is not None:
+        raise PauseRequested(failure.question)
+    raise AgentFailed(str(failure))
 
 
 async def _run_prompt(
@@ -515,7 +536,7 @@ def _graph_tool(
             raise AgentFailed(msg) from None
         out = await graph(state)
         if not ok(out):
-            raise AgentFailed(str(out.failure()))
+            _raise_for(out.failure())
         return canonical(converter.unstructure(out.unwrap())).decode()
 
     schema = dict(schema_for(kind))

@@ -36,7 +36,7 @@ from returns.result import Failure, Result, Success
 
 from .._context import Context, extends
 from .._serde import STRUCTURE_ERRORS, canonical, make_converter
-from ..errors import CheckpointDecodeError
+from ..errors import CheckpointDecodeError, ConstructionError
 from ._model import NO_PROGRESS, Pending, Progress, Snapshot, Status
 from ._store import Record
 
@@ -82,8 +82,24 @@ class Codec(Generic[S]):
         self.converter = converter or make_converter()
         # cattrs generates (compiles) its hooks on first use; do it now, when
         # the machine is built, so that decoding a checkpoint compiles nothing.
-        self._structure = self.converter.get_structure_hook(state_type)
-        self.converter.get_unstructure_hook(state_type)
+        try:
+            self._structure = self.converter.get_structure_hook(state_type)
+            self.converter.get_unstructure_hook(state_type)
+        except NameError as exc:
+            msg = (
+                f"cannot checkpoint {_type_name(state_type)}: its annotations "
+                f"do not resolve ({exc}); define the types it names at "
+                "module level"
+            )
+            raise ConstructionError(msg) from None
+        except cattrs.errors.StructureHandlerNotFoundError as exc:
+            what = getattr(exc, "type_", None)
+            msg = (
+                f"cannot checkpoint {_type_name(state_type)}: no converter "
+                f"for {_type_name(what)} (state fields must be types cattrs "
+                "can structure: scalars, attrs classes, tuples, PVector, ...)"
+            )
+            raise ConstructionError(msg) from None
         for kind in (str, int, bool, list[str]):
             self.converter.get_structure_hook(kind)
         cls = get_origin(state_type) or state_type
@@ -406,6 +422,10 @@ def _opt_str(value: object) -> str | None:
         return value
     msg = f"expected a string or null, got {type(value).__name__}"
     raise TypeError(msg)
+
+
+def _type_name(t: object) -> str:
+    return str(getattr(t, "__qualname__", None) or t).replace("typing.", "")
 
 
 def _why(exc: BaseException) -> str:

@@ -186,9 +186,7 @@ async def run(
         boundary = current_boundary()
         if boundary is not None:
             if digest is None:
-                digest = checksum(
-                    canonical(machine.codec.document(snap, None))
-                )[:16]
+                digest = input_digest(machine.codec.document(snap, None))
             opened = NestedJournal.open(
                 boundary, machine.name, machine.codec, digest, base=snap
             )
@@ -277,6 +275,34 @@ async def resume_thread(
         hooks=hooks,
         max_steps=max_steps,
     )
+
+
+def input_digest(doc: dict[str, Any]) -> str:
+    """Identifies a nested run's input: its admission document without the
+    machine's fingerprint (a changed machine must be *refused* on resume,
+    as :class:`~pipeline.errors.IncompatibleGraph`, not silently started
+    afresh) and without run ids (a context made anew on every attempt gets
+    a new one)."""
+    doc = {k: v for k, v in doc.items() if k != "fp"}
+    return checksum(canonical(_without_run_ids(doc)))[:16]
+
+
+def _without_run_ids(value: Any) -> Any:
+    # Contexts unstructure to messages, metadata and run_id: drop the
+    # id wherever one sits (iteratively: states may nest deeply).
+    root: dict[str, Any] = {"v": value}
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "run_id" in node and "metadata" in node:
+                node.pop("run_id")
+            stack.extend(
+                v for v in node.values() if isinstance(v, (dict, list))
+            )
+        else:
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
+    return root["v"]
 
 
 def _running(snap: Snapshot[S]) -> Snapshot[S]:

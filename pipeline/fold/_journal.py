@@ -108,7 +108,7 @@ class Boundary:
         self._prefix = prefix
         self._root = root or self
         self._up = up
-        self._starts: dict[str, int] = {}
+        self._starts: dict[tuple[str, str], int] = {}
         self.saved = saved
         self.answer = answer
         self.paused: str | None = None
@@ -128,8 +128,10 @@ class Boundary:
         may ask for another tool call), and that fold must start afresh
         rather than continue what the first input began.
         """
-        k = self._starts.get(name, 0)
-        self._starts[name] = k + 1
+        # Counted per name *and* input: folds on different inputs never
+        # compete for a key, whatever order they start in.
+        k = self._starts.get((name, digest), 0)
+        self._starts[name, digest] = k + 1
         key = fold_key(name, k)
         return f"{key}@{digest}" if digest else key
 

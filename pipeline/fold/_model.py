@@ -138,4 +138,4 @@ Gate: TypeAlias = Callable[[Transition[S]], Awaitable[Decision]]
 :class:`Interrupt`."""
 
 Observer: TypeAlias = Callable[[Snapshot[S]], Awaitable[None]]
-"""Sees every snapshot a step produced (after it was committed)."""
+"""Sees the snapshot each step produced (after it was committed)."""

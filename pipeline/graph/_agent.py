@@ -9,7 +9,7 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from .._context import Context, Message
+from .._context import Context, Message, Role, Usage
 from .._handler import Handler, ok
 from .._state_tools import state_tools
 from ..agents import (
@@ -131,7 +131,11 @@ async def _converse(
     if not ok(out):
         return Failure(out.failure())
     added = tuple(out.unwrap().messages[len(ctx.messages) :])
-    return Success(AgentRun(agent.name, added, turns=1))
+    # What the handler's model calls left on its messages: each assistant
+    # message is one call, with its usage.
+    replies = [m for m in added if m.role is Role.ASSISTANT]
+    usage = sum((m.usage or Usage() for m in replies), Usage())
+    return Success(AgentRun(agent.name, added, usage, len(replies)))
 
 
 def _own(agent: Agent) -> Mapping[str, Tool]:

@@ -165,7 +165,8 @@ class Builder(Generic[S, E_co]):
         return attrs.evolve(self, gates=(*self._gates, *gates))
 
     def observe(self, *observers: Observer[S]) -> Builder[S, E_co]:
-        """Show *observers* every snapshot of every run, once committed."""
+        """Show *observers* the snapshot after every step of every run
+        (each node, or fan-out), once committed."""
         return attrs.evolve(self, observers=(*self._observers, *observers))
 
     def build(

@@ -89,7 +89,8 @@ class Builder(Generic[T]):
         return attrs.evolve(self, after=(*self._after, *observers))
 
     def observe(self, *observers: Observer[SwarmState[T]]) -> Builder[T]:
-        """Show *observers* every snapshot of every run, once committed."""
+        """Show *observers* the snapshot after every step of every run
+        (each agent's turn at the conversation), once committed."""
         return attrs.evolve(self, observers=(*self._observers, *observers))
 
     def build(self, *, version: str = "1", name: str = "swarm") -> Swarm[T]:

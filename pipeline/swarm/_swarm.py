@@ -189,7 +189,8 @@ class Swarm(
         *store*, every boundary is committed before the next starts: the
         admission, every agent turn (as progress), every handoff.  *gates*
         see each handoff before it happens (continue, stop, interrupt);
-        *observers* see every committed snapshot.
+        *observers* see the snapshot after each step (each agent's turn at
+        the conversation), once committed.
         """
         return await _engine.run(
             self._machine,

@@ -11,11 +11,11 @@ from returns.result import Result
 from pipeline import Context, Handler, Message, switch
 from pipeline.agents import (
     Agent,
+    AgentError,
     AgentRun,
     ParallelAgent,
-    TurnLimitExceeded,
 )
-from pipeline.errors import HistoryBudgetExceeded, PipelineError
+from pipeline.errors import PipelineError
 from pipeline.events import EventStream, stream
 from pipeline.llm import BadVerdict, PolicyViolation, llm_condition, policy
 from pipeline.models import Model, ModelError
@@ -39,7 +39,7 @@ assert_type(
     Handler[
         Context,
         Context,
-        ModelError | TurnLimitExceeded | HistoryBudgetExceeded,
+        AgentError,
     ],
 )
 Agent("a", model, tools=["not a tool"])  # type: ignore[list-item]
@@ -51,16 +51,12 @@ async def use() -> None:
     run = await agent.run([Message.user("hi")])
     assert_type(
         run,
-        Result[
-            AgentRun, ModelError | TurnLimitExceeded | HistoryBudgetExceeded
-        ],
+        Result[AgentRun, AgentError],
     )
     events = stream(agent.handler(), Context())
     assert_type(
         events,
-        EventStream[
-            Context, ModelError | TurnLimitExceeded | HistoryBudgetExceeded
-        ],
+        EventStream[Context, AgentError],
     )
     stream(agent.handler(), "not a context")  # type: ignore[misc]
     await agent.run("not a list of messages")  # type: ignore[arg-type]
