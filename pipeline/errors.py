@@ -35,6 +35,7 @@ __all__ = (
     "GraphDefects",
     "HistoryBudgetExceeded",
     "IncompatibleGraph",
+    "LeaseLost",
     "LimitExceeded",
     "MergeConflict",
     "PipelineError",
@@ -44,6 +45,7 @@ __all__ = (
     "SnapshotNotFound",
     "StepLimitExceeded",
     "SwarmDefects",
+    "ThreadBusy",
     "TimedOut",
     "UnknownRoute",
     "format_path",
@@ -369,4 +371,42 @@ class HistoryBudgetExceeded(PipelineError):
         return (
             f"the preamble and the newest turn need {self.needed} tokens, "
             f"over the budget of {self.budget}"
+        )
+
+
+@final
+@attrs.frozen
+class ThreadBusy(PipelineError):
+    """Another runner holds the thread: nothing ran.
+
+    A thread runs in one place at a time (its lease, in the store).  The
+    lease of a runner that died expires after *expires_in* seconds at most;
+    resume then.
+    """
+
+    thread_id: str
+    expires_in: float
+
+    def __str__(self) -> str:
+        return (
+            f"thread {self.thread_id!r} is being run elsewhere (its lease "
+            f"expires in {self.expires_in:.1f} s at most)"
+        )
+
+
+@final
+@attrs.frozen
+class LeaseLost(PipelineError):
+    """This runner's lease on the thread lapsed and another runner took it.
+
+    Nothing more was committed; the other runner carries on from the last
+    record.
+    """
+
+    thread_id: str
+
+    def __str__(self) -> str:
+        return (
+            f"lost the lease on thread {self.thread_id!r} to another runner "
+            "(its lease had expired)"
         )

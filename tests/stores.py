@@ -6,8 +6,11 @@ from collections.abc import Sequence
 
 from returns.result import Result
 
-from pipeline.errors import ConcurrentModification
-from pipeline.fold import CheckpointStore, Record
+from pipeline.errors import ConcurrentModification, LeaseLost, ThreadBusy
+from pipeline.fold import CheckpointStore, Lease, Record
+
+
+CommitResult = Result[None, ConcurrentModification | LeaseLost]
 
 
 class DelegatingStore:
@@ -17,10 +20,20 @@ class DelegatingStore:
     def __init__(self, inner: CheckpointStore) -> None:
         self.inner = inner
 
+    @property
+    def lease_ttl(self) -> float:
+        return self.inner.lease_ttl
+
     async def commit(
-        self, record: Record, *, expected_head: int | None
-    ) -> Result[None, ConcurrentModification]:
-        return await self.inner.commit(record, expected_head=expected_head)
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> CommitResult:
+        return await self.inner.commit(
+            record, expected_head=expected_head, lease=lease
+        )
 
     async def records(
         self, thread_id: str, *, upto: int | None = None
@@ -35,3 +48,16 @@ class DelegatingStore:
 
     async def delete(self, thread_id: str) -> None:
         await self.inner.delete(thread_id)
+
+    async def acquire(
+        self, thread_id: str, owner: str, *, ttl: float
+    ) -> Result[Lease, ThreadBusy]:
+        return await self.inner.acquire(thread_id, owner, ttl=ttl)
+
+    async def renew(
+        self, lease: Lease, *, ttl: float
+    ) -> Result[Lease, LeaseLost]:
+        return await self.inner.renew(lease, ttl=ttl)
+
+    async def release(self, lease: Lease) -> None:
+        await self.inner.release(lease)

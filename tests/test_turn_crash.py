@@ -37,9 +37,9 @@ from returns.result import Result, Success
 
 from pipeline import Context, Message, Role, graph, handler, swarm
 from pipeline.agents import Agent, AgentRun
-from pipeline.errors import ConcurrentModification
 from pipeline.fold import (
     CheckpointStore,
+    Lease,
     MemoryStore,
     Record,
     Snapshot,
@@ -49,7 +49,7 @@ from pipeline.graph import END
 from pipeline.models import ModelRequest, ModelResponse
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import Tool, tool
-from tests.stores import DelegatingStore
+from tests.stores import CommitResult, DelegatingStore
 
 
 Point: TypeAlias = Literal["model", "tool", "before-record", "after-record"]
@@ -120,13 +120,19 @@ class CrashingStore(DelegatingStore):
         self.inner, self.world = inner, world
 
     async def commit(
-        self, record: Record, *, expected_head: int | None
-    ) -> Result[None, ConcurrentModification]:
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> CommitResult:
         world = self.world
         world.commits += 1
         if world._hit("before-record", world.commits):
             raise SimulatedCrash
-        out = await self.inner.commit(record, expected_head=expected_head)
+        out = await self.inner.commit(
+            record, expected_head=expected_head, lease=lease
+        )
         if world._hit("after-record", world.commits):
             raise SimulatedCrash
         return out

@@ -29,12 +29,15 @@ from ._model import Status as Status
 from ._model import Stop as Stop
 from ._model import Transition as Transition
 from ._sqlite import SQLiteStore as SQLiteStore
+from ._store import DEFAULT_LEASE_TTL as DEFAULT_LEASE_TTL
 from ._store import CheckpointStore as CheckpointStore
+from ._store import Lease as Lease
 from ._store import MemoryStore as MemoryStore
 from ._store import Record as Record
 
 
 __all__ = (
+    "DEFAULT_LEASE_TTL",
     "Boundary",
     "CheckpointStore",
     "Codec",
@@ -45,6 +48,7 @@ __all__ = (
     "Gate",
     "Hooks",
     "Interrupt",
+    "Lease",
     "Machine",
     "MemoryStore",
     "Migration",

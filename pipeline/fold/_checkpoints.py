@@ -18,6 +18,7 @@ from returns.result import Failure, Result, Success
 from ..errors import (
     CheckpointDecodeError,
     ConcurrentModification,
+    LeaseLost,
     SnapshotNotFound,
 )
 from ._codec import Codec, Doc
@@ -105,7 +106,10 @@ async def fork(
     new_thread_id: str | None = None,
 ) -> Result[
     Snapshot[S],
-    SnapshotNotFound | CheckpointDecodeError | ConcurrentModification,
+    SnapshotNotFound
+    | CheckpointDecodeError
+    | ConcurrentModification
+    | LeaseLost,
 ]:
     """Copy a snapshot into a new thread (version 0); the original is untouched.
 
@@ -175,7 +179,10 @@ class Threads(Generic[S]):
         new_thread_id: str | None = None,
     ) -> Result[
         Snapshot[S],
-        SnapshotNotFound | CheckpointDecodeError | ConcurrentModification,
+        SnapshotNotFound
+        | CheckpointDecodeError
+        | ConcurrentModification
+        | LeaseLost,
     ]:
         """Copy a snapshot into a new thread (version 0); the original is
         untouched.  Progress of nested folds in the step in flight is copied

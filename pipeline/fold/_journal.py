@@ -31,7 +31,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from .._eventtypes import CheckpointSaved
-from ..errors import ConcurrentModification
+from ..errors import ConcurrentModification, LeaseLost
 from ._codec import Codec, Doc, check_document
 from ._model import Progress, Snapshot, Status
 from ._store import CheckpointStore
@@ -295,7 +295,7 @@ class ThreadJournal(Journal[S]):
 
     async def write(
         self, snap: Snapshot[S], doc: Doc
-    ) -> Failure[ConcurrentModification] | None:
+    ) -> Failure[ConcurrentModification | LeaseLost] | None:
         """See :meth:`Journal.write`."""
         record = self.codec.record(snap, doc)
         out = await self.store.commit(record, expected_head=self.head)

@@ -1,40 +1,101 @@
 """SQLite checkpoint store: the embedded default.
 
 Stdlib :mod:`sqlite3` in WAL mode with ``synchronous=FULL`` (a commit is on
-disk before the next node starts), reached through
-:func:`anyio.to_thread.run_sync`, so it works on asyncio and trio alike.
-One connection, used by one worker thread at a time.
+disk before its caller goes on).  A store file is the ``.db`` file *and* its
+``-wal`` file: copy both, or neither.
+
+One **writer thread** owns the connection and does every operation, so the
+connection is never used by two threads at once, whatever happens to the
+callers: a caller cancelled while its work is in flight (natively too,
+``task.cancel()``) leaves that work to finish on the writer, whole.
+
+**Group commit**: the writer takes every job waiting when it is free and
+runs all the writes among them (commits, lease changes) in one transaction,
+so many threads' records share one fsync; each caller goes on only once its
+own record is durable, and each record is still checked (compare-and-set,
+lease) on its own.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import queue
 import sqlite3
+import threading
+import time
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar, final
+from typing import Any, Final, final
 
 import anyio
-import anyio.to_thread
+import attrs
+import sniffio
 
 from returns.result import Failure, Result, Success
 
-from ..errors import ConcurrentModification
-from ._store import Record
+from ..errors import ConcurrentModification, LeaseLost, ThreadBusy
+from ._store import DEFAULT_LEASE_TTL, Lease, LeaseRow, Record, holds, take
 
 
-T = TypeVar("T")
+SHIELD_BOUND: Final = 30.0
+"""Seconds a commit's caller waits for it, shielded from cancellation.
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS checkpoints (
-    thread_id TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    parent INTEGER,
-    data BLOB NOT NULL,
-    checksum TEXT NOT NULL,
-    PRIMARY KEY (thread_id, version)
-) WITHOUT ROWID
-"""
+The write itself is never abandoned (it completes on the writer); past this
+bound a cancelled caller stops waiting for its answer."""
+
+_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS checkpoints (
+        thread_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        parent INTEGER,
+        data BLOB NOT NULL,
+        checksum TEXT NOT NULL,
+        PRIMARY KEY (thread_id, version)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS leases (
+        thread_id TEXT NOT NULL PRIMARY KEY,
+        owner TEXT NOT NULL,
+        token INTEGER NOT NULL,
+        expires REAL NOT NULL
+    ) WITHOUT ROWID
+    """,
+)
+
+_WRITES = frozenset({"commit", "acquire", "renew", "release"})
+
+
+@final
+class _Job:
+    """One operation for the writer, and how to tell its caller it is done."""
+
+    __slots__ = ("args", "error", "event", "kind", "result", "wake")
+
+    def __init__(self, kind: str, args: tuple[Any, ...]) -> None:
+        self.kind = kind
+        self.args = args
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.event = anyio.Event()
+        self.wake = _waker()
+
+    def done(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the caller's loop is gone
+            self.wake(self.event.set)
+
+
+def _waker() -> Callable[[Callable[[], object]], object]:
+    """How a foreign thread schedules a call in this task's event loop."""
+    if sniffio.current_async_library() == "trio":
+        import trio  # noqa: PLC0415  # only when running on trio
+
+        token = trio.lowlevel.current_trio_token()
+        return token.run_sync_soon
+    return asyncio.get_running_loop().call_soon_threadsafe
 
 
 @final
@@ -43,137 +104,333 @@ class SQLiteStore:
 
     *synchronous* may be ``"FULL"`` (default: durable across power loss),
     ``"NORMAL"`` (durable across process crashes in WAL mode) or ``"OFF"``.
+    Several processes may share the file (SQLite locks it for each write).
     Close it with :meth:`aclose` (or use ``async with``).
     """
 
-    def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: str = "FULL",
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+    ) -> None:
         if synchronous not in {"FULL", "NORMAL", "OFF"}:
             msg = (
                 f"synchronous must be FULL, NORMAL or OFF, not {synchronous!r}"
             )
             raise ValueError(msg)
         self.path = Path(path)
+        self._lease_ttl = lease_ttl
+        # Opened here, so that a bad path fails now; used only by the writer.
         self._conn = sqlite3.connect(
-            self.path, check_same_thread=False, isolation_level=None
+            self.path,
+            check_same_thread=False,
+            isolation_level=None,
+            timeout=60,
         )
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(f"PRAGMA synchronous={synchronous}")
-        self._conn.execute(_SCHEMA)
-        self._limiter = anyio.CapacityLimiter(1)
+        for statement in _SCHEMA:
+            self._conn.execute(statement)
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closed = False
+        self._writer = threading.Thread(
+            target=self._serve,
+            name=f"pipeline-sqlite:{self.path.name}",
+            daemon=True,
+        )
+        self._writer.start()
 
-    async def _run(self, fn: Callable[[], T]) -> T:
-        # One worker at a time: sqlite3 connections are not for concurrent use.
-        return await anyio.to_thread.run_sync(fn, limiter=self._limiter)
+    @property
+    def lease_ttl(self) -> float:
+        """See :attr:`~pipeline.fold.CheckpointStore.lease_ttl`."""
+        return self._lease_ttl
+
+    # -- the caller's side ------------------------------------------------------
+
+    async def _call(self, kind: str, *args: Any, shield: bool = False) -> Any:
+        if self._closed:
+            msg = f"SQLiteStore({str(self.path)!r}) is closed"
+            raise RuntimeError(msg)
+        job = _Job(kind, args)
+        self._jobs.put(job)
+        if shield:
+            # Once submitted, the write completes on the writer whatever
+            # happens here; the caller waits for its answer, shielded (for a
+            # bounded time) so that an anyio cancellation does not lose it.
+            with anyio.CancelScope(shield=True) as scope:
+                scope.deadline = anyio.current_time() + SHIELD_BOUND
+                await job.event.wait()
+        if not job.event.is_set():
+            await job.event.wait()
+        if job.error is not None:
+            raise job.error
+        return job.result
 
     async def commit(
-        self, record: Record, *, expected_head: int | None
-    ) -> Result[None, ConcurrentModification]:
-        """See :meth:`CheckpointStore.commit` (one transaction, CAS on head)."""
-
-        def work() -> int | None:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                (head,) = conn.execute(
-                    "SELECT MAX(version) FROM checkpoints WHERE thread_id = ?",
-                    (record.thread_id,),
-                ).fetchone()
-                expected_version = 0 if head is None else head + 1
-                if head != expected_head or record.version != expected_version:
-                    conn.execute("ROLLBACK")
-                    return head if head is not None else -1
-                conn.execute(
-                    "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)",
-                    (
-                        record.thread_id,
-                        record.version,
-                        record.parent,
-                        record.data,
-                        record.checksum,
-                    ),
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            return None
-
-        # Shielded: once the write started it completes (or rolls back)
-        # before cancellation is delivered, never half-way.
-        conflict: int | None = None
-        with anyio.CancelScope(shield=True):
-            conflict = await self._run(work)
-        if conflict is None:
-            return Success(None)
-        actual = None if conflict == -1 else conflict
-        return Failure(
-            ConcurrentModification(record.thread_id, expected_head, actual)
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> Result[None, ConcurrentModification | LeaseLost]:
+        """See :meth:`~pipeline.fold.CheckpointStore.commit` (durable on
+        return; commits waiting together share one transaction)."""
+        out: Result[
+            None, ConcurrentModification | LeaseLost
+        ] = await self._call(
+            "commit", record, expected_head, lease, shield=True
         )
+        return out
 
     async def records(
         self, thread_id: str, *, upto: int | None = None
     ) -> Sequence[Record]:
-        """See :meth:`CheckpointStore.records`."""
-
-        def work() -> list[Record]:
-            rows = self._conn.execute(
-                "SELECT version, parent, data, checksum FROM checkpoints "
-                "WHERE thread_id = ? AND version <= ? ORDER BY version",
-                (thread_id, upto if upto is not None else 2**62),
-            ).fetchall()
-            return [
-                Record(thread_id, v, p, bytes(d), c) for v, p, d, c in rows
-            ]
-
-        return await self._run(work)
+        """See :meth:`~pipeline.fold.CheckpointStore.records`."""
+        rows: Sequence[Record] = await self._call("records", thread_id, upto)
+        return rows
 
     async def head(self, thread_id: str) -> int | None:
-        """See :meth:`CheckpointStore.head`."""
-
-        def work() -> int | None:
-            (head,) = self._conn.execute(
-                "SELECT MAX(version) FROM checkpoints WHERE thread_id = ?",
-                (thread_id,),
-            ).fetchone()
-            return head  # type: ignore[no-any-return]
-
-        return await self._run(work)
+        """See :meth:`~pipeline.fold.CheckpointStore.head`."""
+        head: int | None = await self._call("head", thread_id)
+        return head
 
     async def threads(self) -> Sequence[str]:
-        """See :meth:`CheckpointStore.threads`."""
-
-        def work() -> list[str]:
-            rows = self._conn.execute(
-                "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
-            ).fetchall()
-            return [r[0] for r in rows]
-
-        return await self._run(work)
+        """See :meth:`~pipeline.fold.CheckpointStore.threads`."""
+        names: Sequence[str] = await self._call("threads")
+        return names
 
     async def delete(self, thread_id: str) -> None:
-        """See :meth:`CheckpointStore.delete`; the space is reclaimed too."""
+        """See :meth:`~pipeline.fold.CheckpointStore.delete`; the space is
+        reclaimed too (no trace of the thread in the file or the WAL)."""
+        await self._call("delete", thread_id, shield=True)
 
-        def work() -> None:
-            self._conn.execute(
-                "DELETE FROM checkpoints WHERE thread_id = ?", (thread_id,)
-            )
-            # Leave no trace of the thread's bytes in the file or the WAL.
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            self._conn.execute("VACUUM")
+    async def acquire(
+        self, thread_id: str, owner: str, *, ttl: float
+    ) -> Result[Lease, ThreadBusy]:
+        """See :meth:`~pipeline.fold.CheckpointStore.acquire`."""
+        out: Result[Lease, ThreadBusy] = await self._call(
+            "acquire", thread_id, owner, ttl, shield=True
+        )
+        return out
 
-        with anyio.CancelScope(shield=True):
-            await self._run(work)
+    async def renew(
+        self, lease: Lease, *, ttl: float
+    ) -> Result[Lease, LeaseLost]:
+        """See :meth:`~pipeline.fold.CheckpointStore.renew`."""
+        out: Result[Lease, LeaseLost] = await self._call(
+            "renew", lease, ttl, shield=True
+        )
+        return out
+
+    async def release(self, lease: Lease) -> None:
+        """See :meth:`~pipeline.fold.CheckpointStore.release`."""
+        await self._call("release", lease, shield=True)
 
     async def aclose(self) -> None:
-        """Close the connection."""
-        if not self._closed:
-            self._closed = True
-            await self._run(self._conn.close)
+        """Finish the work submitted so far; close the connection."""
+        if self._closed:
+            return
+        job = _Job("close", ())
+        self._closed = True
+        self._jobs.put(job)
+        with anyio.CancelScope(shield=True):
+            await job.event.wait()
 
     async def __aenter__(self) -> SQLiteStore:
         return self
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
+
+    # -- the writer's side ------------------------------------------------------
+
+    def _serve(self) -> None:
+        closing: _Job | None = None
+        while closing is None:
+            first = self._jobs.get()
+            if first is None:  # pragma: no cover  # never queued
+                continue
+            batch = [first]
+            while True:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    batch.append(job)
+            closing = next((j for j in batch if j.kind == "close"), None)
+            writes = [j for j in batch if j.kind in _WRITES]
+            if writes:
+                self._write(writes)
+            for job in batch:
+                if job.kind not in _WRITES and job.kind != "close":
+                    self._read(job)
+            for job in batch:
+                if job is not closing:
+                    job.done()
+        self._conn.close()
+        closing.done()
+
+    def _write(self, jobs: list[_Job]) -> None:
+        """Every write waiting, in one transaction (one fsync)."""
+        conn = self._conn
+        now = time.time()
+        heads: dict[str, int | None] = {}
+        leases: dict[str, LeaseRow | None] = {}
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in jobs:
+                job.result = getattr(self, f"_{job.kind}")(
+                    heads, leases, now, *job.args
+                )
+            conn.execute("COMMIT")
+        except BaseException as exc:  # noqa: BLE001  # handed to every caller
+            with contextlib.suppress(sqlite3.Error):
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            for job in jobs:
+                job.result = None
+                job.error = exc
+
+    def _lease(
+        self, leases: dict[str, LeaseRow | None], thread_id: str
+    ) -> LeaseRow | None:
+        if thread_id not in leases:
+            row = self._conn.execute(
+                "SELECT owner, token, expires FROM leases WHERE thread_id = ?",
+                (thread_id,),
+            ).fetchone()
+            leases[thread_id] = None if row is None else LeaseRow(*row)
+        return leases[thread_id]
+
+    def _put_lease(
+        self, leases: dict[str, LeaseRow | None], lease: Lease
+    ) -> None:
+        self._conn.execute(
+            "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?)",
+            (lease.thread_id, lease.owner, lease.token, lease.expires),
+        )
+        leases[lease.thread_id] = LeaseRow(
+            lease.owner, lease.token, lease.expires
+        )
+
+    def _commit(
+        self,
+        heads: dict[str, int | None],
+        leases: dict[str, LeaseRow | None],
+        _now: float,
+        record: Record,
+        expected_head: int | None,
+        lease: Lease | None,
+    ) -> Result[None, ConcurrentModification | LeaseLost]:
+        thread = record.thread_id
+        if lease is not None and not holds(self._lease(leases, thread), lease):
+            return Failure(LeaseLost(thread))
+        if thread not in heads:
+            (heads[thread],) = self._conn.execute(
+                "SELECT MAX(version) FROM checkpoints WHERE thread_id = ?",
+                (thread,),
+            ).fetchone()
+        head = heads[thread]
+        if head != expected_head or record.version != (
+            0 if head is None else head + 1
+        ):
+            return Failure(ConcurrentModification(thread, expected_head, head))
+        self._conn.execute(
+            "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)",
+            (
+                thread,
+                record.version,
+                record.parent,
+                record.data,
+                record.checksum,
+            ),
+        )
+        heads[thread] = record.version
+        return Success(None)
+
+    def _acquire(
+        self,
+        _heads: dict[str, int | None],
+        leases: dict[str, LeaseRow | None],
+        now: float,
+        thread_id: str,
+        owner: str,
+        ttl: float,
+    ) -> Result[Lease, ThreadBusy]:
+        out = take(self._lease(leases, thread_id), thread_id, owner, ttl, now)
+        if type(out) is Success:
+            self._put_lease(leases, out.unwrap())
+        return out
+
+    def _renew(
+        self,
+        _heads: dict[str, int | None],
+        leases: dict[str, LeaseRow | None],
+        now: float,
+        lease: Lease,
+        ttl: float,
+    ) -> Result[Lease, LeaseLost]:
+        if not holds(self._lease(leases, lease.thread_id), lease):
+            return Failure(LeaseLost(lease.thread_id))
+        renewed = attrs.evolve(lease, expires=now + ttl)
+        self._put_lease(leases, renewed)
+        return Success(renewed)
+
+    def _release(
+        self,
+        _heads: dict[str, int | None],
+        leases: dict[str, LeaseRow | None],
+        _now: float,
+        lease: Lease,
+    ) -> None:
+        if holds(self._lease(leases, lease.thread_id), lease):
+            self._put_lease(leases, attrs.evolve(lease, expires=0.0))
+
+    def _read(self, job: _Job) -> None:
+        try:
+            job.result = getattr(self, f"_do_{job.kind}")(*job.args)
+        except BaseException as exc:  # noqa: BLE001  # handed to the caller
+            job.error = exc
+
+    def _do_records(self, thread_id: str, upto: int | None) -> list[Record]:
+        rows = self._conn.execute(
+            "SELECT version, parent, data, checksum FROM checkpoints "
+            "WHERE thread_id = ? AND version <= ? ORDER BY version",
+            (thread_id, upto if upto is not None else 2**62),
+        ).fetchall()
+        return [Record(thread_id, v, p, bytes(d), c) for v, p, d, c in rows]
+
+    def _do_head(self, thread_id: str) -> int | None:
+        (head,) = self._conn.execute(
+            "SELECT MAX(version) FROM checkpoints WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchone()
+        return head  # type: ignore[no-any-return]
+
+    def _do_threads(self) -> list[str]:
+        rows = self._conn.execute(
+            "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def _do_delete(self, thread_id: str) -> None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "DELETE FROM checkpoints WHERE thread_id = ?", (thread_id,)
+            )
+            conn.execute(
+                "DELETE FROM leases WHERE thread_id = ?", (thread_id,)
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        # Leave no trace of the thread's bytes in the file or the WAL.
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("VACUUM")

@@ -1,21 +1,36 @@
-"""Checkpoint stores: the protocol and the in-memory store.
+"""Checkpoint stores: the protocol, leases, and the in-memory store.
 
 Stores deal in opaque records (bytes plus a checksum), one per boundary
 of a fold (a node, a handoff, an agent's turn, a fan-out branch that
 finished).  Committing is a compare-and-set on the thread's head version:
 exactly one of several concurrent writers wins each version.
+
+A compare-and-set protects records, not side effects: two runners of one
+thread would both run its next node (and issue the refund twice) before one
+of them lost the race to commit.  So a thread runs in one place at a time:
+its runner holds a **lease** in the store (an owner, a fencing token that
+grows with every acquisition, an expiry), renews it while running, and
+every commit carries it; a store refuses the commit of a runner whose lease
+another runner has since taken.  A runner that died stops renewing, and its
+lease expires.
 """
 
 from __future__ import annotations
 
+import time
+
 from collections.abc import Sequence
-from typing import Protocol, final
+from typing import Final, Protocol, final
 
 import attrs
 
 from returns.result import Failure, Result, Success
 
-from ..errors import ConcurrentModification
+from ..errors import ConcurrentModification, LeaseLost, ThreadBusy
+
+
+DEFAULT_LEASE_TTL: Final = 30.0
+"""Seconds a lease lasts unless renewed (runners renew every third of it)."""
 
 
 @final
@@ -30,16 +45,45 @@ class Record:
     checksum: str
 
 
+@final
+@attrs.frozen
+class Lease:
+    """The right to run a thread, until *expires* (seconds since the epoch,
+    on the store's clock).
+
+    *token* fences: it grows with every acquisition of the thread, and a
+    store accepts commits only from the holder of the current token.
+    """
+
+    thread_id: str
+    owner: str
+    token: int
+    expires: float
+
+
 class CheckpointStore(Protocol):
-    """Where snapshots are kept.  Every method is safe to call concurrently."""
+    """Where snapshots are kept.  Every method is safe to call concurrently,
+    and keeps its invariants when its caller is cancelled (natively too):
+    a commit either lands whole or not at all."""
+
+    @property
+    def lease_ttl(self) -> float:
+        """Seconds a lease lasts unless renewed."""
+        ...
 
     async def commit(
-        self, record: Record, *, expected_head: int | None
-    ) -> Result[None, ConcurrentModification]:
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> Result[None, ConcurrentModification | LeaseLost]:
         """Add *record* iff the thread's head version is *expected_head*.
 
         ``None`` means the thread must not exist yet.  ``record.version``
-        is ``expected_head + 1`` (0 for a new thread).
+        is ``expected_head + 1`` (0 for a new thread).  With a *lease*, the
+        commit also needs the thread's current lease to be that one (same
+        token): else :class:`~pipeline.errors.LeaseLost`.
         """
         ...
 
@@ -59,8 +103,62 @@ class CheckpointStore(Protocol):
         ...
 
     async def delete(self, thread_id: str) -> None:
-        """Remove every record of the thread (no error if there are none)."""
+        """Remove every record of the thread, and its lease (no error if
+        there are none)."""
         ...
+
+    async def acquire(
+        self, thread_id: str, owner: str, *, ttl: float
+    ) -> Result[Lease, ThreadBusy]:
+        """Take the thread's lease for *ttl* seconds.
+
+        Free (never taken, released, or expired): a new lease with the next
+        token.  Held by *owner* already: extended.  Held by another owner:
+        :class:`~pipeline.errors.ThreadBusy`.
+        """
+        ...
+
+    async def renew(
+        self, lease: Lease, *, ttl: float
+    ) -> Result[Lease, LeaseLost]:
+        """Extend *lease* by *ttl* seconds from now, if it is still the
+        thread's (even expired, as long as nobody took the thread since)."""
+        ...
+
+    async def release(self, lease: Lease) -> None:
+        """Give the thread up (a no-op if *lease* is no longer its lease)."""
+        ...
+
+
+@final
+@attrs.frozen
+class LeaseRow:
+    """A thread's lease as a store keeps it (the token outlives releases)."""
+
+    owner: str
+    token: int
+    expires: float
+
+
+def take(
+    row: LeaseRow | None, thread_id: str, owner: str, ttl: float, now: float
+) -> Result[Lease, ThreadBusy]:
+    """The decision :meth:`CheckpointStore.acquire` makes, on a lease row."""
+    if row is not None and row.expires > now and row.owner != owner:
+        return Failure(ThreadBusy(thread_id, row.expires - now))
+    if row is not None and row.owner == owner and row.expires > now:
+        return Success(Lease(thread_id, owner, row.token, now + ttl))
+    token = 1 if row is None else row.token + 1
+    return Success(Lease(thread_id, owner, token, now + ttl))
+
+
+def holds(row: LeaseRow | None, lease: Lease) -> bool:
+    """Whether *lease* is still the thread's lease (same owner and token)."""
+    return (
+        row is not None
+        and row.token == lease.token
+        and row.owner == lease.owner
+    )
 
 
 @final
@@ -68,16 +166,31 @@ class MemoryStore:
     """A :class:`CheckpointStore` in a dict: fast, per process, not durable.
 
     Records are immutable values, so the store hands out the very objects it
-    keeps.
+    keeps.  Leases run on the wall clock (``time.time``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, lease_ttl: float = DEFAULT_LEASE_TTL) -> None:
         self._threads: dict[str, list[Record]] = {}
+        self._leases: dict[str, LeaseRow] = {}
+        self._lease_ttl = lease_ttl
+
+    @property
+    def lease_ttl(self) -> float:
+        """See :attr:`CheckpointStore.lease_ttl`."""
+        return self._lease_ttl
 
     async def commit(
-        self, record: Record, *, expected_head: int | None
-    ) -> Result[None, ConcurrentModification]:
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> Result[None, ConcurrentModification | LeaseLost]:
         """See :meth:`CheckpointStore.commit`."""
+        if lease is not None and not holds(
+            self._leases.get(record.thread_id), lease
+        ):
+            return Failure(LeaseLost(record.thread_id))
         rows = self._threads.get(record.thread_id)
         head = rows[-1].version if rows else None
         if head != expected_head or record.version != _next(head):
@@ -111,6 +224,40 @@ class MemoryStore:
     async def delete(self, thread_id: str) -> None:
         """See :meth:`CheckpointStore.delete`."""
         self._threads.pop(thread_id, None)
+        self._leases.pop(thread_id, None)
+
+    async def acquire(
+        self, thread_id: str, owner: str, *, ttl: float
+    ) -> Result[Lease, ThreadBusy]:
+        """See :meth:`CheckpointStore.acquire`."""
+        out = take(
+            self._leases.get(thread_id), thread_id, owner, ttl, time.time()
+        )
+        if type(out) is Success:
+            lease = out.unwrap()
+            self._leases[thread_id] = LeaseRow(
+                owner, lease.token, lease.expires
+            )
+        return out
+
+    async def renew(
+        self, lease: Lease, *, ttl: float
+    ) -> Result[Lease, LeaseLost]:
+        """See :meth:`CheckpointStore.renew`."""
+        if not holds(self._leases.get(lease.thread_id), lease):
+            return Failure(LeaseLost(lease.thread_id))
+        renewed = attrs.evolve(lease, expires=time.time() + ttl)
+        self._leases[lease.thread_id] = LeaseRow(
+            lease.owner, lease.token, renewed.expires
+        )
+        return Success(renewed)
+
+    async def release(self, lease: Lease) -> None:
+        """See :meth:`CheckpointStore.release`."""
+        row = self._leases.get(lease.thread_id)
+        if holds(row, lease):
+            assert row is not None  # noqa: S101  # holds
+            self._leases[lease.thread_id] = attrs.evolve(row, expires=0.0)
 
 
 def _next(head: int | None) -> int:

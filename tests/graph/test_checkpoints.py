@@ -20,13 +20,14 @@ from returns.result import Failure, Result, Success
 from pipeline import Context, Message, graph, handler
 from pipeline.errors import (
     CheckpointDecodeError,
-    ConcurrentModification,
     IncompatibleGraph,
     SnapshotNotFound,
 )
+from pipeline.fold import Lease
 from pipeline.fold._codec import record_checksum
 from pipeline.graph import END, Record
 from tests.graph.helpers import Counted, DelegatingStore, step
+from tests.stores import CommitResult
 
 
 def linear(n: int = 6, version: str = "1") -> graph.Graph[Counted, str]:
@@ -117,10 +118,14 @@ class Tamper(DelegatingStore):
         self.damage = damage
 
     async def commit(
-        self, record: Record, *, expected_head: int | None
-    ) -> Result[None, ConcurrentModification]:
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> CommitResult:
         return await self.inner.commit(
-            self.damage(record), expected_head=expected_head
+            self.damage(record), expected_head=expected_head, lease=lease
         )
 
 

@@ -16,13 +16,14 @@ from typing import Any
 import attrs
 import pytest
 
-from returns.result import Result, Success
+from returns.result import Success
 
 from pipeline import graph
-from pipeline.errors import ConcurrentModification
+from pipeline.fold import Lease
 from pipeline.graph import Continue, Record, Transition
 from tests.graph.crashgraphs import make_graph
 from tests.graph.helpers import Counted, DelegatingStore, Runs
+from tests.stores import CommitResult
 
 
 POINTS = ("before", "inside", "before-write", "during-write", "after-write")
@@ -41,8 +42,12 @@ class CrashingStore(DelegatingStore):
         self.point, self.at, self.n = point, at, 0
 
     async def commit(
-        self, record: Record, *, expected_head: int | None
-    ) -> Result[None, ConcurrentModification]:
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> CommitResult:
         self.n += 1
         if self.n == self.at and self.point == "before-write":
             raise SimulatedCrash
@@ -50,9 +55,13 @@ class CrashingStore(DelegatingStore):
             torn = attrs.evolve(
                 record, data=record.data[: len(record.data) // 2]
             )
-            await self.inner.commit(torn, expected_head=expected_head)
+            await self.inner.commit(
+                torn, expected_head=expected_head, lease=lease
+            )
             raise SimulatedCrash
-        out = await self.inner.commit(record, expected_head=expected_head)
+        out = await self.inner.commit(
+            record, expected_head=expected_head, lease=lease
+        )
         if self.n == self.at and self.point == "after-write":
             raise SimulatedCrash
         return out

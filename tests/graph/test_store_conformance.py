@@ -13,7 +13,8 @@ import pytest
 from returns.result import Success
 
 from pipeline import graph
-from pipeline.errors import ConcurrentModification
+from pipeline.errors import ConcurrentModification, LeaseLost, ThreadBusy
+from pipeline.fold import Lease
 from pipeline.graph import Record
 
 
@@ -146,3 +147,121 @@ async def test_sqlite_survives_reopen(tmp_path: Path) -> None:
         assert [r.data for r in await store.records("t")] == [b"x"]
     with pytest.raises(ValueError, match="synchronous"):
         graph.SQLiteStore(path, synchronous="sometimes")
+
+
+async def test_leases_one_holder_at_a_time(make_store: StoreFactory) -> None:
+    """A free thread is leased with the next token; its holder may take it
+    again; anyone else is told the thread is busy."""
+    async with make_store() as store:
+        first = (await store.acquire("t", "a", ttl=60)).unwrap()
+        assert (first.thread_id, first.owner, first.token) == ("t", "a", 1)
+        again = (await store.acquire("t", "a", ttl=60)).unwrap()
+        assert again.token == 1
+        assert again.expires >= first.expires
+        busy = await store.acquire("t", "b", ttl=60)
+        assert isinstance(busy.failure(), ThreadBusy)
+        assert 0 < busy.failure().expires_in <= 60
+        await store.release(again)
+        taken = (await store.acquire("t", "b", ttl=60)).unwrap()
+        assert (taken.owner, taken.token) == ("b", 2)
+        await store.release(again)  # no longer its lease: a no-op
+        assert isinstance(
+            (await store.acquire("t", "c", ttl=60)).failure(), ThreadBusy
+        )
+
+
+async def test_expired_lease_is_taken_and_fenced(
+    make_store: StoreFactory,
+) -> None:
+    """A lease that expired is taken by the next runner; the old holder's
+    commits and renewals are refused from then on (LeaseLost)."""
+    async with make_store() as store:
+        old = (await store.acquire("t", "old", ttl=0)).unwrap()  # expired
+        assert await store.commit(
+            rec("t", 0), expected_head=None, lease=old
+        ) == Success(None)
+        new = (await store.acquire("t", "new", ttl=60)).unwrap()
+        assert new.token == old.token + 1
+        late = await store.commit(rec("t", 1), expected_head=0, lease=old)
+        assert late.failure() == LeaseLost("t")
+        assert (await store.renew(old, ttl=60)).failure() == LeaseLost("t")
+        assert await store.commit(
+            rec("t", 1), expected_head=0, lease=new
+        ) == Success(None)
+        renewed = (await store.renew(new, ttl=120)).unwrap()
+        assert renewed.token == new.token
+        assert renewed.expires >= new.expires
+        assert await store.head("t") == 1
+
+
+async def test_delete_drops_the_lease(make_store: StoreFactory) -> None:
+    """Deleting a thread frees its lease too."""
+    async with make_store() as store:
+        lease = (await store.acquire("t", "a", ttl=60)).unwrap()
+        await store.commit(rec("t", 0), expected_head=None, lease=lease)
+        await store.delete("t")
+        assert isinstance(
+            (await store.acquire("t", "b", ttl=60)).unwrap(), Lease
+        )
+        assert list(await store.threads()) == []
+
+
+async def test_concurrent_acquirers_one_winner(
+    make_store: StoreFactory,
+) -> None:
+    """100 runners racing for one thread: exactly one holds it."""
+    async with make_store() as store:
+        won: list[str] = []
+
+        async def runner(i: int) -> None:
+            out = await store.acquire("t", f"r{i}", ttl=60)
+            if isinstance(out, Success):
+                won.append(out.unwrap().owner)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(100):
+                tg.start_soon(runner, i)
+        assert len(won) == 1
+
+
+async def test_natively_cancelled_commits_keep_the_store_whole(
+    make_store: StoreFactory, anyio_backend: str
+) -> None:
+    """Commits cancelled natively (task.cancel) at random instants while
+    others run: every commit lands whole or not at all, none fails for an
+    unrelated reason, and the store goes on working."""
+    if anyio_backend != "asyncio":
+        return  # native task cancellation is asyncio's
+    import asyncio  # noqa: PLC0415
+    import random  # noqa: PLC0415
+
+    rng = random.Random(7)
+    async with make_store() as store:
+        landed: dict[str, object] = {}
+
+        async def write(thread: str) -> None:
+            for v in range(5):
+                out = await store.commit(
+                    rec(thread, v), expected_head=v - 1 if v else None
+                )
+                landed[thread] = out
+                if not isinstance(out, Success):
+                    return
+
+        tasks = [asyncio.ensure_future(write(f"t{i}")) for i in range(20)]
+        for _ in range(30):
+            await asyncio.sleep(0)
+            victim = rng.choice(tasks)
+            victim.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(
+            r is None or isinstance(r, asyncio.CancelledError) for r in results
+        )
+        for i in range(20):
+            rows = await store.records(f"t{i}")
+            assert [r.version for r in rows] == list(range(len(rows)))
+        for out in landed.values():
+            assert out == Success(None)
+        assert await store.commit(rec("after", 0), expected_head=None) == (
+            Success(None)
+        )

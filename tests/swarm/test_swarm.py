@@ -31,7 +31,7 @@ from pipeline.events import (
     Handoff,
     MessageComplete,
 )
-from pipeline.fold import Record
+from pipeline.fold import Lease, Record
 from pipeline.graph import END
 from pipeline.history import token_budget, window
 from pipeline.middleware import log, retry
@@ -47,7 +47,7 @@ from pipeline.swarm import (
 )
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import tool
-from tests.stores import DelegatingStore
+from tests.stores import CommitResult, DelegatingStore
 from tests.swarm.helpers import (
     PREFIX,
     Mission,
@@ -1281,11 +1281,17 @@ class CrashingStore(DelegatingStore):
         self.version = version
 
     async def commit(
-        self, record: Record, *, expected_head: int | None
-    ) -> Result[None, ConcurrentModification]:
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> CommitResult:
         if record.version == self.version:
             raise Crash
-        return await self.inner.commit(record, expected_head=expected_head)
+        return await self.inner.commit(
+            record, expected_head=expected_head, lease=lease
+        )
 
 
 async def test_crash_after_the_transferring_turn_still_hands_off() -> None:

@@ -47,9 +47,8 @@ from returns.result import Result, Success
 
 from pipeline import Context, Message, Role, ToolCall, handler
 from pipeline.agents import Agent
-from pipeline.errors import ConcurrentModification
 from pipeline.events import Handoff, stream
-from pipeline.fold import Record
+from pipeline.fold import Lease, Record
 from pipeline.models import ModelRequest, ModelResponse
 from pipeline.swarm import (
     Limits,
@@ -62,7 +61,7 @@ from pipeline.swarm import (
 )
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import tool
-from tests.stores import DelegatingStore
+from tests.stores import CommitResult, DelegatingStore
 
 
 PREFIX = "transfer_to_"
@@ -338,12 +337,18 @@ class CrashingStore(DelegatingStore):
         self.faults = faults
 
     async def commit(
-        self, record: Record, *, expected_head: int | None
-    ) -> Result[None, ConcurrentModification]:
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> CommitResult:
         if record.version == self.faults.commit_at:
             self.faults.commit_at = None
             raise Crash
-        return await self.inner.commit(record, expected_head=expected_head)
+        return await self.inner.commit(
+            record, expected_head=expected_head, lease=lease
+        )
 
 
 Run: TypeAlias = Callable[
