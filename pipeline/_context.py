@@ -510,3 +510,8 @@ def merge_branches(
     if strategy is MergeStrategy.SKIP and not custom:
         metadata = base_meta
     return _make(messages, metadata, base.run_id)
+
+
+def to_metadata(value: Mapping[str, object] | None) -> Metadata:
+    """*value* frozen into metadata (checked: JSON-shaped, str keys)."""
+    return _to_metadata(value)

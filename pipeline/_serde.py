@@ -25,7 +25,13 @@ from ._context import Context, Message, _freeze
 
 T = TypeVar("T")
 
-__all__ = ("STRUCTURE_ERRORS", "canonical", "checksum", "make_converter")
+__all__ = (
+    "STRUCTURE_ERRORS",
+    "canonical",
+    "canonical_exact",
+    "checksum",
+    "make_converter",
+)
 
 STRUCTURE_ERRORS: tuple[type[Exception], ...] = (
     cattrs.BaseValidationError,
@@ -36,6 +42,16 @@ STRUCTURE_ERRORS: tuple[type[Exception], ...] = (
     RecursionError,
 )
 """What structuring untrusted data can raise; callers turn it into values."""
+
+
+def canonical_exact(value: object) -> tuple[bytes, bool]:
+    """:func:`canonical`, and whether reading the bytes back gives *value*
+    exactly (orjson wrote them; the fallback may turn integer keys into
+    strings, say)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS), True
+    except TypeError:
+        return canonical(value), False
 
 
 def canonical(value: object) -> bytes:

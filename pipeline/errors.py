@@ -35,6 +35,7 @@ __all__ = (
     "GraphDefects",
     "HistoryBudgetExceeded",
     "IncompatibleGraph",
+    "InvalidState",
     "LeaseLost",
     "LimitExceeded",
     "MergeConflict",
@@ -409,4 +410,27 @@ class LeaseLost(PipelineError):
         return (
             f"lost the lease on thread {self.thread_id!r} to another runner "
             "(its lease had expired)"
+        )
+
+
+@final
+@attrs.frozen
+class InvalidState(PipelineError):
+    """A state cannot be committed: it would not decode back as it is.
+
+    *node* produced it, *field* is where in the state (``$`` for all of it),
+    *expected* the declared type, *reason* what was wrong (never the value:
+    it may be a secret).  Nothing was committed; the thread resumes from its
+    last good record.
+    """
+
+    node: str
+    field: str
+    expected: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.node!r} produced a state that cannot be stored: "
+            f"{self.field} should be {self.expected} ({self.reason})"
         )

@@ -17,11 +17,21 @@ A record holds one snapshot as a delta against its parent:
 So bytes per step grow with what the step added, not with the history.
 The checksum covers the record's thread, version and parent as well as its
 bytes: a record swapped to another thread or version fails it.
+
+**Validated commits**: before a record is sealed, what it stores is
+structured back into the declared types (field by field, item by item) and
+compared with the live state; a state that would not come back as it is
+(a wrong type, a float where an int belongs, a non-finite float, a lone
+surrogate, a value too large or too deeply nested) is an
+:class:`~pipeline.errors.InvalidState` naming the field, and nothing is
+written.  Decoding uses the same per-field hooks, incrementally: rebuilding
+a chain costs what its records hold, not what every snapshot holds.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 
 from collections.abc import Mapping, Sequence
@@ -35,9 +45,15 @@ from pyrsistent._pvector import PythonPVector
 from returns.result import Failure, Result, Success
 
 from .._context import Context, extends
-from .._serde import STRUCTURE_ERRORS, canonical, make_converter
-from ..errors import CheckpointDecodeError, ConstructionError
+from .._serde import (
+    STRUCTURE_ERRORS,
+    canonical,
+    canonical_exact,
+    make_converter,
+)
+from ..errors import CheckpointDecodeError, ConstructionError, InvalidState
 from ._model import NO_PROGRESS, Pending, Progress, Snapshot, Status
+from ._plan import Plan, plan_for, type_name
 from ._store import Record
 
 
@@ -48,12 +64,24 @@ SCHEMA = 1
 Doc = dict[str, Any]
 """One record's parsed JSON document."""
 
+ENCODE_ERRORS = (ValueError, TypeError, RecursionError, OverflowError)
+"""What turning a value into JSON may raise (a non-finite float, a lone
+surrogate, an integer past the digit limit, a structure too deep)."""
+
 
 def record_checksum(
-    thread_id: str, version: int, parent: int | None, data: bytes
+    thread_id: str,
+    version: int,
+    parent: int | None,
+    data: bytes,
+    key: bytes | None = None,
 ) -> str:
-    """SHA-256 over the record's identity and bytes, hex."""
-    h = hashlib.sha256(f"{thread_id}\n{version}\n{parent}\n".encode())
+    """SHA-256 over the record's identity and bytes, hex; an HMAC with
+    *key* when one is given."""
+    head = f"{thread_id}\n{version}\n{parent}\n".encode()
+    if key is not None:
+        return hmac.new(key, head + data, hashlib.sha256).hexdigest()
+    h = hashlib.sha256(head)
     h.update(data)
     return h.hexdigest()
 
@@ -73,21 +101,33 @@ field only ever appends to it, so a checkpoint may trust its last item."""
 
 @final
 class Codec(Generic[S]):
-    """Encodes snapshots of state type *S* to records and back."""
+    """Encodes snapshots of state type *S* to records and back.
+
+    *key* (bytes) turns every record's checksum into an HMAC: a store an
+    attacker can write to then cannot be given records that decode.  The
+    plain checksum detects torn, bit-flipped and misplaced records, not
+    deliberate forgeries.
+    """
 
     def __init__(
-        self, state_type: type[S], converter: cattrs.Converter | None = None
+        self,
+        state_type: type[S],
+        converter: cattrs.Converter | None = None,
+        *,
+        key: bytes | None = None,
     ) -> None:
         self.state_type = state_type
         self.converter = converter or make_converter()
+        self.key = key
         # cattrs generates (compiles) its hooks on first use; do it now, when
         # the machine is built, so that decoding a checkpoint compiles nothing.
         try:
             self._structure = self.converter.get_structure_hook(state_type)
             self.converter.get_unstructure_hook(state_type)
+            self._plan: Plan | None = plan_for(state_type, self.converter)
         except NameError as exc:
             msg = (
-                f"cannot checkpoint {_type_name(state_type)}: its annotations "
+                f"cannot checkpoint {type_name(state_type)}: its annotations "
                 f"do not resolve ({exc}); define the types it names at "
                 "module level"
             )
@@ -95,8 +135,8 @@ class Codec(Generic[S]):
         except cattrs.errors.StructureHandlerNotFoundError as exc:
             what = getattr(exc, "type_", None)
             msg = (
-                f"cannot checkpoint {_type_name(state_type)}: no converter "
-                f"for {_type_name(what)} (state fields must be types cattrs "
+                f"cannot checkpoint {type_name(state_type)}: no converter "
+                f"for {type_name(what)} (state fields must be types cattrs "
                 "can structure: scalars, attrs classes, tuples, PVector, ...)"
             )
             raise ConstructionError(msg) from None
@@ -105,9 +145,7 @@ class Codec(Generic[S]):
         cls = get_origin(state_type) or state_type
         self._cls: type[Any] = cls
         self._fields: tuple[str, ...] | None = (
-            tuple(f.name for f in attrs.fields(cls) if f.init)
-            if attrs.has(cls)
-            else None
+            tuple(f.name for f in self._plan.fields) if self._plan else None
         )
         self._trusted = frozenset(
             f.name
@@ -128,7 +166,9 @@ class Codec(Generic[S]):
 
         *progress*, when given (even empty), is stored as ``in``: documents
         that nested folds appended since *parent* (or their whole chains in
-        a root record).  Without it the record starts afresh.
+        a root record).  Without it the record starts afresh.  Raises what
+        unstructuring raises for a value that cannot be stored (see
+        :meth:`seal` for the checked way).
         """
         doc: Doc = {
             "v": SCHEMA,
@@ -148,11 +188,14 @@ class Codec(Generic[S]):
         if snap.status is not Status.RUNNING:
             doc["status"] = snap.status.value
         if snap.pending is not None:
-            doc["pending"] = {
+            pending: dict[str, Any] = {
                 "source": snap.pending.source,
                 "targets": list(snap.pending.targets),
                 "question": snap.pending.question,
             }
+            if snap.pending.answered:
+                pending["answer"] = snap.pending.answer
+            doc["pending"] = pending
         if progress is not None:
             doc["in"] = {k: list(v) for k, v in progress.items()}
         conv = self.converter
@@ -206,13 +249,13 @@ class Codec(Generic[S]):
         parent: Snapshot[S] | None,
         progress: Progress | None = None,
     ) -> Record:
-        """The record for *snap*, as a delta against *parent* when given."""
+        """The record for *snap*, as a delta against *parent* when given
+        (unchecked: :meth:`seal` is the checked way)."""
         if parent is None and progress is None and snap.progress:
             progress = snap.progress  # a root keeps its whole progress
         return self.record(snap, self.document(snap, parent, progress))
 
-    @staticmethod
-    def record(snap: Snapshot[Any], doc: Doc) -> Record:
+    def record(self, snap: Snapshot[Any], doc: Doc) -> Record:
         """Seal *doc* as the record of *snap* (canonical bytes, checksum)."""
         data = canonical(doc)
         return Record(
@@ -220,7 +263,127 @@ class Codec(Generic[S]):
             snap.version,
             snap.parent,
             data,
-            record_checksum(snap.thread_id, snap.version, snap.parent, data),
+            record_checksum(
+                snap.thread_id, snap.version, snap.parent, data, self.key
+            ),
+        )
+
+    def seal(
+        self,
+        snap: Snapshot[S],
+        parent: Snapshot[S] | None,
+        progress: Progress | None = None,
+    ) -> Result[tuple[Doc, bytes], InvalidState]:
+        """*snap*'s document and bytes, checked: what is written decodes
+        back to the live state, field by field; else why not."""
+        node = snap.node or "<start>"
+        try:
+            doc = self.document(snap, parent, progress)
+        except ENCODE_ERRORS as exc:
+            return Failure(self._diagnose(snap, node, exc))
+        try:
+            data, exact = canonical_exact(doc)
+        except ENCODE_ERRORS as exc:
+            return Failure(self._diagnose(snap, node, exc))
+        checked = doc
+        if not exact:
+            # The standard library wrote it (orjson refused: integer keys,
+            # say): check what a reader will see, not what was handed in.
+            try:
+                checked = json.loads(data, parse_constant=_no_constant)
+            except ENCODE_ERRORS as exc:  # pragma: no cover  # we wrote it
+                return Failure(self._diagnose(snap, node, exc))
+        failure = self._check(checked, snap.state, node)
+        if failure is not None:
+            return Failure(failure)
+        return Success((doc, data))
+
+    def _check(self, doc: Doc, state: Any, node: str) -> InvalidState | None:
+        """Whether *doc*'s state parts come back as *state*'s values."""
+        plan = self._plan
+        if "whole" in doc or plan is None:
+            if "whole" not in doc:
+                return None
+            return self._same(
+                lambda v: self._structure(v, self.state_type),
+                doc["whole"],
+                state,
+                node,
+                "$",
+                type_name(self.state_type),
+            )
+        for name, value in doc.get("state", {}).items():
+            f = plan.by_name[name]
+            wrong = self._same(
+                f.structure,
+                value,
+                getattr(state, name),
+                node,
+                name,
+                f.expected,
+            )
+            if wrong is not None:
+                return wrong
+        for name, (base, items) in doc.get("logs", {}).items():
+            f = plan.by_name[name]
+            live = getattr(state, name)
+            item = f.item or (lambda v: v)
+            for i, value in enumerate(items):
+                wrong = self._same(
+                    item,
+                    value,
+                    live[base + i],
+                    node,
+                    f"{name}[{base + i}]",
+                    f.expected,
+                )
+                if wrong is not None:
+                    return wrong
+        return None
+
+    def _same(
+        self,
+        structure: Any,
+        stored: Any,
+        live: Any,
+        node: str,
+        where: str,
+        expected: str,
+    ) -> InvalidState | None:
+        try:
+            back = structure(stored)
+        except STRUCTURE_ERRORS as exc:
+            return InvalidState(node, where, expected, _reason(exc))
+        if back is live or back == live:
+            return None
+        # Values without value equality (eq=False classes): compare what
+        # they store.
+        try:
+            if self.converter.unstructure(back) == stored:
+                return None
+        except ENCODE_ERRORS:  # pragma: no cover  # it came from JSON
+            pass
+        return InvalidState(
+            node, where, expected, "does not decode back to an equal value"
+        )
+
+    def _diagnose(
+        self, snap: Snapshot[S], node: str, exc: BaseException
+    ) -> InvalidState:
+        """Which field could not be written, for a failure at *node*."""
+        state = snap.state
+        if self._plan is not None and type(state) is self._cls:
+            for f in self._plan.fields:
+                try:
+                    canonical(
+                        self.converter.unstructure(getattr(state, f.name))
+                    )
+                except ENCODE_ERRORS as inner:
+                    return InvalidState(
+                        node, f.name, f.expected, _reason(inner)
+                    )
+        return InvalidState(
+            node, "$", type_name(self.state_type), _reason(exc)
         )
 
     # -- decoding -----------------------------------------------------------
@@ -228,9 +391,13 @@ class Codec(Generic[S]):
     def parse(self, record: Record) -> Result[Doc, CheckpointDecodeError]:
         """Check and parse one record's bytes (not its state)."""
         expected = record_checksum(
-            record.thread_id, record.version, record.parent, record.data
+            record.thread_id,
+            record.version,
+            record.parent,
+            record.data,
+            self.key,
         )
-        if expected != record.checksum:
+        if not hmac.compare_digest(expected, record.checksum):
             return Failure(
                 CheckpointDecodeError(
                     "$",
@@ -238,7 +405,7 @@ class Codec(Generic[S]):
                 )
             )
         try:
-            doc = json.loads(record.data)
+            doc = json.loads(record.data, parse_constant=_no_constant)
         except (ValueError, RecursionError) as exc:
             return Failure(CheckpointDecodeError("$", f"not JSON: {exc}"))
         return check_document(doc)
@@ -263,72 +430,111 @@ class Codec(Generic[S]):
         parent: int | None,
     ) -> Result[Snapshot[S], CheckpointDecodeError]:
         """The snapshot that *docs* (checked documents, root first) build up."""
-        state_doc: Any = {}
-        logs: dict[str, list[Any]] = {}
-        progress: dict[str, list[Any]] | None = None
+        acc: Acc | None = None
         for doc in docs:
-            nested = doc.get("in")
-            if nested is None:
-                progress = None
-            else:
-                progress = {} if progress is None else progress
-                for key, more in nested.items():
-                    progress.setdefault(key, []).extend(more)
-            if "whole" in doc:
-                state_doc = doc["whole"]
-                continue
-            if not isinstance(state_doc, dict):
+            step = self.advance(acc, doc)
+            if isinstance(step, CheckpointDecodeError):
+                return Failure(step)
+            acc = step
+        assert acc is not None  # noqa: S101  # docs is not empty
+        return self.snapshot(acc, thread_id, version, parent)
+
+    def advance(
+        self, acc: Acc | None, doc: Doc
+    ) -> Acc | CheckpointDecodeError:
+        """The accumulated state after one more document (typed, shared
+        with *acc*: nothing of the parent is copied but a small dict)."""
+        nested = doc.get("in")
+        progress: dict[str, tuple[Any, ...]] = {}
+        if nested is not None:
+            progress = dict(acc.progress) if acc is not None else {}
+            for key, more in nested.items():
+                progress[key] = (*progress.get(key, ()), *more)
+        previous = acc.doc if acc is not None else None
+        plan = self._plan
+        if "whole" in doc:
+            try:
+                whole = self._structure(doc["whole"], self.state_type)
+            except STRUCTURE_ERRORS as exc:
+                return CheckpointDecodeError("$.whole", _reason(exc))
+            return Acc({}, whole, progress, doc, previous)
+        if plan is None:
+            return CheckpointDecodeError(
+                "$", "a partial state for a state stored whole"
+            )
+        if acc is not None and acc.whole is not _ABSENT:
+            return CheckpointDecodeError(
+                "$.state", "a partial state follows a whole one"
+            )
+        values = dict(acc.values) if acc is not None else {}
+        for name, value in doc.get("state", {}).items():
+            f = plan.by_name.get(name)
+            if f is None:
+                return CheckpointDecodeError(
+                    f"$.state.{name}", "no such field"
+                )
+            try:
+                values[name] = f.structure(value)
+            except STRUCTURE_ERRORS as exc:
+                return CheckpointDecodeError(f"$.state.{name}", _reason(exc))
+        for name, log in doc.get("logs", {}).items():
+            f = plan.by_name.get(name)
+            if f is None or f.item is None:
+                return CheckpointDecodeError(
+                    f"$.logs.{name}", "not a log field"
+                )
+            if not (
+                isinstance(log, list)
+                and len(log) == 2
+                and type(log[0]) is int
+                and isinstance(log[1], list)
+            ):
+                return CheckpointDecodeError(f"$.logs.{name}", "malformed log")
+            base, items = log
+            prior = values.get(name, _EMPTY)
+            if not 0 <= base <= len(prior):
+                return CheckpointDecodeError(
+                    f"$.logs.{name}",
+                    "extends a longer log than its parent has",
+                )
+            if base < len(prior):
+                prior = pvector(prior[:base])
+            try:
+                values[name] = prior.extend(f.item(v) for v in items)
+            except STRUCTURE_ERRORS as exc:
+                return CheckpointDecodeError(f"$.logs.{name}", _reason(exc))
+        return Acc(values, _ABSENT, progress, doc, previous)
+
+    def snapshot(
+        self,
+        acc: Acc,
+        thread_id: str,
+        version: int,
+        parent: int | None,
+    ) -> Result[Snapshot[S], CheckpointDecodeError]:
+        """The snapshot *acc* stands for, as record *version* of the thread."""
+        if acc.whole is not _ABSENT:
+            state = acc.whole
+        else:
+            plan = self._plan
+            assert plan is not None  # noqa: S101  # advance checked
+            missing = [f.name for f in plan.fields if f.name not in acc.values]
+            if missing:
                 return Failure(
                     CheckpointDecodeError(
-                        "$.state", "a partial state follows a whole one"
+                        f"$.state.{missing[0]}", "missing from the chain"
                     )
                 )
-            state_doc.update(doc.get("state", {}))
-            for name, log in doc.get("logs", {}).items():
-                if not (
-                    isinstance(log, list)
-                    and len(log) == 2
-                    and type(log[0]) is int
-                    and isinstance(log[1], list)
-                ):
-                    return Failure(
-                        CheckpointDecodeError(
-                            f"$.logs.{name}", "malformed log"
-                        )
-                    )
-                base, items = log
-                prior = logs.get(name, [])
-                if not 0 <= base <= len(prior):
-                    return Failure(
-                        CheckpointDecodeError(
-                            f"$.logs.{name}",
-                            "extends a longer log than its parent has",
-                        )
-                    )
-                logs[name] = prior[:base] + items
-        if logs:
-            if not isinstance(state_doc, dict):
-                return Failure(
-                    CheckpointDecodeError(
-                        "$.logs", "logs on a state that is not an object"
-                    )
-                )
-            state_doc = {**state_doc, **logs}
-        try:
-            state = self._structure(state_doc, self.state_type)
-        except STRUCTURE_ERRORS as exc:
-            return Failure(CheckpointDecodeError("$.state", _why(exc)))
-        head = docs[-1]
+            try:
+                state = plan.build(acc.values)
+            except STRUCTURE_ERRORS as exc:
+                return Failure(CheckpointDecodeError("$.state", _reason(exc)))
+        head = acc.doc
         node = head.get("node", _ABSENT)
         if node is _ABSENT:
             node = None
-            if len(docs) > 1:
-                previous = docs[-2]["next"]
-                if not all(isinstance(n, str) for n in previous):
-                    return Failure(
-                        CheckpointDecodeError("$.next", "not a list of names")
-                    )
-                node = "+".join(previous)
+            if acc.previous is not None:
+                node = "+".join(acc.previous["next"])
         try:
             pending = None
             if "pending" in head:
@@ -337,12 +543,14 @@ class Codec(Generic[S]):
                     _opt_str(p["source"]),
                     tuple(self.converter.structure(p["targets"], list[str])),
                     self.converter.structure(p["question"], str),
+                    p.get("answer"),
+                    "answer" in p,
                 )
             snap = Snapshot(
                 thread_id=thread_id,
                 version=version,
                 parent=parent,
-                state=state,
+                state=cast("S", state),
                 node=_opt_str(node),
                 next=tuple(self.converter.structure(head["next"], list[str])),
                 join=_opt_str(head.get("join")),
@@ -350,20 +558,32 @@ class Codec(Generic[S]):
                 fingerprint=head["fp"],
                 status=Status(head.get("status", "running")),
                 pending=pending,
-                progress=(
-                    NO_PROGRESS
-                    if not progress
-                    else {k: tuple(v) for k, v in progress.items()}
-                ),
+                progress=acc.progress or NO_PROGRESS,
             )
-        except (
-            cattrs.BaseValidationError,
-            ValueError,
-            TypeError,
-            KeyError,
-        ) as exc:
-            return Failure(CheckpointDecodeError("$", _why(exc)))
+        except (*_STRUCTURE_OR_KEY,) as exc:
+            return Failure(CheckpointDecodeError("$", _reason(exc)))
         return Success(snap)
+
+
+@final
+class Acc:
+    """What a chain of documents built up to one record (typed)."""
+
+    __slots__ = ("doc", "previous", "progress", "values", "whole")
+
+    def __init__(
+        self,
+        values: dict[str, Any],
+        whole: Any,
+        progress: Mapping[str, tuple[Any, ...]],
+        doc: Doc,
+        previous: Doc | None,
+    ) -> None:
+        self.values = values
+        self.whole = whole
+        self.progress = progress
+        self.doc = doc
+        self.previous = previous
 
 
 def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
@@ -372,9 +592,7 @@ def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
         return Failure(CheckpointDecodeError("$", "not an object"))
     doc = cast("Doc", doc)
     if doc.get("v") != SCHEMA:
-        return Failure(
-            CheckpointDecodeError("$.v", f"unknown schema {doc.get('v')!r}")
-        )
+        return Failure(CheckpointDecodeError("$.v", "unknown schema"))
     for key, kinds in _ENVELOPE.items():
         value = doc.get(key, _ABSENT)
         if value is _ABSENT and key in _OPTIONAL:
@@ -385,11 +603,11 @@ def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
                     f"$.{key}", "missing or of the wrong type"
                 )
             )
+    if not all(isinstance(n, str) for n in doc["next"]):
+        return Failure(CheckpointDecodeError("$.next", "not a list of names"))
     unknown = set(doc) - set(_ENVELOPE) - {"v", "whole"}
     if unknown:
-        return Failure(
-            CheckpointDecodeError("$", f"unknown keys {sorted(unknown)}")
-        )
+        return Failure(CheckpointDecodeError("$", "unknown keys"))
     nested = doc.get("in")
     if nested is not None:
         for name, docs in cast("Mapping[object, object]", nested).items():
@@ -400,7 +618,14 @@ def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
     return Success(doc)
 
 
+def _no_constant(name: str) -> Any:
+    msg = f"{name} is not a JSON number"
+    raise ValueError(msg)
+
+
 _ABSENT: Any = object()
+_STRUCTURE_OR_KEY: tuple[type[Exception], ...] = (*STRUCTURE_ERRORS, KeyError)
+_EMPTY: PVector[Any] = pvector()
 _VECTORS = frozenset({type(pvector()), PythonPVector})
 _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "fp": str,
@@ -424,11 +649,20 @@ def _opt_str(value: object) -> str | None:
     raise TypeError(msg)
 
 
-def _type_name(t: object) -> str:
-    return str(getattr(t, "__qualname__", None) or t).replace("typing.", "")
-
-
-def _why(exc: BaseException) -> str:
+def _reason(exc: BaseException) -> str:
+    """What was wrong, without the offending value (it may be a secret)."""
     if isinstance(exc, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(exc))
-    return f"{type(exc).__name__}: {exc}"
+        leaves = [_reason(e) for e in exc.exceptions] or [type(exc).__name__]
+        return "; ".join(dict.fromkeys(leaves))
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, UnicodeError):
+        return "text that is not valid Unicode (a lone surrogate)"
+    text = str(exc)
+    if isinstance(exc, ValueError) and "digits" in text:
+        return "an integer too large to store"
+    if isinstance(exc, ValueError) and "JSON number" in text:
+        return "a non-finite float (NaN or infinity)"
+    if isinstance(exc, TypeError) and text.startswith("expected "):
+        return text  # our own hooks: type names only, never values
+    return type(exc).__name__

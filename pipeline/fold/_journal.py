@@ -32,9 +32,9 @@ from returns.result import Failure, Result, Success
 
 from .._eventtypes import CheckpointSaved
 from ..errors import ConcurrentModification, LeaseLost
-from ._codec import Codec, Doc, check_document
+from ._codec import Codec, Doc, check_document, record_checksum
 from ._model import Progress, Snapshot, Status
-from ._store import CheckpointStore
+from ._store import CheckpointStore, Lease, Record
 
 
 S = TypeVar("S")
@@ -201,8 +201,11 @@ class Journal(Generic[S]):
         self.head = head
         self._lock: anyio.Lock | None = None
 
-    async def write(self, snap: Snapshot[S], doc: Doc) -> Failure[Any] | None:
-        """Store one record (*snap* encoded as *doc*); ``None`` once stored."""
+    async def write(
+        self, snap: Snapshot[S], doc: Doc, data: bytes
+    ) -> Failure[Any] | None:
+        """Store one record (*snap* as *doc*, written as *data*); ``None``
+        once stored."""
         raise NotImplementedError  # pragma: no cover  # abstract
 
     async def commit(
@@ -233,8 +236,11 @@ class Journal(Generic[S]):
                 snap.progress,
                 snap.reason,
             )
-        doc = self.codec.document(snap, last, progress)
-        failed = await self.write(snap, doc)
+        sealed = self.codec.seal(snap, last, progress)
+        if type(sealed) is not Success:
+            return Failure(sealed.failure())
+        doc, data = sealed.unwrap()
+        failed = await self.write(snap, doc, data)
         if failed is not None:
             return failed
         # No await between the write and this: a cancellation cannot leave
@@ -278,7 +284,7 @@ class Journal(Generic[S]):
 class ThreadJournal(Journal[S]):
     """Commits to a thread of a store (compare-and-set on its head)."""
 
-    __slots__ = ("sink", "store")
+    __slots__ = ("lease", "sink", "store")
 
     def __init__(
         self,
@@ -288,17 +294,30 @@ class ThreadJournal(Journal[S]):
         last: Snapshot[S] | None,
         head: int | None,
         sink: Sink | None,
+        lease: Lease | None = None,
     ) -> None:
         super().__init__(codec, thread_id, last, head)
         self.store = store
         self.sink = sink
+        self.lease = lease
 
     async def write(
-        self, snap: Snapshot[S], doc: Doc
+        self, snap: Snapshot[S], doc: Doc, data: bytes
     ) -> Failure[ConcurrentModification | LeaseLost] | None:
         """See :meth:`Journal.write`."""
-        record = self.codec.record(snap, doc)
-        out = await self.store.commit(record, expected_head=self.head)
+        del doc  # the store keeps the bytes
+        record = Record(
+            snap.thread_id,
+            snap.version,
+            snap.parent,
+            data,
+            record_checksum(
+                snap.thread_id, snap.version, snap.parent, data, self.codec.key
+            ),
+        )
+        out = await self.store.commit(
+            record, expected_head=self.head, lease=self.lease
+        )
         return None if type(out) is Success else Failure(out.failure())
 
     async def written(self, snap: Snapshot[S]) -> None:
@@ -329,8 +348,11 @@ class NestedJournal(Journal[S]):
         self.boundary = boundary
         self.key = key
 
-    async def write(self, snap: Snapshot[S], doc: Doc) -> Failure[Any] | None:
+    async def write(
+        self, snap: Snapshot[S], doc: Doc, data: bytes
+    ) -> Failure[Any] | None:
         """See :meth:`Journal.write`."""
+        del data  # the enclosing record holds the document itself
         if snap.status is Status.INTERRUPTED:
             self.boundary.pause(
                 snap.pending.question if snap.pending is not None else ""

@@ -43,11 +43,18 @@ class Status(enum.StrEnum):
 @final
 @attrs.frozen
 class Pending:
-    """A transition waiting for a human answer (see :class:`Interrupt`)."""
+    """A transition waiting for a human answer (see :class:`Interrupt`).
+
+    Once answered (*answered*), *answer* holds the answer as it was stored
+    (JSON-shaped): the answer is a record of its own, so a crash after
+    answering never asks again.
+    """
 
     source: str | None
     targets: tuple[str, ...]
     question: str
+    answer: Any = None
+    answered: bool = False
 
 
 @final

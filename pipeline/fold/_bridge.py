@@ -1,0 +1,174 @@
+"""An asyncio event loop in a thread of its own, for the server stores.
+
+psycopg's and redis-py's async clients run on asyncio only, and their
+connection pools belong to the event loop that opened them.  A server store
+therefore runs its client on a loop of its own, in a daemon thread, and its
+callers hand it work from any anyio backend (asyncio or trio), any event
+loop and any thread:
+
+* a caller submits a coroutine function; the loop runs it as a task; when it
+  is done, the caller's own event loop is woken (``call_soon_threadsafe`` on
+  asyncio, the trio token's ``run_sync_soon`` on trio);
+* a caller's cancellation (anyio's or asyncio's native ``task.cancel()``)
+  never reaches the task: work that was submitted runs whole, so a
+  transaction is never abandoned half-way on a pooled connection.  Writes
+  wait for their answer shielded from anyio cancellation (for a bounded
+  time); reads stop waiting at once and their answer is dropped;
+* closing waits for the work in flight, then stops the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Final, Generic, TypeVar, cast, final
+
+import anyio
+import anyio.lowlevel
+
+
+T = TypeVar("T")
+
+SHIELD_BOUND: Final = 30.0
+"""Seconds a write's caller waits for its answer, shielded from anyio
+cancellation.  The write itself is never abandoned (it completes on the
+store's loop); past this bound a cancelled caller stops waiting for it."""
+
+
+def _waker() -> Callable[[Callable[[], object]], object]:
+    """How a foreign thread schedules a call in the caller's event loop."""
+    native = anyio.lowlevel.current_token().native_token
+    if isinstance(native, asyncio.AbstractEventLoop):
+        return native.call_soon_threadsafe
+    # A trio token: anyio's only other backend.
+    run_sync_soon: Callable[[Callable[[], object]], object] = getattr(  # noqa: B009
+        native, "run_sync_soon"
+    )
+    return run_sync_soon
+
+
+@final
+class _Call(Generic[T]):
+    """One piece of work for the loop, and how to tell its caller."""
+
+    __slots__ = ("error", "event", "result", "wake", "work")
+
+    def __init__(
+        self,
+        work: Callable[[], Coroutine[Any, Any, T]],
+        wake: Callable[[Callable[[], object]], object],
+    ) -> None:
+        self.work = work
+        self.wake = wake
+        self.event = anyio.Event()
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+    def finish(self, task: asyncio.Task[T]) -> None:
+        """Record *task*'s outcome (on the loop) and wake the caller."""
+        if task.cancelled():
+            msg = "the store was closed while this call was in flight"
+            self.error = RuntimeError(msg)
+        elif (error := task.exception()) is not None:
+            self.error = error
+        else:
+            self.result = task.result()
+        with contextlib.suppress(RuntimeError):  # the caller's loop is gone
+            self.wake(self.event.set)
+
+
+@final
+class LoopThread:
+    """An asyncio event loop running in a daemon thread named *name*."""
+
+    def __init__(self, name: str) -> None:
+        # A selector loop on every platform: psycopg's async connections
+        # cannot run on Windows' default proactor loop.
+        self._loop = asyncio.SelectorEventLoop()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+        self._thread = threading.Thread(
+            target=self._serve, name=name, daemon=True
+        )
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.close()
+
+    async def run(
+        self,
+        work: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        shield: bool,
+    ) -> T:
+        """Run ``work()`` on the loop; return what it returned, or raise
+        what it raised.
+
+        With *shield*, wait for it shielded from anyio cancellation (up to
+        :data:`SHIELD_BOUND` seconds).  Either way, a cancelled caller
+        leaves the work to finish on the loop.
+        """
+        if self._closed:
+            msg = "the store is closed"
+            raise RuntimeError(msg)
+        return await self._submit(work, shield=shield)
+
+    async def _submit(
+        self,
+        work: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        shield: bool,
+        last: bool = False,
+    ) -> T:
+        call = _Call(work, _waker())
+        self._loop.call_soon_threadsafe(self._start, call, last)
+        if shield:
+            deadline = anyio.current_time() + SHIELD_BOUND
+            with anyio.CancelScope(shield=True, deadline=deadline):
+                await call.event.wait()
+        if not call.event.is_set():
+            await call.event.wait()
+        if call.error is not None:
+            raise call.error
+        return cast("T", call.result)  # set, as there is no error
+
+    def _start(self, call: _Call[T], last: bool) -> None:
+        task = self._loop.create_task(call.work())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(call.finish)
+        if last:
+            # Stop right after waking the caller (done callbacks run in
+            # order, in one batch), even if the caller has stopped waiting.
+            task.add_done_callback(lambda _: self._loop.stop())
+
+    async def drain(self) -> None:
+        """Wait (on the loop) for every other task in flight to finish."""
+        current = asyncio.current_task()
+        while pending := [t for t in self._tasks if t is not current]:
+            await asyncio.wait(pending)
+
+    async def close(self, last: Callable[[], Awaitable[None]]) -> None:
+        """Let the work in flight finish, run ``last()`` on the loop (to
+        close the client), stop the loop and join its thread."""
+        if self._closed:
+            return
+        self._closed = True  # no new work from here on
+
+        async def finish() -> None:
+            await self.drain()
+            await last()
+
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._submit(finish, shield=False, last=True)
+            finally:
+                await anyio.to_thread.run_sync(self._thread.join)

@@ -1,0 +1,162 @@
+"""How a state type is stored: one typed plan per field.
+
+Records store an attrs state field by field (and persistent-vector fields
+as logs, item by item), so decoding structures each field, and each logged
+item, into its declared type, once: a thread's history is rebuilt in time
+linear in what its records hold, and a commit is checked against the same
+hooks before it is written.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+
+from collections.abc import Callable
+from typing import Any, TypeVar, final, get_args, get_origin
+
+import attrs
+import cattrs
+
+from pyrsistent import PVector
+
+from .._context import Context, Message, to_metadata
+
+
+Structure = Callable[[Any], Any]
+
+
+@final
+@attrs.frozen
+class FieldPlan:
+    """One stored field: its name, how to build it, what it is declared as.
+
+    *item* is set for persistent-vector fields (logs): the hook for one
+    item.
+    """
+
+    name: str
+    alias: str
+    structure: Structure
+    item: Structure | None
+    expected: str
+
+
+@final
+@attrs.frozen
+class Plan:
+    """An attrs state type's fields, and how to construct it from them."""
+
+    cls: type[Any]
+    fields: tuple[FieldPlan, ...]
+    by_name: dict[str, FieldPlan]
+
+    def build(self, values: dict[str, Any]) -> Any:
+        """The state from every field's typed value (attrs runs its
+        converters and validators)."""
+        return self.cls(**{f.alias: values[f.name] for f in self.fields})
+
+
+def type_name(t: object) -> str:
+    """A readable name for a type (in errors)."""
+    name = getattr(t, "__qualname__", None)
+    if isinstance(t, type) and name:
+        return str(name)
+    return str(t).replace("typing.", "").replace("pyrsistent._pvector.", "")
+
+
+def plan_for(state_type: Any, converter: cattrs.Converter) -> Plan | None:
+    """The plan for an attrs *state_type* (generic ones included), or
+    ``None`` for a state stored whole."""
+    cls = get_origin(state_type) or state_type
+    if not (isinstance(cls, type) and attrs.has(cls)):
+        return None
+    if cls is Context:
+        return _context_plan(converter)
+    hints = typing.get_type_hints(cls)
+    params = getattr(cls, "__parameters__", ())
+    mapping = dict(zip(params, get_args(state_type), strict=False))
+    fields: list[FieldPlan] = []
+    for f in attrs.fields(cls):
+        if not f.init:
+            continue
+        hint = _substitute(hints.get(f.name, Any), mapping)
+        fields.append(_field(f.name, f.alias or f.name, hint, converter))
+    return Plan(cls, tuple(fields), {f.name: f for f in fields})
+
+
+def _field(
+    name: str, alias: str, hint: Any, converter: cattrs.Converter
+) -> FieldPlan:
+    hook = converter.get_structure_hook(hint)
+    # A field holding a persistent vector at run time is stored as a log
+    # even where its declared type says less (``Any``): its items then come
+    # back as they were stored.
+    item: Structure | None = _as_is if hint is Any else None
+    if hint is PVector or get_origin(hint) is PVector:
+        args = get_args(hint)
+        item_type = args[0] if args else Any
+        item_hook = converter.get_structure_hook(item_type)
+
+        def one(value: Any, t: Any = item_type) -> Any:
+            return item_hook(value, t)
+
+        item = one
+
+    def structure(value: Any, t: Any = hint) -> Any:
+        return hook(value, t)
+
+    return FieldPlan(name, alias, structure, item, type_name(hint))
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _context_plan(converter: cattrs.Converter) -> Plan:
+    message = converter.get_structure_hook(Message)
+    text = converter.get_structure_hook(str)
+
+    def messages(value: Any) -> Any:
+        if not isinstance(value, list):
+            msg = f"expected a list, got {type(value).__name__}"
+            raise TypeError(msg)
+        from pyrsistent import pvector  # noqa: PLC0415
+
+        return pvector(message(v, Message) for v in value)
+
+    def metadata(value: Any) -> Any:
+        if not isinstance(value, dict):
+            msg = f"expected an object, got {type(value).__name__}"
+            raise TypeError(msg)
+        return to_metadata(value)
+
+    fields = (
+        FieldPlan(
+            "messages",
+            "messages",
+            messages,
+            lambda v: message(v, Message),
+            "PVector[Message]",
+        ),
+        FieldPlan("metadata", "metadata", metadata, None, "metadata"),
+        FieldPlan("run_id", "run_id", lambda v: text(v, str), None, "str"),
+    )
+    return Plan(Context, fields, {f.name: f for f in fields})
+
+
+def _substitute(hint: Any, mapping: dict[Any, Any]) -> Any:
+    """*hint* with the type variables of a generic state bound."""
+    if isinstance(hint, TypeVar):
+        return mapping.get(hint, Any)
+    args = get_args(hint)
+    if not args or not mapping:
+        return hint
+    new = tuple(_substitute(a, mapping) for a in args)
+    if new == args:
+        return hint
+    origin = get_origin(hint)
+    if isinstance(hint, types.GenericAlias) and origin is not None:
+        return types.GenericAlias(origin, new)
+    copy_with = getattr(hint, "copy_with", None)
+    return copy_with(new) if copy_with is not None else hint
