@@ -48,3 +48,14 @@ class Stopped:
     """A gate stopped the run gracefully."""
 
     reason: str
+
+
+@final
+@attrs.frozen
+class CheckpointSkipped:
+    """Loading a thread skipped its last record: torn or failing its
+    checksum (a write cut short).  The run goes on from the one before."""
+
+    thread_id: str
+    version: int
+    reason: str

@@ -39,6 +39,7 @@ from returns.result import Result
 from ._context import Message, ToolCall
 from ._eventtypes import (
     CheckpointSaved,
+    CheckpointSkipped,
     Interrupted,
     NodeFinished,
     NodeStarted,
@@ -55,6 +56,7 @@ Err_co = TypeVar("Err_co", covariant=True)
 
 __all__ = (
     "CheckpointSaved",
+    "CheckpointSkipped",
     "Event",
     "EventStream",
     "Finished",
@@ -152,6 +154,7 @@ Event: TypeAlias = (
     | NodeStarted
     | NodeFinished
     | CheckpointSaved
+    | CheckpointSkipped
     | Interrupted
     | Stopped
     | Finished[Any, Any]

@@ -481,7 +481,7 @@ async def test_interrupt_inside_a_subgraph_pauses_and_resumes_the_parent() -> (
     """The inner gate's interrupt pauses the checkpointed parent; the answer
     resumes the inner graph where it stopped, and the parent finishes."""
     runs = Counter[str]()
-    answers: list[str | None] = []
+    answers: list[object] = []
     store = graph.MemoryStore()
     parent = parent_of(gated_sub(runs, answers), runs)
 
@@ -507,7 +507,7 @@ async def test_interrupt_inside_a_subgraph_pauses_and_resumes_the_parent() -> (
 async def test_inner_refusal_after_resume_stops_the_parent() -> None:
     """Answering "no" makes the inner gate stop; the parent fails with it."""
     runs = Counter[str]()
-    answers: list[str | None] = []
+    answers: list[object] = []
     store = graph.MemoryStore()
     parent = parent_of(gated_sub(runs, answers), runs)
     await parent.run(Count(), store=store, thread_id="t")
@@ -546,7 +546,7 @@ def approved_relay(
 async def test_interrupt_inside_a_swarm_node_pauses_the_parent() -> None:
     """A swarm node's before-handoff interrupt pauses the checkpointed graph;
     the answer resumes the swarm at the handoff (front is not asked again)."""
-    answers: list[str | None] = []
+    answers: list[object] = []
     models: list[ScriptedModel] = []
     store = graph.MemoryStore()
 
@@ -577,7 +577,7 @@ async def test_interrupt_inside_a_swarm_node_pauses_the_parent() -> None:
 
 async def test_interrupt_inside_a_swarm_agent_node_pauses_the_parent() -> None:
     """The same through .agent(): the answer reaches the swarm's gate."""
-    answers: list[str | None] = []
+    answers: list[object] = []
     models: list[ScriptedModel] = []
     store = graph.MemoryStore()
 

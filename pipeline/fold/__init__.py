@@ -21,6 +21,7 @@ from ._model import Continue as Continue
 from ._model import Decision as Decision
 from ._model import Gate as Gate
 from ._model import Interrupt as Interrupt
+from ._model import InvalidAnswer as InvalidAnswer
 from ._model import Observer as Observer
 from ._model import Pending as Pending
 from ._model import Progress as Progress
@@ -48,6 +49,7 @@ __all__ = (
     "Gate",
     "Hooks",
     "Interrupt",
+    "InvalidAnswer",
     "Lease",
     "Machine",
     "MemoryStore",

@@ -7,26 +7,40 @@ records that leads to it, root first.
 
 from __future__ import annotations
 
+import logging
 import uuid
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
+import anyio
+import anyio.lowlevel
 import attrs
 
 from returns.result import Failure, Result, Success
 
+from .._eventtypes import CheckpointSkipped
 from ..errors import (
     CheckpointDecodeError,
     ConcurrentModification,
     LeaseLost,
     SnapshotNotFound,
 )
-from ._codec import Codec, Doc
+from ._codec import Acc, Codec
 from ._model import Snapshot
 from ._store import CheckpointStore, Record
 
 
+Sink = Callable[[Any], Awaitable[None]]
+
+
 S = TypeVar("S")
+
+
+log = logging.getLogger("pipeline.fold")
+
+YIELD_EVERY = 256
+"""Records decoded between two checkpoints of the event loop."""
 
 
 async def load(
@@ -36,64 +50,167 @@ async def load(
     *,
     version: int | None = None,
 ) -> Result[Snapshot[S], SnapshotNotFound | CheckpointDecodeError]:
-    """The snapshot at *version*, or the latest usable one.
+    """The snapshot at *version*, or at the head.
 
-    Records that fail their checksum or do not decode are skipped when
-    looking for the latest: a torn last write falls back to the version
-    before it.  An explicit *version* must decode.
+    Nothing committed is ever skipped silently: the head must decode, with
+    one exception, a *last* record that is torn or fails its checksum (a
+    write cut short): it is skipped for the one before it, and reported
+    (a warning on the ``pipeline.fold`` logger).  Any other record that does
+    not decode is a :class:`~pipeline.errors.CheckpointDecodeError`.
     """
-    rows = await store.records(thread_id, upto=version)
+    out = await load_for_resume(codec, store, thread_id, version, None)
+    if type(out) is not Success:
+        return Failure(out.failure())
+    return Success(out.unwrap()[0])
+
+
+async def load_for_resume(
+    codec: Codec[S],
+    store: CheckpointStore,
+    thread_id: str,
+    version: int | None,
+    sink: Sink | None,
+) -> Result[tuple[Snapshot[S], int], SnapshotNotFound | CheckpointDecodeError]:
+    """The snapshot at *version* (or the head, see :func:`load`) and the
+    thread's head version, from one read of the thread."""
+    rows = await store.records(thread_id)
     if not rows:
         return Failure(SnapshotNotFound(thread_id, version))
     by_version = {r.version: r for r in rows}
-    parsed: dict[int, Result[Doc, CheckpointDecodeError]] = {}
-    candidates = (
-        [version] if version is not None else sorted(by_version, reverse=True)
-    )
-    error: CheckpointDecodeError | None = None
-    for v in candidates:
-        if v not in by_version:
+    head = rows[-1].version
+    if version is not None:
+        if version not in by_version:
             return Failure(SnapshotNotFound(thread_id, version))
-        chain: list[tuple[Record, Doc]] = []
-        cursor: int | None = v
-        while cursor is not None:
-            row = by_version.get(cursor)
-            if row is None:
-                error = CheckpointDecodeError(
-                    "$.parent",
-                    f"version {v} descends from missing version {cursor}",
+        target = version
+    else:
+        target = head
+        if not codec.intact(by_version[head]):
+            reason = "checksum mismatch (a write cut short, or tampering)"
+            log.warning(
+                "thread %r: skipping its last record (version %d): %s",
+                thread_id,
+                head,
+                reason,
+            )
+            if sink is not None:
+                await sink(CheckpointSkipped(thread_id, head, reason))
+            earlier = [v for v in by_version if v < head]
+            if not earlier:
+                return Failure(
+                    CheckpointDecodeError("$", f"the only record: {reason}")
                 )
-                break
-            doc = parsed.get(cursor)
-            if doc is None:
-                doc = parsed[cursor] = codec.parse(row)
-            if type(doc) is not Success:
-                error = doc.failure()
-                break
-            chain.append((row, doc.unwrap()))
-            cursor = row.parent
-        else:
-            chain.reverse()
-            decoded = codec.decode(chain)
-            if type(decoded) is Success:
-                return decoded
-            error = decoded.failure()
-    assert error is not None  # noqa: S101  # some candidate failed
-    return Failure(error)
+            target = max(earlier)
+    snap = await _decode_at(codec, by_version, target)
+    if type(snap) is not Success:
+        return Failure(snap.failure())
+    return Success((snap.unwrap(), head))
+
+
+async def _decode_at(
+    codec: Codec[S], by_version: dict[int, Record], version: int
+) -> Result[Snapshot[S], CheckpointDecodeError]:
+    """The snapshot of record *version*, from its chain of ancestors."""
+    chain: list[Record] = []
+    cursor: int | None = version
+    while cursor is not None:
+        row = by_version.get(cursor)
+        if row is None:
+            return Failure(
+                CheckpointDecodeError(
+                    "$.parent",
+                    f"version {version} descends from a missing record",
+                )
+            )
+        if row.parent is not None and not 0 <= row.parent < row.version:
+            return Failure(
+                CheckpointDecodeError(
+                    "$.parent",
+                    f"record {row.version} names a parent that is not older",
+                )
+            )
+        chain.append(row)
+        cursor = row.parent
+    chain.reverse()
+    acc: Acc | None = None
+    for i, row in enumerate(chain):
+        if i and i % YIELD_EVERY == 0:
+            await anyio.lowlevel.checkpoint()
+        doc = codec.parse(row)
+        if type(doc) is not Success:
+            error = doc.failure()
+            return Failure(
+                attrs.evolve(
+                    error, location=f"version {row.version}: {error.location}"
+                )
+            )
+        step = codec.advance(acc, doc.unwrap())
+        if isinstance(step, CheckpointDecodeError):
+            return Failure(
+                attrs.evolve(
+                    step, location=f"version {row.version}: {step.location}"
+                )
+            )
+        acc = step
+    assert acc is not None  # noqa: S101  # the chain holds version itself
+    record = chain[-1]
+    return codec.snapshot(acc, record.thread_id, record.version, record.parent)
 
 
 async def history(
     codec: Codec[S], store: CheckpointStore, thread_id: str
 ) -> Result[tuple[Snapshot[S], ...], SnapshotNotFound | CheckpointDecodeError]:
-    """Every decodable snapshot of the thread, oldest first."""
+    """Every snapshot of the thread, oldest first (each record decoded
+    once: linear in what the records hold).
+
+    As :func:`load`: a torn last record is skipped and reported; any other
+    record that does not decode is a failure.
+    """
     rows = await store.records(thread_id)
     if not rows:
         return Failure(SnapshotNotFound(thread_id, None))
+    accs: dict[int, Acc] = {}
     out: list[Snapshot[S]] = []
-    for row in rows:
-        snap = await load(codec, store, thread_id, version=row.version)
-        if type(snap) is Success:
-            out.append(snap.unwrap())
+    for i, row in enumerate(rows):
+        if i and i % YIELD_EVERY == 0:
+            await anyio.lowlevel.checkpoint()
+        if i == len(rows) - 1 and not codec.intact(row):
+            log.warning(
+                "thread %r: skipping its last record (version %d): %s",
+                thread_id,
+                row.version,
+                "checksum mismatch (a write cut short, or tampering)",
+            )
+            break
+        doc = codec.parse(row)
+        if type(doc) is not Success:
+            error = doc.failure()
+            return Failure(
+                attrs.evolve(
+                    error, location=f"version {row.version}: {error.location}"
+                )
+            )
+        parent = None
+        if row.parent is not None:
+            parent = accs.get(row.parent)
+            if parent is None or not row.parent < row.version:
+                return Failure(
+                    CheckpointDecodeError(
+                        "$.parent",
+                        f"record {row.version} descends from no earlier record",
+                    )
+                )
+        step = codec.advance(parent, doc.unwrap())
+        if isinstance(step, CheckpointDecodeError):
+            return Failure(
+                attrs.evolve(
+                    step, location=f"version {row.version}: {step.location}"
+                )
+            )
+        accs[row.version] = step
+        snap = codec.snapshot(step, row.thread_id, row.version, row.parent)
+        if type(snap) is not Success:
+            return Failure(snap.failure())
+        out.append(snap.unwrap())
     return Success(tuple(out))
 
 

@@ -21,6 +21,7 @@ from returns.result import Failure, Result, Success
 
 from .._eventtypes import (
     CheckpointSaved,
+    CheckpointSkipped,
     Interrupted,
     NodeFinished,
     NodeStarted,
@@ -29,6 +30,7 @@ from .._eventtypes import (
 from .._serde import canonical, checksum
 from ..errors import (
     IncompatibleGraph,
+    InvalidState,
     RunPaused,
     RunStopped,
     StepLimitExceeded,
@@ -45,6 +47,7 @@ from ._journal import (
     enter,
     leave,
 )
+from ._lease import leased
 from ._model import (
     NO_PROGRESS,
     Continue,
@@ -58,7 +61,7 @@ from ._model import (
     Stop,
     Transition,
 )
-from ._store import CheckpointStore
+from ._store import CheckpointStore, Lease
 
 
 S = TypeVar("S")
@@ -66,7 +69,12 @@ S_contra = TypeVar("S_contra", contravariant=True)
 C_contra = TypeVar("C_contra", contravariant=True)
 
 FoldEvent: TypeAlias = (
-    NodeStarted | NodeFinished | CheckpointSaved | Interrupted | Stopped
+    NodeStarted
+    | NodeFinished
+    | CheckpointSaved
+    | CheckpointSkipped
+    | Interrupted
+    | Stopped
 )
 """The events the engine itself produces."""
 
@@ -174,40 +182,59 @@ async def run(
     """
     on_event = sink(hooks.on_event) if announce else hooks.on_event
     journal: Journal[S] | None = None
-    answer: str | None = None
+    answer: object = None
     if store is not None:
-        journal = ThreadJournal(
-            store, machine.codec, snap.thread_id, None, None, on_event
-        )
-        admitted = await journal.commit(snap)
-        if type(admitted) is Failure:
-            return admitted
-    else:
-        boundary = current_boundary()
-        if boundary is not None:
-            if digest is None:
-                digest = input_digest(machine.codec.document(snap, None))
-            opened = NestedJournal.open(
-                boundary, machine.name, machine.codec, digest, base=snap
+
+        async def admitted(lease: Lease) -> Result[Snapshot[S], Any]:
+            journal = ThreadJournal(
+                store,
+                machine.codec,
+                snap.thread_id,
+                None,
+                None,
+                on_event,
+                lease,
             )
-            if type(opened) is not Success:
-                return Failure(opened.failure())
-            nested = opened.unwrap()
-            journal = nested
-            restored = nested.last
-            if restored is not None and restored is not snap:
-                if restored.fingerprint != machine.fingerprint:
-                    return Failure(
-                        IncompatibleGraph(
-                            restored.fingerprint, machine.fingerprint
-                        )
+            admission = await journal.commit(snap)
+            if type(admission) is Failure:
+                return admission
+            return await drive(
+                machine,
+                snap,
+                journal,
+                context,
+                hooks,
+                on_event,
+                max_steps,
+                None,
+            )
+
+        return await leased(store, snap.thread_id, admitted)
+    boundary = current_boundary()
+    if boundary is not None:
+        if digest is None:
+            digest = input_digest(machine.codec.document(snap, None))
+        opened = NestedJournal.open(
+            boundary, machine.name, machine.codec, digest, base=snap
+        )
+        if type(opened) is not Success:
+            return Failure(opened.failure())
+        nested = opened.unwrap()
+        journal = nested
+        restored = nested.last
+        if restored is not None and restored is not snap:
+            if restored.fingerprint != machine.fingerprint:
+                return Failure(
+                    IncompatibleGraph(
+                        restored.fingerprint, machine.fingerprint
                     )
-                if restored.status is Status.DONE:
-                    return Success(restored)
-                if restored.status is Status.INTERRUPTED:
-                    answer = boundary.answer
-                snap = _running(restored)
-                nested.last = snap
+                )
+            if restored.status is Status.DONE:
+                return Success(restored)
+            if restored.status is Status.INTERRUPTED:
+                answer = boundary.answer
+            snap = _running(restored)
+            nested.last = snap
             # (A fresh nested run's admission is not a record of its own:
             # its records are deltas against it, and a resume rebuilds it.)
     return await drive(
@@ -222,12 +249,18 @@ async def resume(
     *,
     store: CheckpointStore,
     head: int | None,
-    answer: str | None = None,
+    lease: Lease | None = None,
+    answer: object = None,
     migrate: Migration | None = None,
     hooks: Hooks[S] = NO_HOOKS,
     max_steps: int,
 ) -> Result[Snapshot[S], Any]:
-    """Continue a thread from the loaded snapshot *snap* (head *head*)."""
+    """Continue a thread from the loaded snapshot *snap* (head *head*).
+
+    An *answer* to a paused run is committed first, as a record of its own
+    (a crash after answering never asks again); a run resumed after such a
+    record finds its answer there.
+    """
     if snap.fingerprint != machine.fingerprint:
         if migrate is None:
             return Failure(
@@ -236,11 +269,38 @@ async def resume(
         snap = attrs.evolve(migrate(snap), fingerprint=machine.fingerprint)
     if snap.status is Status.DONE:
         return Success(snap)
-    snap = _running(snap)
     on_event = sink(hooks.on_event)
     journal = ThreadJournal(
-        store, machine.codec, snap.thread_id, snap, head, on_event
+        store, machine.codec, snap.thread_id, snap, head, on_event, lease
     )
+    pending = snap.pending
+    if snap.status is Status.INTERRUPTED and answer is not None:
+        stored = _stored_answer(machine.codec, answer)
+        if isinstance(stored, InvalidState):
+            return Failure(stored)
+        assert pending is not None  # noqa: S101  # paused runs have one
+        answered = attrs.evolve(
+            snap,
+            version=snap.version + 1,
+            parent=snap.version,
+            status=Status.RUNNING,
+            pending=attrs.evolve(pending, answer=stored, answered=True),
+        )
+        committed = await journal.commit(
+            answered, NO_PROGRESS if snap.progress else None
+        )
+        if type(committed) is Failure:
+            return committed
+        snap = committed
+        pending = snap.pending
+    elif snap.status is not Status.RUNNING:
+        snap = _running(snap)
+    if pending is not None and pending.answered:
+        answer = pending.answer
+    else:
+        answer = None
+    if snap.status is not Status.RUNNING:
+        snap = _running(snap)
     return await drive(
         machine, snap, journal, context, hooks, on_event, max_steps, answer
     )
@@ -253,28 +313,50 @@ async def resume_thread(
     store: CheckpointStore,
     thread_id: str,
     version: int | None,
-    answer: str | None,
+    answer: object,
     migrate: Migration | None,
     hooks: Hooks[S],
     max_steps: int,
 ) -> Result[Snapshot[S], Any]:
-    """Load a thread's snapshot (the latest, or *version*) and resume it."""
-    loaded = await _checkpoints.load(
-        machine.codec, store, thread_id, version=version
-    )
-    if type(loaded) is not Success:
-        return Failure(loaded.failure())
-    return await resume(
-        machine,
-        loaded.unwrap(),
-        context,
-        store=store,
-        head=await store.head(thread_id),
-        answer=answer,
-        migrate=migrate,
-        hooks=hooks,
-        max_steps=max_steps,
-    )
+    """Resume a thread (from its head, or from *version*) holding its lease.
+
+    The lease is taken first, so the snapshot loaded is the head the run's
+    first commit expects: no other runner can commit in between.
+    """
+
+    async def body(lease: Lease) -> Result[Snapshot[S], Any]:
+        loaded = await _checkpoints.load_for_resume(
+            machine.codec, store, thread_id, version, sink(hooks.on_event)
+        )
+        if type(loaded) is not Success:
+            return Failure(loaded.failure())
+        snap, head = loaded.unwrap()
+        return await resume(
+            machine,
+            snap,
+            context,
+            store=store,
+            head=head,
+            lease=lease,
+            answer=answer,
+            migrate=migrate,
+            hooks=hooks,
+            max_steps=max_steps,
+        )
+
+    return await leased(store, thread_id, body)
+
+
+def _stored_answer(codec: Codec[Any], answer: object) -> object:
+    """*answer* as the record will hold it (JSON-shaped), or why not."""
+    try:
+        stored = codec.converter.unstructure(answer)
+        canonical(stored)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return InvalidState(
+            "<answer>", "answer", "a JSON value", type(exc).__name__
+        )
+    return stored
 
 
 def input_digest(doc: dict[str, Any]) -> str:
@@ -319,7 +401,7 @@ async def drive(
     hooks: Hooks[S],
     on_event: EventSink | None,
     max_steps: int,
-    answer: str | None,
+    answer: object,
 ) -> Result[Snapshot[S], Any]:
     """The run loop: fold *machine*'s step from *snap* until it is done."""
     step = machine.step
@@ -328,7 +410,7 @@ async def drive(
     while snap.next:
         if snap.step >= max_steps:
             return Failure(StepLimitExceeded(max_steps, tuple(tail)))
-        inner_answer: str | None = None
+        inner_answer: object = None
         if snap.progress:
             # The step had started: its gates passed then.  An answer is for
             # the nested fold that paused inside it.

@@ -99,7 +99,7 @@ class Boundary:
         self,
         journal: Journal[Any],
         saved: Progress,
-        answer: str | None,
+        answer: object,
         prefix: str = "",
         root: Boundary | None = None,
         up: Boundary | None = None,
@@ -237,9 +237,9 @@ class Journal(Generic[S]):
                 snap.reason,
             )
         sealed = self.codec.seal(snap, last, progress)
-        if type(sealed) is not Success:
-            return Failure(sealed.failure())
-        doc, data = sealed.unwrap()
+        if type(sealed) is not tuple:
+            return Failure(sealed)
+        doc, data = sealed
         failed = await self.write(snap, doc, data)
         if failed is not None:
             return failed

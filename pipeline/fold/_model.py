@@ -18,6 +18,7 @@ import attrs
 
 S = TypeVar("S")
 S_co = TypeVar("S_co", covariant=True)
+A = TypeVar("A")
 
 Progress: TypeAlias = Mapping[str, tuple[Any, ...]]
 """Saved progress of the folds nested inside the step in flight.
@@ -130,14 +131,46 @@ class Transition(Generic[S_co]):
 
     *source* just finished (``None`` at the start), *targets* run next.
     *answer* is the human's answer when a run interrupted at this very
-    transition is resumed with one; otherwise ``None``.
+    transition is resumed with one, as stored (JSON-shaped: see
+    :meth:`answer_as` for a typed view); otherwise ``None``.
     """
 
     source: str | None
     targets: tuple[str, ...]
     state: S_co
     step: int
-    answer: str | None = None
+    answer: object = None
+
+    def answer_as(self, kind: type[A]) -> A | None:
+        """The answer as a *kind* (an attrs class, a ``Literal``, ``int``,
+        ...), structured strictly; ``None`` if there is none.
+
+        Answers are stored as JSON (``resume(..., answer=Approval(...))``
+        stores the approval's fields), so a gate declares the type it
+        expects here.
+
+        Raises:
+            InvalidAnswer: the answer does not fit *kind* (the message names
+                the type, never the answer).
+        """
+        if self.answer is None:
+            return None
+        from .._serde import STRUCTURE_ERRORS, make_converter  # noqa: PLC0415
+
+        try:
+            return make_converter().structure(self.answer, kind)
+        except STRUCTURE_ERRORS:
+            raise InvalidAnswer(kind) from None
+
+
+@final
+class InvalidAnswer(ValueError):
+    """A human's answer does not fit the type its gate expects."""
+
+    def __init__(self, kind: object) -> None:
+        name = getattr(kind, "__qualname__", None) or str(kind)
+        super().__init__(f"the answer is not a {name}")
+        self.kind = kind
 
 
 Gate: TypeAlias = Callable[[Transition[S]], Awaitable[Decision]]

@@ -167,8 +167,7 @@ class PostgresStore:
     *schema* (created with them if missing; give each application or test
     its own to keep their threads apart), holds up to *pool_size*
     connections, and waits up to *pool_timeout* seconds for a connection
-    (to the server, or from the pool).
-    Leases run on the server's clock.
+    (to the server, or from the pool).  Leases run on the server's clock.
 
     Open it before use, and close it after::
 
@@ -177,10 +176,11 @@ class PostgresStore:
         store = await PostgresStore.connect(url)  # the same, opened
         await store.aclose()
 
-    It works on asyncio and trio alike (see the module's notes).  A commit
-    is durable on return (as the server's ``synchronous_commit`` makes
-    it).  A commit that raises (the connection broke) may or may not have
-    landed: read the thread's head to know.
+    It works on asyncio and trio alike (see
+    :mod:`pipeline.stores.postgres`).  A commit is durable on return (as the
+    server's ``synchronous_commit`` makes it).  A commit that raises (the
+    connection broke) may or may not have landed: read the thread's head to
+    know.
 
     .. versionadded:: 0.1.0
     """
@@ -241,16 +241,17 @@ class PostgresStore:
 
         Raises:
             psycopg.OperationalError: The server cannot be reached.
-            RuntimeError: The store is open already.
+            RuntimeError: The store was opened already (a closed store
+                stays closed: make a new one).
         """
         if self._loop is not None:
-            msg = f"{self!r} is open already"
+            msg = f"{self!r} was opened already"
             raise RuntimeError(msg)
         loop = LoopThread(f"pipeline-postgres:{self.schema}")
         try:
             await loop.run(self._open, shield=True)
         except BaseException:
-            await loop.close(_nothing)
+            await loop.close(self._close)
             raise
         self._loop = loop
 
@@ -370,8 +371,8 @@ class PostgresStore:
             open=False,
             name=f"pipeline-{self.schema}",
         )
+        self._pool = pool  # closed by _close, even if opening fails
         await pool.open(wait=True, timeout=self._timeout)
-        self._pool = pool
 
     async def _create_tables(self, conn: _Conn) -> None:
         cur = await conn.execute(
@@ -531,7 +532,3 @@ class PostgresStore:
                     conn,
                     Lease(lease.thread_id, lease.owner, lease.token, 0.0),
                 )
-
-
-async def _nothing() -> None:
-    """Nothing to close."""

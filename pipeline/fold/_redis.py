@@ -192,7 +192,7 @@ class RedisStore:
         store = await RedisStore.connect(url)  # the same, opened
         await store.aclose()
 
-    It works on asyncio and trio alike (see the module's notes).
+    It works on asyncio and trio alike (see :mod:`pipeline.stores.redis`).
 
     .. versionadded:: 0.1.0
     """
@@ -239,10 +239,11 @@ class RedisStore:
 
         Raises:
             redis.exceptions.ConnectionError: The server cannot be reached.
-            RuntimeError: The store is open already.
+            RuntimeError: The store was opened already (a closed store
+                stays closed: make a new one).
         """
         if self._loop is not None:
-            msg = f"{self!r} is open already"
+            msg = f"{self!r} was opened already"
             raise RuntimeError(msg)
         loop = LoopThread(f"pipeline-redis:{self.prefix}")
         try:

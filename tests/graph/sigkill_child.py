@@ -31,7 +31,8 @@ def main() -> None:
     g = make_graph(seed, Runs(), block)
 
     async def run() -> None:
-        async with graph.SQLiteStore(path) as store:
+        # A short lease: the killed run's lease lapses soon after it dies.
+        async with graph.SQLiteStore(path, lease_ttl=0.5) as store:
             await g.run(Counted(), store=store, thread_id="t")
 
     anyio.run(run)

@@ -228,7 +228,7 @@ async def test_gate_stop_and_observer() -> None:
 
 async def test_interrupt_then_resume_with_answer() -> None:
     """An interrupt saves a resumable checkpoint; the answer reaches the gate."""
-    answers: list[str | None] = []
+    answers: list[object] = []
 
     async def approval(t: Transition[Counted]) -> graph.Decision:
         if t.targets != ("c",):

@@ -16,6 +16,7 @@ from pipeline import graph
 from pipeline.errors import ConcurrentModification, LeaseLost, ThreadBusy
 from pipeline.fold import Lease
 from pipeline.graph import Record
+from tests import servers
 
 
 StoreFactory = Callable[
@@ -23,9 +24,18 @@ StoreFactory = Callable[
 ]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
-    """Each store under test, freshly made (SQLite in a real file)."""
+    """Each store under test, freshly made (SQLite in a real file; the
+    server stores in a schema or key prefix of their own, on servers the
+    session starts)."""
 
     @contextlib.asynccontextmanager
     async def memory() -> AsyncIterator[graph.CheckpointStore]:
@@ -36,6 +46,12 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
         async with graph.SQLiteStore(tmp_path / "store.db") as store:
             yield store
 
+    if request.param == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        return lambda: servers.postgres_store(url)
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        return lambda: servers.redis_store(url)
     return memory if request.param == "memory" else sqlite
 
 

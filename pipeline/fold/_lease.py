@@ -1,0 +1,80 @@
+"""Running a thread in one place at a time: its lease, held for a run.
+
+:func:`leased` takes the thread's lease in the store before anything runs
+(:class:`~pipeline.errors.ThreadBusy` if another runner holds it), renews
+it every third of its time to live while the run goes on, and gives it up
+at the end.  If a renewal finds the lease taken (this runner stalled past
+its expiry and another took over), the run is cancelled at once and ends
+with :class:`~pipeline.errors.LeaseLost`: its commits would be refused
+anyway, and its side effects should stop.  A runner that dies never gives
+its lease up; it expires.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+
+from returns.result import Failure, Result
+
+from .._handler import collapse
+from ..errors import LeaseLost
+from ._store import CheckpointStore, Lease
+
+
+T = TypeVar("T")
+
+RELEASE_BOUND = 5.0
+"""Seconds a run's end waits, shielded, to give its lease up."""
+
+
+def owner() -> str:
+    """A name for this runner: host, process, and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+async def leased(
+    store: CheckpointStore,
+    thread_id: str,
+    body: Callable[[Lease], Awaitable[Result[T, Any]]],
+) -> Result[T, Any]:
+    """Run *body* holding the thread's lease; see the module docstring."""
+    ttl = store.lease_ttl
+    acquired = await store.acquire(thread_id, owner(), ttl=ttl)
+    if not isinstance(acquired.value_or(None), Lease):
+        return Failure(acquired.failure())
+    lease: Lease = acquired.unwrap()
+    lost = False
+    result: Result[T, Any] | None = None
+
+    async def keep(scope: anyio.CancelScope) -> None:
+        nonlocal lease, lost
+        while True:
+            await anyio.sleep(ttl / 3)
+            renewed = await store.renew(lease, ttl=ttl)
+            if not isinstance(renewed.value_or(None), Lease):
+                lost = True
+                scope.cancel()
+                return
+            lease = renewed.unwrap()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keep, tg.cancel_scope)
+            result = await body(lease)
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise collapse(group) from None
+    finally:
+        with anyio.CancelScope(shield=True) as scope:
+            scope.deadline = anyio.current_time() + RELEASE_BOUND
+            await store.release(lease)
+    if lost or result is None:
+        return Failure(LeaseLost(thread_id))
+    return result
