@@ -428,7 +428,7 @@ async def test_subgraph_failure_is_located_in_the_outer_graph() -> None:
     assert await outer(Count()) == Failure("broken node")
 
 
-def approval(answers: list[str | None]) -> graph.Gate[Count]:
+def approval(answers: list[object]) -> graph.Gate[Count]:
     """Interrupt before "risky" until a human answered; record answers."""
 
     async def gate(t: Transition[Count]) -> Decision:
@@ -445,7 +445,7 @@ def approval(answers: list[str | None]) -> graph.Gate[Count]:
 
 
 def gated_sub(
-    runs: Counter[str], answers: list[str | None]
+    runs: Counter[str], answers: list[object]
 ) -> graph.Graph[Count, str]:
     return (
         graph.builder(Count)
@@ -520,7 +520,7 @@ async def test_inner_refusal_after_resume_stops_the_parent() -> None:
 
 
 def approved_relay(
-    answers: list[str | None], models: list[ScriptedModel]
+    answers: list[object], models: list[ScriptedModel]
 ) -> swarm.Swarm[None]:
     """relay() whose handoff waits for a human's "yes"."""
 
