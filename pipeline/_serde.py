@@ -7,9 +7,11 @@ is imported or executed, and there is no pickle anywhere.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import math
+import typing
 
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, get_args, get_origin
@@ -90,7 +92,11 @@ def checksum(data: bytes) -> str:
 def _strict(kind: type, *accept: type) -> Callable[[Any, Any], Any]:
     allowed = accept or (kind,)
 
-    def structure(value: Any, _: Any) -> Any:
+    def structure(value: Any, target: Any) -> Any:
+        if target is not kind and _is_enum(target):
+            # A StrEnum or IntEnum (or str-mixin enum) field: its member,
+            # or a refusal (registered for str, this hook sees them first).
+            return _enum_structure(target)(value, target)
         # bool is an int subclass: never accept it where a number is meant.
         if type(value) is bool and kind is not bool:
             msg = f"expected {kind.__name__}, got bool"
@@ -101,6 +107,71 @@ def _strict(kind: type, *accept: type) -> Callable[[Any, Any], Any]:
         return kind(value)
 
     return structure
+
+
+def _is_enum(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, enum.Enum)
+
+
+def _enum_structure(t: Any) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _: Any) -> Any:
+        if type(value) is bool:  # True is not the member whose value is 1
+            msg = f"expected {t.__name__}, got bool"
+            raise TypeError(msg)
+        try:
+            return t(value)
+        except ValueError:
+            msg = f"expected one of {t.__name__}'s values"
+            raise ValueError(msg) from None
+
+    return structure
+
+
+def _enum_unstructure(value: enum.Enum) -> Any:
+    return value.value
+
+
+def _keyed_not_by_str(t: Any) -> bool:
+    """A mapping type whose keys are not strings (JSON keys are)."""
+    origin = get_origin(t)
+    if origin not in (dict, Mapping, typing.Mapping):
+        return False
+    args = get_args(t)
+    return len(args) == 2 and args[0] is not str and args[0] is not Any
+
+
+def _keyed_structure(
+    conv: cattrs.Converter, t: Any
+) -> Callable[[Any, Any], Any]:
+    """Keys come back from their JSON text (``"7"`` for the int 7)."""
+    key_type, value_type = get_args(t)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            msg = f"expected an object, got {type(value).__name__}"
+            raise TypeError(msg)
+        out = {}
+        for k, v in value.items():
+            raw = json.loads(k) if isinstance(k, str) else k
+            out[conv.structure(raw, key_type)] = conv.structure(v, value_type)
+        return out
+
+    return structure
+
+
+def _keyed_unstructure(conv: cattrs.Converter, t: Any) -> Callable[[Any], Any]:
+    """Keys are written as their JSON text, so that they round-trip."""
+    _, value_type = get_args(t)
+
+    def unstructure(value: Mapping[Any, Any]) -> Any:
+        return {
+            canonical(conv.unstructure(k)).decode(): conv.unstructure(
+                v, value_type
+            )
+            for k, v in value.items()
+        }
+
+    return unstructure
 
 
 def _none(value: Any, _: Any) -> None:
@@ -131,6 +202,16 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(float, _strict(float, int, float))
     conv.register_structure_hook(str, _strict(str))
     conv.register_structure_hook(bool, _strict(bool))
+    conv.register_structure_hook_factory(_is_enum, _enum_structure)
+    conv.register_unstructure_hook_factory(
+        _is_enum, lambda _: _enum_unstructure
+    )
+    conv.register_structure_hook_factory(
+        _keyed_not_by_str, lambda t: _keyed_structure(conv, t)
+    )
+    conv.register_unstructure_hook_factory(
+        _keyed_not_by_str, lambda t: _keyed_unstructure(conv, t)
+    )
     conv.register_structure_hook(type(None), _none)
     conv.register_unstructure_hook(float, _finite)
 

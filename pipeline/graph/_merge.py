@@ -29,7 +29,16 @@ def merge_states(
     names: Sequence[str],
     reducers: Mapping[str, Reducer],
 ) -> Result[S, MergeConflict]:
-    """Merge fan-out branch states; the result ignores completion order."""
+    """Merge fan-out branch states; the result ignores completion order.
+
+    A field changed by one branch takes its value.  A field changed by
+    several is merged only where merging means something: persistent
+    vectors they all extended (every branch's additions, in definition
+    order), contexts (as ``&`` merges them), or a *reducers* entry.
+    Anything else is a :class:`~pipeline.errors.MergeConflict`, equal values
+    included: two branches that each added one to a counter both changed
+    it, and taking either value would lose the other's increment.
+    """
     if isinstance(base, Context):
         contexts = cast("tuple[Context, ...]", outs)
         rewrote = tuple(
@@ -46,7 +55,7 @@ def merge_states(
         changed = [(i, o) for i, o in enumerate(outs) if o != base]
         if not changed:
             return Success(base)
-        if all(o == changed[0][1] for _, o in changed):
+        if len(changed) == 1:
             return Success(changed[0][1])
         return Failure(
             MergeConflict("<state>", tuple(names[i] for i, _ in changed))
@@ -64,7 +73,7 @@ def merge_states(
         values = tuple(v for _, v in changed_values)
         if field.name in reducers:
             merged = reducers[field.name](before, values)
-        elif len(changed_values) == 1 or all(v == values[0] for v in values):
+        elif len(changed_values) == 1:
             merged = values[0]
         elif isinstance(before, PVector) and all(
             isinstance(v, PVector) and extends(before, v) for v in values
@@ -73,7 +82,8 @@ def merge_states(
                 item for v in values for item in v[len(before) :]
             )
         elif isinstance(before, Context) and all(
-            isinstance(v, Context) for v in values
+            isinstance(v, Context) and context_extends(before, v)
+            for v in values
         ):
             merged = merge_branches(before, values)
         else:

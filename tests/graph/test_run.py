@@ -427,3 +427,30 @@ async def test_fan_out_branch_rewriting_context_history_is_a_conflict() -> (
     conflict = out.failure()
     assert isinstance(conflict, MergeConflict)
     assert (conflict.field, conflict.branches) == ("messages", ("rewrite",))
+
+
+async def test_two_branches_changing_a_field_to_equal_values_conflict() -> None:
+    """Two branches that each add one to a counter both changed it: taking
+    either value would lose an increment, so it is a MergeConflict."""
+
+    @handler(name="inc")
+    async def inc(s: Counted) -> Result[Counted, str]:
+        return Success(attrs.evolve(s, count=s.count + 1))
+
+    @handler(name="start")
+    async def start(s: Counted) -> Result[Counted, str]:
+        return Success(s)
+
+    g = (
+        graph.builder(Counted)
+        .node("start", start)
+        .node("a", inc)
+        .node("b", inc)
+        .entry("start")
+        .fan_out("start", ["a", "b"], join=END)
+        .build()
+    )
+    out = await g.run(Counted())
+    conflict = out.failure()
+    assert isinstance(conflict, MergeConflict)
+    assert (conflict.field, conflict.branches) == ("count", ("a", "b"))
