@@ -225,7 +225,12 @@ class Codec(Generic[S]):
                     base,
                     [conv.unstructure(v) for v in value[base:]],
                 ]
-            elif before is _ABSENT or not (value is before or value == before):
+            elif before is _ABSENT or not (
+                value is before
+                # Same type too: True == 1, but a bool where an int was is
+                # a change (and one the check below refuses).
+                or (type(value) is type(before) and value == before)
+            ):
                 changed[name] = conv.unstructure(value)
         if changed:
             doc["state"] = changed

@@ -24,11 +24,14 @@ from ..errors import (
     ConcurrentModification,
     FanOutLimitExceeded,
     IncompatibleGraph,
+    InvalidState,
+    LeaseLost,
     MergeConflict,
     RunPaused,
     RunStopped,
     SnapshotNotFound,
     StepLimitExceeded,
+    ThreadBusy,
     UnknownRoute,
 )
 from ..fold import _engine
@@ -56,6 +59,9 @@ GraphFailure: TypeAlias = (
     | SnapshotNotFound
     | RunStopped
     | RunPaused
+    | InvalidState
+    | ThreadBusy
+    | LeaseLost
 )
 """Failures the graph machinery itself can return."""
 
@@ -204,7 +210,7 @@ class Graph(Handler[S, S, E_co | GraphFailure], Threads[S], Generic[S, E_co]):
         thread_id: str,
         *,
         version: int | None = None,
-        answer: str | None = None,
+        answer: object = None,
         migrate: Migration | None = None,
         gates: Sequence[Gate[S]] = (),
         observers: Sequence[Observer[S]] = (),

@@ -25,10 +25,13 @@ from ..errors import (
     CheckpointDecodeError,
     ConcurrentModification,
     IncompatibleGraph,
+    InvalidState,
+    LeaseLost,
     RunPaused,
     RunStopped,
     SnapshotNotFound,
     StepLimitExceeded,
+    ThreadBusy,
 )
 from ..fold import _engine
 from ..fold._checkpoints import Threads
@@ -52,6 +55,9 @@ SwarmFailure: TypeAlias = (
     | IncompatibleGraph
     | CheckpointDecodeError
     | SnapshotNotFound
+    | InvalidState
+    | ThreadBusy
+    | LeaseLost
 )
 """What a swarm run may fail with: its agents' failures and the fold's."""
 
@@ -207,7 +213,7 @@ class Swarm(
         thread_id: str,
         *,
         version: int | None = None,
-        answer: str | None = None,
+        answer: object = None,
         migrate: Migration | None = None,
         gates: Sequence[Gate[SwarmState[T]]] = (),
         observers: Sequence[Observer[SwarmState[T]]] = (),

@@ -1,0 +1,41 @@
+"""Child process for the two-process test: fifty resumers of one thread."""
+
+from __future__ import annotations
+
+import sys
+
+from pathlib import Path
+
+import anyio
+
+from returns.result import Success
+
+from pipeline import graph
+from pipeline.errors import ThreadBusy
+from tests.test_durability import _stop_before_b, counting_graph
+
+
+def main() -> None:
+    """Resume thread "t" of the SQLite file argv[1] fifty times at once."""
+    db, log = Path(sys.argv[1]), Path(sys.argv[2])
+    g = counting_graph(log)
+
+    async def run() -> None:
+        async with graph.SQLiteStore(db) as store:
+
+            async def resumer() -> None:
+                out = await g.resume(
+                    store, "t", answer="yes", gates=[_stop_before_b]
+                )
+                if not isinstance(out, Success):
+                    assert isinstance(out.failure(), ThreadBusy), out
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(50):
+                    tg.start_soon(resumer)
+
+    anyio.run(run)
+
+
+if __name__ == "__main__":
+    main()
