@@ -429,7 +429,9 @@ async def test_fan_out_branch_rewriting_context_history_is_a_conflict() -> (
     assert (conflict.field, conflict.branches) == ("messages", ("rewrite",))
 
 
-async def test_two_branches_changing_a_field_to_equal_values_conflict() -> None:
+async def test_two_branches_changing_a_field_to_equal_values_conflict() -> (
+    None
+):
     """Two branches that each add one to a counter both changed it: taking
     either value would lose an increment, so it is a MergeConflict."""
 
