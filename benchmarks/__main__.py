@@ -11,6 +11,7 @@ from benchmarks import (
     w3_loop,
     w7_agent,
     w8_import,
+    w9_durable,
     w10_swarm,
     w_graph,
 )
@@ -29,7 +30,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated batches: chain,loop,graph,agent,swarm,import",
+        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,import",
     )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
@@ -43,6 +44,7 @@ def main() -> None:
         "graph": lambda: w_graph.cases(settings, quick=args.quick),
         "agent": lambda: w7_agent.cases(settings, quick=args.quick),
         "swarm": lambda: w10_swarm.cases(settings, quick=args.quick),
+        "durable": lambda: w9_durable.cases(settings, quick=args.quick),
         "import": lambda: w8_import.cases(reps),
     }
     chosen = [b for b in args.only.split(",") if b] or list(batches)

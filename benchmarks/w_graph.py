@@ -355,14 +355,20 @@ def w4(sizes: list[int], settings: Settings) -> list[Case]:
 def _sqlite_baseline(
     path: Path, n: int, payload: bytes
 ) -> Callable[[], Awaitable[int]]:
+    """Plain sqlite3 with the store's own settings (WAL, synchronous=FULL):
+    one insert and one commit (one fsync) per step, on the loop."""
+
     async def run() -> int:
-        path.unlink(missing_ok=True)
-        conn = sqlite3.connect(path)
+        for p in path.parent.glob(path.name + "*"):
+            p.unlink()
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
         conn.execute("CREATE TABLE log (step INTEGER PRIMARY KEY, data BLOB)")
-        conn.commit()
         for i in range(n):
+            conn.execute("BEGIN IMMEDIATE")
             conn.execute("INSERT INTO log VALUES (?, ?)", (i, payload))
-            conn.commit()
+            conn.execute("COMMIT")
         conn.close()
         return n
 

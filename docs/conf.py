@@ -22,7 +22,7 @@ nitpicky = True
 nitpick_ignore_regex = [
     (
         r"py:.*",
-        r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging)(\..*)?",
+        r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis)(\..*)?",
     ),
     (
         r"py:.*",

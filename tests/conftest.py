@@ -8,6 +8,10 @@ import pytest
 
 from hypothesis import HealthCheck, settings
 
+# The database servers of the PostgreSQL and Redis store tests.
+from tests.servers import postgres_url as postgres_url
+from tests.servers import redis_url as redis_url
+
 
 collect_ignore = ["typing"]  # checked by mypy and basedpyright, never run
 

@@ -38,7 +38,7 @@ cancellation.  The write itself is never abandoned (it completes on the
 store's loop); past this bound a cancelled caller stops waiting for it."""
 
 
-def _waker() -> Callable[[Callable[[], object]], object]:
+def waker() -> Callable[[Callable[[], object]], object]:
     """How a foreign thread schedules a call in the caller's event loop."""
     native = anyio.lowlevel.current_token().native_token
     if isinstance(native, asyncio.AbstractEventLoop):
@@ -128,7 +128,7 @@ class LoopThread:
         shield: bool,
         last: bool = False,
     ) -> T:
-        call = _Call(work, _waker())
+        call = _Call(work, waker())
         self._loop.call_soon_threadsafe(self._start, call, last)
         if shield:
             deadline = anyio.current_time() + SHIELD_BOUND

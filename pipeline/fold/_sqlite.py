@@ -18,24 +18,23 @@ lease) on its own.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import queue
 import sqlite3
 import threading
 import time
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, final
 
 import anyio
 import attrs
-import sniffio
 
 from returns.result import Failure, Result, Success
 
 from ..errors import ConcurrentModification, LeaseLost, ThreadBusy
+from ._bridge import waker
 from ._store import DEFAULT_LEASE_TTL, Lease, LeaseRow, Record, holds, take
 
 
@@ -66,6 +65,9 @@ _SCHEMA = (
     """,
 )
 
+_CACHE = 100_000
+"""Threads whose head and lease the writer remembers between transactions."""
+
 _WRITES = frozenset({"commit", "acquire", "renew", "release"})
 
 
@@ -81,21 +83,11 @@ class _Job:
         self.result: Any = None
         self.error: BaseException | None = None
         self.event = anyio.Event()
-        self.wake = _waker()
+        self.wake = waker()
 
     def done(self) -> None:
         with contextlib.suppress(RuntimeError):  # the caller's loop is gone
             self.wake(self.event.set)
-
-
-def _waker() -> Callable[[Callable[[], object]], object]:
-    """How a foreign thread schedules a call in this task's event loop."""
-    if sniffio.current_async_library() == "trio":
-        import trio  # noqa: PLC0415  # only when running on trio
-
-        token = trio.lowlevel.current_trio_token()
-        return token.run_sync_soon
-    return asyncio.get_running_loop().call_soon_threadsafe
 
 
 @final
@@ -134,6 +126,10 @@ class SQLiteStore:
         for statement in _SCHEMA:
             self._conn.execute(statement)
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        # The writer's own view of heads and leases (see _write).
+        self._heads: dict[str, int | None] = {}
+        self._leases: dict[str, LeaseRow | None] = {}
+        self._data_version: int | None = None
         self._closed = False
         self._writer = threading.Thread(
             target=self._serve,
@@ -274,13 +270,22 @@ class SQLiteStore:
         closing.done()
 
     def _write(self, jobs: list[_Job]) -> None:
-        """Every write waiting, in one transaction (one fsync)."""
+        """Every write waiting, in one transaction (one fsync).
+
+        Heads and leases read in earlier transactions are kept, and trusted
+        for as long as no other connection (another process on the file)
+        has written since: SQLite's ``data_version`` says whether one has.
+        """
         conn = self._conn
         now = time.time()
-        heads: dict[str, int | None] = {}
-        leases: dict[str, LeaseRow | None] = {}
+        heads, leases = self._heads, self._leases
         try:
             conn.execute("BEGIN IMMEDIATE")
+            (version,) = conn.execute("PRAGMA data_version").fetchone()
+            if version != self._data_version or len(heads) > _CACHE:
+                heads.clear()
+                leases.clear()
+                self._data_version = version
             for job in jobs:
                 job.result = getattr(self, f"_{job.kind}")(
                     heads, leases, now, *job.args
@@ -290,6 +295,8 @@ class SQLiteStore:
             with contextlib.suppress(sqlite3.Error):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+            heads.clear()  # what this transaction cached never happened
+            leases.clear()
             for job in jobs:
                 job.result = None
                 job.error = exc
@@ -417,6 +424,8 @@ class SQLiteStore:
         return [r[0] for r in rows]
 
     def _do_delete(self, thread_id: str) -> None:
+        self._heads.pop(thread_id, None)
+        self._leases.pop(thread_id, None)
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -1,0 +1,452 @@
+"""The PostgreSQL and Redis stores, beyond the conformance suite: several
+processes, dead lease holders, namespaces, opening and closing, any event
+loop.  (tests/graph/test_store_conformance.py runs them through the suite
+every store passes.)"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import json
+import os
+import subprocess
+import sys
+import threading
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+from returns.pipeline import is_successful
+from returns.result import Success
+
+from pipeline import graph
+from pipeline.errors import LeaseLost, ThreadBusy
+from pipeline.fold import Lease, Record
+from tests import servers
+
+
+CHILD = Path(__file__).with_name("server_store_child.py")
+ROOT = Path(__file__).parents[1]
+
+Server = tuple[str, str]
+"""A store kind (``"postgres"`` or ``"redis"``) and its server's URL."""
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
+def server(request: pytest.FixtureRequest) -> Server:
+    """Each server store's kind, with its server running."""
+    kind = str(request.param)
+    return kind, str(request.getfixturevalue(f"{kind}_url"))
+
+
+def rec(thread: str, version: int, payload: bytes = b"{}") -> Record:
+    parent = None if version == 0 else version - 1
+    return Record(thread, version, parent, payload, f"sum-{version}")
+
+
+@contextlib.asynccontextmanager
+async def child(
+    *args: str,
+) -> AsyncIterator[tuple[Process, Callable[[], Awaitable[str]]]]:
+    """A child process running tests/server_store_child.py, and a function
+    reading its next line."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    async with await anyio.open_process(
+        [sys.executable, str(CHILD), *args],
+        env=env,
+        stderr=None,
+    ) as proc:
+        assert proc.stdout is not None
+        lines = BufferedByteReceiveStream(proc.stdout)
+
+        async def line() -> str:
+            with anyio.fail_after(60):
+                raw = await lines.receive_until(b"\n", 1 << 20)
+            return raw.decode()
+
+        try:
+            yield proc, line
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+            with anyio.CancelScope(shield=True):
+                await proc.wait()
+
+
+async def test_two_processes_one_winner_per_version(server: Server) -> None:
+    """Two processes committing the same thread's versions as fast as they
+    can: each version is won by exactly one, whose record it keeps."""
+    kind, url = server
+    name, n = servers.namespace(), 1000
+    async with (
+        servers.open_store(kind, url, name) as store,
+        child("race", kind, url, name, "a", str(n)) as (a, read_a),
+        child("race", kind, url, name, "b", str(n)) as (b, read_b),
+    ):
+        assert await read_a() == "ready"
+        assert await read_b() == "ready"
+        for proc in (a, b):  # both go at once
+            assert proc.stdin is not None
+            await proc.stdin.send(b"go\n")
+        won = {
+            "a": json.loads(await read_a()),
+            "b": json.loads(await read_b()),
+        }
+        assert set(won["a"]).isdisjoint(won["b"])
+        assert won["a"], "a never won: the processes did not race"
+        assert won["b"], "b never won: the processes did not race"
+        assert sorted(won["a"] + won["b"]) == list(range(n))
+        rows = await store.records("t")
+        assert [r.version for r in rows] == list(range(n))
+        for who, versions in won.items():
+            for v in versions:
+                assert rows[v].data == f"{who}:{v}".encode()
+
+
+async def test_lease_of_a_killed_process_expires(server: Server) -> None:
+    """A process holding a thread is killed: its lease still keeps others
+    out until it expires on the server's clock, then another process takes
+    the thread with the next token and the dead holder is fenced off."""
+    kind, url = server
+    name = servers.namespace()
+    async with servers.open_store(kind, url, name) as store:
+        async with child("lease", kind, url, name, "1.5") as (proc, read):
+            held = json.loads(await read())
+            proc.kill()
+        dead = Lease("t", "doomed", held["token"], held["expires"])
+        first = await store.acquire("t", "heir", ttl=60)
+        assert isinstance(first.failure(), ThreadBusy)
+        out = first
+        with anyio.fail_after(30):
+            while not is_successful(out):
+                # Wait out the dead holder's lease, as the server counts it.
+                busy = out.failure()
+                assert isinstance(busy, ThreadBusy)
+                await anyio.sleep(busy.expires_in)
+                out = await store.acquire("t", "heir", ttl=60)
+        lease = out.unwrap()
+        assert (lease.owner, lease.token) == ("heir", dead.token + 1)
+        late = await store.commit(rec("t", 1), expected_head=0, lease=dead)
+        assert late.failure() == LeaseLost("t")
+        assert (await store.renew(dead, ttl=60)).failure() == LeaseLost("t")
+        assert await store.commit(
+            rec("t", 1), expected_head=0, lease=lease
+        ) == Success(None)
+
+
+async def test_namespaces_keep_stores_apart(server: Server) -> None:
+    """Stores in different schemas or key prefixes of one server see only
+    their own threads and leases; the same one, reopened, sees them all."""
+    kind, url = server
+    one, two = servers.namespace(), servers.namespace()
+    async with (
+        servers.open_store(kind, url, one) as a,
+        servers.open_store(kind, url, two) as b,
+    ):
+        await a.commit(rec("t", 0, b"in a"), expected_head=None)
+        await b.commit(rec("u", 0, b"in b"), expected_head=None)
+        (await a.acquire("t", "x", ttl=60)).unwrap()
+        assert list(await a.threads()) == ["t"]
+        assert list(await b.threads()) == ["u"]
+        assert list(await b.records("t")) == []
+        assert is_successful(await b.acquire("t", "y", ttl=60))
+        async with servers.open_store(kind, url, one, drop=False) as again:
+            assert [r.data for r in await again.records("t")] == [b"in a"]
+            assert isinstance(
+                (await again.acquire("t", "y", ttl=60)).failure(), ThreadBusy
+            )
+
+
+async def test_any_thread_id_and_payload(server: Server) -> None:
+    """Thread ids with separators, quotes and non-ASCII text, and payloads of
+    any bytes, come back as they went in, sorted as Python sorts."""
+    kind, url = server
+    ids = ["a:b", "a", "é", "Z", "x'; DROP TABLE y; --", "records:t", "💾"]
+    payload = bytes(range(256)) * 3 + b"\n\x00\n"
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+        for thread in ids:
+            assert await store.commit(
+                rec(thread, 0, payload + thread.encode()), expected_head=None
+            ) == Success(None)
+        assert list(await store.threads()) == sorted(ids)
+        for thread in ids:
+            (row,) = await store.records(thread)
+            assert row == rec(thread, 0, payload + thread.encode())
+            assert list(await store.records(thread, upto=-1)) == []
+        await store.delete("a")
+        assert list(await store.records("a:b")) != []
+
+
+@pytest.mark.postgres
+async def test_postgres_delete_leaves_no_rows(postgres_url: str) -> None:
+    """After delete, no row of the thread is left in either table."""
+    import psycopg  # noqa: PLC0415
+
+    name = servers.namespace()
+    async with servers.postgres_store(postgres_url, schema=name) as store:
+        lease = (await store.acquire("gone", "a", ttl=60)).unwrap()
+        for v in range(3):
+            await store.commit(
+                rec("gone", v), expected_head=v - 1 if v else None, lease=lease
+            )
+        await store.commit(rec("kept", 0), expected_head=None)
+        await store.delete("gone")
+
+        def count() -> tuple[int, int]:
+            with psycopg.connect(postgres_url) as conn:
+                row = conn.execute(
+                    f"SELECT (SELECT count(*) FROM {name}.pipeline_checkpoints"  # noqa: S608
+                    " WHERE thread_id = 'gone'), (SELECT count(*) FROM "
+                    f"{name}.pipeline_leases WHERE thread_id = 'gone')"
+                ).fetchone()
+                assert row is not None
+                return row[0], row[1]
+
+        assert await anyio.to_thread.run_sync(count) == (0, 0)
+        assert list(await store.threads()) == ["kept"]
+
+
+@pytest.mark.postgres
+async def test_postgres_under_serializable_default(postgres_url: str) -> None:
+    """A server whose default isolation is serializable changes nothing:
+    racing writers still get one winner per version and no errors."""
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+
+    sep = "&" if "?" in postgres_url else "?"
+    url = (
+        f"{postgres_url}{sep}options=-c%20"
+        "default_transaction_isolation%3Dserializable"
+    )
+    name = servers.namespace()
+    try:
+        async with PostgresStore(url, schema=name, pool_size=4) as store:
+            wins: list[int] = []
+
+            async def writer(i: int) -> None:
+                for v in range(10):
+                    out = await store.commit(
+                        rec("t", v, f"{i}".encode()),
+                        expected_head=v - 1 if v else None,
+                    )
+                    if is_successful(out):
+                        wins.append(v)
+
+            async with anyio.create_task_group() as tg:
+                for i in range(8):
+                    tg.start_soon(writer, i)
+            assert sorted(wins) == list(range(10))
+    finally:
+        await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
+    with pytest.raises(ValueError, match="pool_size"):
+        PostgresStore(url, pool_size=0)
+
+
+@pytest.mark.postgres
+async def test_postgres_stores_create_one_schema_at_once(
+    postgres_url: str,
+) -> None:
+    """Stores opened at the same moment on a schema that does not exist yet
+    all open (one creates it), and share it."""
+    name = servers.namespace()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            opened: list[graph.CheckpointStore] = []
+
+            async def open_one() -> None:
+                store = await stack.enter_async_context(
+                    servers.postgres_store(
+                        postgres_url, schema=name, drop=False
+                    )
+                )
+                opened.append(store)
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(6):
+                    tg.start_soon(open_one)
+            await opened[0].commit(rec("t", 0), expected_head=None)
+            for store in opened:
+                assert list(await store.threads()) == ["t"]
+    finally:
+        await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
+
+
+@pytest.mark.redis
+async def test_redis_delete_leaves_no_keys(redis_url: str) -> None:
+    """After every thread is deleted, no key is left under the prefix."""
+    prefix = servers.namespace()
+    async with servers.redis_store(redis_url, prefix=prefix) as store:
+        for thread in ("a", "b"):
+            lease = (await store.acquire(thread, "me", ttl=60)).unwrap()
+            await store.commit(rec(thread, 0), expected_head=None, lease=lease)
+            await store.release(lease)
+        keys = await anyio.to_thread.run_sync(
+            servers.redis_keys, redis_url, prefix
+        )
+        assert len(keys) == 5  # two lists, two lease hashes, the set
+        await store.delete("a")
+        await store.delete("b")
+        assert (
+            await anyio.to_thread.run_sync(
+                servers.redis_keys, redis_url, prefix
+            )
+            == []
+        )
+
+
+@pytest.mark.redis
+async def test_redis_reloads_flushed_scripts(redis_url: str) -> None:
+    """A server that lost the store's scripts (restarted, flushed) gets them
+    again: commits go on working."""
+    import redis  # noqa: PLC0415
+
+    async with servers.redis_store(redis_url) as store:
+        await store.commit(rec("t", 0), expected_head=None)
+
+        def flush() -> None:
+            with redis.Redis.from_url(redis_url) as client:
+                client.script_flush()
+
+        await anyio.to_thread.run_sync(flush)
+        assert await store.commit(rec("t", 1), expected_head=0) == Success(
+            None
+        )
+        assert await store.head("t") == 1
+
+
+async def test_serves_other_event_loops_and_backends(server: Server) -> None:
+    """One open store serves callers on other event loops, of either
+    backend, in other threads, at once."""
+    kind, url = server
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+
+        async def write(thread: str) -> None:
+            for v in range(20):
+                out = await store.commit(
+                    rec(thread, v), expected_head=v - 1 if v else None
+                )
+                assert out == Success(None)
+
+        def elsewhere(backend: str) -> None:
+            anyio.run(write, backend, backend=backend)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write, "here")
+            for backend in ("asyncio", "trio"):
+                tg.start_soon(anyio.to_thread.run_sync, elsewhere, backend)
+        assert list(await store.threads()) == ["asyncio", "here", "trio"]
+        assert await store.head("trio") == 19
+
+
+async def test_cancelled_callers_leave_whole_work(server: Server) -> None:
+    """Callers cancelled by anyio (on either backend) while their commits
+    are in flight: each commit lands whole or not at all, and the store
+    goes on working."""
+    kind, url = server
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+        for delay in (0.0, 0.0005, 0.001, 0.002, 0.005):
+            async with anyio.create_task_group() as tg:
+                for i in range(10):
+                    tg.start_soon(
+                        functools.partial(
+                            store.commit, rec(f"t{i}", 0), expected_head=None
+                        )
+                    )
+                with anyio.move_on_after(delay):
+                    await anyio.sleep_forever()
+                tg.cancel_scope.cancel()
+            for i in range(10):
+                head = await store.head(f"t{i}")
+                assert head in {None, 0}
+                await store.delete(f"t{i}")
+        assert await store.commit(rec("after", 0), expected_head=None) == (
+            Success(None)
+        )
+        assert list(await store.threads()) == ["after"]
+
+
+async def test_open_and_close(server: Server) -> None:
+    """A store must be opened before use and only once; closing is
+    idempotent, and a closed store refuses calls; a server that cannot be
+    reached fails the opening and leaves no thread behind."""
+    kind, url = server
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    store: PostgresStore | RedisStore = (
+        PostgresStore(url, schema=servers.namespace())
+        if kind == "postgres"
+        else RedisStore(url, prefix=servers.namespace())
+    )
+    with pytest.raises(RuntimeError, match="not open"):
+        await store.head("t")
+    async with servers.open_store(kind, url, servers.namespace()) as opened:
+        with pytest.raises(RuntimeError, match="opened already"):
+            await opened.open()
+        await opened.aclose()
+        await opened.aclose()
+        with pytest.raises(RuntimeError, match="closed"):
+            await opened.head("t")
+        with pytest.raises(RuntimeError, match="opened already"):
+            await opened.open()
+
+    before = {t.name for t in threading.enumerate()}
+    port = servers.free_port()
+    if kind == "postgres":
+        import psycopg  # noqa: PLC0415
+
+        with pytest.raises(psycopg.OperationalError):
+            await PostgresStore.connect(
+                f"postgresql://nobody@127.0.0.1:{port}/none"
+            )
+    else:
+        import redis.exceptions  # noqa: PLC0415
+
+        with pytest.raises(redis.exceptions.ConnectionError):
+            await RedisStore.connect(f"redis://127.0.0.1:{port}/0")
+    assert {t.name for t in threading.enumerate()} <= before
+
+
+def test_extras_are_named_when_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Importing a server store without its client library says which extra
+    to install."""
+    for module, library, extra in (
+        ("pipeline.stores.postgres", "psycopg", "postgres"),
+        ("pipeline.stores.redis", "redis", "redis"),
+    ):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+        monkeypatch.setitem(sys.modules, library, None)
+        with pytest.raises(ImportError, match=rf"pipeline\[{extra}\]"):
+            importlib.import_module(module)
+
+
+def test_import_pipeline_imports_no_client() -> None:
+    """``import pipeline`` (and its subpackages) loads neither psycopg nor
+    redis."""
+    code = (
+        "import sys, pipeline, pipeline.fold, pipeline.graph, "
+        "pipeline.swarm, pipeline.stores; "
+        "print(sorted(m for m in ('psycopg', 'psycopg_pool', 'redis') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(  # noqa: S603
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert out.stdout.strip() == "[]"
