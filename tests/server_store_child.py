@@ -3,7 +3,7 @@
 ``race KIND URL NAME WHO VERSIONS``: open the store, say ``ready``, wait for
 a line on stdin, then commit versions 0..VERSIONS-1 of thread ``t`` racing
 the other child (on a conflict, go on after the head it found); print the
-versions this one won, as JSON.
+versions this one won and how many commits it lost, as JSON.
 
 ``lease KIND URL NAME TTL``: take thread ``t``'s lease for TTL seconds,
 commit version 0 under it, print the lease as JSON, then block until
@@ -31,6 +31,7 @@ async def race(kind: str, url: str, name: str, who: str, n: int) -> None:
         sys.stdout.flush()
         await anyio.to_thread.run_sync(sys.stdin.readline)
         won: list[int] = []
+        lost = 0
         v = 0
         while v < n:
             out = await store.commit(
@@ -43,11 +44,12 @@ async def race(kind: str, url: str, name: str, who: str, n: int) -> None:
                 won.append(v)
                 v += 1
                 continue
+            lost += 1
             failure = out.failure()
             assert isinstance(failure, ConcurrentModification)
             assert failure.actual_head is not None
             v = failure.actual_head + 1
-        sys.stdout.write(json.dumps(won) + "\n")
+        sys.stdout.write(json.dumps({"won": won, "lost": lost}) + "\n")
         sys.stdout.flush()
 
 

