@@ -9,8 +9,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 # The database servers of the PostgreSQL and Redis store tests.
+from tests.servers import make_store as make_store
 from tests.servers import postgres_url as postgres_url
 from tests.servers import redis_url as redis_url
+from tests.servers import store_spec as store_spec
 
 
 collect_ignore = ["typing"]  # checked by mypy and basedpyright, never run

@@ -10,18 +10,19 @@ import anyio
 
 from returns.result import Success
 
-from pipeline import graph
 from pipeline.errors import ThreadBusy
+from pipeline.fold import DEFAULT_LEASE_TTL
+from tests.graph.store_urls import open_store
 from tests.test_durability import _stop_before_b, counting_graph
 
 
 def main() -> None:
-    """Resume thread "t" of the SQLite file argv[1] fifty times at once."""
-    db, log = Path(sys.argv[1]), Path(sys.argv[2])
+    """Resume thread "t" of the store argv[1] names fifty times at once."""
+    spec, log = sys.argv[1], Path(sys.argv[2])
     g = counting_graph(log)
 
     async def run() -> None:
-        async with graph.SQLiteStore(db) as store:
+        async with open_store(spec, lease_ttl=DEFAULT_LEASE_TTL) as store:
 
             async def resumer() -> None:
                 out = await g.resume(

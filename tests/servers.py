@@ -24,7 +24,7 @@ import tempfile
 import threading
 import uuid
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -35,6 +35,7 @@ from pipeline.fold import DEFAULT_LEASE_TTL
 
 
 if TYPE_CHECKING:
+    from pipeline.fold import CheckpointStore
     from pipeline.stores.postgres import PostgresStore
     from pipeline.stores.redis import RedisStore
 
@@ -349,3 +350,68 @@ def open_store(
     if kind == "postgres":
         return postgres_store(url, schema=name, lease_ttl=lease_ttl, drop=drop)
     return redis_store(url, prefix=name, lease_ttl=lease_ttl, drop=drop)
+
+
+StoreFactory = Callable[
+    [], contextlib.AbstractAsyncContextManager["CheckpointStore"]
+]
+"""Makes a fresh store of one kind (see :func:`make_store`)."""
+
+STORE_KINDS = [
+    "memory",
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
+"""Every store, the server ones under their markers."""
+
+
+@pytest.fixture(params=STORE_KINDS)
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    """Each store under test, freshly made (SQLite in a real file; the
+    server stores in a schema or key prefix of their own, on servers the
+    session starts)."""
+    from pipeline import graph  # noqa: PLC0415  # keep this module light
+
+    @contextlib.asynccontextmanager
+    async def memory() -> AsyncIterator[CheckpointStore]:
+        yield graph.MemoryStore()
+
+    @contextlib.asynccontextmanager
+    async def sqlite() -> AsyncIterator[CheckpointStore]:
+        async with graph.SQLiteStore(tmp_path / "store.db") as store:
+            yield store
+
+    kind = str(request.param)
+    if kind in {"postgres", "redis"}:
+        url = str(request.getfixturevalue(f"{kind}_url"))
+        return lambda: open_store(kind, url, namespace())
+    return memory if kind == "memory" else sqlite
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
+def store_spec(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[str]:
+    """A store that several processes can share, as a spec for
+    ``tests.graph.store_urls.open_store``: ``sqlite:PATH`` or
+    ``KIND:NAME:URL`` (a fresh schema or key prefix, removed afterwards)."""
+    kind = str(request.param)
+    if kind == "sqlite":
+        yield f"sqlite:{tmp_path / 'shared.db'}"
+        return
+    url = str(request.getfixturevalue(f"{kind}_url"))
+    name = namespace()
+    try:
+        yield f"{kind}:{name}:{url}"
+    finally:
+        if kind == "postgres":
+            drop_schema(url, name)
+        else:
+            _drop_keys(url, name)

@@ -27,8 +27,10 @@ from returns.result import Result, Success
 
 from pipeline import Context, Message, graph, handler
 from pipeline.errors import InvalidState, ThreadBusy
-from pipeline.fold import CheckpointStore
+from pipeline.fold import DEFAULT_LEASE_TTL, CheckpointStore
 from pipeline.graph import END, Continue, Interrupt, Stop, Transition
+from tests.graph.store_urls import open_store
+from tests.servers import StoreFactory
 from tests.stores import CommitResult, DelegatingStore
 
 
@@ -298,11 +300,11 @@ def counting_graph(log: Path) -> graph.Graph[Context, Any]:
 
 
 async def test_hundred_concurrent_resumers_run_each_node_once(
-    tmp_path: Path,
+    tmp_path: Path, make_store: StoreFactory
 ) -> None:
-    """100 tasks resuming one paused thread: one runs it, the others are
-    told the thread is busy (or find it done); each node's side effect
-    happens exactly once."""
+    """100 tasks resuming one paused thread, on every store: one runs it,
+    the others are told the thread is busy (or find it done); each node's
+    side effect happens exactly once."""
     log = tmp_path / "effects.log"
     g = counting_graph(log)
 
@@ -313,7 +315,7 @@ async def test_hundred_concurrent_resumers_run_each_node_once(
             else Continue()
         )
 
-    async with graph.SQLiteStore(tmp_path / "t.db") as store:
+    async with make_store() as store:
         paused = (
             await g.run(
                 Context(), store=store, thread_id="t", gates=[stop_before_b]
@@ -340,15 +342,17 @@ async def test_hundred_concurrent_resumers_run_each_node_once(
 
 
 def test_two_processes_resuming_one_thread_run_each_node_once(
-    tmp_path: Path,
+    tmp_path: Path, store_spec: str
 ) -> None:
-    """Two OS processes, fifty resumers each, on one SQLite file: every
-    node's side effect happens exactly once."""
+    """Two OS processes, fifty resumers each, on one SQLite file, one
+    PostgreSQL schema, one Redis prefix: every node's side effect happens
+    exactly once."""
     log = tmp_path / "effects.log"
-    db = tmp_path / "t.db"
 
     async def pause() -> None:
-        async with graph.SQLiteStore(db) as store:
+        async with open_store(
+            store_spec, lease_ttl=DEFAULT_LEASE_TTL
+        ) as store:
             out = await counting_graph(log).run(
                 Context(), store=store, thread_id="t", gates=[_stop_before_b]
             )
@@ -359,7 +363,7 @@ def test_two_processes_resuming_one_thread_run_each_node_once(
     child = HERE / "resumers_child.py"
     procs = [
         subprocess.Popen(  # noqa: S603
-            [sys.executable, str(child), str(db), str(log)], env=env
+            [sys.executable, str(child), store_spec, str(log)], env=env
         )
         for _ in range(2)
     ]

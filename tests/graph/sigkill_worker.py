@@ -3,7 +3,8 @@
 Runs the seeded crash graphs of seeds ``first .. first + n - 1`` at the
 same time, each on its own thread of the store, writing every node
 execution to an effects log (an external side effect that survives the
-process), then waits to be killed.
+process) and, once it is there, to stdout (the parent counts those lines
+to pick the instant of the kill), then waits to be killed.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ def main() -> None:
 
         def hook_for(seed: int) -> Hook:
             async def hook(name: str, s: Counted) -> None:
-                effects.write(f"{seed} {name} {s.count}\n")
+                line = f"{seed} {name} {s.count}\n"
+                effects.write(line)
+                sys.stdout.write(line)
+                sys.stdout.flush()
                 await anyio.lowlevel.checkpoint()
 
             return hook

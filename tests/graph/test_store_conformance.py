@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
@@ -16,43 +13,7 @@ from pipeline import graph
 from pipeline.errors import ConcurrentModification, LeaseLost, ThreadBusy
 from pipeline.fold import Lease
 from pipeline.graph import Record
-from tests import servers
-
-
-StoreFactory = Callable[
-    [], contextlib.AbstractAsyncContextManager[graph.CheckpointStore]
-]
-
-
-@pytest.fixture(
-    params=[
-        "memory",
-        "sqlite",
-        pytest.param("postgres", marks=pytest.mark.postgres),
-        pytest.param("redis", marks=pytest.mark.redis),
-    ]
-)
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
-    """Each store under test, freshly made (SQLite in a real file; the
-    server stores in a schema or key prefix of their own, on servers the
-    session starts)."""
-
-    @contextlib.asynccontextmanager
-    async def memory() -> AsyncIterator[graph.CheckpointStore]:
-        yield graph.MemoryStore()
-
-    @contextlib.asynccontextmanager
-    async def sqlite() -> AsyncIterator[graph.CheckpointStore]:
-        async with graph.SQLiteStore(tmp_path / "store.db") as store:
-            yield store
-
-    if request.param == "postgres":
-        url = request.getfixturevalue("postgres_url")
-        return lambda: servers.postgres_store(url)
-    if request.param == "redis":
-        url = request.getfixturevalue("redis_url")
-        return lambda: servers.redis_store(url)
-    return memory if request.param == "memory" else sqlite
+from tests.servers import StoreFactory
 
 
 def rec(thread: str, version: int, payload: bytes = b"{}") -> Record:
