@@ -14,6 +14,7 @@ from benchmarks import (
     w9_durable,
     w10_swarm,
     w_graph,
+    w_servers,
 )
 from benchmarks._harness import Case, Settings, table
 
@@ -30,7 +31,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,import",
+        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import",
     )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
@@ -45,6 +46,7 @@ def main() -> None:
         "agent": lambda: w7_agent.cases(settings, quick=args.quick),
         "swarm": lambda: w10_swarm.cases(settings, quick=args.quick),
         "durable": lambda: w9_durable.cases(settings, quick=args.quick),
+        "servers": lambda: w_servers.cases(settings),
         "import": lambda: w8_import.cases(reps),
     }
     chosen = [b for b in args.only.split(",") if b] or list(batches)

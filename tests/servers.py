@@ -48,6 +48,10 @@ _HOW = (
 )
 
 
+class ServerUnavailable(RuntimeError):
+    """A server the tests need is neither installed nor pointed at."""
+
+
 def free_port() -> int:
     """A TCP port nobody listens on now, on the loopback interface."""
     with socket.socket() as s:
@@ -76,15 +80,15 @@ def _as_postgres() -> list[str]:
     try:
         pwd.getpwnam("postgres")
     except KeyError:
-        pytest.fail(
+        raise ServerUnavailable(
             "PostgreSQL refuses to run as root and there is no `postgres` "
             "user to run it as; " + _HOW.format(env=POSTGRES_URL_ENV)
-        )
+        ) from None
     return ["runuser", "-u", "postgres", "--"]
 
 
 @contextlib.contextmanager
-def _postgres_server(bindir: Path) -> Iterator[str]:
+def _postgres_server(bindir: Path, *, durable: bool) -> Iterator[str]:
     as_postgres = _as_postgres()
     tmp = Path(tempfile.mkdtemp(prefix="pipeline-pg-"))
     try:
@@ -109,11 +113,12 @@ def _postgres_server(bindir: Path) -> Iterator[str]:
         )
         for _ in range(5):  # another process may take the port first
             port = free_port()
-            options = (
-                f"-c listen_addresses=127.0.0.1 -p {port} -k {tmp} "
-                "-c fsync=off -c synchronous_commit=off "
-                "-c full_page_writes=off"
-            )
+            options = f"-c listen_addresses=127.0.0.1 -p {port} -k {tmp}"
+            if not durable:  # the tests need no fsync; the benchmarks do
+                options += (
+                    " -c fsync=off -c synchronous_commit=off"
+                    " -c full_page_writes=off"
+                )
             started = subprocess.run(  # noqa: S603
                 [
                     *as_postgres,
@@ -134,9 +139,10 @@ def _postgres_server(bindir: Path) -> Iterator[str]:
             if started.returncode == 0:
                 break
         else:
-            pytest.fail(
-                "PostgreSQL did not start:\n" + log.read_text(errors="replace")
+            msg = "PostgreSQL did not start:\n" + log.read_text(
+                errors="replace"
             )
+            raise ServerUnavailable(msg)
         try:
             yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
         finally:
@@ -157,21 +163,34 @@ def _postgres_server(bindir: Path) -> Iterator[str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A PostgreSQL server's URL: ``PIPELINE_POSTGRES_URL``, or one the
-    session starts."""
+@contextlib.contextmanager
+def postgres_server(*, durable: bool = False) -> Iterator[str]:
+    """A PostgreSQL server's URL: ``PIPELINE_POSTGRES_URL``, or a server
+    started here and stopped at the end (the benchmarks use this too), with
+    fsync and synchronous commits only if *durable*."""
     url = os.environ.get(POSTGRES_URL_ENV)
     if url:
         yield url
         return
     bindir = _postgres_bindir()
     if bindir is None:
-        pytest.fail(
+        raise ServerUnavailable(
             "PostgreSQL's server programs (initdb, pg_ctl) are not "
             "installed; " + _HOW.format(env=POSTGRES_URL_ENV)
         )
-    with _postgres_server(bindir) as url:
+    with _postgres_server(bindir, durable=durable) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL server for the whole session (see
+    :func:`postgres_server`)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(postgres_server())
+        except ServerUnavailable as e:
+            pytest.fail(str(e))
         yield url
 
 
@@ -181,7 +200,7 @@ def _drain(stream: IO[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def _redis_server(binary: str) -> Iterator[str]:
+def _redis_server(binary: str, *, durable: bool) -> Iterator[str]:
     tmp = Path(tempfile.mkdtemp(prefix="pipeline-redis-"))
     try:
         log: list[bytes] = []
@@ -199,7 +218,9 @@ def _redis_server(binary: str) -> Iterator[str]:
                     "--save",
                     "",
                     "--appendonly",
-                    "no",
+                    "yes" if durable else "no",
+                    "--appendfsync",
+                    "always",
                     "--dir",
                     str(tmp),
                 ],
@@ -219,10 +240,10 @@ def _redis_server(binary: str) -> Iterator[str]:
             proc.wait()
             proc.stdout.close()
         if proc is None or proc.poll() is not None or proc.stdout is None:
-            pytest.fail(
-                "redis-server did not start:\n"
-                + b"".join(log).decode(errors="replace")
+            msg = "redis-server did not start:\n" + b"".join(log).decode(
+                errors="replace"
             )
+            raise ServerUnavailable(msg)
         drain = threading.Thread(target=_drain, args=(proc.stdout,))
         drain.start()
         try:
@@ -236,20 +257,32 @@ def _redis_server(binary: str) -> Iterator[str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    """A Redis server's URL: ``PIPELINE_REDIS_URL``, or one the session
-    starts."""
+@contextlib.contextmanager
+def redis_server(*, durable: bool = False) -> Iterator[str]:
+    """A Redis server's URL: ``PIPELINE_REDIS_URL``, or a server started
+    here and stopped at the end, persisting every write before answering
+    (append-only file, ``appendfsync always``) only if *durable*."""
     url = os.environ.get(REDIS_URL_ENV)
     if url:
         yield url
         return
     binary = shutil.which("redis-server")
     if binary is None:
-        pytest.fail(
+        raise ServerUnavailable(
             "redis-server is not installed; " + _HOW.format(env=REDIS_URL_ENV)
         )
-    with _redis_server(binary) as url:
+    with _redis_server(binary, durable=durable) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A Redis server for the whole session (see :func:`redis_server`)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(redis_server())
+        except ServerUnavailable as e:
+            pytest.fail(str(e))
         yield url
 
 
@@ -360,6 +393,7 @@ StoreFactory = Callable[
 STORE_KINDS = [
     "memory",
     "sqlite",
+    "signed",
     pytest.param("postgres", marks=pytest.mark.postgres),
     pytest.param("redis", marks=pytest.mark.redis),
 ]
@@ -368,8 +402,8 @@ STORE_KINDS = [
 
 @pytest.fixture(params=STORE_KINDS)
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
-    """Each store under test, freshly made (SQLite in a real file; the
-    server stores in a schema or key prefix of their own, on servers the
+    """Each store under test, freshly made (SQLite in a real file, also
+    signed with a key; the server stores in a schema or key prefix of their own, on servers the
     session starts)."""
     from pipeline import graph  # noqa: PLC0415  # keep this module light
 
@@ -382,11 +416,16 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
         async with graph.SQLiteStore(tmp_path / "store.db") as store:
             yield store
 
+    @contextlib.asynccontextmanager
+    async def signed() -> AsyncIterator[CheckpointStore]:
+        async with sqlite() as store:
+            yield graph.SignedStore(store, key=b"k" * 32)
+
     kind = str(request.param)
     if kind in {"postgres", "redis"}:
         url = str(request.getfixturevalue(f"{kind}_url"))
         return lambda: open_store(kind, url, namespace())
-    return memory if kind == "memory" else sqlite
+    return {"memory": memory, "sqlite": sqlite, "signed": signed}[kind]
 
 
 @pytest.fixture(

@@ -9,6 +9,7 @@ The values users meet (snapshots, transitions, gate decisions, stores) are
 re-exported by :mod:`pipeline.graph` and :mod:`pipeline.swarm` too.
 """
 
+from .._serde import make_converter as make_converter
 from ._codec import Codec as Codec
 from ._engine import EventSink as EventSink
 from ._engine import FoldEvent as FoldEvent
@@ -29,6 +30,7 @@ from ._model import Snapshot as Snapshot
 from ._model import Status as Status
 from ._model import Stop as Stop
 from ._model import Transition as Transition
+from ._signed import SignedStore as SignedStore
 from ._sqlite import SQLiteStore as SQLiteStore
 from ._store import DEFAULT_LEASE_TTL as DEFAULT_LEASE_TTL
 from ._store import CheckpointStore as CheckpointStore
@@ -59,9 +61,11 @@ __all__ = (
     "Progress",
     "Record",
     "SQLiteStore",
+    "SignedStore",
     "Snapshot",
     "Status",
     "Stop",
     "Transition",
     "current_boundary",
+    "make_converter",
 )

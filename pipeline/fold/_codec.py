@@ -77,13 +77,29 @@ def record_checksum(
     key: bytes | None = None,
 ) -> str:
     """SHA-256 over the record's identity and bytes, hex; an HMAC with
-    *key* when one is given."""
+    *key* when one is given (see :class:`~pipeline.fold.SignedStore`)."""
     head = f"{thread_id}\n{version}\n{parent}\n".encode()
     if key is not None:
         return hmac.new(key, head + data, hashlib.sha256).hexdigest()
     h = hashlib.sha256(head)
     h.update(data)
     return h.hexdigest()
+
+
+def _field_of(state_type: type[Any], missing: object) -> str:
+    """`` field `x` `` when *missing* is the type of the state's field
+    ``x`` (or appears in it), else nothing."""
+    cls = get_origin(state_type) or state_type
+    if not attrs.has(cls):
+        return ""
+    try:
+        fields = attrs.fields(attrs.resolve_types(cls))
+    except NameError:  # pragma: no cover  # reported as such before this
+        return ""
+    for f in fields:
+        if f.type is missing or missing in getattr(f.type, "__args__", ()):
+            return f" field {f.name!r}"
+    return ""
 
 
 def _appended(old: PVector[Any], new: PVector[Any]) -> bool:
@@ -103,22 +119,17 @@ field only ever appends to it, so a checkpoint may trust its last item."""
 class Codec(Generic[S]):
     """Encodes snapshots of state type *S* to records and back.
 
-    *key* (bytes) turns every record's checksum into an HMAC: a store an
-    attacker can write to then cannot be given records that decode.  The
-    plain checksum detects torn, bit-flipped and misplaced records, not
-    deliberate forgeries.
+    The checksum detects torn, bit-flipped and misplaced records, not
+    deliberate forgeries: :class:`~pipeline.fold.SignedStore` signs them.
     """
 
     def __init__(
         self,
         state_type: type[S],
         converter: cattrs.Converter | None = None,
-        *,
-        key: bytes | None = None,
     ) -> None:
         self.state_type = state_type
         self.converter = converter or make_converter()
-        self.key = key
         # cattrs generates (compiles) its hooks on first use; do it now, when
         # the machine is built, so that decoding a checkpoint compiles nothing.
         try:
@@ -134,10 +145,13 @@ class Codec(Generic[S]):
             raise ConstructionError(msg) from None
         except cattrs.errors.StructureHandlerNotFoundError as exc:
             what = getattr(exc, "type_", None)
+            where = _field_of(state_type, what)
             msg = (
-                f"cannot checkpoint {type_name(state_type)}: no converter "
-                f"for {type_name(what)} (state fields must be types cattrs "
-                "can structure: scalars, attrs classes, tuples, PVector, ...)"
+                f"cannot checkpoint {type_name(state_type)}{where}: no "
+                f"converter for {type_name(what)} (state fields must be types "
+                "cattrs can structure: scalars, attrs classes, tuples, "
+                "PVector, ...; or register a hook on make_converter() and "
+                "pass it to build(converter=...))"
             )
             raise ConstructionError(msg) from None
         for kind in (str, int, bool, list[str]):
@@ -268,9 +282,7 @@ class Codec(Generic[S]):
             snap.version,
             snap.parent,
             data,
-            record_checksum(
-                snap.thread_id, snap.version, snap.parent, data, self.key
-            ),
+            record_checksum(snap.thread_id, snap.version, snap.parent, data),
         )
 
     def seal(
@@ -400,7 +412,6 @@ class Codec(Generic[S]):
             record.version,
             record.parent,
             record.data,
-            self.key,
         )
         return hmac.compare_digest(expected, record.checksum)
 

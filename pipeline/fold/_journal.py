@@ -311,9 +311,7 @@ class ThreadJournal(Journal[S]):
             snap.version,
             snap.parent,
             data,
-            record_checksum(
-                snap.thread_id, snap.version, snap.parent, data, self.codec.key
-            ),
+            record_checksum(snap.thread_id, snap.version, snap.parent, data),
         )
         out = await self.store.commit(
             record, expected_head=self.head, lease=self.lease

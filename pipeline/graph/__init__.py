@@ -24,6 +24,7 @@ from ..fold import MemoryStore as MemoryStore
 from ..fold import Observer as Observer
 from ..fold import Pending as Pending
 from ..fold import Record as Record
+from ..fold import SignedStore as SignedStore
 from ..fold import Snapshot as Snapshot
 from ..fold import SQLiteStore as SQLiteStore
 from ..fold import Status as Status
@@ -64,6 +65,7 @@ __all__ = (
     "Record",
     "Reducer",
     "SQLiteStore",
+    "SignedStore",
     "Snapshot",
     "Status",
     "Stop",

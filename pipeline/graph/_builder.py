@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar, final, overload
 
 import attrs
+import cattrs
 
 from .._context import Context, Message
 from .._handler import Handler
@@ -170,7 +171,11 @@ class Builder(Generic[S, E_co]):
         return attrs.evolve(self, observers=(*self._observers, *observers))
 
     def build(
-        self, *, version: str = "1", name: str = "graph"
+        self,
+        *,
+        version: str = "1",
+        name: str = "graph",
+        converter: cattrs.Converter | None = None,
     ) -> Graph[S, E_co]:
         """Validate and freeze the graph.
 
@@ -178,6 +183,9 @@ class Builder(Generic[S, E_co]):
         behaviour changes in a way old checkpoints must not resume across.
         *name* is the graph's name as a handler (in reprs, failure paths,
         and as the key of its progress inside another checkpointed run).
+        *converter* writes and reads checkpoints of the state: start from
+        :func:`~pipeline.fold.make_converter` and register hooks for field
+        types it does not know (see the checkpoints docs).
 
         Raises:
             GraphDefects: listing every structural defect found, at once.
@@ -194,6 +202,7 @@ class Builder(Generic[S, E_co]):
             dict(self._edges),
             self._entry,
             version,
+            converter,
         )
         return Graph.make(machine, self._limits, self._gates, self._observers)
 

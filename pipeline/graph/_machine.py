@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar, cast, final
 
 import anyio
 import attrs
+import cattrs
 
 from returns.result import Failure, Result, Success
 
@@ -68,6 +69,7 @@ class GraphMachine(Generic[S]):
         edges: Mapping[str, Edge],
         entry: str,
         version: str,
+        converter: cattrs.Converter | None = None,
     ) -> GraphMachine[S]:
         """Precompute the calls and edge decisions; fingerprint the shape."""
         shape = {
@@ -87,7 +89,7 @@ class GraphMachine(Generic[S]):
             entry,
             MappingProxyType({n: h._call for n, h in nodes.items()}),
             MappingProxyType({n: advancer(n, e) for n, e in edges.items()}),
-            Codec(state_type),
+            Codec(state_type, converter),
             # 64 bits: plenty to tell graph shapes apart, short in records.
             checksum(canonical(shape))[:16],
         )

@@ -13,6 +13,7 @@ from ..fold import Gate as Gate
 from ..fold import Interrupt as Interrupt
 from ..fold import MemoryStore as MemoryStore
 from ..fold import Observer as Observer
+from ..fold import SignedStore as SignedStore
 from ..fold import Snapshot as Snapshot
 from ..fold import SQLiteStore as SQLiteStore
 from ..fold import Status as Status
@@ -43,6 +44,7 @@ __all__ = (
     "MemoryStore",
     "Observer",
     "SQLiteStore",
+    "SignedStore",
     "Snapshot",
     "Status",
     "Stop",

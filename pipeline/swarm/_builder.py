@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 
 import attrs
+import cattrs
 
 from ..errors import SwarmDefects
 from ..fold._model import Gate, Observer
@@ -93,12 +94,19 @@ class Builder(Generic[T]):
         (each agent's turn at the conversation), once committed."""
         return attrs.evolve(self, observers=(*self._observers, *observers))
 
-    def build(self, *, version: str = "1", name: str = "swarm") -> Swarm[T]:
+    def build(
+        self,
+        *,
+        version: str = "1",
+        name: str = "swarm",
+        converter: cattrs.Converter | None = None,
+    ) -> Swarm[T]:
         """Validate and freeze the swarm.
 
         *version* is folded into the fingerprint (bump it when old
         checkpoints must not resume across a change); *name* is the swarm's
-        name as a handler.
+        name as a handler; *converter* writes and reads its checkpoints
+        (start from :func:`~pipeline.fold.make_converter`).
 
         Raises:
             SwarmDefects: listing every structural defect found, at once.
@@ -114,6 +122,7 @@ class Builder(Generic[T]):
             self.state_type,
             self._after,
             version,
+            converter,
         )
         return Swarm.make(
             machine, self.initial, self._limits, self._gates, self._observers

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, Generic, TypeAlias, TypeVar, final
 
 import attrs
+import cattrs
 
 from returns.result import Success
 
@@ -83,6 +84,7 @@ class SwarmMachine(Generic[T]):
         state_type: type[Any],
         after_handoff: tuple[HandoffObserver[T], ...],
         version: str,
+        converter: cattrs.Converter | None = None,
     ) -> SwarmMachine[T]:
         """Precompute each agent's transfer tools; fingerprint the shape."""
         shape = {
@@ -129,7 +131,7 @@ class SwarmMachine(Generic[T]):
             MappingProxyType(own),
             MappingProxyType(offered),
             after_handoff,
-            Codec(SwarmState[state_type]),  # type: ignore[valid-type]
+            Codec(SwarmState[state_type], converter),  # type: ignore[valid-type]
             checksum(canonical(shape))[:16],
         )
 
