@@ -163,6 +163,14 @@ class ConstructionError(ValueError):
     """
 
 
+class InvalidThreadId(ValueError):
+    """A thread id a store cannot keep: not a ``str``, empty, longer than
+    256 characters, or holding NUL or a lone surrogate.  Raised where the id
+    is given, before anything runs or is written; the message never shows
+    the id.
+    """
+
+
 # -- graphs -------------------------------------------------------------------
 
 
@@ -398,18 +406,19 @@ class ThreadBusy(PipelineError):
 @final
 @attrs.frozen
 class LeaseLost(PipelineError):
-    """This runner's lease on the thread lapsed and another runner took it.
+    """This runner no longer holds the thread's lease: it lapsed and
+    another runner took it, or the thread was deleted.
 
-    Nothing more was committed; the other runner carries on from the last
-    record.
+    Nothing more was committed; another runner carries on from the last
+    record (if the thread still exists).
     """
 
     thread_id: str
 
     def __str__(self) -> str:
         return (
-            f"lost the lease on thread {self.thread_id!r} to another runner "
-            "(its lease had expired)"
+            f"lost the lease on thread {self.thread_id!r}: it expired and "
+            "another runner took the thread, or the thread was deleted"
         )
 
 

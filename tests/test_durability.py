@@ -7,12 +7,16 @@ and processes), a crash right after a human answered.
 
 from __future__ import annotations
 
+import datetime as dt
+import enum
+import functools
 import math
 import os
 import subprocess
 import sys
 
 from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +30,13 @@ from pyrsistent import PVector, pvector
 from returns.result import Result, Success
 
 from pipeline import Context, Message, graph, handler
-from pipeline.errors import InvalidState, ThreadBusy
-from pipeline.fold import DEFAULT_LEASE_TTL, CheckpointStore
+from pipeline.errors import (
+    CheckpointDecodeError,
+    InvalidState,
+    InvalidThreadId,
+    ThreadBusy,
+)
+from pipeline.fold import DEFAULT_LEASE_TTL, CheckpointStore, Lease, Record
 from pipeline.graph import END, Continue, Interrupt, Stop, Transition
 from tests.graph.store_urls import open_store
 from tests.servers import StoreFactory
@@ -35,6 +44,11 @@ from tests.stores import CommitResult, DelegatingStore
 
 
 HERE = Path(__file__).parent
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
 
 
 @attrs.frozen
@@ -46,6 +60,12 @@ class Order:
     ratio: float = 0.0
     tags: PVector[str] = attrs.field(factory=pvector)
     limits: dict[int, str] = attrs.field(factory=dict)
+    # After a log field: a failure here must not be blamed on `tags`.
+    color: Color = Color.RED
+    pair: tuple[int, int] = (0, 0)
+    when: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    extra: dict[str, Any] = attrs.field(factory=dict)
+    score: float = 0.0
 
 
 # -- validated commits ----------------------------------------------------------
@@ -60,6 +80,7 @@ WRONG: dict[str, st.SearchStrategy[Any]] = {
     ),
     "note": st.one_of(
         st.integers(),
+        st.just(b"SECRET bytes"),
         st.none(),
         st.just("SECRET lone \ud800 surrogate"),
         st.lists(st.text(max_size=3), max_size=2),
@@ -75,6 +96,21 @@ WRONG: dict[str, st.SearchStrategy[Any]] = {
         st.builds(lambda n: pvector([n]), st.integers()),
         st.builds(lambda: pvector(["ok", "bad \udfff"])),
     ),
+    # Values that JSON would turn into something else (bytes into base85
+    # text, a member's value into the member, a list into a tuple, text
+    # into a datetime, sets, tuples and bytes into lists or text).
+    "color": st.sampled_from(["red", "blue"]),
+    "pair": st.builds(lambda a, b: [a, b], st.integers(), st.integers()),
+    "when": st.just("2026-01-01T00:00:00+00:00"),
+    "extra": st.one_of(
+        st.builds(
+            lambda s: {"k": set(s)}, st.lists(st.integers(), min_size=1)
+        ),
+        st.builds(lambda t: {"k": tuple(t)}, st.lists(st.integers())),
+        st.builds(lambda b: {"k": b}, st.binary()),
+        st.builds(lambda n: {"k": {n: "SECRET"}}, st.integers()),
+    ),
+    "score": st.sampled_from([math.nan, math.inf]),
 }
 
 
@@ -393,3 +429,173 @@ async def test_failure_type_of_a_busy_thread_names_it() -> None:
     assert isinstance(
         await g.run(Context(), store=store, thread_id="t"), Success
     )
+
+
+# -- what a red-team pass found ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"SECRET", (1, 2), {1, 2}, {1: "SECRET"}, {"k": (1,)}, [b"SECRET"]],
+    ids=["bytes", "tuple", "set", "int-keys", "nested-tuple", "nested-bytes"],
+)
+async def test_an_answer_json_would_change_is_refused(answer: object) -> None:
+    """The gate must see the same answer live as after a crash: a value
+    that JSON gives back as something else is an InvalidState naming the
+    answer (never its value), and no record is written."""
+    store = graph.MemoryStore()
+    g = counting_graph(Path(os.devnull))
+    paused = await g.run(
+        Context(), store=store, thread_id="t", gates=[_stop_before_b]
+    )
+    head = paused.unwrap().version
+    out = await g.resume(store, "t", answer=answer, gates=[_stop_before_b])
+    failure = out.failure()
+    assert isinstance(failure, InvalidState)
+    assert failure.field == "answer"
+    assert "SECRET" not in str(failure)
+    assert await store.head("t") == head
+
+
+async def test_a_typed_answer_is_seen_alike_live_and_after_a_crash() -> None:
+    """An attrs answer is stored as its fields; the gate sees that same
+    JSON value live and when the run resumes after a crash."""
+    seen: list[object] = []
+
+    async def gate(t: Transition[Context]) -> graph.Decision:
+        if t.targets != ("b",):
+            return Continue()
+        if t.answer is None:
+            return Interrupt("go?")
+        seen.append(t.answer)
+        return Continue()
+
+    store = graph.MemoryStore()
+    g = counting_graph(Path(os.devnull))
+    await g.run(Context(), store=store, thread_id="t", gates=[gate])
+    head = await store.head("t")
+    assert head is not None
+    with pytest.raises(Crash):
+        await g.resume(
+            DieAfter(store, head + 1),
+            "t",
+            answer=Approval(ok=True, by="ana"),
+            gates=[gate],
+        )
+    done = await g.resume(store, "t", gates=[gate])
+    assert done.unwrap().done
+    assert seen == [{"ok": True, "by": "ana"}] * len(seen)
+    assert seen
+
+
+class Hides(DelegatingStore):
+    """A store that lost records (a corrupt index, say): it lists the first
+    *keep* of a thread's records while its head says more."""
+
+    def __init__(self, inner: CheckpointStore, keep: int) -> None:
+        super().__init__(inner)
+        self.keep = keep
+
+    async def records(
+        self, thread_id: str, *, upto: int | None = None
+    ) -> Sequence[Record]:
+        rows = await self.inner.records(thread_id, upto=upto)
+        return rows[: self.keep]
+
+
+async def test_records_missing_below_the_head_are_never_skipped(
+    tmp_path: Path,
+) -> None:
+    """load, history and resume refuse a thread whose store lists fewer
+    records than its head: no committed node runs again."""
+    log = tmp_path / "effects.log"
+    g = counting_graph(log)
+    store = graph.MemoryStore()
+    await g.run(Context(), store=store, thread_id="t")
+    ran = log.read_text()
+    lossy = Hides(store, keep=2)
+    for out in (
+        await g.load(lossy, "t"),
+        await g.history(lossy, "t"),
+        await g.resume(lossy, "t"),
+    ):
+        failure = out.failure()
+        assert isinstance(failure, CheckpointDecodeError)
+        assert "missing" in str(failure)
+    assert log.read_text() == ran
+
+
+class Stalls(DelegatingStore):
+    """Grants a lease, then never answers the caller (who gets cancelled)."""
+
+    def __init__(self, inner: CheckpointStore) -> None:
+        super().__init__(inner)
+        self.stalled = anyio.Event()
+        self.stall = True
+
+    async def acquire(
+        self, thread_id: str, owner: str, *, ttl: float
+    ) -> Result[Lease, ThreadBusy]:
+        got = await self.inner.acquire(thread_id, owner, ttl=ttl)
+        if self.stall:
+            self.stall = False
+            self.stalled.set()
+            await anyio.sleep_forever()
+        return got
+
+
+async def test_a_claim_cancelled_after_the_store_granted_it_is_given_up(
+    anyio_backend: str,
+) -> None:
+    """Cancelled while the store had already granted the lease (natively,
+    with task.cancel(), on asyncio): the thread is free at once, not busy
+    until the lease expires."""
+    store = graph.MemoryStore(lease_ttl=60)
+    stalls = Stalls(store)
+    g = counting_graph(Path(os.devnull))
+    await g.run(Context(), store=store, thread_id="t", gates=[_stop_before_b])
+    if anyio_backend == "asyncio":
+        import asyncio  # noqa: PLC0415  # native cancellation
+
+        task = asyncio.ensure_future(g.resume(stalls, "t", answer="yes"))
+        await stalls.stalled.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    else:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                functools.partial(g.resume, stalls, "t", answer="yes")
+            )
+            await stalls.stalled.wait()
+            tg.cancel_scope.cancel()
+    probe = await store.acquire("t", "someone else", ttl=1)
+    assert isinstance(probe.unwrap(), Lease)
+
+
+@pytest.mark.parametrize(
+    "thread_id",
+    ["", "SECRET\x00", "SECRET \ud800", "S" * 257, None, 5, b"SECRET"],
+    ids=["empty", "nul", "surrogate", "long", "none", "int", "bytes"],
+)
+async def test_a_thread_id_no_store_can_keep_is_refused(
+    thread_id: Any,
+) -> None:
+    """Before anything runs or is written: InvalidThreadId, never showing
+    the id; the store stays empty."""
+    store = graph.MemoryStore()
+    g = counting_graph(Path(os.devnull))
+    calls: list[Callable[[], Awaitable[object]]] = [
+        lambda: g.resume(store, thread_id),
+        lambda: g.load(store, thread_id),
+        lambda: g.history(store, thread_id),
+    ]
+    if thread_id is not None:
+        calls.append(
+            lambda: g.run(Context(), store=store, thread_id=thread_id)
+        )
+    for call in calls:
+        with pytest.raises(InvalidThreadId) as info:
+            await call()
+        assert "SECRET" not in str(info.value)
+    assert await store.threads() == []

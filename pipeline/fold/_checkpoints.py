@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -28,7 +28,7 @@ from ..errors import (
 )
 from ._codec import Acc, Codec
 from ._model import Snapshot
-from ._store import CheckpointStore, Record
+from ._store import CheckpointStore, Record, check_thread_id
 
 
 Sink = Callable[[Any], Awaitable[None]]
@@ -41,6 +41,31 @@ log = logging.getLogger("pipeline.fold")
 
 YIELD_EVERY = 256
 """Records decoded between two checkpoints of the event loop."""
+
+
+async def _rows(
+    store: CheckpointStore, thread_id: str, version: int | None
+) -> Result[Sequence[Record], SnapshotNotFound | CheckpointDecodeError]:
+    """Every record of the thread, checked complete: versions 0, 1, ...
+    without a gap, up to at least the head the store reported first (a
+    store that lost records, a corrupt index say, never passes for a
+    shorter thread)."""
+    check_thread_id(thread_id)
+    head = await store.head(thread_id)
+    rows = await store.records(thread_id)
+    if not rows and head is None:
+        return Failure(SnapshotNotFound(thread_id, version))
+    gap = next((i for i, r in enumerate(rows) if r.version != i), None)
+    if gap is not None or head is None or not rows or rows[-1].version < head:
+        where = gap if gap is not None else len(rows)
+        return Failure(
+            CheckpointDecodeError(
+                "$.version",
+                f"records are missing: the store's head is version {head}, "
+                f"its records stop or skip at version {where}",
+            )
+        )
+    return Success(rows)
 
 
 async def load(
@@ -73,9 +98,10 @@ async def load_for_resume(
 ) -> Result[tuple[Snapshot[S], int], SnapshotNotFound | CheckpointDecodeError]:
     """The snapshot at *version* (or the head, see :func:`load`) and the
     thread's head version, from one read of the thread."""
-    rows = await store.records(thread_id)
-    if not rows:
-        return Failure(SnapshotNotFound(thread_id, version))
+    read = await _rows(store, thread_id, version)
+    if type(read) is not Success:
+        return Failure(read.failure())
+    rows = read.unwrap()
     by_version = {r.version: r for r in rows}
     head = rows[-1].version
     if version is not None:
@@ -165,9 +191,10 @@ async def history(
     As :func:`load`: a torn last record is skipped and reported; any other
     record that does not decode is a failure.
     """
-    rows = await store.records(thread_id)
-    if not rows:
-        return Failure(SnapshotNotFound(thread_id, None))
+    read = await _rows(store, thread_id, None)
+    if type(read) is not Success:
+        return Failure(read.failure())
+    rows = read.unwrap()
     accs: dict[int, Acc] = {}
     out: list[Snapshot[S]] = []
     for i, row in enumerate(rows):
@@ -233,12 +260,17 @@ async def fork(
     What nested folds had saved in the step in flight is copied too: the
     fork continues them.
     """
+    new = (
+        uuid.uuid4().hex
+        if new_thread_id is None
+        else check_thread_id(new_thread_id, "new_thread_id")
+    )
     loaded = await load(codec, store, thread_id, version=version)
     if type(loaded) is not Success:
         return Failure(loaded.failure())
     forked: Snapshot[Any] = attrs.evolve(
         loaded.unwrap(),
-        thread_id=new_thread_id or uuid.uuid4().hex,
+        thread_id=new,
         version=0,
         parent=None,
     )
@@ -271,11 +303,13 @@ class Threads(Generic[S]):
         *,
         version: int | None = None,
     ) -> Result[Snapshot[S], SnapshotNotFound | CheckpointDecodeError]:
-        """The snapshot at *version*, or the latest usable one.
+        """The snapshot at *version*, or at the head.
 
-        Records that fail their checksum or do not decode are skipped when
-        looking for the latest: a torn last write falls back to the version
-        before it.  An explicit *version* must decode.
+        A *last* record that is torn or fails its checksum (a write cut
+        short) is skipped for the one before it, with a warning on the
+        ``pipeline.fold`` logger; any other record that does not decode, and
+        records missing below the head, are a
+        :class:`~pipeline.errors.CheckpointDecodeError`.
         """
         return await load(self.codec, store, thread_id, version=version)
 
@@ -284,7 +318,9 @@ class Threads(Generic[S]):
     ) -> Result[
         tuple[Snapshot[S], ...], SnapshotNotFound | CheckpointDecodeError
     ]:
-        """Every decodable snapshot of the thread, oldest first."""
+        """Every snapshot of the thread, oldest first (a torn last record
+        skipped, as :meth:`load` does; any other failure to decode is a
+        :class:`~pipeline.errors.CheckpointDecodeError`)."""
         return await history(self.codec, store, thread_id)
 
     async def fork(

@@ -40,7 +40,7 @@ from typing import Any, Generic, TypeVar, cast, final, get_origin
 import attrs
 import cattrs
 
-from pyrsistent import PVector, pvector
+from pyrsistent import PMap, PVector, pvector
 from pyrsistent._pvector import PythonPVector
 from returns.result import Failure, Result, Success
 
@@ -84,6 +84,44 @@ def record_checksum(
     h = hashlib.sha256(head)
     h.update(data)
     return h.hexdigest()
+
+
+def alike(converter: cattrs.Converter, back: Any, live: Any) -> bool:
+    """Whether *back* (decoded) is *live* (written) again, where ``==``
+    alone cannot say: the same types all the way down, and values without
+    value equality (``eq=False`` classes) storing the same data.  A ``str``
+    is never an enum member, a list never a tuple, ``bytes`` never ``str``."""
+    stack = [(back, live)]
+    while stack:
+        b, v = stack.pop()
+        if b is v:
+            continue
+        kind = type(b)
+        if kind is not type(v):
+            return False
+        if attrs.has(kind):
+            stack.extend(
+                (getattr(b, f.name), getattr(v, f.name))
+                for f in attrs.fields(kind)
+            )
+        elif isinstance(b, dict | PMap):
+            if b.keys() != v.keys():
+                return False
+            stack.extend((b[k], v[k]) for k in b)
+        elif isinstance(b, list | tuple | PVector):
+            if len(b) != len(v):
+                return False
+            stack.extend(zip(b, v, strict=True))
+        elif b != v:
+            eq: object = kind.__eq__
+            if eq is not object.__eq__:
+                return False
+            try:  # no value equality: compare what they store
+                if converter.unstructure(b) != converter.unstructure(v):
+                    return False
+            except ENCODE_ERRORS:  # pragma: no cover  # it came from JSON
+                return False
+    return True
 
 
 def _field_of(state_type: type[Any], missing: object) -> str:
@@ -370,15 +408,10 @@ class Codec(Generic[S]):
             back = structure(stored)
         except STRUCTURE_ERRORS as exc:
             return InvalidState(node, where, expected, _reason(exc))
-        if back is live or back == live:
+        if back is live or (back == live and type(back) is type(live)):
             return None
-        # Values without value equality (eq=False classes): compare what
-        # they store.
-        try:
-            if self.converter.unstructure(back) == stored:
-                return None
-        except ENCODE_ERRORS:  # pragma: no cover  # it came from JSON
-            pass
+        if alike(self.converter, back, live):
+            return None
         return InvalidState(
             node, where, expected, "does not decode back to an equal value"
         )
@@ -390,10 +423,13 @@ class Codec(Generic[S]):
         state = snap.state
         if self._plan is not None and type(state) is self._cls:
             for f in self._plan.fields:
+                value = getattr(state, f.name)
+                # A log is written item by item (the vector itself is not
+                # a JSON value).
+                parts = value if isinstance(value, PVector) else (value,)
                 try:
-                    canonical(
-                        self.converter.unstructure(getattr(state, f.name))
-                    )
+                    for part in parts:
+                        canonical(self.converter.unstructure(part))
                 except ENCODE_ERRORS as inner:
                     return InvalidState(
                         node, f.name, f.expected, _reason(inner)

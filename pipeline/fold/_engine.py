@@ -11,6 +11,7 @@ and nesting (a fold inside the step of another commits through it; see
 from __future__ import annotations
 
 import collections
+import json
 
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar, final
@@ -37,7 +38,7 @@ from ..errors import (
 )
 from ..events import emit, listening
 from . import _checkpoints
-from ._codec import Codec
+from ._codec import Codec, alike
 from ._journal import (
     Boundary,
     Journal,
@@ -61,7 +62,7 @@ from ._model import (
     Stop,
     Transition,
 )
-from ._store import CheckpointStore, Lease
+from ._store import CheckpointStore, Lease, check_thread_id
 
 
 S = TypeVar("S")
@@ -209,7 +210,7 @@ async def run(
                 None,
             )
 
-        return await leased(store, snap.thread_id, admitted)
+        return await leased(store, check_thread_id(snap.thread_id), admitted)
     boundary = current_boundary()
     if boundary is not None:
         if digest is None:
@@ -344,19 +345,34 @@ async def resume_thread(
             max_steps=max_steps,
         )
 
-    return await leased(store, thread_id, body)
+    return await leased(store, check_thread_id(thread_id), body)
+
+
+_JSON_ANSWER = "a JSON value (None, bool, int, float, str, list, dict with str keys) or an attrs instance"
 
 
 def _stored_answer(codec: Codec[Any], answer: object) -> object:
-    """*answer* as the record will hold it (JSON-shaped), or why not."""
+    """*answer* as the record will hold it (JSON-shaped), or why not: the
+    gate sees the same value live as after a crash, so what does not come
+    back from JSON as it was (``bytes``, tuples, integer keys) is refused."""
     try:
         stored = codec.converter.unstructure(answer)
-        canonical(stored)
+        back = json.loads(canonical(stored))
     except (ValueError, TypeError, RecursionError) as exc:
         return InvalidState(
-            "<answer>", "answer", "a JSON value", type(exc).__name__
+            "<answer>", "answer", _JSON_ANSWER, type(exc).__name__
         )
-    return stored
+    typed = attrs.has(type(answer))
+    if not alike(codec.converter, back, stored) or not (
+        typed or alike(codec.converter, back, answer)
+    ):
+        return InvalidState(
+            "<answer>",
+            "answer",
+            _JSON_ANSWER,
+            "does not come back from JSON as it was",
+        )
+    return back
 
 
 def input_digest(doc: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ its lease up; it expires.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -30,6 +31,8 @@ from ._store import CheckpointStore, Lease
 
 T = TypeVar("T")
 
+log = logging.getLogger("pipeline.fold")
+
 RELEASE_BOUND = 5.0
 """Seconds a run's end waits, shielded, to give its lease up."""
 
@@ -46,7 +49,16 @@ async def leased(
 ) -> Result[T, Any]:
     """Run *body* holding the thread's lease; see the module docstring."""
     ttl = store.lease_ttl
-    acquired = await store.acquire(thread_id, owner(), ttl=ttl)
+    me = owner()
+    try:
+        acquired = await store.acquire(thread_id, me, ttl=ttl)
+    except BaseException:
+        # Cancelled (natively too) or failed while the store may have
+        # granted the lease: claim it again as the same owner (which only
+        # extends it, if it was granted) and give it up, so that a cancelled
+        # call never leaves the thread locked until the lease expires.
+        await _give_up(store, thread_id, me, ttl)
+        raise
     if not isinstance(acquired.value_or(None), Lease):
         return Failure(acquired.failure())
     lease: Lease = acquired.unwrap()
@@ -78,3 +90,22 @@ async def leased(
     if lost or result is None:
         return Failure(LeaseLost(thread_id))
     return result
+
+
+async def _give_up(
+    store: CheckpointStore, thread_id: str, me: str, ttl: float
+) -> None:
+    """Release whatever lease *me* may hold on the thread (bounded)."""
+    with anyio.CancelScope(shield=True) as scope:
+        scope.deadline = anyio.current_time() + RELEASE_BOUND
+        try:
+            again = await store.acquire(thread_id, me, ttl=ttl)
+            if isinstance(again.value_or(None), Lease):
+                await store.release(again.unwrap())
+        except Exception:  # the store is failing: the lease expires
+            log.warning(
+                "thread %r: could not give up a lease after a cancelled "
+                "claim; it expires by itself",
+                thread_id,
+                exc_info=True,
+            )

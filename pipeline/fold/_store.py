@@ -26,7 +26,37 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from ..errors import ConcurrentModification, LeaseLost, ThreadBusy
+from ..errors import (
+    ConcurrentModification,
+    InvalidThreadId,
+    LeaseLost,
+    ThreadBusy,
+)
+
+
+MAX_THREAD_ID: Final = 256
+"""The longest thread id, in characters."""
+
+
+def check_thread_id(thread_id: object, name: str = "thread_id") -> str:
+    """*thread_id*, if every store can keep it; else
+    :class:`~pipeline.errors.InvalidThreadId` (never showing it)."""
+    problem = None
+    if not isinstance(thread_id, str):
+        problem = f"a {type(thread_id).__name__}, not a str"
+    elif not 0 < len(thread_id) <= MAX_THREAD_ID:
+        problem = f"{len(thread_id)} characters, not 1 to {MAX_THREAD_ID}"
+    elif "\x00" in thread_id:
+        problem = "it holds NUL"
+    else:
+        try:
+            thread_id.encode()
+        except UnicodeEncodeError:
+            problem = "it holds a lone surrogate"
+    if problem is not None:
+        msg = f"{name} cannot name a thread: {problem}"
+        raise InvalidThreadId(msg)
+    return thread_id  # type: ignore[return-value]  # checked above
 
 
 DEFAULT_LEASE_TTL: Final = 30.0

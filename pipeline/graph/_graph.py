@@ -39,7 +39,7 @@ from ..fold._checkpoints import Threads
 from ..fold._codec import Codec
 from ..fold._engine import EventSink, Hooks, Migration
 from ..fold._model import Gate, Observer, Snapshot
-from ..fold._store import CheckpointStore
+from ..fold._store import CheckpointStore, check_thread_id
 from ._draw import mermaid
 from ._machine import GraphMachine
 from ._model import Limits
@@ -151,7 +151,12 @@ class Graph(Handler[S, S, E_co | GraphFailure], Threads[S], Generic[S, E_co]):
 
     def start(self, state: S, *, thread_id: str | None = None) -> Snapshot[S]:
         """The admission snapshot: *state* before the entry node runs."""
-        return self._machine.start(state, thread_id or uuid.uuid4().hex)
+        return self._machine.start(
+            state,
+            uuid.uuid4().hex
+            if thread_id is None
+            else check_thread_id(thread_id),
+        )
 
     async def step(
         self, snap: Snapshot[S]

@@ -38,7 +38,7 @@ from ..fold._checkpoints import Threads
 from ..fold._codec import Codec
 from ..fold._engine import EventSink, Hooks, Migration
 from ..fold._model import Gate, Observer, Snapshot
-from ..fold._store import CheckpointStore
+from ..fold._store import CheckpointStore, check_thread_id
 from ._draw import mermaid
 from ._machine import SwarmMachine
 from ._model import Limits, SwarmState
@@ -165,7 +165,9 @@ class Swarm(
         return self._machine.start(
             ctx,
             self.initial if state is None else state,
-            thread_id or uuid.uuid4().hex,
+            uuid.uuid4().hex
+            if thread_id is None
+            else check_thread_id(thread_id),
         )
 
     def _hooks(
