@@ -33,6 +33,7 @@ __all__ = (
     "canonical_exact",
     "checksum",
     "make_converter",
+    "unicode_safe",
 )
 
 STRUCTURE_ERRORS: tuple[type[Exception], ...] = (
@@ -44,6 +45,23 @@ STRUCTURE_ERRORS: tuple[type[Exception], ...] = (
     RecursionError,
 )
 """What structuring untrusted data can raise; callers turn it into values."""
+
+
+def unicode_safe(text: str, *, escape: bool = False) -> str:
+    """*text* with lone surrogates replaced by ``?``, so any encoder can
+    write it (JSON escapes such as ``"\\ud800"`` decode to them, and a
+    request body holding one cannot be sent).  With *escape*, they become
+    JSON escapes instead (for JSON text: a tool call's arguments keep
+    saying what the model sent, and the tool refuses them).  *text* itself
+    when it is already valid Unicode, which is the common case."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        errors = "backslashreplace" if escape else "replace"
+        return text.encode("utf-8", errors).decode()
+    return text
 
 
 def canonical_exact(value: object) -> tuple[bytes, bool]:

@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ._serde import STRUCTURE_ERRORS, canonical, make_converter
+from .errors import ToolError
 from .tools import Tool, _Param
 
 
@@ -31,7 +32,7 @@ class Ref(Protocol[T]):
     value: T
 
 
-class StateToolError(Exception):
+class StateToolError(ToolError):
     """A state tool was misused; the model sees the message."""
 
 

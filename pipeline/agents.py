@@ -32,7 +32,12 @@ from ._context import Context, Message, Role, Usage
 from ._handler import Call, Handler, ok
 from ._turns import Intercept, Loop, PauseRequested, TurnLimitExceeded, digest
 from ._views import joined
-from .errors import ConstructionError, HistoryBudgetExceeded, RunPaused
+from .errors import (
+    ConstructionError,
+    HistoryBudgetExceeded,
+    RunPaused,
+    ToolError,
+)
 from .events import MessageComplete, emit
 from .fold import _engine
 from .fold._journal import current_boundary
@@ -416,7 +421,7 @@ class SequentialAgent(Handler[Context, Context, AgentError]):
         )
 
 
-class AgentFailed(Exception):  # raised inside a tool: becomes its error result
+class AgentFailed(ToolError):  # raised inside a tool: its error result
     """An agent used as a tool failed; the calling model sees why."""
 
 

@@ -48,6 +48,7 @@ __all__ = (
     "SwarmDefects",
     "ThreadBusy",
     "TimedOut",
+    "ToolError",
     "UnknownRoute",
     "format_path",
 )
@@ -443,3 +444,18 @@ class InvalidState(PipelineError):
             f"{self.node!r} produced a state that cannot be stored: "
             f"{self.field} should be {self.expected} ({self.reason})"
         )
+
+
+# -- tools ---------------------------------------------------------------------
+
+
+class ToolError(Exception):
+    """Raise it in a tool to send its message to the model as the result.
+
+    A tool's other exceptions reach the model only as their type and a
+    generic sentence (their text may hold secrets); this one's message is
+    the tool's own words for the model, so it is shown as it is.
+
+    >>> str(ToolError("no order with that number"))
+    'no order with that number'
+    """

@@ -70,6 +70,7 @@ __all__ = (
     "Stopped",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolRaised",
     "emit",
     "listening",
     "stream",
@@ -116,6 +117,19 @@ class ToolCallFinished:
 
 @final
 @attrs.frozen
+class ToolRaised:
+    """A tool raised an exception, which the model got as an error result.
+
+    *exception* is the exception itself (its traceback is also logged on
+    the ``pipeline.tools`` logger); the model saw only its type.
+    """
+
+    tool: str
+    exception: Exception
+
+
+@final
+@attrs.frozen
 class Handoff:
     """A swarm moved the conversation from one agent to another.
 
@@ -149,6 +163,7 @@ Event: TypeAlias = (
     | MessageComplete
     | ToolCallStarted
     | ToolCallFinished
+    | ToolRaised
     | Handoff
     | Note
     | NodeStarted

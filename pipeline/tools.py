@@ -21,30 +21,58 @@ the value), which the model sees and can correct.
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import json
+import logging
 import re
 import types
 import typing
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, final, get_args, get_origin, overload
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
+from typing import (
+    Any,
+    Literal,
+    NoReturn,
+    final,
+    get_args,
+    get_origin,
+    overload,
+)
 
 import anyio
 import anyio.to_thread
 import attrs
-import cattrs
 
+from cattrs.errors import (
+    CattrsError,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+)
 from pyrsistent import PVector
 
 from ._context import Message, ToolCall
 from ._handler import collapse
-from ._serde import STRUCTURE_ERRORS, canonical, make_converter
-from .errors import ConstructionError
+from ._serde import STRUCTURE_ERRORS, canonical, make_converter, unicode_safe
+from .errors import ConstructionError, ToolError
+from .events import ToolRaised, emit, listening
 from .models._types import ToolSpec
 
 
-__all__ = ("MAX_ARGUMENT_BYTES", "Tool", "run_tools", "tool")
+__all__ = (
+    "MAX_ARGUMENT_BYTES",
+    "MAX_ARGUMENT_DEPTH",
+    "Tool",
+    "run_tools",
+    "tool",
+)
 
 MAX_ARGUMENT_BYTES = 1 << 20
 """Arguments larger than this (1 MiB of JSON) are refused unread."""
@@ -62,13 +90,22 @@ class _Param:
     default: Any
 
 
+def _exception_types(
+    kinds: Iterable[type[Exception]],
+) -> tuple[type[Exception], ...]:
+    return tuple(kinds)
+
+
 @final
 @attrs.frozen(repr=False)
 class Tool:
     """A callable the model may ask for, with its JSON schema.
 
-    Make one with :func:`tool`.  :meth:`call` never raises for bad input or
-    a failing function: it returns ``(text, is_error)`` for the model.
+    Make one with :func:`tool`.  :meth:`call` returns ``(text, is_error)``
+    for the model: bad arguments, a timeout, an exception listed in
+    *errors* (a :class:`~pipeline.errors.ToolError`'s own message, any
+    other's type only) or a result that cannot be sent all become error
+    results.  Exceptions not listed in *errors* propagate.
     """
 
     name: str
@@ -77,6 +114,9 @@ class Tool:
     _fn: Callable[..., Any] = attrs.field(alias="fn")
     _params: tuple[_Param, ...] = attrs.field(alias="params")
     timeout: float | None = None
+    errors: tuple[type[Exception], ...] = attrs.field(
+        default=(Exception,), converter=_exception_types
+    )
     _spec: ToolSpec = attrs.field(
         init=False,
         eq=False,
@@ -88,6 +128,19 @@ class Tool:
         ),
     )
 
+    def __attrs_post_init__(self) -> None:
+        for kind in self.errors:
+            given: object = kind  # the annotation is a promise, not a check
+            if not (isinstance(given, type) and issubclass(given, Exception)):
+                msg = (
+                    f"tool {self.name!r}: errors= takes Exception subclasses "
+                    "(cancellation and other BaseExceptions always propagate)"
+                )
+                raise ConstructionError(msg)
+        if self.timeout is not None and not self.timeout > 0:
+            msg = f"tool {self.name!r}: timeout must be a positive number"
+            raise ConstructionError(msg)
+
     def __repr__(self) -> str:
         return f"Tool({self.name})"
 
@@ -97,19 +150,31 @@ class Tool:
         return self._spec
 
     def decode(self, arguments: str) -> dict[str, Any] | str:
-        """Decoded keyword arguments, or an error text naming the field."""
-        if len(arguments.encode()) > MAX_ARGUMENT_BYTES:
-            return f"arguments for {self.name!r} exceed {MAX_ARGUMENT_BYTES} bytes"
+        """Decoded keyword arguments, or an error text naming the field.
+
+        The text never holds a value from *arguments*: only argument names,
+        paths into them and the types expected.
+        """
+        where = f"arguments for {self.name!r}"
+        if (
+            len(arguments) > MAX_ARGUMENT_BYTES
+            or len(arguments.encode("utf-8", "surrogatepass"))
+            > MAX_ARGUMENT_BYTES
+        ):
+            return f"{where} exceed {MAX_ARGUMENT_BYTES} bytes"
         try:
-            raw = json.loads(arguments or "{}")
+            raw = json.loads(arguments or "{}", parse_constant=_no_constant)
         except (ValueError, RecursionError):
-            return f"arguments for {self.name!r} are not valid JSON"
+            return f"{where} are not valid JSON"
         if not isinstance(raw, dict):
-            return f"arguments for {self.name!r} must be a JSON object"
+            return f"{where} must be a JSON object"
         known = {p.name for p in self._params}
-        extra = sorted(k for k in raw if k not in known)
+        extra = [k for k in raw if k not in known]
         if extra:
-            return f"unknown argument(s) {extra} for {self.name!r}; expected {sorted(known)}"
+            return (
+                f"unknown argument(s) {_names(extra)} for {self.name!r}; "
+                f"expected {sorted(known)}"
+            )
         kwargs: dict[str, Any] = {}
         problems: list[str] = []
         for p in self._params:
@@ -117,18 +182,17 @@ class Tool:
                 if p.required:
                     problems.append(f"missing required argument {p.name!r}")
                 continue
-            try:
-                kwargs[p.name] = _CONVERTER.structure(
-                    raw[p.name], p.annotation
-                )
-            except STRUCTURE_ERRORS as exc:
-                problems.append(
-                    f"argument {p.name!r}: {_explain(exc, p.annotation)}"
-                )
+            value = raw[p.name]
+            problem = _unsendable(value)
+            if problem is None:
+                try:
+                    kwargs[p.name] = _CONVERTER.structure(value, p.annotation)
+                except _DECODE_ERRORS as exc:
+                    problem = "; ".join(_explain(exc, p.annotation))
+            if problem is not None:
+                problems.append(f"argument {p.name!r}: {problem}")
         if problems:
-            return f"invalid arguments for {self.name!r}: " + "; ".join(
-                problems
-            )
+            return f"invalid {where}: " + "; ".join(problems)
         return kwargs
 
     async def call(self, arguments: str) -> tuple[str, bool]:
@@ -138,47 +202,180 @@ class Tool:
             return f"error: {kwargs}", True
         try:
             if self.timeout is None:
-                out = await self._invoke(kwargs)
+                out = await self._invoke(kwargs, abandon=False)
             else:
                 out = _TIMED_OUT
                 with anyio.move_on_after(self.timeout):
-                    out = await self._invoke(kwargs)
+                    out = await self._invoke(kwargs, abandon=True)
                 if out is _TIMED_OUT:
-                    return (
-                        f"error: tool {self.name!r} timed out after {self.timeout} s",
-                        True,
+                    late = (
+                        f"tool {self.name!r} timed out after {self.timeout} s"
                     )
-        except Exception as exc:  # noqa: BLE001  # the model sees it; the loop goes on
-            return (
-                f"error: tool {self.name!r} raised {type(exc).__name__}: {exc}",
-                True,
+                    return f"error: {late}", True
+        except self.errors as exc:
+            return await self._raised(exc), True
+        rendered = _render(out)
+        if rendered is None:
+            _LOG.error(
+                "tool %r returned a %s, which has no JSON form",
+                self.name,
+                type(out).__name__,
             )
-        return _render(out), False
+            unsent = (
+                f"tool {self.name!r} returned a value that cannot be sent "
+                "to the model"
+            )
+            return f"error: {unsent}", True
+        return rendered, False
 
-    async def _invoke(self, kwargs: dict[str, Any]) -> Any:
+    async def _raised(self, exc: Exception) -> str:
+        if isinstance(exc, ToolError):
+            _LOG.info("tool %r refused: %s", self.name, type(exc).__name__)
+            return f"error: {unicode_safe(str(exc))}"
+        # A tool's own exception may be a bug: never silent, never echoed
+        # (its text may hold a secret).
+        _LOG.error(
+            "tool %r raised %s", self.name, type(exc).__name__, exc_info=exc
+        )
+        if listening():
+            await emit(ToolRaised(self.name, exc))
+        return (
+            f"error: tool {self.name!r} raised {type(exc).__name__}; "
+            "the tool failed, and its details were logged"
+        )
+
+    async def _invoke(self, kwargs: dict[str, Any], *, abandon: bool) -> Any:
         if inspect.iscoroutinefunction(self._fn):
             return await self._fn(**kwargs)
-        # A plain function may block: keep it off the event loop.
-        return await anyio.to_thread.run_sync(lambda: self._fn(**kwargs))
+        # A plain function may block: keep it off the event loop.  Under a
+        # timeout its thread is abandoned when the time is up (a thread
+        # cannot be stopped: it runs on, and its result is dropped).
+        return await anyio.to_thread.run_sync(
+            functools.partial(self._fn, **kwargs), abandon_on_cancel=abandon
+        )
 
 
 _TIMED_OUT: Any = object()
+_DECODE_ERRORS: tuple[type[Exception], ...] = (*STRUCTURE_ERRORS, CattrsError)
+_LOG = logging.getLogger("pipeline.tools")
+
+MAX_ARGUMENT_DEPTH = 64
+"""Arguments nested deeper than this are refused."""
 
 
-def _render(out: object) -> str:
+def _no_constant(_: str) -> NoReturn:
+    msg = "NaN and Infinity are not JSON"
+    raise ValueError(msg)
+
+
+def _names(keys: Sequence[str]) -> str:
+    """Argument names a model made up, as far as they are safe to show."""
+    shown = sorted(k for k in keys if _NAME.fullmatch(k))
+    hidden = len(keys) - len(shown)
+    return str(shown) + (f" and {hidden} more" if hidden else "")
+
+
+def _unsendable(value: object) -> str | None:
+    """Why a decoded JSON value cannot go on (``None`` if it can): nesting
+    past :data:`MAX_ARGUMENT_DEPTH`, or text that is not Unicode (a lone
+    surrogate, which no encoder downstream would write)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and not _is_unicode(item):
+                return "text that is not valid Unicode (a lone surrogate)"
+        elif isinstance(item, (dict, list)):
+            if depth >= MAX_ARGUMENT_DEPTH:
+                return f"nested deeper than {MAX_ARGUMENT_DEPTH} levels"
+            if isinstance(item, dict):
+                stack.extend((k, depth + 1) for k in item)
+                stack.extend((v, depth + 1) for v in item.values())
+            else:
+                stack.extend((v, depth + 1) for v in item)
+    return None
+
+
+def _is_unicode(text: str) -> bool:
+    return unicode_safe(text) is text
+
+
+def _render(out: object) -> str | None:
+    """The tool's result as text for the model (``None``: it has none)."""
     if isinstance(out, str):
+        return unicode_safe(out)
+    try:
+        return canonical(_CONVERTER.unstructure(out)).decode()
+    except (ValueError, TypeError, RecursionError, CattrsError):
+        return None
+
+
+def _explain(
+    exc: BaseException, annotation: Any, path: str = "$"
+) -> list[str]:
+    """What did not fit, and where: paths and expected types, no values
+    (cattrs' own texts quote the value: they are not used)."""
+    if isinstance(exc, IterableValidationError):
+        out: list[str] = []
+        with_notes, without = exc.group_exceptions()
+        for sub, note in with_notes:
+            # Indices are positions; mapping keys are the model's data.
+            step = f"[{note.index}]" if isinstance(note.index, int) else "[…]"
+            out += _explain(sub, note.type, path + step)
+        out += [_expected(annotation, path) for _ in without[:1]]
         return out
-    return canonical(_CONVERTER.unstructure(out)).decode()
+    if isinstance(exc, ClassValidationError):
+        out = []
+        by_field, rest = exc.group_exceptions()
+        for sub, field in by_field:
+            out += _explain(sub, field.type, f"{path}.{field.name}")
+        for sub in rest:
+            out += _explain(sub, annotation, path)
+        return out
+    if isinstance(exc, ForbiddenExtraKeysError):
+        extra = _names(list(exc.extra_fields))
+        return [f"unknown field(s) {extra}{_at(path)}"]
+    if isinstance(exc, KeyError):
+        return [f"a required field is missing{_at(path)}"]
+    return [_expected(annotation, path)]
 
 
-def _explain(exc: BaseException, annotation: Any) -> str:
-    if isinstance(exc, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(exc, path="value"))
-    return f"expected {_type_name(annotation)}"
+def _expected(t: Any, path: str) -> str:
+    return f"expected {_describe(t)}{_at(path)}"
 
 
-def _type_name(t: Any) -> str:
-    return getattr(t, "__name__", None) or str(t).replace("typing.", "")
+def _at(path: str) -> str:
+    return "" if path == "$" else f" at {path}"
+
+
+def _describe(t: Any) -> str:
+    """A type in the words of its JSON schema."""
+    try:
+        schema = schema_for(t) if t is not None else {}
+    except ConstructionError:
+        schema = {}
+    if "enum" in schema:
+        return f"one of {json.dumps(schema['enum'])}"
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        label = _KINDS.get(kind, kind)
+        if kind == "object" and isinstance(t, type) and attrs.has(t):
+            return f"{label} ({t.__name__})"
+        return label
+    if "anyOf" in schema:
+        return " or ".join(_describe(a) for a in get_args(t))
+    return "a valid value"
+
+
+_KINDS = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "null": "null",
+    "array": "an array",
+    "object": "an object",
+}
 
 
 # -- schemas -------------------------------------------------------------------
@@ -297,6 +494,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float | None = None,
+    errors: Sequence[type[Exception]] = (Exception,),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -307,16 +505,29 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float | None = None,
+    errors: Sequence[type[Exception]] = (Exception,),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a typed function (sync or async).
 
     Parameters become the schema's properties (required unless they have a
     default); the docstring's summary is the description and its ``Args:``
-    section describes the parameters.  *timeout* bounds each call.
+    section describes the parameters.
+
+    *timeout* (seconds) bounds each call, sync functions included: those
+    run in a worker thread, which is abandoned when the time is up (it runs
+    on in the background; its result is dropped).  *errors* are the
+    exception types that become an error result for the model (default:
+    every :class:`Exception`); others propagate out of the agent's run.  An
+    exception's text is never shown to the model (only its type; the
+    traceback is logged on the ``pipeline.tools`` logger and a
+    :class:`~pipeline.events.ToolRaised` event is emitted), except a
+    :class:`~pipeline.errors.ToolError`'s, which is meant for it.
 
     Raises:
         ConstructionError: a parameter has no annotation or a type with no
-            JSON schema, or the name is not 1-64 letters, digits, ``_``, ``-``.
+            JSON schema, the name is not 1-64 letters, digits, ``_``, ``-``,
+            *timeout* is not positive or *errors* lists something that is
+            not an :class:`Exception` subclass.
     """
 
     def make(f: Callable[..., Any]) -> Tool:
@@ -360,6 +571,7 @@ def tool(
             f,
             tuple(params),
             timeout,
+            tuple(errors),
         )
 
     if fn is None:
@@ -375,8 +587,9 @@ async def run_tools(
 ) -> tuple[Message, ...]:
     """Run *calls* concurrently; tool messages come back in call order.
 
-    An unknown tool, bad arguments, an exception or a timeout becomes an
-    error result (``error: ...``) for the model; cancellation propagates.
+    An unknown tool, bad arguments, a listed exception or a timeout becomes
+    an error result (``error: ...``) for the model; cancellation and the
+    exceptions a tool does not list propagate.
     """
     if not calls:
         return ()

@@ -163,10 +163,10 @@ async def test_sync_tools_timeouts_and_exceptions() -> None:
         return x  # pragma: no cover
 
     assert await double.call('{"x": 4}') == ("8", False)
-    assert await broken.call('{"x": 1}') == (
-        "error: tool 'broken' raised RuntimeError: no luck",
-        True,
-    )
+    out, failed = await broken.call('{"x": 1}')
+    assert failed
+    assert out.startswith("error: tool 'broken' raised RuntimeError")
+    assert "no luck" not in out
     out, failed = await slow.call('{"x": 1}')
     assert failed
     assert "timed out" in out

@@ -19,6 +19,7 @@ import anyio
 from returns.result import Failure, Result, Success
 
 from .._context import Message, Role, ToolCall, Usage
+from .._serde import unicode_safe
 from ._adapter import ClientOwner, sdk_error, stop_reason
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
@@ -39,6 +40,7 @@ def _norm(reason: str | None) -> str:
 _SDK_ERRORS: tuple[type[Exception], ...] = (
     anthropic.APIError,
     ValueError,
+    RecursionError,  # a body nested past the JSON decoder's limit
     *TRANSPORT_ERRORS,
 )
 _FINISH = {
@@ -165,7 +167,7 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
                     text.append(block.text)
                 elif block.type == "tool_use":
                     calls.append(
-                        ToolCall(block.id, block.name, json.dumps(block.input))
+                        ToolCall(block.id, block.name, _arguments(block.input))
                     )
             usage = Usage(
                 int(response.usage.input_tokens or 0),
@@ -251,6 +253,15 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
         )
 
 
+def _arguments(value: object) -> str:
+    """A tool input as argument text (``"[]"`` if it has no JSON form:
+    the tool then says why; nesting past the encoder's limit, say)."""
+    try:
+        return json.dumps(value)
+    except (ValueError, TypeError, RecursionError):
+        return "[]"
+
+
 def _answer(
     text: str,
     calls: tuple[ToolCall, ...],
@@ -258,6 +269,11 @@ def _answer(
     finish: str,
     forced: str | None,
 ) -> ModelResponse:
+    text = unicode_safe(text)
+    calls = tuple(
+        ToolCall(c.id, c.name, unicode_safe(c.arguments, escape=True))
+        for c in calls
+    )
     if forced is not None:
         # Structured output: the forced tool's input is the answer.
         structured = next(
@@ -299,7 +315,9 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             for c in m.tool_calls:
                 try:
                     args = json.loads(c.arguments or "{}")
-                except ValueError:
+                except (ValueError, RecursionError):
+                    args = {}  # the tool said so already: not JSON
+                if not isinstance(args, dict):
                     args = {}
                 content.append(
                     {

@@ -13,6 +13,7 @@ import openai
 from returns.result import Failure, Result, Success
 
 from .._context import Message, Role, ToolCall, Usage
+from .._serde import unicode_safe
 from ._adapter import ClientOwner, sdk_error, stop_reason
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
@@ -33,6 +34,7 @@ def _norm(reason: str | None) -> str:
 _SDK_ERRORS: tuple[type[Exception], ...] = (
     openai.APIError,
     ValueError,
+    RecursionError,  # a body nested past the JSON decoder's limit
     *TRANSPORT_ERRORS,
 )
 _FINISH = {
@@ -147,7 +149,11 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
             choice = response.choices[0]
             msg = choice.message
             calls = tuple(
-                ToolCall(c.id, c.function.name, c.function.arguments or "{}")
+                ToolCall(
+                    c.id,
+                    c.function.name,
+                    unicode_safe(c.function.arguments or "{}", escape=True),
+                )
                 for c in (msg.tool_calls or ())
             )
             usage = _usage(response.usage)
@@ -157,7 +163,9 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
         return Success(
             ModelResponse(
                 Message.assistant(
-                    msg.content or "", tool_calls=calls, usage=usage
+                    unicode_safe(msg.content or ""),
+                    tool_calls=calls,
+                    usage=usage,
                 ),
                 finish,
             )
@@ -213,7 +221,12 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
         if finish is None:
             return self._fail("stream ended before the model finished")
         message = Message.assistant(
-            "".join(text), tool_calls=calls.calls(), usage=usage
+            unicode_safe("".join(text)),
+            tool_calls=[
+                ToolCall(c.id, c.name, unicode_safe(c.arguments, escape=True))
+                for c in calls.calls()
+            ],
+            usage=usage,
         )
         return Success(ModelResponse(message, finish))
 

@@ -12,7 +12,9 @@ import pytest
 
 from returns.result import Failure
 
-from pipeline import Message, ToolCall, Usage
+from pipeline import Context, Message, ToolCall, Usage
+from pipeline.agents import Agent
+from pipeline.events import stream
 from pipeline.models import (
     ModelDelta,
     ModelError,
@@ -23,6 +25,7 @@ from pipeline.models import (
     ToolSpec,
 )
 from pipeline.models.anthropic import AnthropicModel
+from pipeline.tools import tool
 from tests.models.llm_server import FakeLLM, Json, Sse, sse_lines
 
 
@@ -329,3 +332,41 @@ async def test_cancelling_mid_stream_closes_the_connection(
         await model.generate(REQUEST, on_delta=sink)
     assert scope.cancelled_caught
     assert await anyio.to_thread.run_sync(llm.client_gone.wait, 10)
+
+
+async def test_deeply_nested_streamed_input_is_an_error_result(
+    llm: FakeLLM, model: AnthropicModel
+) -> None:
+    """A streamed tool input nested past any limit is an error result for
+    the tool, and the next turn's request still goes out."""
+
+    @tool
+    async def add(a: int) -> int:
+        """Add."""
+        return a
+
+    deep = "[" * 50_000 + "]" * 50_000
+    llm.reply(
+        stream_events(
+            [
+                (
+                    tool_use("t1", "add", {}),
+                    [{"type": "input_json_delta", "partial_json": deep}],
+                )
+            ],
+            "tool_use",
+        ),
+        stream_events([(text(""), [{"type": "text_delta", "text": "ok"}])]),
+    )
+    agent = Agent("a", model, tools=[add])
+    async with stream(agent, Context.of(Message.user("go"))) as events:
+        async for _ in events:
+            pass
+    assert events.result is not None
+    messages = events.result.unwrap().messages
+    assert messages[-1].content == "ok"
+    assert (
+        messages[-2].content == "error: arguments for 'add' are not valid JSON"
+    )
+    second = llm.requests[1][1]["messages"]
+    assert second[1]["content"][0]["input"] == {}

@@ -13,6 +13,7 @@ import pytest
 from returns.result import Failure
 
 from pipeline import Message, ToolCall, Usage
+from pipeline.agents import Agent
 from pipeline.models import (
     ModelDelta,
     ModelError,
@@ -23,6 +24,7 @@ from pipeline.models import (
     ToolSpec,
 )
 from pipeline.models.openai import OpenAIModel
+from pipeline.tools import tool
 from tests.models.llm_server import FakeLLM, Json, Sse, sse_lines
 
 
@@ -325,3 +327,28 @@ async def test_cancelling_mid_stream_closes_the_connection(
     assert got == [TextDelta("one")]
     gone = await anyio.to_thread.run_sync(llm.client_gone.wait, 10)
     assert gone
+
+
+async def test_lone_surrogate_in_arguments_is_an_error_result(
+    llm: FakeLLM, model: OpenAIModel
+) -> None:
+    """Arguments holding a lone surrogate (valid JSON, not Unicode) give the
+    agent an error result; the next request goes out and the run answers."""
+
+    @tool
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    llm.reply(
+        Json(completion(None, [("c1", "echo", '{"text": "SECRET\ud800"}')])),
+        Json(completion("done")),
+    )
+    agent = Agent("a", model, tools=[echo])
+    run = (await agent.run([Message.user("hi")])).unwrap()
+    assert run.text == "done"
+    result = run.messages[1]
+    assert result.content.startswith("error: invalid arguments for 'echo'")
+    assert "SECRET" not in result.content
+    sent = llm.requests[1][1]["messages"]
+    assert sent[-1]["content"] == result.content

@@ -1,0 +1,345 @@
+"""Bad model input and failing tools never crash an agent, nor leak values.
+
+Regression tests for issue 10, items 1-3: arguments outside a ``Literal``,
+lone surrogates, NaN, deep nesting and huge strings become error results
+naming the argument (never its value); a tool's exception text is not shown
+to the model but logged with its traceback and announced by an event; a
+tool may list the exceptions that become error results (others propagate);
+``timeout=`` bounds sync tools too.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import math
+import threading
+
+from typing import Any, Literal
+
+import anyio
+import attrs
+import pytest
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline import Context, Message, Role
+from pipeline.agents import Agent
+from pipeline.errors import ConstructionError, ToolError
+from pipeline.events import ToolCallFinished, ToolRaised, stream
+from pipeline.testing import Reply, ScriptedModel
+from pipeline.tools import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, Tool, tool
+
+
+class Mode(enum.Enum):
+    """A closed set of values."""
+
+    FAST = "fast"
+    SLOW = "slow"
+
+
+@attrs.frozen
+class Inner:
+    """A nested object."""
+
+    n: int
+    tags: list[str]
+
+
+@attrs.frozen
+class Outer:
+    """An object holding an object."""
+
+    inner: Inner
+    mode: Literal["x", "y"]
+
+
+SHAPES: dict[str, Any] = {
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "string": str,
+    "literal": Literal["a", "b"],
+    "int_literal": Literal[1, 2],
+    "enum": Mode,
+    "attrs": Inner,
+    "nested_attrs": Outer,
+    "list": list[int],
+    "mapping": dict[str, float],
+    "pair": tuple[int, str],
+    "optional": int | None,
+}
+"""Every kind of parameter a tool can declare."""
+
+
+def shape_tool(kind: str) -> Tool:
+    """A tool with one parameter ``x`` of the shape *kind*."""
+
+    async def fn(x: Any) -> str:
+        del x
+        return "ran"
+
+    fn.__annotations__ = {"x": SHAPES[kind], "return": str}
+    return tool(name=f"t_{kind}")(fn)
+
+
+TOOLS = {kind: shape_tool(kind) for kind in SHAPES}
+
+
+def wrong_type(kind: str, canary: str) -> object:
+    """A value of the wrong type for *kind*, holding *canary*."""
+    if kind == "string":
+        return [canary]
+    if kind == "nested_attrs":
+        return {"inner": {"n": canary, "tags": [canary]}, "mode": canary}
+    if kind == "attrs":
+        return {"n": 1, "tags": [1, canary], "zzz": canary}
+    if kind == "mapping":
+        return {canary: canary}
+    return canary
+
+
+def arguments(kind: str, canary: str, how: str, size: int) -> str:
+    """The argument text for a malformation *how* of shape *kind*."""
+    if how == "wrong_type":
+        return json.dumps({"x": wrong_type(kind, canary)})
+    if how == "escaped_surrogate":
+        return json.dumps({"x": canary + "\ud800"})
+    if how == "raw_surrogate":
+        return '{"x": "' + canary + '\ud800"}'
+    if how == "surrogate_in_list":
+        return json.dumps({"x": [canary, "\udfff" + canary]})
+    if how == "nan":
+        return '{"x": [NaN, "' + canary + '"]}'
+    if how == "infinity":
+        return '{"x": -Infinity, "y": "' + canary + '"}'
+    if how == "deep":
+        depth = MAX_ARGUMENT_DEPTH + size
+        return '{"x": ' + "[" * depth + json.dumps(canary) + "]" * depth + "}"
+    assert how == "huge"
+    repeat = MAX_ARGUMENT_BYTES // len(canary) + 1 + size
+    return json.dumps({"x": canary * repeat})
+
+
+MALFORMATIONS = (
+    "wrong_type",
+    "escaped_surrogate",
+    "raw_surrogate",
+    "surrogate_in_list",
+    "nan",
+    "infinity",
+    "deep",
+    "huge",
+)
+
+
+@given(
+    kind=st.sampled_from(sorted(SHAPES)),
+    how=st.sampled_from(MALFORMATIONS),
+    token=st.text("abcdefghijklmnopqrstuvwxyz", min_size=8, max_size=16),
+    size=st.integers(0, 4000),
+)
+@settings(max_examples=150, deadline=None)
+async def test_malformed_arguments_give_an_error_without_the_value(
+    kind: str, how: str, token: str, size: int
+) -> None:
+    """Every tool shape turns every malformation into an error result that
+    never contains the value it was sent."""
+    canary = f"SECRET{token}"
+    out, failed = await TOOLS[kind].call(arguments(kind, canary, how, size))
+    assert failed, (kind, how, out)
+    assert out.startswith("error: ")
+    assert canary not in out
+    assert token not in out
+    assert "\ud800" not in out
+    assert "\udfff" not in out
+    assert len(out) < 1000
+
+
+@pytest.mark.parametrize("kind", sorted(SHAPES))
+async def test_out_of_range_numbers_are_not_echoed(kind: str) -> None:
+    """A number where it does not fit is refused without quoting it."""
+    number = 987654321987654321.5 if kind != "number" else "98765"
+    out, failed = await TOOLS[kind].call(json.dumps({"x": number}))
+    assert failed
+    assert "98765" not in out
+
+
+async def test_literal_and_surrogate_errors_name_the_argument() -> None:
+    """The error says which argument, where inside it, and what fits."""
+    out, _ = await TOOLS["literal"].call('{"x": "SECRET"}')
+    assert out == (
+        "error: invalid arguments for 't_literal': argument 'x': "
+        'expected one of ["a", "b"]'
+    )
+    out, _ = await TOOLS["nested_attrs"].call(
+        '{"x": {"inner": {"n": "SECRET", "tags": []}, "mode": "x"}}'
+    )
+    assert out == (
+        "error: invalid arguments for 't_nested_attrs': argument 'x': "
+        "expected an integer at $.inner.n"
+    )
+    out, _ = await TOOLS["mapping"].call('{"x": {"SECRET": "no"}}')
+    assert out.endswith("argument 'x': expected a number at $[…]")
+    out, _ = await TOOLS["string"].call('{"x": "SECRET\\ud800"}')
+    assert out.endswith(
+        "argument 'x': text that is not valid Unicode (a lone surrogate)"
+    )
+    out, _ = await TOOLS["list"].call(json.dumps({"x": [[[[1]]]] * 1}))
+    assert "argument 'x'" in out
+
+
+async def test_agent_survives_malformed_arguments() -> None:
+    """An agent whose model sends bad arguments gets error results, then
+    answers: nothing is raised out of the run."""
+    lit = TOOLS["literal"]
+    with ScriptedModel(
+        Reply.tool_calls(
+            ("t_literal", '{"x": "SECRET"}', "c1"),
+            ("t_literal", '{"x": "SECRET\ud800"}', "c2"),
+            ("t_literal", '{"x": NaN}', "c3"),
+            ("t_literal", "[" * 100_000, "c4"),
+        ),
+        Reply.text("sorry"),
+    ) as model:
+        run = (await Agent("a", model, tools=[lit]).run([])).unwrap()
+    results = [m for m in run.messages if m.role is Role.TOOL]
+    assert [m.tool_call_id for m in results] == ["c1", "c2", "c3", "c4"]
+    assert all(m.content.startswith("error: ") for m in results)
+    assert not any("SECRET" in m.content for m in results)
+    assert run.text == "sorry"
+
+
+async def test_results_that_cannot_be_sent_become_errors(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """NaN, objects with no JSON form and lone surrogates in a tool's
+    result never raise: an error result, or the text cleaned."""
+
+    @tool
+    async def nan() -> float:
+        """Not a number."""
+        return math.nan
+
+    @tool
+    async def thing() -> object:
+        """Not JSON."""
+        return object()
+
+    @tool
+    async def broken_text() -> str:
+        """Half a character."""
+        return "ok\ud800"
+
+    caplog.set_level(logging.ERROR, "pipeline.tools")
+    for made in (nan, thing):
+        out, failed = await made.call("{}")
+        assert failed
+        assert out == (
+            f"error: tool {made.name!r} returned a value that cannot be "
+            "sent to the model"
+        )
+    assert len(caplog.records) == 2
+    out, failed = await broken_text.call("{}")
+    assert not failed
+    assert out.encode() == b"ok?"
+
+
+async def test_exception_text_is_logged_not_shown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A tool's exception reaches the model as its type only; the log has
+    the traceback and a stream sees a ToolRaised event."""
+    problem = RuntimeError("password=hunter2")
+
+    @tool
+    async def leaky() -> str:
+        """Fails with a secret in its message."""
+        raise problem
+
+    caplog.set_level(logging.ERROR, "pipeline.tools")
+    model = ScriptedModel(Reply.tool_call("leaky"), Reply.text("done"))
+    agent = Agent("a", model, tools=[leaky])
+    seen: list[object] = []
+    async with stream(agent, Context.of(Message.user("go"))) as events:
+        seen.extend([e async for e in events])
+    raised = [e for e in seen if isinstance(e, ToolRaised)]
+    assert raised == [ToolRaised("leaky", problem)]
+    finished = [e for e in seen if isinstance(e, ToolCallFinished)]
+    assert finished[0].is_error
+    assert "hunter2" not in finished[0].content
+    assert "RuntimeError" in finished[0].content
+    (record,) = caplog.records
+    assert record.exc_info is not None
+    assert record.exc_info[1] is problem
+    assert "hunter2" not in record.getMessage()
+
+
+async def test_tool_error_message_is_shown() -> None:
+    """ToolError is the tool's own word to the model: its text is shown."""
+
+    @tool
+    async def lookup(order: int) -> str:
+        """Find an order."""
+        msg = f"no order {order}"
+        raise ToolError(msg)
+
+    assert await lookup.call('{"order": 7}') == ("error: no order 7", True)
+
+
+async def test_unlisted_exceptions_propagate() -> None:
+    """errors= lists the exceptions that become error results; any other
+    propagates out of the agent's run (a bug is not a result)."""
+
+    @tool(errors=(LookupError,))
+    async def fetch(key: str) -> str:
+        """Fetch a key."""
+        if key == "missing":
+            raise KeyError(key)
+        msg = "bug"
+        raise ZeroDivisionError(msg)
+
+    out, failed = await fetch.call('{"key": "missing"}')
+    assert failed
+    assert "KeyError" in out
+    model = ScriptedModel(Reply.tool_call("fetch", {"key": "other"}))
+    with pytest.raises(ZeroDivisionError):
+        await Agent("a", model, tools=[fetch]).run([])
+
+
+def test_errors_and_timeout_are_checked() -> None:
+    """errors= takes Exception subclasses only; timeout must be positive."""
+
+    async def f() -> str:
+        return ""
+
+    with pytest.raises(ConstructionError, match="errors="):
+        tool(errors=(KeyboardInterrupt,))(f)  # type: ignore[arg-type]  # the point
+    with pytest.raises(ConstructionError, match="timeout"):
+        tool(timeout=0)(f)
+
+
+async def test_timeout_bounds_a_sync_tool() -> None:
+    """A blocking sync tool is cut off at its timeout (its thread is
+    abandoned), not when it returns."""
+    release = threading.Event()
+    finished = threading.Event()
+
+    @tool(timeout=0.2)
+    def stuck() -> str:
+        """Blocks until released."""
+        release.wait(30)
+        finished.set()
+        return "late"
+
+    try:
+        with anyio.fail_after(10):
+            out, failed = await stuck.call("{}")
+        assert failed
+        assert out == "error: tool 'stuck' timed out after 0.2 s"
+        assert not finished.is_set()
+    finally:
+        release.set()
+    await anyio.to_thread.run_sync(finished.wait, 10)
