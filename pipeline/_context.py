@@ -90,7 +90,11 @@ class Message:
 
     >>> Message.user("hi")
     Message(role=<Role.USER: 'user'>, content='hi', name=None, tool_calls=(), \
-tool_call_id=None, usage=None)
+tool_call_id=None, usage=None, agent=None)
+
+    *agent* names the agent whose run added it (its answers and the results
+    of its tool calls), so the sub-agents' work stays attributable inside a
+    merged conversation.  Providers never see it.
     """
 
     role: Role = attrs.field(converter=Role)
@@ -101,6 +105,7 @@ tool_call_id=None, usage=None)
     )
     tool_call_id: str | None = None
     usage: Usage | None = None
+    agent: str | None = None
 
     @classmethod
     def system(cls, content: str) -> Message:
@@ -128,10 +133,15 @@ tool_call_id=None, usage=None)
 
     @classmethod
     def tool(
-        cls, content: str, *, tool_call_id: str, name: str | None = None
+        cls,
+        content: str,
+        *,
+        tool_call_id: str,
+        name: str | None = None,
+        agent: str | None = None,
     ) -> Message:
         """The result of a tool call, answering *tool_call_id*."""
-        return cls(Role.TOOL, content, name, (), tool_call_id)
+        return cls(Role.TOOL, content, name, (), tool_call_id, None, agent)
 
 
 @final

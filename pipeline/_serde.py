@@ -315,9 +315,9 @@ def make_converter() -> cattrs.Converter:
 
 def _message_unstructure(m: Message) -> dict[str, Any]:
     """A message as cattrs would unstructure it, without its generic cost
-    (messages are most of what checkpoints hold)."""
+    (messages are most of what checkpoints hold); *agent* only when set."""
     usage = m.usage
-    return {
+    out = {
         "role": m.role,
         "content": m.content,
         "name": m.name,
@@ -333,6 +333,9 @@ def _message_unstructure(m: Message) -> dict[str, Any]:
             "output_tokens": usage.output_tokens,
         },
     }
+    if m.agent is not None:
+        out["agent"] = m.agent
+    return out
 
 
 def _thaw(value: object) -> Any:

@@ -28,6 +28,7 @@ from .events import (
     ToolCallStarted,
     emit,
     listening,
+    reader_caught_up,
 )
 from .fold._codec import APPEND_ONLY, Codec
 from .fold._model import Snapshot, Status
@@ -44,10 +45,15 @@ __all__ = ("Intercept", "Loop", "TurnLimitExceeded", "Turns")
 @final
 @attrs.frozen
 class TurnLimitExceeded(PipelineError):
-    """The model still wanted tools when the agent's turn limit was reached."""
+    """The model still wanted tools when the agent's turn limit was reached.
+
+    *messages* are what the run added until then, the last reply (whose
+    tool calls never ran) included: what the agent did is not lost.
+    """
 
     agent: str
     turns: int
+    messages: tuple[Message, ...] = attrs.field(default=(), repr=False)
 
     def __str__(self) -> str:
         return f"agent {self.agent!r} still calling tools after {self.turns} turns"
@@ -161,6 +167,9 @@ class Loop:
             use_tools=not (last and agent.on_turn_limit == "answer"),
         )
         listen = listening()  # events are built only for a listener
+        if listen:
+            # A reader that left the stream early must not cost a call.
+            await reader_caught_up()
         answer = await agent.model.generate(
             request, on_delta=_on_delta(name) if listen else None
         )
@@ -184,7 +193,8 @@ class Loop:
             else ({}, False)
         )
         if last and not stop:
-            return Failure(TurnLimitExceeded(name, turn, path=(name,)))
+            added = (*progress.messages, message)
+            return Failure(TurnLimitExceeded(name, turn, added, path=(name,)))
         if listen:
             for call in calls:
                 await emit(ToolCallStarted(name, call))
@@ -225,16 +235,26 @@ class Loop:
         listen: bool,
     ) -> tuple[Message, ...]:
         on_result = _finished(self.name) if listen else None
+        name = self.name
         if not taken:
-            return await run_tools(calls, self.tools, on_result=on_result)
+            return await run_tools(
+                calls, self.tools, on_result=on_result, agent=name
+            )
         rest = [c for i, c in enumerate(calls) if i not in taken]
-        ran = iter(await run_tools(rest, self.tools, on_result=on_result))
+        ran = iter(
+            await run_tools(rest, self.tools, on_result=on_result, agent=name)
+        )
         out: list[Message] = []
         for i, call in enumerate(calls):
             if i in taken:
                 content, failed = taken[i]
                 out.append(
-                    Message.tool(content, tool_call_id=call.id, name=call.name)
+                    Message.tool(
+                        content,
+                        tool_call_id=call.id,
+                        name=call.name,
+                        agent=name,
+                    )
                 )
                 if on_result is not None:
                     await on_result(call, content, failed)
@@ -253,14 +273,15 @@ def _finished(
 
 
 def _named(message: Message, name: str) -> Message:
-    """*message* under *name* (without attrs.evolve's generic cost: every
-    field of a message already passed its converters)."""
-    if message.name == name:
+    """*message* under *name*, from agent *name* (without attrs.evolve's
+    generic cost: every field of a message already passed its converters)."""
+    if message.name == name and message.agent == name:
         return message
     out = object.__new__(Message)
     for field in _MESSAGE_FIELDS:
         object.__setattr__(out, field, getattr(message, field))
     object.__setattr__(out, "name", name)
+    object.__setattr__(out, "agent", name)
     return out
 
 

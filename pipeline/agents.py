@@ -105,6 +105,12 @@ class AgentLike(Protocol):
         """The agent's name (attribution in merged answers and events)."""
         ...
 
+    @property
+    def description(self) -> str:
+        """What the agent is for, in a sentence ('' if unsaid): shown to
+        other models by :func:`as_tool` and swarms."""
+        ...
+
     async def run(
         self, messages: Sequence[Message]
     ) -> Result[AgentRun, AgentError]:
@@ -276,11 +282,16 @@ class ParallelAgent(Handler[Context, Context, AgentError]):
     and is returned (a sibling's cancellation is never reported as the
     cause).  *merge* turns the outputs, in definition order, into one
     assistant message (default: :func:`default_merge`).
+
+    The run's messages are the sub-agents' tool calls and their results
+    (an audit trail, each message tagged with its agent, in definition
+    order), then the merged answer.
     """
 
     name: str
     agents: tuple[AgentLike, ...] = attrs.field(converter=_agents)
     merge: Callable[[Sequence[AgentOutput]], Message] = default_merge
+    description: str = ""
     _call: Call[Context, Context, AgentError] = attrs.field(
         init=False,
         alias="call",
@@ -314,11 +325,23 @@ class ParallelAgent(Handler[Context, Context, AgentError]):
         merged = attrs.evolve(
             self.merge([AgentOutput(r.agent, r.messages) for r in runs]),
             name=self.name,
+            agent=self.name,
         )
         await emit(MessageComplete(self.name, merged))
         usage = sum((r.usage for r in runs), Usage())
+        trail = tuple(
+            m
+            for r in runs
+            for m in _tagged(r)
+            if m.tool_calls or m.role is Role.TOOL
+        )
         return Success(
-            AgentRun(self.name, (merged,), usage, sum(r.turns for r in runs))
+            AgentRun(
+                self.name,
+                (*trail, merged),
+                usage,
+                sum(r.turns for r in runs),
+            )
         )
 
     def handler(self) -> Handler[Context, Context, AgentError]:
@@ -329,6 +352,16 @@ class ParallelAgent(Handler[Context, Context, AgentError]):
         return (
             f"{type(self).__name__}({self.name!r}, {len(self.agents)} agents)"
         )
+
+
+def _tagged(run: AgentRun) -> tuple[Message, ...]:
+    """*run*'s messages, each tagged with the agent that added it (the
+    innermost one when agents nest)."""
+    agent = run.agent
+    return tuple(
+        m if m.agent is not None else attrs.evolve(m, agent=agent)
+        for m in run.messages
+    )
 
 
 def _runner(
@@ -359,12 +392,15 @@ class SequentialAgent(Handler[Context, Context, AgentError]):
     Agent *i* sees the original messages, every message the agents before
     it added, and (when there are any) one user message *handoff*
     ("Please proceed.").  The handoff is not part of the result.  Built on
-    :func:`pipeline.sequential`; the first failure stops the rest.
+    :func:`pipeline.sequential`; the first failure stops the rest.  The
+    run's messages are everything the sub-agents added (their tool calls
+    included), each tagged with its agent.
     """
 
     name: str
     agents: tuple[AgentLike, ...] = attrs.field(converter=_agents)
     handoff: str = HANDOFF_MESSAGE
+    description: str = ""
     _call: Call[Context, Context, AgentError] = attrs.field(
         init=False,
         alias="call",
@@ -403,7 +439,7 @@ class SequentialAgent(Handler[Context, Context, AgentError]):
             return Success(
                 _Relay(
                     relay.original,
-                    relay.added + run.messages,
+                    relay.added + _tagged(run),
                     relay.usage + run.usage,
                     relay.turns + run.turns,
                 )
@@ -471,10 +507,11 @@ def as_tool(
         return out.unwrap()
 
     label = name or agent.name
+    own: object = getattr(agent, "description", "")  # handlers have none
     made = tool(
         name=label,
         description=description
-        or getattr(agent, "description", "")
+        or (own if isinstance(own, str) else "")
         or f"Ask the {agent.name!r} agent to do a task.",
     )(call)
     return attrs.evolve(

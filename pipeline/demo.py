@@ -104,7 +104,7 @@ async def graph_demo() -> None:
     from .testing import Reply, ScriptedModel  # noqa: PLC0415
 
     model = ScriptedModel(
-        Reply.tool_call("write_state", {"field": "topic", "value": "billing"}),
+        Reply.tool_call("write_state", {"topic": "billing"}),
         Reply.text("This is a billing question; a refund needs approval."),
     )
 
@@ -123,7 +123,13 @@ async def graph_demo() -> None:
 
     g = (
         graph.builder(Ticket)
-        .agent("triage", Agent("triage", model), messages=see, update=keep)
+        .agent(
+            "triage",
+            Agent("triage", model),
+            messages=see,
+            update=keep,
+            writable=["topic"],
+        )
         .node("refund", refund)
         .entry("triage")
         .edge("triage", "refund")

@@ -73,6 +73,7 @@ __all__ = (
     "ToolRaised",
     "emit",
     "listening",
+    "reader_caught_up",
     "stream",
 )
 
@@ -194,6 +195,25 @@ def listening() -> bool:
     return _SINK.get() is not None
 
 
+async def reader_caught_up() -> None:
+    """Wait until the stream running this code has had every event emitted
+    so far taken by its reader, and the reader asks for another.
+
+    Agents call it before each model call, so a reader leaving a
+    :func:`stream` early never starts another one: a model call starts only
+    once the reader has seen everything before it and is still reading.
+    Returns at once when nothing listens.
+    """
+    gate = _GATE.get()
+    if gate is not None:
+        await gate()
+
+
+_GATE: contextvars.ContextVar[Callable[[], Awaitable[None]] | None] = (
+    contextvars.ContextVar("pipeline_reader_gate", default=None)
+)
+
+
 @final
 class EventStream(Generic[Out, Err]):
     """Runs a handler and yields its events; see :func:`stream`.
@@ -213,6 +233,10 @@ class EventStream(Generic[Out, Err]):
         self._send: MemoryObjectSendStream[Event] | None = None
         self._receive: MemoryObjectReceiveStream[Event] | None = None
         self._group: anyio.abc.TaskGroup | None = None
+        # Events sent, events asked for, and a wake-up for the gate.
+        self._sent = 0
+        self._asked = 0
+        self._more = anyio.Event()
 
     async def __aenter__(self) -> Self:
         send, receive = anyio.create_memory_object_stream[Event](self._buffer)
@@ -223,17 +247,30 @@ class EventStream(Generic[Out, Err]):
         return self
 
     async def _run(self, send: MemoryObjectSendStream[Event]) -> None:
-        _SINK.set(send.send)  # this task's context only
+        async def deliver(event: Event) -> None:
+            self._sent += 1
+            await send.send(event)
+
+        _SINK.set(deliver)  # this task's context only
+        _GATE.set(self._caught_up)
         with send:
             result = await self._handler(self._value)
             self.result = result
             await send.send(Finished(result))
+
+    async def _caught_up(self) -> None:
+        while self._asked <= self._sent:
+            if self._more.is_set():
+                self._more = anyio.Event()
+            await self._more.wait()
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> Event:
         assert self._receive is not None, "use EventStream in async with"  # noqa: S101
+        self._asked += 1
+        self._more.set()
         try:
             return await self._receive.receive()
         except anyio.EndOfStream:

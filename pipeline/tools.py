@@ -584,8 +584,10 @@ async def run_tools(
     tools: Mapping[str, Tool],
     *,
     on_result: Callable[[ToolCall, str, bool], Awaitable[None]] | None = None,
+    agent: str | None = None,
 ) -> tuple[Message, ...]:
-    """Run *calls* concurrently; tool messages come back in call order.
+    """Run *calls* concurrently; tool messages come back in call order,
+    tagged with *agent* (the agent whose calls they answer).
 
     An unknown tool, bad arguments, a listed exception or a timeout becomes
     an error result (``error: ...``) for the model; cancellation and the
@@ -603,7 +605,7 @@ async def run_tools(
         else:
             content, failed = await found.call(call.arguments)
         results[i] = Message.tool(
-            content, tool_call_id=call.id, name=call.name
+            content, tool_call_id=call.id, name=call.name, agent=agent
         )
         if on_result is not None:
             await on_result(call, content, failed)

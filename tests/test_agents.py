@@ -83,7 +83,17 @@ async def test_turn_limit_fails_or_forces_an_answer() -> None:
     out = await Agent("a", looping, tools=[add], max_turns=3).run(
         [Message.user("go")]
     )
-    assert out == Failure(TurnLimitExceeded("a", 3, path=("a",)))
+    err = out.failure()
+    assert isinstance(err, TurnLimitExceeded)
+    assert (err.agent, err.turns, err.path) == ("a", 3, ("a",))
+    assert [m.role for m in err.messages] == [
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,  # asked for tools a third time: they never ran
+    ]
+    assert [m.agent for m in err.messages] == ["a"] * 5
     assert len(looping.requests) == 3
     forced = ScriptedModel(
         Reply.tool_call("add", {"a": 1, "b": 1}), Reply.text("done")

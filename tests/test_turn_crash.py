@@ -200,7 +200,7 @@ def reply(agent: str, n: int, turn: Turn) -> ModelResponse:
         elif name == "ship":
             calls.append((name, {"ref": ref, "parcel": f"p{value}"}, ref))
         elif name == "write_state":
-            calls.append((name, {"field": "total", "value": value}, ref))
+            calls.append((name, {"total": value}, ref))
         else:
             calls.append((name, {"field": "total"}, ref))
     if turn.transfer is not None:
@@ -314,7 +314,9 @@ def desk_graph(plan: Plan, world: World) -> Subject:
     b: graph.Builder[Desk, object] = graph.builder(Desk)
     names = list(agents)
     for name in names:
-        b = b.agent(name, agents[name], messages=see, update=keep)
+        b = b.agent(
+            name, agents[name], messages=see, update=keep, writable=["total"]
+        )
     b = b.node("tally", tally).entry(names[0]).edge(names[0], "tally")
     b = b.edge("tally", names[1] if len(names) > 1 else END)
     if len(names) > 1:
@@ -335,7 +337,12 @@ def chain_swarm(agents: dict[str, Agent]) -> swarm.Swarm[Ledger]:
     names = list(agents)
     b = swarm.builder(state=Ledger())
     for i, name in enumerate(names):
-        b = b.agent(name, agents[name], handoffs=names[i + 1 : i + 2])
+        b = b.agent(
+            name,
+            agents[name],
+            handoffs=names[i + 1 : i + 2],
+            writable=["total"],
+        )
     return b.entry(names[0]).build(name="team")
 
 

@@ -13,6 +13,7 @@ from .._eventtypes import Interrupted as Interrupted
 from .._eventtypes import NodeFinished as NodeFinished
 from .._eventtypes import NodeStarted as NodeStarted
 from .._eventtypes import Stopped as Stopped
+from .._state_tools import Writable as Writable
 from ..fold import CheckpointStore as CheckpointStore
 from ..fold import Continue as Continue
 from ..fold import Decision as Decision
@@ -71,6 +72,7 @@ __all__ = (
     "Stop",
     "Stopped",
     "Transition",
+    "Writable",
     "agent_node",
     "builder",
     "merge_states",

@@ -11,7 +11,7 @@ from returns.result import Failure, Result, Success
 
 from .._context import Context, Message, Role, Usage
 from .._handler import Handler, ok
-from .._state_tools import state_tools
+from .._state_tools import Writable, state_tools
 from ..agents import (
     Agent,
     AgentError,
@@ -20,6 +20,7 @@ from ..agents import (
     ParallelAgent,
     SequentialAgent,
 )
+from ..errors import ConstructionError
 from ..fold._codec import Codec
 from ..fold._journal import Cell
 from ..tools import Tool
@@ -39,6 +40,7 @@ def agent_node(
     update: Callable[[S, AgentRun], S],
     state_type: type[S] | None = None,
     fields: Sequence[str] | None = None,
+    writable: Writable = (),
     name: str | None = None,
 ) -> Handler[S, S, E]: ...
 
@@ -51,6 +53,7 @@ def agent_node(
     update: Callable[[S, AgentRun], S],
     state_type: type[S] | None = None,
     fields: Sequence[str] | None = None,
+    writable: Writable = (),
     name: str | None = None,
 ) -> Handler[S, S, AgentError]: ...
 
@@ -62,6 +65,7 @@ def agent_node(
     update: Callable[[S, AgentRun], S],
     state_type: type[S] | None = None,
     fields: Sequence[str] | None = None,
+    writable: Writable = (),
     name: str | None = None,
 ) -> Handler[S, S, Any]:
     """Run *agent* as a graph node.
@@ -70,16 +74,29 @@ def agent_node(
     over contexts: a swarm, a graph over contexts, ``agent >> polish``.
     *messages* picks what it sees from the state; *update* folds its run
     back in (say, appending its messages).  When *agent* is an
-    :class:`~pipeline.agents.Agent` and the state an attrs class, it also
-    gets ``read_state``/``write_state`` tools over *fields* (writes are
-    typed: see :func:`state_tools`; the agent's own tools override them by
-    name); *update* receives the state as the tools left it.
+    :class:`~pipeline.agents.Agent` and the state an attrs class (a
+    :class:`~pipeline.Context` included), it also gets a ``read_state``
+    tool over *fields* (default: every field but append-only logs; a
+    context's metadata, by key) and, when *writable* lists some, a
+    ``write_state`` tool that may change those only (writes are typed: see
+    :func:`state_tools`).  The agent's own tools override them by name;
+    *update* receives the state as the tools left it.
 
     Inside a checkpointed run every turn is a record, and the state the
     tools left is committed with it: a resumed node continues the
     conversation with the writes of its committed turns.
     """
     label = name or agent.name
+    if (
+        state_type is not None
+        and attrs.has(state_type)
+        and isinstance(agent, Agent)
+    ):
+        # Refuse unknown or forbidden fields now, not at the first run.
+        state_tools(_Unset(), state_type, fields, writable=writable)
+    if writable and not isinstance(agent, Agent):
+        msg = f"agent node {label!r}: writable= needs an Agent (it gets the tools)"
+        raise ConstructionError(msg)
     codecs: list[Codec[Any]] = []
 
     def codec_for(kind: type[Any]) -> Codec[Any]:
@@ -101,7 +118,8 @@ def agent_node(
             return Failure(opened.failure())
         cell = opened.unwrap()
         tools: dict[str, Tool] = {
-            t.name: t for t in state_tools(cell, kind, fields)
+            t.name: t
+            for t in state_tools(cell, kind, fields, writable=writable)
         }
         tools.update(_own(agent))
         token = cell.enter()
@@ -136,6 +154,10 @@ async def _converse(
     replies = [m for m in added if m.role is Role.ASSISTANT]
     usage = sum((m.usage or Usage() for m in replies), Usage())
     return Success(AgentRun(agent.name, added, usage, len(replies)))
+
+
+class _Unset:
+    value: Any = None
 
 
 def _own(agent: Agent) -> Mapping[str, Tool]:

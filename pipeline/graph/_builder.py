@@ -20,6 +20,7 @@ from ._model import Limits
 
 
 if TYPE_CHECKING:
+    from .._state_tools import Writable
     from ..agents import AgentError, AgentLike, AgentRun
 
 
@@ -66,6 +67,7 @@ class Builder(Generic[S, E_co]):
         messages: Callable[[S], Sequence[Message]],
         update: Callable[[S, AgentRun], S],
         fields: Sequence[str] | None = None,
+        writable: Writable = (),
     ) -> Builder[S, E | E2]: ...
 
     @overload
@@ -77,6 +79,7 @@ class Builder(Generic[S, E_co]):
         messages: Callable[[S], Sequence[Message]],
         update: Callable[[S, AgentRun], S],
         fields: Sequence[str] | None = None,
+        writable: Writable = (),
     ) -> Builder[S, E | AgentError]: ...
 
     def agent(
@@ -87,10 +90,13 @@ class Builder(Generic[S, E_co]):
         messages: Callable[[S], Sequence[Message]],
         update: Callable[[S, AgentRun], S],
         fields: Sequence[str] | None = None,
+        writable: Writable = (),
     ) -> Builder[S, Any]:
         """Add an agent node (see :func:`~pipeline.graph.agent_node`).
 
         *agent* is an agent, or any handler over contexts (a swarm, say).
+        *fields* are what its ``read_state`` tool may read, *writable* the
+        fields its ``write_state`` tool may change (none by default).
         """
         from ._agent import agent_node  # noqa: PLC0415  # agents load on use
 
@@ -100,6 +106,7 @@ class Builder(Generic[S, E_co]):
             update=update,
             state_type=self.state_type,
             fields=fields,
+            writable=writable,
             name=name,
         )
         return self.node(name, node)

@@ -50,6 +50,7 @@ class Builder(Generic[T]):
         description: str | None = None,
         handoffs: Sequence[str] = (),
         history: HistoryPolicy | None = None,
+        writable: Sequence[str] = (),
     ) -> Builder[T]:
         """Add *agent* under *name*.
 
@@ -58,7 +59,9 @@ class Builder(Generic[T]):
         *description* (default: the agent's own, else "Transfer the
         conversation to the "<name>" agent.").  *history* selects what it
         sees of the conversation each time it takes over (default: the
-        agent's own policy, else everything).
+        agent's own policy, else everything).  With a typed state, the
+        agent reads it with ``read_state``, and changes the fields listed
+        in *writable* (none by default) with ``write_state``.
         """
         member = Member(
             name,
@@ -66,6 +69,7 @@ class Builder(Generic[T]):
             agent.description if description is None else description,
             tuple(handoffs),
             history,
+            tuple(writable),
         )
         return attrs.evolve(self, members=(*self._members, member))
 
@@ -138,8 +142,9 @@ def builder(*, state: T) -> Builder[T]: ...
 def builder(*, state: Any = None) -> Builder[Any]:
     """Start describing a swarm; *state* is the typed state its agents share.
 
-    With a *state* (an attrs instance), every agent gets ``read_state`` and
-    ``write_state`` tools over it, and runs start from it (``run(...,
-    state=...)`` starts elsewhere).
+    With a *state* (an attrs instance), every agent gets a ``read_state``
+    tool over it (and ``write_state`` for the fields its
+    :meth:`Builder.agent` lists as *writable*), and runs start from it
+    (``run(..., state=...)`` starts elsewhere).
     """
     return Builder(state, type(state))

@@ -23,6 +23,7 @@ from returns.result import Success
 from .._context import Context
 from .._serde import canonical, checksum
 from .._state_tools import state_tools
+from ..errors import ConstructionError
 from ..events import Handoff, emit, listening
 from ..fold._codec import Codec
 from ..fold._journal import current_boundary
@@ -86,7 +87,19 @@ class SwarmMachine(Generic[T]):
         version: str,
         converter: cattrs.Converter | None = None,
     ) -> SwarmMachine[T]:
-        """Precompute each agent's transfer tools; fingerprint the shape."""
+        """Precompute each agent's transfer tools; fingerprint the shape.
+
+        Raises:
+            ConstructionError: an agent lists *writable* fields the state
+                does not have (or the swarm has no typed state).
+        """
+        typed = state_type is not type(None) and attrs.has(state_type)
+        for m in members.values():
+            if m.writable and not typed:
+                msg = f"swarm agent {m.name!r}: writable= needs a typed state"
+                raise ConstructionError(msg)
+            if typed:  # refuse unknown fields now, not at the first turn
+                state_tools(_Cell(None), state_type, writable=m.writable)
         shape = {
             "entry": entry,
             "version": version,
@@ -126,7 +139,7 @@ class SwarmMachine(Generic[T]):
             MappingProxyType(dict(members)),
             entry,
             state_type,
-            state_type is not type(None) and attrs.has(state_type),
+            typed,
             MappingProxyType(transfers),
             MappingProxyType(own),
             MappingProxyType(offered),
@@ -182,7 +195,12 @@ class SwarmMachine(Generic[T]):
             # override same-named ones).
             tools = {
                 **({} if reached else self.transfers[target]),
-                **{t.name: t for t in state_tools(cell, self.state_type)},
+                **{
+                    t.name: t
+                    for t in state_tools(
+                        cell, self.state_type, writable=member.writable
+                    )
+                },
                 **own,
             }
             specs = None

@@ -83,3 +83,4 @@ class Member:
     description: str
     handoffs: tuple[str, ...]
     history: HistoryPolicy | None
+    writable: tuple[str, ...] = ()

@@ -12,7 +12,7 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from .._context import Message, ToolCall, Usage
+from .._context import Message, Role, ToolCall, Usage
 from ..agents import AgentError, AgentRun
 from ..models._types import (
     DeltaSink,
@@ -203,6 +203,7 @@ class ScriptedAgent:
     strict: bool = True
     inputs: list[tuple[Message, ...]] = attrs.field(factory=list)
     _next: int = 0
+    description: str = ""
 
     async def run(
         self, messages: Sequence[Message]
@@ -215,7 +216,9 @@ class ScriptedAgent:
         answer = self.answers[self._next]
         self._next += 1
         if isinstance(answer, str):
-            message = Message.assistant(answer, name=self.name)
+            message = Message(
+                Role.ASSISTANT, answer, self.name, agent=self.name
+            )
             return Success(AgentRun(self.name, (message,), Usage(), 1))
         if isinstance(answer, tuple):
             return Success(AgentRun(self.name, answer, Usage(), 1))

@@ -37,7 +37,13 @@ def desk(model: ScriptedModel) -> graph.Graph[Ticket, object]:
     triage = Agent("triage", model, instructions="Classify the ticket.")
     return (
         graph.builder(Ticket)
-        .agent("triage", triage, messages=see, update=keep)
+        .agent(
+            "triage",
+            triage,
+            messages=see,
+            update=keep,
+            writable=["topic", "priority"],
+        )
         .entry("triage")
         .edge("triage", END)
         .build()
@@ -48,8 +54,8 @@ async def test_agent_node_writes_typed_state() -> None:
     """write_state decodes into the field's type; the run is kept."""
     model = ScriptedModel(
         Reply.tool_calls(
-            ("write_state", {"field": "topic", "value": "billing"}, "c1"),
-            ("write_state", {"field": "priority", "value": 2}, "c2"),
+            ("write_state", {"topic": "billing"}, "c1"),
+            ("write_state", {"priority": 2}, "c2"),
         ),
         Reply.tool_call("read_state", {"field": "topic"}),
         Reply.text("Routed to billing."),
@@ -65,8 +71,8 @@ async def test_agent_node_writes_typed_state() -> None:
     assert state.messages[-1].content == "Routed to billing."
     tools = [m.content for m in state.messages if m.role is Role.TOOL]
     assert tools == [
-        "state['topic'] updated",
-        "state['priority'] updated",
+        "state updated: topic",
+        "state updated: priority",
         json.dumps("billing"),
     ]
     offered = {t.name for t in model.requests[0].tools}
@@ -84,16 +90,16 @@ async def test_wrong_types_and_unknown_fields_are_error_results() -> None:
     """A bad write names the field and type; the state is left alone."""
     model = ScriptedModel(
         Reply.tool_calls(
-            ("write_state", {"field": "priority", "value": "urgent"}, "c1"),
-            ("write_state", {"field": "messages", "value": []}, "c2"),
+            ("write_state", {"priority": "urgent"}, "c1"),
+            ("write_state", {"messages": []}, "c2"),
         ),
         Reply.text("ok"),
     )
     out = (await desk(model).run(Ticket())).unwrap()
     assert out.state.priority == 0
     errors = [m.content for m in out.state.messages if m.role is Role.TOOL]
-    assert "state field 'priority' holds int" in errors[0]
-    assert "no state field 'messages'" in errors[1]
+    assert "argument 'priority': expected an integer" in errors[0]
+    assert "unknown argument(s) ['messages']" in errors[1]
     assert "urgent" not in errors[0]
 
 

@@ -161,38 +161,41 @@ async def test_ping_pong_stops_after_exactly_max_handoffs() -> None:
 async def test_write_state_sets_the_typed_state() -> None:
     """write_state inside a swarm agent changes the swarm's typed state."""
     model = ScriptedModel(
-        Reply.tool_call(
-            "write_state", {"field": "mission", "value": "accomplished"}
-        ),
+        Reply.tool_call("write_state", {"mission": "accomplished"}),
         Reply.text("done"),
     )
     team = (
         swarm.builder(state=Mission())
-        .agent("solo", Agent("solo", model))
+        .agent("solo", Agent("solo", model), writable=["mission"])
         .entry("solo")
         .build()
     )
     snap = (await team.run(ask("go"))).unwrap()
     assert snap.state.state == Mission("accomplished")
-    assert snap.state.messages[2].content == "state['mission'] updated"
+    assert snap.state.messages[2].content == "state updated: mission"
     assert team.initial == Mission()  # the builder's state is untouched
 
 
 async def test_write_state_after_a_handoff_is_kept() -> None:
     """The agent taking over writes the same typed state the first one saw."""
     first = ScriptedModel(
-        Reply.tool_call("write_state", {"field": "mission", "value": "half"}),
+        Reply.tool_call("write_state", {"mission": "half"}),
         transfer("second"),
     )
     second = ScriptedModel(
         Reply.tool_call("read_state", {"field": "mission"}),
-        Reply.tool_call("write_state", {"field": "mission", "value": "all"}),
+        Reply.tool_call("write_state", {"mission": "all"}),
         Reply.text("finished"),
     )
     team = (
         swarm.builder(state=Mission())
-        .agent("first", Agent("first", first), handoffs=["second"])
-        .agent("second", Agent("second", second))
+        .agent(
+            "first",
+            Agent("first", first),
+            handoffs=["second"],
+            writable=["mission"],
+        )
+        .agent("second", Agent("second", second), writable=["mission"])
         .entry("first")
         .build()
     )
@@ -440,7 +443,10 @@ async def test_tools_offered_in_order_own_tools_override() -> None:
     team = (
         swarm.builder(state=Mission())
         .agent(
-            "a", Agent("a", model, tools=[mine, lookup]), handoffs=["c", "b"]
+            "a",
+            Agent("a", model, tools=[mine, lookup]),
+            handoffs=["c", "b"],
+            writable=["mission"],
         )
         .agent("b", Agent("b", ScriptedModel()))
         .agent("c", Agent("c", ScriptedModel()))
@@ -1015,7 +1021,7 @@ def desk(
         if own_turns(request, "specialist") == 0:
             return Reply.tool_call(
                 "write_state",
-                {"field": "mission", "value": "ok"},
+                {"mission": "ok"},
                 call_id="s1",
             )
         return Reply.text(SPECIALIST)
@@ -1034,6 +1040,7 @@ def desk(
         .agent(
             "specialist",
             Agent("specialist", ScriptedModel(specialist, cycle=True)),
+            writable=["mission"],
         )
         .entry("dispatcher")
         .build()

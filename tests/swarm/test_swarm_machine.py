@@ -200,7 +200,7 @@ def calls_for(
         names = [("note", {"turn": turn})]
     else:
         assert kind == "write"
-        names = [("write_state", {"field": "last", "value": f"{me}@{turn}"})]
+        names = [("write_state", {"last": f"{me}@{turn}"})]
     return tuple(
         ToolCall(f"t{turn}c{k}", name, json.dumps(args))
         for k, (name, args) in enumerate(names)
@@ -282,8 +282,8 @@ def predict(spec: Spec) -> Prediction:
             elif c.name == "note":
                 content = f"noted {json.loads(c.arguments)['turn']}"
             else:
-                state = Board(json.loads(c.arguments)["value"])
-                content = "state['last'] updated"
+                state = Board(json.loads(c.arguments)["last"])
+                content = "state updated: last"
             messages.append(("T", c.id, c.name, content))
         g += 1
         if accepted is not None:
@@ -454,7 +454,7 @@ def make_swarm(spec: Spec, faults: Faults, tally: Tally) -> Swarm[Board]:
     for name, allowed in zip(spec.names, spec.allowed, strict=True):
         model = ScriptedModel(model_for(name), cycle=True)
         agent = Agent(name, model, tools=[note], max_turns=64)
-        b = b.agent(name, agent, handoffs=allowed)
+        b = b.agent(name, agent, handoffs=allowed, writable=["last"])
     return b.entry(spec.names[0]).limits(Limits(spec.limit)).build()
 
 

@@ -12,11 +12,21 @@ from pipeline import Context, Handler, Message, switch
 from pipeline.agents import (
     Agent,
     AgentError,
+    AgentLike,
     AgentRun,
     ParallelAgent,
+    SequentialAgent,
+    TurnLimitExceeded,
 )
-from pipeline.errors import PipelineError
-from pipeline.events import EventStream, stream
+from pipeline.errors import PipelineError, ToolError
+from pipeline.events import (
+    Event,
+    EventStream,
+    ToolRaised,
+    reader_caught_up,
+    stream,
+)
+from pipeline.graph import Writable, state_tools
 from pipeline.llm import BadVerdict, PolicyViolation, llm_condition, policy
 from pipeline.models import Model, ModelError
 from pipeline.testing import Reply, ScriptedModel
@@ -74,3 +84,59 @@ assert_type(
 judged = switch((llm_condition(model, "billing?"), agent.handler()))
 checked = agent.handler() >> p
 p >> lookup  # type: ignore[operator]  # a tool is not a handler
+
+
+# -- issue 10: tool errors, state tools, descriptions, the audit trail --------
+
+
+@tool(errors=(LookupError, ToolError), timeout=1.0)
+def strict(key: str) -> str:
+    """Sync, with a timeout, listing the errors the model may see."""
+    return key
+
+
+assert_type(strict, Tool)
+assert_type(strict.errors, tuple[type[Exception], ...])
+tool(errors=(KeyboardInterrupt,))  # type: ignore[arg-type]  # not an Exception
+tool(errors=ValueError)  # type: ignore[call-overload]  # a sequence of types
+
+
+def on_event(event: Event) -> None:
+    if isinstance(event, ToolRaised):
+        assert_type(event.exception, Exception)
+        assert_type(event.tool, str)
+
+
+class Box:
+    """A holder for state tools."""
+
+    value: Context = Context()
+
+
+assert_type(
+    state_tools(Box(), Context, writable={"topic": str}), tuple[Tool, ...]
+)
+state_tools(Box(), Context, writable=[1])  # type: ignore[list-item]  # names are strings
+writable: Writable = ["topic"]
+team = ParallelAgent("t", [agent], description="Two views.")
+assert_type(team.description, str)
+relay = SequentialAgent("s", [agent], description="In turn.")
+ParallelAgent("t", [agent], description=3)  # type: ignore[arg-type]
+
+
+def describe(a: AgentLike) -> str:
+    return a.description
+
+
+describe(team)
+describe(relay)
+describe(agent)
+
+
+def audit(err: TurnLimitExceeded, m: Message) -> None:
+    assert_type(err.messages, tuple[Message, ...])
+    assert_type(m.agent, str | None)
+
+
+async def wait() -> None:
+    assert_type(await reader_caught_up(), None)
