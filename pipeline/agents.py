@@ -98,17 +98,16 @@ class AgentRun:
 
 
 class AgentLike(Protocol):
-    """Anything that runs on a conversation like an agent."""
+    """Anything that runs on a conversation like an agent.
+
+    A ``description`` attribute (a string: what the agent is for), when it
+    has one, is what :func:`as_tool` shows the calling model; the library's
+    agents all have one.
+    """
 
     @property
     def name(self) -> str:
         """The agent's name (attribution in merged answers and events)."""
-        ...
-
-    @property
-    def description(self) -> str:
-        """What the agent is for, in a sentence ('' if unsaid): shown to
-        other models by :func:`as_tool` and swarms."""
         ...
 
     async def run(

@@ -12,7 +12,6 @@ from pipeline import Context, Handler, Message, switch
 from pipeline.agents import (
     Agent,
     AgentError,
-    AgentLike,
     AgentRun,
     ParallelAgent,
     SequentialAgent,
@@ -122,15 +121,6 @@ team = ParallelAgent("t", [agent], description="Two views.")
 assert_type(team.description, str)
 relay = SequentialAgent("s", [agent], description="In turn.")
 ParallelAgent("t", [agent], description=3)  # type: ignore[arg-type]
-
-
-def describe(a: AgentLike) -> str:
-    return a.description
-
-
-describe(team)
-describe(relay)
-describe(agent)
 
 
 def audit(err: TurnLimitExceeded, m: Message) -> None:
