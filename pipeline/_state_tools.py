@@ -21,9 +21,10 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ._context import Context
+from ._schema import schema_for
 from ._serde import canonical, make_converter
 from .errors import ConstructionError, ToolError
-from .tools import Tool, _Param, schema_for
+from .tools import Tool, _Param
 
 
 T = TypeVar("T")

@@ -19,6 +19,7 @@ from typing import (
     NoReturn,
     Protocol,
     TypeAlias,
+    TypeVar,
     final,
     overload,
 )
@@ -29,12 +30,14 @@ from returns.result import Failure, Result, Success
 
 from ._combinators import must, sequential
 from ._context import Context, Message, Role, Usage
+from ._decode import decode_json
 from ._handler import Call, Handler, ok
 from ._turns import Intercept, Loop, PauseRequested, TurnLimitExceeded, digest
 from ._views import joined
 from .errors import (
     ConstructionError,
     HistoryBudgetExceeded,
+    InvalidOutput,
     RunPaused,
     ToolError,
 )
@@ -66,6 +69,8 @@ __all__ = (
 
 HANDOFF_MESSAGE = "Please proceed."
 
+T = TypeVar("T")
+
 
 AgentError: TypeAlias = (
     ModelError | TurnLimitExceeded | HistoryBudgetExceeded | RunPaused
@@ -95,6 +100,21 @@ class AgentRun:
             if m.role is Role.ASSISTANT and m.content:
                 return m.content
         return ""
+
+    def output(self, kind: type[T]) -> Result[T, InvalidOutput]:
+        """The final answer (:attr:`text`, JSON) structured into *kind*, an
+        attrs class (ask for it with ``response_schema=
+        ResponseSchema.of(kind)``).
+
+        An answer that does not fit is an :class:`InvalidOutput` naming the
+        field and the type expected, never the value.
+        """
+        decoded = decode_json(self.text, kind)
+        if not ok(decoded):
+            reason = decoded.failure()
+            name = getattr(kind, "__name__", str(kind))
+            return Failure(InvalidOutput(name, reason, path=(self.agent,)))
+        return Success(decoded.unwrap())
 
 
 class AgentLike(Protocol):
@@ -563,8 +583,9 @@ def _graph_tool(
     graph: Any, *, name: str | None, description: str | None
 ) -> Tool:
     """A graph over a typed state as a tool: state in, final state out."""
+    from ._schema import schema_for  # noqa: PLC0415
     from ._serde import STRUCTURE_ERRORS, canonical, make_converter  # noqa: PLC0415
-    from .tools import _Param, schema_for  # noqa: PLC0415
+    from .tools import _Param  # noqa: PLC0415
 
     converter = make_converter()
     kind = graph.state_type

@@ -35,6 +35,7 @@ __all__ = (
     "GraphDefects",
     "HistoryBudgetExceeded",
     "IncompatibleGraph",
+    "InvalidOutput",
     "InvalidState",
     "LeaseLost",
     "LimitExceeded",
@@ -446,7 +447,27 @@ class InvalidState(PipelineError):
         )
 
 
-# -- tools ---------------------------------------------------------------------
+# -- tools and structured output ------------------------------------------------
+
+
+@final
+@attrs.frozen
+class InvalidOutput(PipelineError):
+    """A model's structured answer does not fit the type asked for.
+
+    *expected* names the type, *reason* says where and what was expected
+    (``expected an integer at $.score``), never the value: the answer may
+    hold anything.
+    """
+
+    expected: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"the answer is not a valid {self.expected}: {self.reason} "
+            f"(at {self.where()})"
+        )
 
 
 class ToolError(Exception):

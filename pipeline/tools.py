@@ -20,13 +20,11 @@ the value), which the model sees and can correct.
 
 from __future__ import annotations
 
-import enum
 import functools
 import inspect
 import json
 import logging
 import re
-import types
 import typing
 
 from collections.abc import (
@@ -38,11 +36,7 @@ from collections.abc import (
 )
 from typing import (
     Any,
-    Literal,
-    NoReturn,
     final,
-    get_args,
-    get_origin,
     overload,
 )
 
@@ -52,15 +46,20 @@ import attrs
 
 from cattrs.errors import (
     CattrsError,
-    ClassValidationError,
-    ForbiddenExtraKeysError,
-    IterableValidationError,
 )
-from pyrsistent import PVector
 
 from ._context import Message, ToolCall
+from ._decode import (
+    DECODE_ERRORS,
+    MAX_DEPTH,
+    explain,
+    names,
+    no_constant,
+    unsendable,
+)
 from ._handler import collapse
-from ._serde import STRUCTURE_ERRORS, canonical, make_converter, unicode_safe
+from ._schema import schema_for
+from ._serde import canonical, make_converter, unicode_safe
 from .errors import ConstructionError, ToolError
 from .events import ToolRaised, emit, listening
 from .models._types import ToolSpec
@@ -76,6 +75,9 @@ __all__ = (
 
 MAX_ARGUMENT_BYTES = 1 << 20
 """Arguments larger than this (1 MiB of JSON) are refused unread."""
+
+MAX_ARGUMENT_DEPTH = MAX_DEPTH
+"""Arguments nested deeper than this (64 levels) are refused."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CONVERTER = make_converter()
@@ -163,7 +165,7 @@ class Tool:
         ):
             return f"{where} exceed {MAX_ARGUMENT_BYTES} bytes"
         try:
-            raw = json.loads(arguments or "{}", parse_constant=_no_constant)
+            raw = json.loads(arguments or "{}", parse_constant=no_constant)
         except (ValueError, RecursionError):
             return f"{where} are not valid JSON"
         if not isinstance(raw, dict):
@@ -172,7 +174,7 @@ class Tool:
         extra = [k for k in raw if k not in known]
         if extra:
             return (
-                f"unknown argument(s) {_names(extra)} for {self.name!r}; "
+                f"unknown argument(s) {names(extra)} for {self.name!r}; "
                 f"expected {sorted(known)}"
             )
         kwargs: dict[str, Any] = {}
@@ -183,12 +185,12 @@ class Tool:
                     problems.append(f"missing required argument {p.name!r}")
                 continue
             value = raw[p.name]
-            problem = _unsendable(value)
+            problem = unsendable(value)
             if problem is None:
                 try:
                     kwargs[p.name] = _CONVERTER.structure(value, p.annotation)
-                except _DECODE_ERRORS as exc:
-                    problem = "; ".join(_explain(exc, p.annotation))
+                except DECODE_ERRORS as exc:
+                    problem = "; ".join(explain(exc, p.annotation))
             if problem is not None:
                 problems.append(f"argument {p.name!r}: {problem}")
         if problems:
@@ -256,48 +258,7 @@ class Tool:
 
 
 _TIMED_OUT: Any = object()
-_DECODE_ERRORS: tuple[type[Exception], ...] = (*STRUCTURE_ERRORS, CattrsError)
 _LOG = logging.getLogger("pipeline.tools")
-
-MAX_ARGUMENT_DEPTH = 64
-"""Arguments nested deeper than this are refused."""
-
-
-def _no_constant(_: str) -> NoReturn:
-    msg = "NaN and Infinity are not JSON"
-    raise ValueError(msg)
-
-
-def _names(keys: Sequence[str]) -> str:
-    """Argument names a model made up, as far as they are safe to show."""
-    shown = sorted(k for k in keys if _NAME.fullmatch(k))
-    hidden = len(keys) - len(shown)
-    return str(shown) + (f" and {hidden} more" if hidden else "")
-
-
-def _unsendable(value: object) -> str | None:
-    """Why a decoded JSON value cannot go on (``None`` if it can): nesting
-    past :data:`MAX_ARGUMENT_DEPTH`, or text that is not Unicode (a lone
-    surrogate, which no encoder downstream would write)."""
-    stack: list[tuple[object, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            if not item.isascii() and not _is_unicode(item):
-                return "text that is not valid Unicode (a lone surrogate)"
-        elif isinstance(item, (dict, list)):
-            if depth >= MAX_ARGUMENT_DEPTH:
-                return f"nested deeper than {MAX_ARGUMENT_DEPTH} levels"
-            if isinstance(item, dict):
-                stack.extend((k, depth + 1) for k in item)
-                stack.extend((v, depth + 1) for v in item.values())
-            else:
-                stack.extend((v, depth + 1) for v in item)
-    return None
-
-
-def _is_unicode(text: str) -> bool:
-    return unicode_safe(text) is text
 
 
 def _render(out: object) -> str | None:
@@ -308,74 +269,6 @@ def _render(out: object) -> str | None:
         return canonical(_CONVERTER.unstructure(out)).decode()
     except (ValueError, TypeError, RecursionError, CattrsError):
         return None
-
-
-def _explain(
-    exc: BaseException, annotation: Any, path: str = "$"
-) -> list[str]:
-    """What did not fit, and where: paths and expected types, no values
-    (cattrs' own texts quote the value: they are not used)."""
-    if isinstance(exc, IterableValidationError):
-        out: list[str] = []
-        with_notes, without = exc.group_exceptions()
-        for sub, note in with_notes:
-            # Indices are positions; mapping keys are the model's data.
-            step = f"[{note.index}]" if isinstance(note.index, int) else "[…]"
-            out += _explain(sub, note.type, path + step)
-        out += [_expected(annotation, path) for _ in without[:1]]
-        return out
-    if isinstance(exc, ClassValidationError):
-        out = []
-        by_field, rest = exc.group_exceptions()
-        for sub, field in by_field:
-            out += _explain(sub, field.type, f"{path}.{field.name}")
-        for sub in rest:
-            out += _explain(sub, annotation, path)
-        return out
-    if isinstance(exc, ForbiddenExtraKeysError):
-        extra = _names(list(exc.extra_fields))
-        return [f"unknown field(s) {extra}{_at(path)}"]
-    if isinstance(exc, KeyError):
-        return [f"a required field is missing{_at(path)}"]
-    return [_expected(annotation, path)]
-
-
-def _expected(t: Any, path: str) -> str:
-    return f"expected {_describe(t)}{_at(path)}"
-
-
-def _at(path: str) -> str:
-    return "" if path == "$" else f" at {path}"
-
-
-def _describe(t: Any) -> str:
-    """A type in the words of its JSON schema."""
-    try:
-        schema = schema_for(t) if t is not None else {}
-    except ConstructionError:
-        schema = {}
-    if "enum" in schema:
-        return f"one of {json.dumps(schema['enum'])}"
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        label = _KINDS.get(kind, kind)
-        if kind == "object" and isinstance(t, type) and attrs.has(t):
-            return f"{label} ({t.__name__})"
-        return label
-    if "anyOf" in schema:
-        return " or ".join(_describe(a) for a in get_args(t))
-    return "a valid value"
-
-
-_KINDS = {
-    "integer": "an integer",
-    "number": "a number",
-    "string": "a string",
-    "boolean": "true or false",
-    "null": "null",
-    "array": "an array",
-    "object": "an object",
-}
 
 
 # -- schemas -------------------------------------------------------------------
@@ -418,72 +311,6 @@ def _docstring(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
                 args[current] = f"{args[current]} {stripped}".strip()
     summary = " ".join(" ".join(summary_lines).split())
     return summary, args
-
-
-def schema_for(t: Any) -> dict[str, Any]:
-    """JSON schema of a Python type: scalars, containers, Literal, Enum,
-    unions, attrs classes."""
-    if t is Any or t is object:
-        return {}
-    if t is type(None) or t is None:
-        return {"type": "null"}
-    if t is bool:
-        return {"type": "boolean"}
-    if t is int:
-        return {"type": "integer"}
-    if t is float:
-        return {"type": "number"}
-    if t is str:
-        return {"type": "string"}
-    origin = get_origin(t)
-    args = get_args(t)
-    if origin is Literal:
-        return {"enum": list(args)}
-    if origin in (typing.Union, types.UnionType):
-        return {"anyOf": [schema_for(a) for a in args]}
-    if origin in (
-        list,
-        tuple,
-        set,
-        frozenset,
-        Sequence,
-        typing.Sequence,
-        PVector,
-    ) or t in (list, tuple, PVector):
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            return {
-                "type": "array",
-                "prefixItems": [schema_for(a) for a in args],
-                "minItems": len(args),
-                "maxItems": len(args),
-            }
-        item = args[0] if args else Any
-        return {"type": "array", "items": schema_for(item)}
-    if origin in (dict, Mapping, typing.Mapping) or t is dict:
-        value = args[1] if len(args) == 2 else Any
-        return {"type": "object", "additionalProperties": schema_for(value)}
-    if isinstance(t, type) and issubclass(t, enum.Enum):
-        return {"enum": [m.value for m in t]}
-    if isinstance(t, type) and attrs.has(t):
-        hints = typing.get_type_hints(t)
-        props: dict[str, Any] = {}
-        required: list[str] = []
-        for f in attrs.fields(t):
-            props[f.name] = schema_for(hints.get(f.name, Any))
-            if f.default is attrs.NOTHING:
-                required.append(f.name)
-        out: dict[str, Any] = {
-            "type": "object",
-            "properties": props,
-            "required": required,
-            "additionalProperties": False,
-        }
-        doc = inspect.getdoc(t)
-        if doc and not doc.startswith(f"{t.__name__}("):
-            out["description"] = doc.split("\n\n")[0]
-        return out
-    msg = f"no JSON schema for type {t!r}"
-    raise ConstructionError(msg)
 
 
 @overload

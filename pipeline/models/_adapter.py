@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+import asyncio
+import functools
+import logging
+import os
+
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Generic, Protocol, Self, TypeVar
+
+import anyio
+
+from anyio.lowlevel import EventLoopToken, current_token
 
 from ._transport import TRANSPORT_ERRORS
 from ._types import ModelError
@@ -50,18 +59,102 @@ class _Closable(Protocol):
 
 C = TypeVar("C", bound=_Closable)
 
+_LOG = logging.getLogger("pipeline.models")
+_REAPERS: set[object] = set()  # asyncio keeps only weak references to tasks
+
 
 class ClientOwner(Generic[C]):
-    """``aclose()`` and ``async with`` for an adapter holding an SDK client."""
+    """The SDK client an adapter calls; ``aclose()`` and ``async with``.
 
-    _client: C
+    A client the adapter built itself is made per event loop, on first use
+    there, and closed when that loop ends (its connections belong to the
+    loop: one left open would break the next loop's run, or warn when the
+    garbage collector finds it).  A client the caller gave is used as it
+    is, and is the caller's to close.
+    """
+
+    _given: C | None
+    _make: Callable[[], C]
+    _clients: dict[EventLoopToken, C]
+
+    def _own(
+        self,
+        given: C | None,
+        sdk: Callable[..., C],
+        *,
+        key_variable: str,
+        base_url: str | None,
+        api_key: str | None,
+        max_retries: int,
+        timeout: float,
+    ) -> None:
+        """Use *given*, or make *sdk* clients with these settings (the API
+        key falls back to the environment's *key_variable*)."""
+        key = api_key or os.environ.get(key_variable) or "not-set"
+        self._given = given
+        self._make = functools.partial(
+            sdk,
+            base_url=base_url,
+            api_key=key,
+            max_retries=max_retries,
+            timeout=timeout,
+        )
+        self._clients = {}
+
+    @property
+    def client(self) -> C:
+        """The SDK client for the running event loop."""
+        if self._given is not None:
+            return self._given
+        loop = current_token()
+        made = self._clients.get(loop)
+        if made is None:
+            made = self._clients[loop] = self._make()
+            _close_when_done(loop, made, self._clients)
+        return made
 
     async def aclose(self) -> None:
-        """Close the HTTP client (and its connections)."""
-        await self._client.close()
+        """Close the HTTP client of the running event loop (and its
+        connections); the next call makes a new one."""
+        if self._given is not None:
+            await self._given.close()
+            return
+        made = self._clients.pop(current_token(), None)
+        if made is not None:
+            await made.close()
 
     async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
+
+
+def _close_when_done(
+    loop: EventLoopToken, client: C, clients: dict[EventLoopToken, C]
+) -> None:
+    """Close *client* when *loop* ends: a task that sleeps until the loop
+    cancels what is left (asyncio's runner and trio's system tasks both
+    do), then closes it inside the loop its connections belong to."""
+
+    async def reap() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            if clients.get(loop) is client:
+                del clients[loop]
+            with anyio.CancelScope(shield=True):
+                try:
+                    await client.close()
+                except Exception:  # noqa: BLE001  # a finaliser must not crash the loop
+                    _LOG.exception("closing an SDK client failed")
+
+    native = loop.native_token
+    if isinstance(native, asyncio.AbstractEventLoop):
+        task = native.create_task(reap())
+        _REAPERS.add(task)
+        task.add_done_callback(_REAPERS.discard)
+    else:
+        import trio  # noqa: PLC0415  # only on trio
+
+        trio.lowlevel.spawn_system_task(reap)

@@ -10,7 +10,8 @@ import attrs
 from returns.result import Result
 
 from .._context import Message, ToolCall, Usage
-from ..errors import PipelineError
+from .._schema import schema_for
+from ..errors import ConstructionError, PipelineError
 
 
 @final
@@ -26,11 +27,51 @@ class ToolSpec:
 @final
 @attrs.frozen
 class ResponseSchema:
-    """Ask for structured output: a JSON object matching *schema*."""
+    """Ask for structured output: a JSON object matching *schema*.
+
+    :meth:`of` derives one from an attrs class; decode the answer with
+    :meth:`pipeline.agents.AgentRun.output`.
+    """
 
     name: str
     schema: Mapping[str, Any]
     description: str = ""
+
+    @classmethod
+    def of(cls, kind: type[Any], *, name: str | None = None) -> ResponseSchema:
+        r"""The schema of the attrs class *kind*: its fields' types, enums
+        and ``Literal``\ s, every field required (as OpenAI's strict mode
+        asks), no other keys; named after the class, described by the
+        first paragraph of its docstring.
+
+        Raises:
+            ConstructionError: *kind* is not an attrs class, or a field's
+                type has no JSON schema.
+        """
+        if not attrs.has(kind):
+            msg = f"ResponseSchema.of takes an attrs class, not {kind!r}"
+            raise ConstructionError(msg)
+        schema = _all_required(schema_for(kind))
+        description = str(schema.pop("description", ""))
+        return cls(name or kind.__name__, schema, description)
+
+
+def _all_required(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """*schema* with every object's properties required, nested ones too."""
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if isinstance(value, Mapping):
+            out[key] = _all_required(value)
+        elif isinstance(value, list):
+            out[key] = [
+                _all_required(v) if isinstance(v, Mapping) else v
+                for v in value
+            ]
+        else:
+            out[key] = value
+    if isinstance(out.get("properties"), dict):
+        out["required"] = list(out["properties"])
+    return out
 
 
 @final

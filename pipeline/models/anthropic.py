@@ -7,7 +7,6 @@ schema; the tool's input becomes the message text (JSON).
 from __future__ import annotations
 
 import json
-import os
 
 from collections.abc import Sequence
 from typing import Any, final
@@ -57,6 +56,11 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
     """A :class:`~pipeline.models.Model` over ``anthropic.AsyncAnthropic``.
 
     *max_tokens* is the default answer budget (Anthropic requires one).
+    A *client* you give is yours to close; one it makes is one per event
+    loop, closed by ``aclose()`` (or ``async with``) or when its loop
+    ends.  *max_retries* is the SDK's own retry count: 0 by default, so
+    that the :func:`pipeline.middleware.retry` middleware is the one place
+    retries happen.
     """
 
     def __init__(
@@ -67,16 +71,17 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
         base_url: str | None = None,
         api_key: str | None = None,
         max_tokens: int = 1024,
-        max_retries: int = 2,
+        max_retries: int = 0,
         timeout: float = 60.0,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
-        self._client = client or anthropic.AsyncAnthropic(
+        self._own(
+            client,
+            anthropic.AsyncAnthropic,
+            key_variable="ANTHROPIC_API_KEY",
             base_url=base_url,
-            api_key=api_key
-            or os.environ.get("ANTHROPIC_API_KEY")
-            or "not-set",
+            api_key=api_key,
             max_retries=max_retries,
             timeout=timeout,
         )
@@ -151,7 +156,7 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
         if on_delta is not None:
             return await self._stream(kwargs, forced, on_delta)
         try:
-            response = await self._client.messages.create(**kwargs)
+            response = await self.client.messages.create(**kwargs)
         except _SDK_ERRORS as exc:
             return Failure(self._error(exc))
         return self._parse(response, forced)
@@ -184,7 +189,7 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
         self, kwargs: dict[str, Any], forced: str | None, on_delta: DeltaSink
     ) -> Result[ModelResponse, ModelError]:
         try:
-            stream = await self._client.messages.create(**kwargs, stream=True)
+            stream = await self.client.messages.create(**kwargs, stream=True)
         except _SDK_ERRORS as exc:
             return Failure(self._error(exc))
         text: list[str] = []

@@ -3,8 +3,6 @@ llama.cpp, ...): pass *base_url*.  Needs the ``openai`` extra."""
 
 from __future__ import annotations
 
-import os
-
 from typing import Any, final
 
 import anyio
@@ -50,8 +48,15 @@ _FINISH = {
 class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
     """A :class:`~pipeline.models.Model` over ``openai.AsyncOpenAI``.
 
-    Give a *client* you made, or the settings to make one (*api_key* falls
-    back to ``OPENAI_API_KEY``).  *provider* names it in errors and events.
+    Give a *client* you made (yours to close, on the event loop you use it
+    on), or the settings to make one (*api_key* falls back to
+    ``OPENAI_API_KEY``).  *provider* names it in errors and events.
+
+    A client it makes is one per event loop, closed by ``aclose()`` (or
+    ``async with``) or when its loop ends.  *max_retries* is the SDK's own
+    retry count: 0 by default, so that the :func:`pipeline.middleware.retry`
+    middleware is the one place retries happen (the SDK's default of 2
+    under ``retry(3)`` made 9 requests).
     """
 
     def __init__(
@@ -61,15 +66,18 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
         client: openai.AsyncOpenAI | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
-        max_retries: int = 2,
+        max_retries: int = 0,
         timeout: float = 60.0,
         provider: str = "openai",
     ) -> None:
         self.model = model
         self.provider = provider
-        self._client = client or openai.AsyncOpenAI(
+        self._own(
+            client,
+            openai.AsyncOpenAI,
+            key_variable="OPENAI_API_KEY",
             base_url=base_url,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-set",
+            api_key=api_key,
             max_retries=max_retries,
             timeout=timeout,
         )
@@ -139,7 +147,7 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
         if on_delta is not None:
             return await self._stream(kwargs, on_delta)
         try:
-            response = await self._client.chat.completions.create(**kwargs)
+            response = await self.client.chat.completions.create(**kwargs)
         except _SDK_ERRORS as exc:
             return Failure(self._error(exc))
         return self._parse(response)
@@ -175,7 +183,7 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
         self, kwargs: dict[str, Any], on_delta: DeltaSink
     ) -> Result[ModelResponse, ModelError]:
         try:
-            stream = await self._client.chat.completions.create(
+            stream = await self.client.chat.completions.create(
                 **kwargs, stream=True, stream_options={"include_usage": True}
             )
         except _SDK_ERRORS as exc:

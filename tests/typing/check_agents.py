@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import assert_type
 
+import anthropic
+import attrs
+import openai
+
 from returns.result import Result
 
 from pipeline import Context, Handler, Message, switch
@@ -17,7 +21,7 @@ from pipeline.agents import (
     SequentialAgent,
     TurnLimitExceeded,
 )
-from pipeline.errors import PipelineError, ToolError
+from pipeline.errors import InvalidOutput, PipelineError, ToolError
 from pipeline.events import (
     Event,
     EventStream,
@@ -27,7 +31,9 @@ from pipeline.events import (
 )
 from pipeline.graph import Writable, state_tools
 from pipeline.llm import BadVerdict, PolicyViolation, llm_condition, policy
-from pipeline.models import Model, ModelError
+from pipeline.models import Model, ModelError, ResponseSchema
+from pipeline.models.anthropic import AnthropicModel
+from pipeline.models.openai import OpenAIModel
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import Tool, tool
 
@@ -130,3 +136,24 @@ def audit(err: TurnLimitExceeded, m: Message) -> None:
 
 async def wait() -> None:
     assert_type(await reader_caught_up(), None)
+
+
+@attrs.frozen
+class Verdict:
+    """A structured answer."""
+
+    label: str
+
+
+def structured(run: AgentRun, openai_model: OpenAIModel) -> None:
+    assert_type(ResponseSchema.of(Verdict), ResponseSchema)
+    assert_type(run.output(Verdict), Result[Verdict, InvalidOutput])
+    run.output("Verdict")  # type: ignore[arg-type]  # a class, not its name
+    assert_type(openai_model.client, openai.AsyncOpenAI)
+
+
+async def closing(anthropic_model: AnthropicModel) -> None:
+    async with anthropic_model as m:
+        assert_type(m, AnthropicModel)
+        assert_type(m.client, anthropic.AsyncAnthropic)
+    assert_type(await anthropic_model.aclose(), None)

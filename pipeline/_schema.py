@@ -1,0 +1,90 @@
+"""JSON schemas of Python types: what a model is told a value looks like.
+
+>>> schema_for(list[int])
+{'type': 'array', 'items': {'type': 'integer'}}
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import types
+import typing
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, get_args, get_origin
+
+import attrs
+
+from pyrsistent import PVector
+
+from .errors import ConstructionError
+
+
+__all__ = ("schema_for",)
+
+
+def schema_for(t: Any) -> dict[str, Any]:
+    """JSON schema of a Python type: scalars, containers, Literal, Enum,
+    unions, attrs classes."""
+    if t is Any or t is object:
+        return {}
+    if t is type(None) or t is None:
+        return {"type": "null"}
+    if t is bool:
+        return {"type": "boolean"}
+    if t is int:
+        return {"type": "integer"}
+    if t is float:
+        return {"type": "number"}
+    if t is str:
+        return {"type": "string"}
+    origin = get_origin(t)
+    args = get_args(t)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [schema_for(a) for a in args]}
+    if origin in (
+        list,
+        tuple,
+        set,
+        frozenset,
+        Sequence,
+        typing.Sequence,
+        PVector,
+    ) or t in (list, tuple, PVector):
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return {
+                "type": "array",
+                "prefixItems": [schema_for(a) for a in args],
+                "minItems": len(args),
+                "maxItems": len(args),
+            }
+        item = args[0] if args else Any
+        return {"type": "array", "items": schema_for(item)}
+    if origin in (dict, Mapping, typing.Mapping) or t is dict:
+        value = args[1] if len(args) == 2 else Any
+        return {"type": "object", "additionalProperties": schema_for(value)}
+    if isinstance(t, type) and issubclass(t, enum.Enum):
+        return {"enum": [m.value for m in t]}
+    if isinstance(t, type) and attrs.has(t):
+        hints = typing.get_type_hints(t)
+        props: dict[str, Any] = {}
+        required: list[str] = []
+        for f in attrs.fields(t):
+            props[f.name] = schema_for(hints.get(f.name, Any))
+            if f.default is attrs.NOTHING:
+                required.append(f.name)
+        out: dict[str, Any] = {
+            "type": "object",
+            "properties": props,
+            "required": required,
+            "additionalProperties": False,
+        }
+        doc = inspect.getdoc(t)
+        if doc and not doc.startswith(f"{t.__name__}("):
+            out["description"] = doc.split("\n\n")[0]
+        return out
+    msg = f"no JSON schema for type {t!r}"
+    raise ConstructionError(msg)
