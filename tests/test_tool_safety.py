@@ -26,9 +26,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline import Context, Message, Role
-from pipeline.agents import Agent
+from pipeline.agents import Agent, as_tool
 from pipeline.errors import ConstructionError, ToolError
 from pipeline.events import ToolCallFinished, ToolRaised, stream
+from pipeline.graph import state_tools
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, Tool, tool
 
@@ -85,7 +86,45 @@ def shape_tool(kind: str) -> Tool:
     return tool(name=f"t_{kind}")(fn)
 
 
+@attrs.frozen
+class Board:
+    """A typed state for the state tools."""
+
+    priority: int = 0
+    mode: Mode = Mode.FAST
+    lane: Literal["a", "b"] = "a"
+    owner: str = ""
+
+
+@attrs.define
+class Holder:
+    """Where the state tools find the state."""
+
+    value: Any
+
+
+READ, WRITE = state_tools(
+    Holder(Board()), Board, writable=["priority", "mode", "lane", "owner"]
+)
+CTX_READ, CTX_WRITE = state_tools(
+    Holder(Context()), Context, writable={"count": int, "tag": str}
+)
+ASK = as_tool(Agent("helper", ScriptedModel()))
+
 TOOLS = {kind: shape_tool(kind) for kind in SHAPES}
+TARGETS: dict[str, tuple[Tool, str, str]] = {
+    **{kind: (made, "x", kind) for kind, made in TOOLS.items()},
+    "write_state.priority": (WRITE, "priority", "integer"),
+    "write_state.mode": (WRITE, "mode", "enum"),
+    "write_state.lane": (WRITE, "lane", "literal"),
+    "write_state.owner": (WRITE, "owner", "string"),
+    "read_state.field": (READ, "field", "string"),
+    "context.write_state.count": (CTX_WRITE, "count", "integer"),
+    "context.write_state.tag": (CTX_WRITE, "tag", "string"),
+    "context.read_state.key": (CTX_READ, "key", "string"),
+    "as_tool.prompt": (ASK, "prompt", "string"),
+}
+"""Every tool shape: (tool, the parameter, its kind)."""
 
 
 def wrong_type(kind: str, canary: str) -> object:
@@ -101,26 +140,31 @@ def wrong_type(kind: str, canary: str) -> object:
     return canary
 
 
-def arguments(kind: str, canary: str, how: str, size: int) -> str:
-    """The argument text for a malformation *how* of shape *kind*."""
+def arguments(
+    kind: str, canary: str, how: str, size: int, param: str = "x"
+) -> str:
+    """The argument text for a malformation *how* of a parameter *param*
+    of shape *kind*."""
+    key = json.dumps(param)
     if how == "wrong_type":
-        return json.dumps({"x": wrong_type(kind, canary)})
+        return json.dumps({param: wrong_type(kind, canary)})
     if how == "escaped_surrogate":
-        return json.dumps({"x": canary + "\ud800"})
+        return json.dumps({param: canary + "\ud800"})
     if how == "raw_surrogate":
-        return '{"x": "' + canary + '\ud800"}'
+        return "{" + key + ': "' + canary + '\ud800"}'
     if how == "surrogate_in_list":
-        return json.dumps({"x": [canary, "\udfff" + canary]})
+        return json.dumps({param: [canary, "\udfff" + canary]})
     if how == "nan":
-        return '{"x": [NaN, "' + canary + '"]}'
+        return "{" + key + ': [NaN, "' + canary + '"]}'
     if how == "infinity":
-        return '{"x": -Infinity, "y": "' + canary + '"}'
+        return "{" + key + ': -Infinity, "y": "' + canary + '"}'
     if how == "deep":
         depth = MAX_ARGUMENT_DEPTH + size
-        return '{"x": ' + "[" * depth + json.dumps(canary) + "]" * depth + "}"
+        nested = "[" * depth + json.dumps(canary) + "]" * depth
+        return "{" + key + ": " + nested + "}"
     assert how == "huge"
     repeat = MAX_ARGUMENT_BYTES // len(canary) + 1 + size
-    return json.dumps({"x": canary * repeat})
+    return json.dumps({param: canary * repeat})
 
 
 MALFORMATIONS = (
@@ -136,20 +180,22 @@ MALFORMATIONS = (
 
 
 @given(
-    kind=st.sampled_from(sorted(SHAPES)),
+    target=st.sampled_from(sorted(TARGETS)),
     how=st.sampled_from(MALFORMATIONS),
     token=st.text("abcdefghijklmnopqrstuvwxyz", min_size=8, max_size=16),
     size=st.integers(0, 4000),
 )
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 async def test_malformed_arguments_give_an_error_without_the_value(
-    kind: str, how: str, token: str, size: int
+    target: str, how: str, token: str, size: int
 ) -> None:
-    """Every tool shape turns every malformation into an error result that
-    never contains the value it was sent."""
+    """Every tool shape (plain tools of every parameter kind, state tools
+    over attrs states and contexts, an agent as a tool) turns every
+    malformation into an error result that never contains the value."""
+    made, param, kind = TARGETS[target]
     canary = f"SECRET{token}"
-    out, failed = await TOOLS[kind].call(arguments(kind, canary, how, size))
-    assert failed, (kind, how, out)
+    out, failed = await made.call(arguments(kind, canary, how, size, param))
+    assert failed, (target, how, out)
     assert out.startswith("error: ")
     assert canary not in out
     assert token not in out
