@@ -105,9 +105,9 @@ class Tool:
 
     Make one with :func:`tool`.  :meth:`call` returns ``(text, is_error)``
     for the model: bad arguments, a timeout, an exception listed in
-    *errors* (a :class:`~pipeline.errors.ToolError`'s own message, any
-    other's type only) or a result that cannot be sent all become error
-    results.  Exceptions not listed in *errors* propagate.
+    *errors* (its type only) or a :class:`~pipeline.errors.ToolError`
+    (its message) or a result that cannot be sent all become error
+    results.  Other exceptions propagate.
     """
 
     name: str
@@ -214,6 +214,9 @@ class Tool:
                         f"tool {self.name!r} timed out after {self.timeout} s"
                     )
                     return f"error: {late}", True
+        except ToolError as exc:  # meant for the model, whatever *errors* says
+            _LOG.info("tool %r refused: %s", self.name, type(exc).__name__)
+            return f"error: {unicode_safe(str(exc))}", True
         except self.errors as exc:
             return await self._raised(exc), True
         rendered = _render(out)
@@ -231,9 +234,6 @@ class Tool:
         return rendered, False
 
     async def _raised(self, exc: Exception) -> str:
-        if isinstance(exc, ToolError):
-            _LOG.info("tool %r refused: %s", self.name, type(exc).__name__)
-            return f"error: {unicode_safe(str(exc))}"
         # A tool's own exception may be a bug: never silent, never echoed
         # (its text may hold a secret).
         _LOG.error(
@@ -348,7 +348,8 @@ def tool(
     exception's text is never shown to the model (only its type; the
     traceback is logged on the ``pipeline.tools`` logger and a
     :class:`~pipeline.events.ToolRaised` event is emitted), except a
-    :class:`~pipeline.errors.ToolError`'s, which is meant for it.
+    :class:`~pipeline.errors.ToolError`'s, which is meant for it (and
+    always becomes an error result, listed or not).
 
     Raises:
         ConstructionError: a parameter has no annotation or a type with no

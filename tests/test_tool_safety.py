@@ -326,12 +326,13 @@ async def test_exception_text_is_logged_not_shown(
 async def test_tool_error_message_is_shown() -> None:
     """ToolError is the tool's own word to the model: its text is shown."""
 
-    @tool
+    @tool(errors=(LookupError,))
     async def lookup(order: int) -> str:
         """Find an order."""
         msg = f"no order {order}"
         raise ToolError(msg)
 
+    # Shown even when errors= does not list it.
     assert await lookup.call('{"order": 7}') == ("error: no order 7", True)
 
 
