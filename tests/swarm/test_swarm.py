@@ -375,6 +375,7 @@ async def test_after_a_transfer_the_specialist_sees_the_call_and_result() -> (
         "Transferring to specialist...",
         tool_call_id="x1",
         name="transfer_to_specialist",
+        agent="dispatcher",
     )
 
 
