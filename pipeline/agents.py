@@ -106,7 +106,8 @@ class AgentRun:
         attrs class (ask for it with ``response_schema=
         ResponseSchema.of(kind)``).
 
-        An answer that does not fit is an :class:`InvalidOutput` naming the
+        An answer that does not fit is an
+        :class:`~pipeline.errors.InvalidOutput` naming the
         field and the type expected, never the value.
         """
         decoded = decode_json(self.text, kind)
