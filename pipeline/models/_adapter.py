@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Generic, Protocol, Self, TypeVar
 
 import anyio
+import attrs
 
 from anyio.lowlevel import EventLoopToken, current_token
 
@@ -75,7 +76,7 @@ class ClientOwner(Generic[C]):
 
     _given: C | None
     _make: Callable[[], C]
-    _clients: dict[EventLoopToken, C]
+    _clients: dict[EventLoopToken, _Made[C]]
 
     def _own(
         self,
@@ -109,9 +110,9 @@ class ClientOwner(Generic[C]):
         loop = current_token()
         made = self._clients.get(loop)
         if made is None:
-            made = self._clients[loop] = self._make()
+            made = self._clients[loop] = _Made(self._make())
             _close_when_done(loop, made, self._clients)
-        return made
+        return made.client
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop (and its
@@ -121,7 +122,8 @@ class ClientOwner(Generic[C]):
             return
         made = self._clients.pop(current_token(), None)
         if made is not None:
-            await made.close()
+            made.reaper.cancel()  # closed here: nothing left to reap
+            await made.client.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -130,24 +132,36 @@ class ClientOwner(Generic[C]):
         await self.aclose()
 
 
+@attrs.define
+class _Made(Generic[C]):
+    """A client the adapter made, and the scope of the task reaping it."""
+
+    client: C
+    reaper: anyio.CancelScope = attrs.Factory(anyio.CancelScope)
+
+
 def _close_when_done(
-    loop: EventLoopToken, client: C, clients: dict[EventLoopToken, C]
+    loop: EventLoopToken,
+    made: _Made[C],
+    clients: dict[EventLoopToken, _Made[C]],
 ) -> None:
-    """Close *client* when *loop* ends: a task that sleeps until the loop
-    cancels what is left (asyncio's runner and trio's system tasks both
-    do), then closes it inside the loop its connections belong to."""
+    """Close *made*'s client when *loop* ends: a task that sleeps until the
+    loop cancels what is left (asyncio's runner and trio's system tasks
+    both do), then closes it inside the loop its connections belong to.
+    :meth:`ClientOwner.aclose` ends the task sooner."""
 
     async def reap() -> None:
         try:
-            await anyio.sleep_forever()
+            with made.reaper:
+                await anyio.sleep_forever()
         finally:
-            if clients.get(loop) is client:
+            if clients.get(loop) is made:  # not closed by aclose()
                 del clients[loop]
-            with anyio.CancelScope(shield=True):
-                try:
-                    await client.close()
-                except Exception:  # noqa: BLE001  # a finaliser must not crash the loop
-                    _LOG.exception("closing an SDK client failed")
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await made.client.close()
+                    except Exception:  # noqa: BLE001  # a finaliser must not crash the loop
+                        _LOG.exception("closing an SDK client failed")
 
     native = loop.native_token
     if isinstance(native, asyncio.AbstractEventLoop):

@@ -105,12 +105,18 @@ async def test_retry_middleware_is_the_one_place_retries_happen(
 
 
 async def test_async_with_and_aclose_close_the_client(llm: FakeLLM) -> None:
-    """async with closes the loop's client; the next call makes a new one;
-    closing twice is harmless."""
+    """async with closes the loop's client (and ends the task that would
+    have closed it with the loop); the next call makes a new one; closing
+    twice is harmless."""
+    before = len(anyio.get_running_tasks())
     async with openai_model(llm) as model:
         first = model.client
         assert model.client is first  # one per loop
+        await anyio.wait_all_tasks_blocked()
+        assert len(anyio.get_running_tasks()) == before + 1
     await model.aclose()
+    await anyio.wait_all_tasks_blocked()
+    assert len(anyio.get_running_tasks()) == before
     second = model.client
     assert second is not first
     await model.aclose()
