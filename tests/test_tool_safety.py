@@ -10,6 +10,7 @@ tool may list the exceptions that become error results (others propagate);
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 import logging
@@ -389,3 +390,59 @@ async def test_timeout_bounds_a_sync_tool() -> None:
     finally:
         release.set()
     await anyio.to_thread.run_sync(finished.wait, 10)
+
+
+async def test_cancelling_a_run_leaves_a_timed_sync_tool_behind() -> None:
+    """A run cancelled while a sync tool with a timeout blocks returns at
+    once (the thread is abandoned, as at the timeout), not when the
+    thread does."""
+    release = threading.Event()
+    finished = threading.Event()
+    started = threading.Event()
+
+    @tool(timeout=60)
+    def stuck() -> str:
+        """Blocks until released."""
+        started.set()
+        release.wait(30)
+        finished.set()
+        return "late"
+
+    model = ScriptedModel(Reply.tool_call("stuck"), strict=False)
+    agent = Agent("a", model, tools=[stuck])
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(agent.run, [])
+                await anyio.to_thread.run_sync(started.wait, 10)
+                tg.cancel_scope.cancel()
+        assert not finished.is_set()
+    finally:
+        release.set()
+    await anyio.to_thread.run_sync(finished.wait, 10)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_native_task_cancel_leaves_a_timed_sync_tool_behind() -> None:
+    """The same with asyncio's own task.cancel(): the cancellation comes
+    back at once, as a cancellation."""
+    release = threading.Event()
+    started = threading.Event()
+
+    @tool(timeout=60)
+    def stuck() -> str:
+        """Blocks until released."""
+        started.set()
+        release.wait(30)
+        return "late"
+
+    model = ScriptedModel(Reply.tool_call("stuck"), strict=False)
+    agent = Agent("a", model, tools=[stuck])
+    task = asyncio.get_running_loop().create_task(agent.run([]))
+    try:
+        await anyio.to_thread.run_sync(started.wait, 10)
+        task.cancel()
+        with anyio.fail_after(10), pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        release.set()
