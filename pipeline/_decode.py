@@ -141,7 +141,10 @@ def describe(t: Any) -> str:
     except ConstructionError:
         schema = {}
     if "enum" in schema:
-        return f"one of {json.dumps(schema['enum'])}"
+        try:
+            return f"one of {json.dumps(schema['enum'])}"
+        except (TypeError, ValueError):  # a Literal of non-JSON values
+            return "one of the allowed values"
     kind = schema.get("type")
     if isinstance(kind, str):
         label = _KINDS.get(kind, kind)
