@@ -35,6 +35,7 @@ from .errors import ConstructionError
 
 __all__ = (
     "DECODE_ERRORS",
+    "JSON",
     "MAX_DEPTH",
     "decode_json",
     "describe",
@@ -64,6 +65,13 @@ def no_constant(_: str) -> NoReturn:
     raise ValueError(msg)
 
 
+JSON = json.JSONDecoder(parse_constant=no_constant)
+"""A JSON decoder refusing NaN and Infinity (made once: ``json.loads``
+with options builds a decoder per call)."""
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
 def names(keys: Sequence[str]) -> str:
     """Names (keys) untrusted data made up, as far as they are safe to show:
     short identifiers; the others are counted."""
@@ -76,6 +84,8 @@ def unsendable(value: object) -> str | None:
     """Why a decoded JSON value cannot go on (``None`` if it can): nesting
     past :data:`MAX_DEPTH`, or text that is not Unicode (a lone
     surrogate, which no encoder downstream would write)."""
+    if type(value) in _SCALARS:
+        return None
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
@@ -172,7 +182,7 @@ def decode_json(text: str, kind: type[T]) -> Result[T, str]:
     :func:`explain`): NaN, nesting past :data:`MAX_DEPTH` and lone
     surrogates are refused too."""
     try:
-        raw = json.loads(text, parse_constant=no_constant)
+        raw = JSON.decode(text)
     except (ValueError, RecursionError):
         return Failure("not valid JSON")
     problem = unsendable(raw)

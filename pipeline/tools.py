@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import logging
 import re
 import typing
@@ -51,10 +50,10 @@ from cattrs.errors import (
 from ._context import Message, ToolCall
 from ._decode import (
     DECODE_ERRORS,
+    JSON,
     MAX_DEPTH,
     explain,
     names,
-    no_constant,
     unsendable,
 )
 from ._handler import collapse
@@ -158,14 +157,14 @@ class Tool:
         paths into them and the types expected.
         """
         where = f"arguments for {self.name!r}"
-        if (
-            len(arguments) > MAX_ARGUMENT_BYTES
-            or len(arguments.encode("utf-8", "surrogatepass"))
+        if len(arguments) > MAX_ARGUMENT_BYTES or (
+            not arguments.isascii()
+            and len(arguments.encode("utf-8", "surrogatepass"))
             > MAX_ARGUMENT_BYTES
         ):
             return f"{where} exceed {MAX_ARGUMENT_BYTES} bytes"
         try:
-            raw = json.loads(arguments or "{}", parse_constant=no_constant)
+            raw = JSON.decode(arguments or "{}")
         except (ValueError, RecursionError):
             return f"{where} are not valid JSON"
         if not isinstance(raw, dict):
