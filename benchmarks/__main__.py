@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Callable
 
 from benchmarks import (
+    cli_startup,
     w1_chain,
     w3_loop,
     w7_agent,
@@ -31,7 +32,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import",
+        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli",
     )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
@@ -48,6 +49,7 @@ def main() -> None:
         "durable": lambda: w9_durable.cases(settings, quick=args.quick),
         "servers": lambda: w_servers.cases(settings),
         "import": lambda: w8_import.cases(reps),
+        "cli": lambda: cli_startup.cases(max(reps, 11)),
     }
     chosen = [b for b in args.only.split(",") if b] or list(batches)
     cases: list[Case] = []

@@ -16,6 +16,7 @@ import pipeline
 PUBLIC_MODULES = [
     "pipeline",
     "pipeline.agents",
+    "pipeline.cli",
     "pipeline.errors",
     "pipeline.events",
     "pipeline.fold",

@@ -1,0 +1,318 @@
+"""The ``pipeline`` command: its options and subcommands (click)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import click
+
+from ._exits import ExitCode
+
+
+_STORE_HELP = (
+    "checkpoints: a SQLite file (default: $PIPELINE_STORE, else "
+    "./pipeline-threads.sqlite3), or a postgresql:// or redis:// URL"
+)
+_TARGET_HELP = (
+    "the graph or swarm that runs the thread (default: the one "
+    "`pipeline run` noted)"
+)
+
+store_option = click.option("--store", metavar="PATH|URL", help=_STORE_HELP)
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="print JSON lines instead"
+)
+version_option = click.option(
+    "--version",
+    "version",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="a checkpoint version (default: the latest)",
+)
+target_option = click.option(
+    "--target", "ref", metavar="MODULE:OBJECT", help=_TARGET_HELP
+)
+
+
+def _go(
+    ctx: click.Context,
+    make: Callable[[Any], Awaitable[ExitCode]],
+    store: str | None = None,
+    *,
+    as_json: bool = False,
+) -> int:
+    """Run the async body of a command on the chosen event loop."""
+    import anyio  # noqa: PLC0415
+
+    from ._commands import Settings  # noqa: PLC0415
+    from ._stores import resolve  # noqa: PLC0415
+
+    settings = Settings(
+        resolve(store), json=as_json, traceback=ctx.obj["traceback"]
+    )
+    return int(anyio.run(make, settings, backend=ctx.obj["backend"]))
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["asyncio", "trio"]),
+    default="asyncio",
+    show_default=True,
+    help="the event loop to run on",
+)
+@click.option(
+    "--traceback",
+    is_flag=True,
+    help="show the traceback when your code raises",
+)
+@click.pass_context
+def cli(ctx: click.Context, backend: str, traceback: bool) -> None:
+    """Run, watch, resume and inspect pipelines, graphs and swarms.
+
+    \b
+    Exit codes:
+      0  done          1  the run failed     2  usage mistake
+      3  not found     4  paused (answer)    5  stopped by a gate
+      6  unavailable (store, busy thread, renderer, extra)
+      130  cancelled with Ctrl-C (the checkpoint is kept)
+    """
+    ctx.obj = {"backend": backend, "traceback": traceback}
+
+
+@cli.command()
+@click.argument("target", metavar="MODULE:OBJECT")
+@click.option(
+    "--input",
+    "input_text",
+    metavar="JSON|@FILE",
+    help="the input as JSON (a graph's state fields; a string for a "
+    "swarm or agent), or @FILE to read it",
+)
+@store_option
+@click.option(
+    "--thread", metavar="ID", help="the new thread's id (default: random)"
+)
+@click.option(
+    "--context",
+    is_flag=True,
+    help="give a handler a Context (a string input is one user message)",
+)
+@json_option
+@click.pass_context
+def run(
+    ctx: click.Context,
+    target: str,
+    input_text: str | None,
+    store: str | None,
+    thread: str | None,
+    context: bool,
+    as_json: bool,
+) -> int:
+    """Run a handler, graph or swarm; graphs and swarms keep checkpoints.
+
+    On a terminal a live line shows the current node or agent, steps,
+    handoffs, tool calls, tokens and time, and assistant text streams as
+    it arrives.  Ctrl-C cancels, keeping the last checkpoint.
+    """
+    from ._commands import run as body  # noqa: PLC0415
+
+    return _go(
+        ctx,
+        lambda s: body(
+            s,
+            target,
+            input_text=input_text,
+            thread_id=thread,
+            store_given=store is not None,
+            context=context,
+        ),
+        store,
+        as_json=as_json,
+    )
+
+
+@cli.command()
+@click.argument("thread")
+@version_option
+@target_option
+@store_option
+@json_option
+@click.pass_context
+def resume(
+    ctx: click.Context,
+    thread: str,
+    version: int | None,
+    ref: str | None,
+    store: str | None,
+    as_json: bool,
+) -> int:
+    """Continue THREAD from its latest (or --version N) checkpoint."""
+    from ._commands import resume as body  # noqa: PLC0415
+
+    return _go(
+        ctx,
+        lambda s: body(s, thread, version=version, ref=ref, answer_text=None),
+        store,
+        as_json=as_json,
+    )
+
+
+@cli.command()
+@click.argument("thread")
+@click.argument("answer")
+@target_option
+@store_option
+@json_option
+@click.pass_context
+def answer(
+    ctx: click.Context,
+    thread: str,
+    answer: str,
+    ref: str | None,
+    store: str | None,
+    as_json: bool,
+) -> int:
+    """Answer the question THREAD paused on, and continue it.
+
+    ANSWER is JSON when it parses as JSON (true, 3, {"ok": true}),
+    else the text itself.
+    """
+    from ._commands import resume as body  # noqa: PLC0415
+
+    return _go(
+        ctx,
+        lambda s: body(s, thread, version=None, ref=ref, answer_text=answer),
+        store,
+        as_json=as_json,
+    )
+
+
+@cli.command()
+@store_option
+@json_option
+@click.pass_context
+def threads(ctx: click.Context, store: str | None, as_json: bool) -> int:
+    """List the threads in the store."""
+    from ._commands import threads as body  # noqa: PLC0415
+
+    return _go(ctx, body, store, as_json=as_json)
+
+
+@cli.command()
+@click.argument("thread")
+@target_option
+@store_option
+@json_option
+@click.pass_context
+def history(
+    ctx: click.Context,
+    thread: str,
+    ref: str | None,
+    store: str | None,
+    as_json: bool,
+) -> int:
+    """List THREAD's checkpoints, oldest first."""
+    from ._commands import history as body  # noqa: PLC0415
+
+    return _go(ctx, lambda s: body(s, thread, ref), store, as_json=as_json)
+
+
+@cli.command()
+@click.argument("thread")
+@version_option
+@target_option
+@store_option
+@json_option
+@click.pass_context
+def show(
+    ctx: click.Context,
+    thread: str,
+    version: int | None,
+    ref: str | None,
+    store: str | None,
+    as_json: bool,
+) -> int:
+    """Print THREAD's snapshot (state included) as JSON."""
+    from ._commands import show as body  # noqa: PLC0415
+
+    return _go(
+        ctx, lambda s: body(s, thread, version, ref), store, as_json=as_json
+    )
+
+
+@cli.command()
+@click.argument("thread")
+@version_option
+@click.option("--to", "new_id", metavar="ID", help="the new thread's id")
+@target_option
+@store_option
+@click.pass_context
+def fork(
+    ctx: click.Context,
+    thread: str,
+    version: int | None,
+    new_id: str | None,
+    ref: str | None,
+    store: str | None,
+) -> int:
+    """Copy THREAD (at --version N) into a new thread; print its id."""
+    from ._commands import fork as body  # noqa: PLC0415
+
+    return _go(ctx, lambda s: body(s, thread, version, new_id, ref), store)
+
+
+@cli.command()
+@click.argument("thread")
+@store_option
+@click.pass_context
+def delete(ctx: click.Context, thread: str, store: str | None) -> int:
+    """Delete THREAD and all its checkpoints."""
+    from ._commands import delete as body  # noqa: PLC0415
+
+    return _go(ctx, lambda s: body(s, thread), store)
+
+
+@cli.command()
+@click.argument("target", metavar="MODULE:OBJECT")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["mermaid", "svg", "png"]),
+    default="mermaid",
+    show_default=True,
+    help="svg and png need the Mermaid CLI (mmdc)",
+)
+@click.option(
+    "--output",
+    "-o",
+    metavar="FILE",
+    help="write here (default: stdout for mermaid, OBJECT.FORMAT otherwise)",
+)
+@click.pass_context
+def draw(ctx: click.Context, target: str, fmt: str, output: str | None) -> int:
+    """Draw a graph or swarm as a Mermaid flowchart."""
+    from ._commands import draw as body  # noqa: PLC0415
+
+    return int(body(target, fmt, output, traceback=ctx.obj["traceback"]))
+
+
+@cli.command()
+def demo() -> int:
+    """Run the offline demo pipeline."""
+    from ..demo import run as body  # noqa: PLC0415
+
+    body()
+    return 0
+
+
+@cli.command()
+def version() -> int:
+    """Print the version."""
+    from .._version import __version__  # noqa: PLC0415
+
+    click.echo(__version__)
+    return 0

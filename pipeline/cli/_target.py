@@ -1,0 +1,228 @@
+"""``MODULE:OBJECT``: finding what to run, and turning input into its type."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
+
+import attrs
+import cattrs
+import orjson
+
+from ._exits import ExitCode, UserError
+
+
+if TYPE_CHECKING:
+    from ..fold import Codec
+
+
+Kind: TypeAlias = Literal["graph", "swarm", "handler"]
+
+_EXAMPLE = "pipeline run myapp.flows:support"
+
+
+@final
+@attrs.frozen
+class Target:
+    """A loaded ``MODULE:OBJECT``: a graph, a swarm or a handler."""
+
+    ref: str
+    kind: Kind
+    obj: Any
+
+    @property
+    def converter(self) -> cattrs.Converter:
+        """Structures input for the target and unstructures its output."""
+        if self.kind == "handler":
+            return _context_codec().converter
+        return self.obj.codec.converter  # type: ignore[no-any-return]
+
+    @property
+    def takes_context(self) -> bool:
+        """Whether the target's input is a :class:`~pipeline.Context`."""
+        if self.kind == "swarm":
+            return True
+        from ..agents import Agent  # noqa: PLC0415
+
+        return isinstance(self.obj, Agent)
+
+
+def _context_codec() -> Codec[Any]:
+    from .. import Context  # noqa: PLC0415
+    from ..fold import Codec  # noqa: PLC0415
+
+    return Codec(Context)
+
+
+def load(ref: str, *, traceback: bool = False) -> Target:
+    """Import ``MODULE:OBJECT`` (``OBJECT`` may be dotted) and classify it.
+
+    The current directory is put first on ``sys.path``, as ``python -m``
+    does, so a project's own modules are found.
+    """
+    module_name, sep, attr_path = ref.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise UserError(
+            f"expected MODULE:OBJECT, got {_quote(ref)}",
+            hint=f"for example: {_EXAMPLE}",
+        )
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and _is_prefix(exc.name, module_name):
+            raise UserError(
+                f"no module named {exc.name!r}",
+                hint="run from your project's directory, or install it "
+                "(the current directory is on the path)",
+            ) from None
+        if traceback:
+            raise
+        raise _import_failed(module_name, exc) from None
+    except Exception as exc:
+        if traceback:
+            raise
+        raise _import_failed(module_name, exc) from None
+    obj: Any = module
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UserError(
+                f"module {module_name!r} has no attribute {attr_path!r}",
+                hint="OBJECT names a graph, swarm or handler defined at "
+                "the module's top level",
+            ) from None
+    return Target(ref, _kind(ref, obj), obj)
+
+
+def _kind(ref: str, obj: object) -> Kind:
+    from .. import Handler  # noqa: PLC0415
+    from ..graph import Graph  # noqa: PLC0415
+    from ..swarm import Swarm  # noqa: PLC0415
+
+    if isinstance(obj, Graph):
+        return "graph"
+    if isinstance(obj, Swarm):
+        return "swarm"
+    if isinstance(obj, Handler):
+        return "handler"
+    raise UserError(
+        f"{ref} is a {type(obj).__name__}, not a graph, swarm or handler",
+        hint="point at a value built with graph.builder(), "
+        "swarm.builder() or @handler",
+    )
+
+
+def _is_prefix(missing: str, wanted: str) -> bool:
+    return wanted == missing or wanted.startswith(missing + ".")
+
+
+def _import_failed(module_name: str, exc: BaseException) -> UserError:
+    return UserError(
+        f"importing {module_name!r} raised {type(exc).__name__}",
+        hint="pass --traceback to see where",
+        code=ExitCode.FAILED,
+    )
+
+
+def _quote(text: str) -> str:
+    # What the user typed may be anything: show its shape, not a long value.
+    return repr(text) if len(text) <= 60 else repr(text[:57] + "...")
+
+
+def read_json(text: str, what: str) -> object:
+    """Parse *text* as JSON; ``@path`` reads the file at *path*.
+
+    Errors name *what* and the position, never the text (it may hold a
+    secret).
+    """
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UserError(
+                f"{what}: no file {str(path)!r}",
+                hint="@FILE reads JSON from FILE",
+                code=ExitCode.NOT_FOUND,
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(
+                f"{what}: cannot read {str(path)!r} ({type(exc).__name__})"
+            ) from None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise UserError(
+            f"{what} is not valid JSON (line {exc.lineno}, column {exc.colno})",
+            hint="strings need JSON quotes: --input '\"hello\"'; "
+            "or pass @FILE",
+        ) from None
+
+
+def structure_input(target: Target, value: object) -> object:
+    """*value* (JSON) as the target's input type.
+
+    A graph takes its state type (an object of its fields); a swarm or an
+    agent takes a context (a string is one user message); any other
+    handler takes the JSON value itself, or a context with ``--context``.
+    """
+    if target.kind == "graph":
+        kind: Any = target.obj.state_type
+        if value is None:
+            value = {}
+        return _structure(target, value, kind, _type_name(kind))
+    if target.takes_context:
+        return as_context(target, value)
+    return value
+
+
+def as_context(target: Target, value: object) -> object:
+    """A string as a context of one user message; an object as the
+    context's fields (``messages``, ``metadata``)."""
+    from .. import Context, Message  # noqa: PLC0415
+
+    if isinstance(value, str):
+        return Context.of(Message.user(value))
+    if value is None:
+        return Context()
+    return _structure(target, value, Context, "a Context")
+
+
+def _structure(target: Target, value: object, kind: Any, name: str) -> object:
+    from cattrs.errors import BaseValidationError  # noqa: PLC0415
+
+    try:
+        return target.converter.structure(value, kind)
+    except BaseValidationError as exc:
+        where = "; ".join(
+            cattrs.transform_error(exc, format_exception=_expected)
+        )
+    except (ValueError, TypeError, KeyError) as exc:
+        where = f"{type(exc).__name__} @ $"
+    raise UserError(
+        f"--input does not fit {name}: {where}",
+        hint=f"give the fields of {name} as a JSON object",
+    )
+
+
+def _expected(exc: BaseException, kind: type | None) -> str:
+    """One failure, without the value (it may be a secret)."""
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    extra = getattr(exc, "extra_fields", None)
+    if extra:
+        return f"unknown field(s) {', '.join(sorted(map(str, extra)))}"
+    if kind is None:
+        return type(exc).__name__
+    return f"expected {_type_name(kind)}"
+
+
+def _type_name(kind: Any) -> str:
+    return getattr(kind, "__qualname__", None) or str(kind)

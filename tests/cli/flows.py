@@ -1,0 +1,148 @@
+"""Targets the CLI tests run as ``tests.cli.flows:NAME`` in subprocesses.
+
+Models are scripted (:mod:`pipeline.testing`); each subprocess imports this
+module afresh, so every run starts its scripts from the beginning.
+"""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+import attrs
+
+from returns.result import Result, Success
+
+from pipeline import Context, Message, Usage, handler, swarm
+from pipeline import graph as g
+from pipeline.agents import Agent
+from pipeline.graph import END, Continue, Interrupt, Stop, Transition
+from pipeline.testing import Reply, ScriptedModel
+
+
+@attrs.frozen
+class Ticket:
+    """A support ticket moving through the desk."""
+
+    text: str
+    category: str = ""
+    reply: str = ""
+    sent: bool = False
+
+
+@handler
+async def classify(t: Ticket) -> Result[Ticket, str]:
+    kind = "billing" if "charge" in t.text else "tech"
+    return Success(attrs.evolve(t, category=kind))
+
+
+@handler
+async def draft(t: Ticket) -> Result[Ticket, str]:
+    return Success(attrs.evolve(t, reply=f"About your {t.category} issue"))
+
+
+@handler
+async def send(t: Ticket) -> Result[Ticket, str]:
+    if os.environ.get("FLOWS_BLOCK") == "1":
+        await anyio.sleep_forever()  # the pty test presses Ctrl-C here
+    return Success(attrs.evolve(t, sent=True))
+
+
+async def approve(t: Transition[Ticket]) -> g.Decision:
+    """Sending needs a human's yes."""
+    if t.targets != ("send",):
+        return Continue()
+    if t.answer is None:
+        return Interrupt("send this reply?")
+    return Continue() if t.answer == "yes" else Stop("declined")
+
+
+desk = (
+    g.builder(Ticket)
+    .node("classify", classify)
+    .node("draft", draft)
+    .node("send", send)
+    .entry("classify")
+    .edge("classify", "draft")
+    .edge("draft", "send")
+    .edge("send", END)
+    .gate(approve)
+    .build()
+)
+"""classify -> draft -> (approval) -> send."""
+
+plain = (
+    g.builder(Ticket)
+    .node("classify", classify)
+    .node("draft", draft)
+    .node("send", send)
+    .entry("classify")
+    .edge("classify", "draft")
+    .edge("draft", "send")
+    .edge("send", END)
+    .build()
+)
+"""The desk without approval."""
+
+
+@handler
+async def fail(t: Ticket) -> Result[Ticket, str]:
+    return Success(t) if t.text else _refuse()
+
+
+def _refuse() -> Result[Ticket, str]:
+    from returns.result import Failure  # noqa: PLC0415
+
+    return Failure("empty ticket")
+
+
+failing = (
+    g.builder(Ticket)
+    .node("fail", fail)
+    .entry("fail")
+    .edge("fail", END)
+    .build()
+)
+
+
+@handler
+async def shout(text: str) -> Result[str, str]:
+    return Success(text.upper())
+
+
+@handler
+async def explode(text: str) -> Result[str, str]:
+    raise ZeroDivisionError(text)
+
+
+helper = Agent(
+    "helper",
+    ScriptedModel(
+        Reply.text("Restart the router.", usage=Usage(12, 5)), chunk=3
+    ),
+)
+
+dispatcher = Agent(
+    "dispatcher",
+    ScriptedModel(Reply.tool_call("transfer_to_billing"), Reply.text("?")),
+)
+billing = Agent(
+    "billing",
+    ScriptedModel(
+        Reply.text("Your refund is on its way.", usage=Usage(20, 7))
+    ),
+)
+team = (
+    swarm.builder()
+    .agent("dispatcher", dispatcher, handoffs=["billing"])
+    .agent("billing", billing, handoffs=["dispatcher"])
+    .entry("dispatcher")
+    .build()
+)
+
+not_a_flow = 42
+
+
+def context_of(text: str) -> Context:
+    """A context of one user message."""
+    return Context.of(Message.user(text))

@@ -1,0 +1,656 @@
+"""The ``pipeline`` command end to end: real subprocesses, real SQLite
+files, the live view on a pseudo-terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import uuid
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import ExitCode
+from tests.cli.runner import FLOWS, Terminal, cli, environment
+
+
+@pytest.fixture(name="store")
+def _store(tmp_path: Path) -> str:
+    return str(tmp_path / "threads.sqlite3")
+
+
+def lines(text: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in text.splitlines() if line]
+
+
+def assert_one_line_error(stderr: str) -> None:
+    """A mistake is one error line and a hint, never a traceback."""
+    assert "Traceback" not in stderr
+    out = stderr.strip().splitlines()
+    assert len(out) == 2, stderr
+    assert out[0].startswith("pipeline: error: ")
+    assert out[1].startswith("hint: ")
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_run_pause_answer_resume(
+    tmp_path: Path, store: str, backend: str
+) -> None:
+    """A run pauses at its approval gate; answering continues it to the end,
+    and history shows every checkpoint once."""
+    ran = cli(
+        "--backend",
+        backend,
+        "run",
+        f"{FLOWS}:desk",
+        "--input",
+        '{"text": "I was charged twice"}',
+        "--store",
+        store,
+        "--thread",
+        "t1",
+        cwd=tmp_path,
+    )
+    assert ran.returncode == ExitCode.PAUSED, ran.stderr
+    assert "paused: send this reply?" in ran.stderr
+    assert "pipeline answer t1 ANSWER" in ran.stderr
+
+    shown = cli("show", "t1", "--store", store, cwd=tmp_path)
+    snap = json.loads(shown.stdout)
+    assert snap["status"] == "interrupted"
+    assert snap["pending"] == {
+        "question": "send this reply?",
+        "answered": False,
+    }
+    assert snap["state"]["category"] == "billing"
+
+    answered = cli(
+        "--backend",
+        backend,
+        "answer",
+        "t1",
+        "yes",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert answered.returncode == ExitCode.OK, answered.stderr
+    state = json.loads(answered.stdout)
+    assert state == {
+        "text": "I was charged twice",
+        "category": "billing",
+        "reply": "About your billing issue",
+        "sent": True,
+    }
+
+    hist = cli("history", "t1", "--store", store, "--json", cwd=tmp_path)
+    rows = lines(hist.stdout)
+    assert [r["version"] for r in rows] == list(range(len(rows)))
+    nodes = [r["node"] for r in rows]
+    assert nodes.count("send") == 1  # the node ran once
+    assert rows[-2]["question"] is None  # answered
+    assert rows[-1]["status"] == "done"
+
+    resumed = cli("resume", "t1", "--store", store, cwd=tmp_path)
+    assert resumed.returncode == ExitCode.OK  # a done thread stays done
+    assert json.loads(resumed.stdout)["sent"] is True
+
+
+def test_declined_answer_stops(tmp_path: Path, store: str) -> None:
+    """A gate's stop is its own exit status."""
+    cli(
+        "run",
+        f"{FLOWS}:desk",
+        "--input",
+        '{"text": "x"}',
+        "--store",
+        store,
+        "--thread",
+        "t",
+        cwd=tmp_path,
+    )
+    stopped = cli("answer", "t", "no", "--store", store, cwd=tmp_path)
+    assert stopped.returncode == ExitCode.STOPPED
+    assert "stopped: declined" in stopped.stderr
+
+
+def test_json_events(tmp_path: Path, store: str) -> None:
+    """--json prints every event as one JSON object per line, then the result."""
+    ran = cli(
+        "run",
+        f"{FLOWS}:team",
+        "--input",
+        '"I was charged twice"',
+        "--store",
+        store,
+        "--json",
+        cwd=tmp_path,
+    )
+    assert ran.returncode == ExitCode.OK, ran.stderr
+    events = lines(ran.stdout)
+    kinds = [e["type"] for e in events]
+    assert kinds[-1] == "result"
+    for kind in (
+        "node_started",
+        "handoff",
+        "message_delta",
+        "message_complete",
+        "tool_call_started",
+        "checkpoint_saved",
+        "node_finished",
+    ):
+        assert kind in kinds
+    handoff = next(e for e in events if e["type"] == "handoff")
+    assert (handoff["source"], handoff["target"], handoff["count"]) == (
+        "dispatcher",
+        "billing",
+        1,
+    )
+    streamed = "".join(
+        str(e["text"]) for e in events if e["type"] == "message_delta"
+    )
+    assert streamed == "Your refund is on its way."
+    assert events[-1]["status"] == "done"
+    assert ran.stderr == ""
+
+
+def test_json_pause_result(tmp_path: Path, store: str) -> None:
+    """A pause under --json ends with a result line saying so."""
+    ran = cli(
+        "run",
+        f"{FLOWS}:desk",
+        "--input",
+        '{"text": "x"}',
+        "--store",
+        store,
+        "--thread",
+        "j",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert ran.returncode == ExitCode.PAUSED
+    last = lines(ran.stdout)[-1]
+    assert last == {
+        "type": "result",
+        "status": "interrupted",
+        "thread": "j",
+        "version": 3,
+        "question": "send this reply?",
+    }
+
+
+def test_handlers_and_agents(tmp_path: Path) -> None:
+    """Handlers take JSON values; agents take a string as a user message."""
+    shout = cli("run", f"{FLOWS}:shout", "--input", '"hi"', cwd=tmp_path)
+    assert (shout.returncode, shout.stdout) == (0, '"HI"\n')
+    agent = cli("run", f"{FLOWS}:helper", "--input", '"router?"', cwd=tmp_path)
+    assert (agent.returncode, agent.stdout) == (0, "Restart the router.\n")
+    assert not list(tmp_path.iterdir())  # handlers keep no checkpoints
+
+
+def test_input_from_file(tmp_path: Path, store: str) -> None:
+    """--input @FILE reads the JSON from a file."""
+    (tmp_path / "in.json").write_text('{"text": "wifi down"}')
+    ran = cli(
+        "run",
+        f"{FLOWS}:plain",
+        "--input",
+        "@in.json",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["category"] == "tech"
+
+
+def test_failed_run(tmp_path: Path, store: str) -> None:
+    """A failure value is exit 1 and one line naming it."""
+    ran = cli(
+        "run",
+        f"{FLOWS}:failing",
+        "--input",
+        '{"text": ""}',
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == ExitCode.FAILED
+    assert "error: the run failed: empty ticket" in ran.stderr
+    assert "Traceback" not in ran.stderr
+
+
+def test_raising_code(tmp_path: Path) -> None:
+    """Code that raises: one line, unless --traceback asks for it."""
+    ran = cli("run", f"{FLOWS}:explode", "--input", '"x"', cwd=tmp_path)
+    assert ran.returncode == ExitCode.FAILED
+    assert_one_line_error(ran.stderr)
+    assert "ZeroDivisionError" in ran.stderr
+    shown = cli(
+        "--traceback",
+        "run",
+        f"{FLOWS}:explode",
+        "--input",
+        '"x"',
+        cwd=tmp_path,
+    )
+    assert "Traceback" in shown.stderr
+    assert shown.returncode == 1
+
+
+def test_threads_fork_delete(tmp_path: Path, store: str) -> None:
+    """Threads are listed with their target; a fork is a new thread; delete
+    removes a thread and its note."""
+    cli(
+        "run",
+        f"{FLOWS}:desk",
+        "--input",
+        '{"text": "x"}',
+        "--store",
+        store,
+        "--thread",
+        "a",
+        cwd=tmp_path,
+    )
+    forked = cli(
+        "fork",
+        "a",
+        "--version",
+        "1",
+        "--to",
+        "b",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert (forked.returncode, forked.stdout) == (0, "b\n")
+    listed = cli("threads", "--store", store, "--json", cwd=tmp_path)
+    assert lines(listed.stdout) == [
+        {"thread": "a", "head": 3, "target": f"{FLOWS}:desk"},
+        {"thread": "b", "head": 0, "target": f"{FLOWS}:desk"},
+    ]
+    shown = json.loads(cli("show", "b", "--store", store, cwd=tmp_path).stdout)
+    assert (shown["node"], shown["next"]) == ("classify", ["draft"])
+    old = json.loads(
+        cli(
+            "show", "a", "--version", "0", "--store", store, cwd=tmp_path
+        ).stdout
+    )
+    assert old["status"] == "running"
+    assert old["state"]["category"] == ""
+
+    deleted = cli("delete", "a", "--store", store, cwd=tmp_path)
+    assert deleted.returncode == 0
+    gone = cli("history", "a", "--store", store, cwd=tmp_path)
+    assert gone.returncode == ExitCode.NOT_FOUND
+    listed = cli("threads", "--store", store, "--json", cwd=tmp_path)
+    assert [r["thread"] for r in lines(listed.stdout)] == ["b"]
+
+
+def test_default_store_from_environment(tmp_path: Path) -> None:
+    """Without --store: $PIPELINE_STORE, else a file in the current directory."""
+    cli(
+        "run",
+        f"{FLOWS}:plain",
+        "--input",
+        '{"text": "x"}',
+        "--thread",
+        "d",
+        cwd=tmp_path,
+    )
+    assert (tmp_path / "pipeline-threads.sqlite3").exists()
+    env = environment(PIPELINE_STORE=str(tmp_path / "other.sqlite3"))
+    cli(
+        "run",
+        f"{FLOWS}:plain",
+        "--input",
+        '{"text": "x"}',
+        "--thread",
+        "e",
+        cwd=tmp_path,
+        env=env,
+    )
+    listed = cli("threads", "--json", cwd=tmp_path, env=env)
+    assert [r["thread"] for r in lines(listed.stdout)] == ["e"]
+
+
+def test_draw(tmp_path: Path) -> None:
+    """Mermaid text by default; svg through mmdc, or a clear message."""
+    drawn = cli("draw", f"{FLOWS}:desk", cwd=tmp_path)
+    assert drawn.returncode == 0
+    assert drawn.stdout.startswith("flowchart")
+    assert "n_draft --> n_send" in drawn.stdout
+    team = cli("draw", f"{FLOWS}:team", cwd=tmp_path)
+    assert "billing" in team.stdout
+
+    bare = environment(PATH=str(tmp_path / "empty"))
+    missing = cli(
+        "draw", f"{FLOWS}:desk", "--format", "svg", cwd=tmp_path, env=bare
+    )
+    assert missing.returncode == ExitCode.UNAVAILABLE
+    assert_one_line_error(missing.stderr)
+    assert "mmdc" in missing.stderr
+
+    # The Mermaid CLI needs a browser it downloads, which this machine cannot;
+    # a stand-in on PATH checks what the command hands it.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    mmdc = bin_dir / "mmdc"
+    mmdc.write_text(
+        "#!/bin/sh\n"
+        'test "$1" = --input && test "$3" = --output || exit 9\n'
+        'grep -q flowchart "$2" && echo "<svg/>" > "$4"\n'
+    )
+    mmdc.chmod(mmdc.stat().st_mode | stat.S_IEXEC)
+    env = environment(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    made = cli(
+        "draw",
+        f"{FLOWS}:desk",
+        "--format",
+        "svg",
+        "-o",
+        "g.svg",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "g.svg").read_text() == "<svg/>\n"
+
+
+@pytest.fixture(name="paused", scope="module")
+def _paused(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One store with thread p paused at its question (mistakes change
+    nothing, so every case shares it)."""
+    where = tmp_path_factory.mktemp("mistakes")
+    store = str(where / "threads.sqlite3")
+    cli(
+        "run",
+        f"{FLOWS}:desk",
+        "--input",
+        '{"text": "x"}',
+        "--store",
+        store,
+        "--thread",
+        "p",
+        cwd=where,
+    )
+    return where, store
+
+
+BAD = [
+    # run
+    (["run", "nomodule:x"], ExitCode.USAGE, "no module named 'nomodule'"),
+    (["run", "tests.cli.flows"], ExitCode.USAGE, "expected MODULE:OBJECT"),
+    (
+        ["run", f"{FLOWS}:missing"],
+        ExitCode.USAGE,
+        "has no attribute 'missing'",
+    ),
+    (["run", f"{FLOWS}:not_a_flow"], ExitCode.USAGE, "is a int, not a graph"),
+    (
+        ["run", f"{FLOWS}:desk", "--input", "{oops"],
+        ExitCode.USAGE,
+        "not valid JSON",
+    ),
+    (
+        ["run", f"{FLOWS}:desk", "--input", '{"txt": "x"}'],
+        ExitCode.USAGE,
+        "unknown field(s) txt",
+    ),
+    (
+        ["run", f"{FLOWS}:desk", "--input", '{"text": 3}'],
+        ExitCode.USAGE,
+        "expected str @ $.text",
+    ),
+    (
+        ["run", f"{FLOWS}:desk", "--input", "@nofile.json"],
+        ExitCode.NOT_FOUND,
+        "no file",
+    ),
+    (
+        ["run", f"{FLOWS}:shout", "--thread", "x"],
+        ExitCode.USAGE,
+        "keeps no checkpoints",
+    ),
+    (
+        ["run", f"{FLOWS}:desk", "--input", '{"text": "x"}', "--thread", "p"],
+        ExitCode.USAGE,
+        "thread 'p' already exists",
+    ),
+    (
+        [
+            "run",
+            f"{FLOWS}:desk",
+            "--input",
+            '{"text": "x"}',
+            "--store",
+            "ftp://h/x",
+        ],
+        ExitCode.USAGE,
+        "no store for URLs starting ftp://",
+    ),
+    (
+        ["threads", "--store", "redis://u:hunter2@127.0.0.1:1"],
+        ExitCode.UNAVAILABLE,
+        "cannot reach the store at redis://127.0.0.1:1",
+    ),
+    # resume, answer
+    (["resume", "nope"], ExitCode.NOT_FOUND, "no thread 'nope'"),
+    (
+        ["resume", "p", "--version", "99"],
+        ExitCode.NOT_FOUND,
+        "no checkpoint for thread 'p' at version 99",
+    ),
+    (["answer", "nope", "yes"], ExitCode.NOT_FOUND, "no thread 'nope'"),
+    (
+        ["resume", "p", "--target", f"{FLOWS}:shout"],
+        ExitCode.USAGE,
+        "is a handler",
+    ),
+    # threads, history, show, fork, delete against a missing store file
+    (
+        ["threads", "--store", "absent.sqlite3"],
+        ExitCode.NOT_FOUND,
+        "no store at",
+    ),
+    (["history", "nope"], ExitCode.NOT_FOUND, "no thread 'nope'"),
+    (
+        ["show", "p", "--version", "42"],
+        ExitCode.NOT_FOUND,
+        "no checkpoint for thread 'p' at version 42",
+    ),
+    (["show", "nope"], ExitCode.NOT_FOUND, "no thread 'nope'"),
+    (["fork", "nope"], ExitCode.NOT_FOUND, "no thread 'nope'"),
+    (["fork", "p", "--to", "p"], ExitCode.USAGE, "already exists"),
+    (["delete", "nope"], ExitCode.NOT_FOUND, "no thread 'nope'"),
+    # draw
+    (["draw", "nomodule:x"], ExitCode.USAGE, "no module named"),
+    (
+        ["draw", f"{FLOWS}:shout"],
+        ExitCode.USAGE,
+        "draw takes a graph or a swarm",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "code", "message"), BAD)
+def test_mistakes(
+    paused: tuple[Path, str], args: list[str], code: int, message: str
+) -> None:
+    """Every command answers a mistake with one line, a hint and its code."""
+    tmp_path, store = paused
+    if "--store" not in args:
+        args = [*args, "--store", store] if args[0] != "draw" else args
+    done = cli(*args, cwd=tmp_path)
+    assert done.returncode == code, done.stderr
+    assert_one_line_error(done.stderr)
+    assert message in done.stderr
+    assert "hunter2" not in done.stderr
+
+
+def test_answer_needs_a_question(tmp_path: Path, store: str) -> None:
+    """Answering a thread that waits for nothing is refused."""
+    cli(
+        "run",
+        f"{FLOWS}:plain",
+        "--input",
+        '{"text": "x"}',
+        "--store",
+        store,
+        "--thread",
+        "done",
+        cwd=tmp_path,
+    )
+    done = cli("answer", "done", "yes", "--store", store, cwd=tmp_path)
+    assert done.returncode == ExitCode.USAGE
+    assert_one_line_error(done.stderr)
+    assert "is not waiting for an answer (it is done)" in done.stderr
+
+
+def test_input_values_are_never_echoed(tmp_path: Path, store: str) -> None:
+    """A malformed input's values (secrets, maybe) stay out of the message."""
+    canary = "sk-canary-5f1d"
+    for text in (
+        f'{{"text": 1, "extra": "{canary}"}}',
+        f'{{"text": ["{canary}"]}}',
+        f'{{"text": "{canary}',
+    ):
+        done = cli(
+            "run",
+            f"{FLOWS}:desk",
+            "--input",
+            text,
+            "--store",
+            store,
+            cwd=tmp_path,
+        )
+        assert done.returncode == ExitCode.USAGE
+        assert canary not in done.stderr + done.stdout
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    """Unknown options and commands are click's usage errors, exit 2."""
+    done = cli("run", "--bogus", cwd=tmp_path)
+    assert done.returncode == ExitCode.USAGE
+    assert "No such option" in done.stderr
+    assert cli("frobnicate", cwd=tmp_path).returncode == ExitCode.USAGE
+    helped = cli("--help", cwd=tmp_path)
+    assert helped.returncode == 0
+    assert "Exit codes" in helped.stdout
+
+
+def test_live_view_on_a_terminal(tmp_path: Path) -> None:
+    """On a terminal the run shows where it is, tokens, and the streamed text."""
+    term = Terminal.start(
+        "run",
+        f"{FLOWS}:helper",
+        "--input",
+        '"router?"',
+        cwd=tmp_path,
+        env=environment(),
+    )
+    term.read_until(b"Restart the router.")
+    assert term.wait() == 0
+    screen = term.screen().decode(errors="replace")
+    assert "tokens 17" in screen
+    assert "helper: " in screen
+    assert "steps" in screen
+    assert "elapsed" not in screen or "s" in screen
+
+
+def test_live_view_shows_handoffs(tmp_path: Path, store: str) -> None:
+    """Handoffs appear as they happen, and the count in the status line."""
+    term = Terminal.start(
+        "run",
+        f"{FLOWS}:team",
+        "--input",
+        '"charged twice"',
+        "--store",
+        store,
+        cwd=tmp_path,
+        env=environment(),
+    )
+    term.read_until(b"dispatcher hands off to billing")
+    assert term.wait() == 0
+    screen = term.screen().decode(errors="replace")
+    assert "handoffs 1" in screen
+    assert "billing: " in screen
+    assert "Your refund is on its way." in screen
+
+
+def test_ctrl_c_keeps_a_resumable_checkpoint(
+    tmp_path: Path, store: str
+) -> None:
+    """Ctrl-C in the middle of a node cancels the run cleanly: exit 130, the
+    committed checkpoints kept, and resuming finishes without running the
+    finished nodes again."""
+    term = Terminal.start(
+        "run",
+        f"{FLOWS}:plain",
+        "--input",
+        '{"text": "x"}',
+        "--store",
+        store,
+        "--thread",
+        "c",
+        cwd=tmp_path,
+        env=environment(FLOWS_BLOCK="1"),
+    )
+    term.read_until(b"at send")
+    term.press_ctrl_c()
+    assert term.wait() == ExitCode.CANCELLED
+    screen = term.screen().decode(errors="replace")
+    assert "cancelled" in screen
+    assert "pipeline resume c" in screen
+    assert "Traceback" not in screen
+
+    resumed = cli("resume", "c", "--store", store, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["sent"] is True
+    hist = lines(
+        cli("history", "c", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    nodes = [r["node"] for r in hist]
+    assert nodes.count("classify") == 1
+    assert nodes.count("draft") == 1
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        pytest.param("postgres_url", marks=pytest.mark.postgres),
+        pytest.param("redis_url", marks=pytest.mark.redis),
+    ],
+)
+def test_server_stores(
+    tmp_path: Path, server: str, request: pytest.FixtureRequest
+) -> None:
+    """--store takes a postgresql:// or redis:// URL: the same commands
+    work on the server stores."""
+    url = str(request.getfixturevalue(server))
+    thread = f"cli-{uuid.uuid4().hex[:12]}"
+    ran = cli(
+        "run",
+        f"{FLOWS}:desk",
+        "--input",
+        '{"text": "charged"}',
+        "--store",
+        url,
+        "--thread",
+        thread,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == ExitCode.PAUSED, ran.stderr
+    answered = cli("answer", thread, "yes", "--store", url, cwd=tmp_path)
+    assert answered.returncode == 0, answered.stderr
+    assert json.loads(answered.stdout)["sent"] is True
+    listed = lines(
+        cli("threads", "--store", url, "--json", cwd=tmp_path).stdout
+    )
+    assert {"thread": thread, "head": 5, "target": f"{FLOWS}:desk"} in listed
+    assert cli("delete", thread, "--store", url, cwd=tmp_path).returncode == 0
+    gone = cli("show", thread, "--store", url, cwd=tmp_path)
+    assert gone.returncode == ExitCode.NOT_FOUND
+    assert not list(tmp_path.iterdir())  # no SQLite file made on the side
