@@ -2,7 +2,7 @@
 
 import sys
 
-from .cli import main
+from .cli import main as main
 
 
 if __name__ == "__main__":

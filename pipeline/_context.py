@@ -36,7 +36,11 @@ MetaValue: TypeAlias = "str | int | float | bool | tuple[MetaValue, ...] | Mappi
 """A metadata value: JSON-shaped and immutable (lists become tuples)."""
 
 Metadata: TypeAlias = "PMap[str, MetaValue]"
+"""A context's metadata: an immutable map of names to metadata values."""
+
 MetaMerge: TypeAlias = Callable[["MetaValue", "MetaValue"], "MetaValue"]
+"""A per-key merge: ``(existing, new) -> merged`` (see
+:func:`~pipeline.merge_metadata`'s *custom*)."""
 
 
 @final

@@ -25,6 +25,8 @@ PUBLIC_MODULES = [
     "pipeline.llm",
     "pipeline.middleware",
     "pipeline.models",
+    "pipeline.models.anthropic",
+    "pipeline.models.openai",
     "pipeline.stores",
     "pipeline.stores.postgres",
     "pipeline.stores.redis",

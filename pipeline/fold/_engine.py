@@ -80,7 +80,11 @@ FoldEvent: TypeAlias = (
 """The events the engine itself produces."""
 
 EventSink: TypeAlias = Callable[[FoldEvent], Awaitable[None]]
+"""An ``on_event`` callback: awaited with each engine event, in order."""
+
 Migration: TypeAlias = Callable[[Snapshot[Any]], Snapshot[Any]]
+"""Maps a snapshot written by another version of a machine to this one
+(``resume(..., migrate=...)``); its fingerprint is then replaced."""
 
 
 class Machine(Protocol[S, C_contra]):

@@ -122,6 +122,8 @@ class Interrupt:
 
 
 Decision: TypeAlias = Continue | Stop | Interrupt
+"""What a gate returns: :class:`Continue`, :class:`Stop` or
+:class:`Interrupt`."""
 
 
 @final

@@ -138,7 +138,10 @@ class ToolCallDelta:
 
 
 ModelDelta: TypeAlias = TextDelta | ToolCallDelta
+"""One streamed fragment: text, or a piece of a tool call."""
+
 DeltaSink: TypeAlias = Callable[[ModelDelta], Awaitable[None]]
+"""``on_delta``: awaited with each fragment as the model streams it."""
 
 
 @final

@@ -32,6 +32,9 @@ from ._types import (
 )
 
 
+__all__ = ("AnthropicModel",)
+
+
 def _norm(reason: str | None) -> str:
     return stop_reason(reason, _FINISH, "end_turn")
 

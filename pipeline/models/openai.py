@@ -25,6 +25,9 @@ from ._types import (
 )
 
 
+__all__ = ("OpenAIModel",)
+
+
 def _norm(reason: str | None) -> str:
     return stop_reason(reason, _FINISH, "stop")
 

@@ -21,6 +21,7 @@ T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
 DEFAULT_MAX_HANDOFFS: Final = 10
+"""Handoffs a swarm allows per run unless its limits say otherwise."""
 TRANSFER_PREFIX: Final = "transfer_to_"
 
 
