@@ -6,17 +6,13 @@ import importlib
 import sys
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
+from typing import Any, Literal, TypeAlias, final
 
 import attrs
 import cattrs
 import orjson
 
 from ._exits import ExitCode, UserError
-
-
-if TYPE_CHECKING:
-    from ..fold import Codec
 
 
 Kind: TypeAlias = Literal["graph", "swarm", "handler"]
@@ -37,7 +33,9 @@ class Target:
     def converter(self) -> cattrs.Converter:
         """Structures input for the target and unstructures its output."""
         if self.kind == "handler":
-            return _context_codec().converter
+            from ..fold import make_converter  # noqa: PLC0415
+
+            return make_converter()
         return self.obj.codec.converter  # type: ignore[no-any-return]
 
     @property
@@ -48,13 +46,6 @@ class Target:
         from ..agents import Agent  # noqa: PLC0415
 
         return isinstance(self.obj, Agent)
-
-
-def _context_codec() -> Codec[Any]:
-    from .. import Context  # noqa: PLC0415
-    from ..fold import Codec  # noqa: PLC0415
-
-    return Codec(Context)
 
 
 def load(ref: str, *, traceback: bool = False) -> Target:
