@@ -86,7 +86,7 @@ def own_doc(obj: object) -> str:
 
 def _members(cls: type) -> list[tuple[str, object]]:
     """Public methods and properties a class defines itself."""
-    out = []
+    out: list[tuple[str, object]] = []
     for attr, value in vars(cls).items():
         if attr.startswith("_"):
             continue

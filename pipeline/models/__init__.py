@@ -3,8 +3,10 @@
 Adapters live in their own modules so that their SDKs load only when used:
 ``from pipeline.models.openai import OpenAIModel`` (extra ``openai``) and
 ``from pipeline.models.anthropic import AnthropicModel`` (extra ``anthropic``).
+:func:`from_env` picks one of them when its API key is set.
 """
 
+from ._env import from_env as from_env
 from ._types import DeltaSink as DeltaSink
 from ._types import Model as Model
 from ._types import ModelDelta as ModelDelta
@@ -30,4 +32,5 @@ __all__ = (
     "ToolCallAssembler",
     "ToolCallDelta",
     "ToolSpec",
+    "from_env",
 )
