@@ -16,8 +16,8 @@ demo: $(STAMP)
 	$(BIN)/python -m pipeline demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check pipeline tests benchmarks conftest.py docs/conf.py
-	$(BIN)/ruff format --check pipeline tests benchmarks conftest.py docs/conf.py
+	$(BIN)/ruff check pipeline tests benchmarks examples conftest.py docs/conf.py
+	$(BIN)/ruff format --check pipeline tests benchmarks examples conftest.py docs/conf.py
 
 typing: $(STAMP)
 	$(BIN)/mypy
