@@ -26,7 +26,7 @@ from returns.result import Result, Success
 
 from pipeline import Handler, Message, handler, switch, when
 from pipeline import graph as g
-from pipeline.agents import Agent, AgentError
+from pipeline.agents import Agent, AgentError, AgentRun
 from pipeline.fold import SQLiteStore
 from pipeline.graph import END, Continue, Interrupt, Stop, Transition
 from pipeline.models import Model, from_env
@@ -44,10 +44,10 @@ class Ticket:
 
 
 TRIAGE = (
-    "Classify the customer's ticket. Call write_state with field "
-    '"category" and a value of "billing", "tech" or "other", then say '
-    "in one short sentence which team you chose."
+    "Classify the customer's ticket. Answer with one word: billing, tech "
+    "or other."
 )
+CATEGORIES = ("billing", "tech", "other")
 TEAM = (
     "You are the {team} team. Answer the customer's ticket in two sentences."
 )
@@ -55,14 +55,7 @@ TEAM = (
 
 def scripted_models() -> tuple[Model, Model, Model]:
     """The offline script: triage files the ticket under billing."""
-    triage = ScriptedModel(
-        Reply.tool_call(
-            "write_state", {"field": "category", "value": "billing"}
-        ),
-        Reply.text("This is for the billing team."),
-        name="triage",
-        cycle=True,
-    )
+    triage = ScriptedModel(Reply.text("billing"), name="triage", cycle=True)
     billing = ScriptedModel(
         Reply.text("We refunded the second charge. Sorry for the trouble!"),
         name="billing",
@@ -84,6 +77,14 @@ def _team(name: str, model: Model) -> Handler[Ticket, Ticket, AgentError]:
         update=lambda t, run: attrs.evolve(t, reply=run.text),
         name=name,
     )
+
+
+def filed(t: Ticket, run: AgentRun) -> Ticket:
+    """The triage agent's one word as the ticket's category (anything
+    else a model might say files it under other)."""
+    words = run.text.strip().strip(".").lower().split()
+    category = words[0] if words and words[0] in CATEGORIES else "other"
+    return attrs.evolve(t, category=category)
 
 
 @handler
@@ -115,9 +116,7 @@ def build(
     triage = g.agent_node(
         Agent("triage", triage_model, instructions=TRIAGE),
         messages=lambda t: [Message.user(t.text)],
-        update=lambda t, _: t,  # the state tools have set the category
-        state_type=Ticket,
-        fields=["category"],
+        update=filed,
         name="triage",
     )
     answer = switch(

@@ -179,8 +179,14 @@ class Live:
             self._text = ""
 
     def close(self) -> None:
-        """Remove the live line (finished messages stay)."""
+        """Replace the live line with a summary (finished messages stay)."""
         self._live.stop()
+        elapsed = time.monotonic() - self._started
+        self._console.print(
+            f"[dim]{self._steps} steps, {self._handoffs} handoffs, "
+            f"{self._tools} tool calls, {self._tokens} tokens, "
+            f"{elapsed:.1f}s[/dim]"
+        )
 
 
 def reporter(

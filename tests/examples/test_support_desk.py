@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from pipeline import Message
+from pipeline.agents import AgentRun
 from pipeline.cli import ExitCode
 from pipeline.fold import SQLiteStore, Status
 from pipeline.testing import Reply, ScriptedModel
@@ -25,12 +27,7 @@ def models(
 ) -> tuple[ScriptedModel, ScriptedModel, ScriptedModel]:
     """Strict scripts: triage files the ticket under *category*, and only
     that team answers (once)."""
-    triage = ScriptedModel(
-        Reply.tool_call(
-            "write_state", {"field": "category", "value": category}
-        ),
-        Reply.text(f"Filed under {category}."),
-    )
+    triage = ScriptedModel(Reply.text(f"{category.title()}."))
     billing = ScriptedModel(
         *([Reply.text("Refunded.")] if category == "billing" else [])
     )
@@ -132,3 +129,19 @@ def test_script(tmp_path: Path) -> None:
     )
     assert "paused at version" in done.stdout
     assert "done: sent=True" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("said", "category"),
+    [
+        ("billing", "billing"),
+        ("Tech.", "tech"),
+        ("  OTHER  ", "other"),
+        ("I think billing", "other"),
+        ("", "other"),
+    ],
+)
+def test_filed(said: str, category: str) -> None:
+    """Triage's answer files the ticket; anything unexpected is other."""
+    run = AgentRun("triage", (Message.assistant(said),))
+    assert desk.filed(desk.Ticket("x"), run).category == category
