@@ -238,9 +238,22 @@ async def _finish(
 
 def _failure_error(failure: object, settings: Settings) -> UserError | None:
     """A failure that is about the thread, not the run: one line, a hint."""
-    from ..errors import LeaseLost, SnapshotNotFound, ThreadBusy  # noqa: PLC0415
+    from ..errors import (  # noqa: PLC0415
+        IncompatibleGraph,
+        LeaseLost,
+        SnapshotNotFound,
+        ThreadBusy,
+    )
 
     flag = _store_flag(settings)
+    if isinstance(failure, IncompatibleGraph):
+        return UserError(
+            "the thread was written by another version of this graph "
+            f"({failure.stored[:12]}, now {failure.current[:12]})",
+            hint="resume it with the code that wrote it (--target), or "
+            "declare a migration (Graph.resume(migrate=...))",
+            code=ExitCode.FAILED,
+        )
     if isinstance(failure, ThreadBusy | LeaseLost):
         return UserError(
             str(failure),

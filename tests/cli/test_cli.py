@@ -445,6 +445,11 @@ BAD = [
     ),
     (["answer", "nope", "yes"], ExitCode.NOT_FOUND, "no thread 'nope'"),
     (
+        ["resume", "p", "--target", f"{FLOWS}:failing"],
+        ExitCode.FAILED,
+        "written by another version of this graph",
+    ),
+    (
         ["resume", "p", "--target", f"{FLOWS}:shout"],
         ExitCode.USAGE,
         "is a handler",
