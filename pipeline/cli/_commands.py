@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import orjson
 
 from returns.result import Result, Success
 
@@ -28,7 +27,14 @@ from ._stores import (
     noted_target,
     open_store,
 )
-from ._target import Target, as_context, load, read_json, structure_input
+from ._target import (
+    Target,
+    as_context,
+    load,
+    parse_json,
+    read_json,
+    structure_input,
+)
 
 
 if TYPE_CHECKING:
@@ -138,8 +144,8 @@ def _answer(text: str) -> object:
     """An answer is JSON when it parses as JSON, else the text itself
     (``pipeline answer t1 yes`` answers ``"yes"``)."""
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
+        return parse_json(text)
+    except ValueError:  # not JSON (nor are NaN and Infinity): the text
         return text
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
 
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
-
-import orjson
 
 
 if TYPE_CHECKING:
@@ -60,7 +59,10 @@ def encode(converter: cattrs.Converter, kind: str, value: object) -> bytes:
             "value": fields,
         }
     )
-    return orjson.dumps(doc, default=str) + b"\n"
+    line = json.dumps(
+        doc, ensure_ascii=False, separators=(",", ":"), default=str
+    )
+    return line.encode() + b"\n"
 
 
 class JsonLines:

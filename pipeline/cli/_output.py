@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-
-import orjson
 
 
 if TYPE_CHECKING:
@@ -22,8 +21,11 @@ def say(line: str) -> None:
 
 def emit_json(doc: object, *, pretty: bool = False) -> None:
     """*doc* as JSON on stdout."""
-    option = orjson.OPT_INDENT_2 if pretty else 0
-    sys.stdout.write(orjson.dumps(doc, option=option, default=str).decode())
+    # The standard library: integers of any size, as they are.
+    text = json.dumps(
+        doc, indent=2 if pretty else None, ensure_ascii=False, default=str
+    )
+    sys.stdout.write(text)
     sys.stdout.write("\n")
     sys.stdout.flush()
 

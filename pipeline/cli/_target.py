@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import json
 import sys
 
 from pathlib import Path
@@ -10,7 +12,6 @@ from typing import Any, Literal, TypeAlias, final
 
 import attrs
 import cattrs
-import orjson
 
 from ._exits import ExitCode, UserError
 
@@ -134,6 +135,8 @@ def read_json(text: str, what: str) -> object:
     secret).
     """
     if text.startswith("@"):
+        if not text[1:]:
+            raise UserError(f"{what}: @ needs a file name", hint="@FILE")
         path = Path(text[1:])
         try:
             text = path.read_text(encoding="utf-8")
@@ -148,13 +151,34 @@ def read_json(text: str, what: str) -> object:
                 f"{what}: cannot read {str(path)!r} ({type(exc).__name__})"
             ) from None
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
+        return parse_json(text)
+    except json.JSONDecodeError as exc:
         raise UserError(
             f"{what} is not valid JSON (line {exc.lineno}, column {exc.colno})",
             hint="strings need JSON quotes: --input '\"hello\"'; "
             "or pass @FILE",
         ) from None
+    except ValueError:
+        raise UserError(
+            f"{what}: NaN and Infinity are not JSON numbers",
+            hint="give a number, or null",
+        ) from None
+
+
+def parse_json(text: str) -> object:
+    """Strict JSON: integers of any size stay exact (the standard library,
+    not orjson, which turns them into floats), NaN and Infinity refused.
+
+    Raises:
+        ValueError: *text* is not JSON (a ``json.JSONDecodeError`` with
+            its position, when it does not parse at all).
+    """
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
+def _refuse_constant(name: str) -> object:
+    msg = f"{name} is not JSON"
+    raise ValueError(msg)
 
 
 def structure_input(target: Target, value: object) -> object:
@@ -168,6 +192,12 @@ def structure_input(target: Target, value: object) -> object:
         kind: Any = target.obj.state_type
         if value is None:
             value = {}
+        if not isinstance(value, dict):
+            raise UserError(
+                f"--input for {target.ref} is an object of "
+                f"{_type_name(kind)}'s fields, not {_json_kind(value)}",
+                hint='for example: --input \'{"field": "value"}\'',
+            )
         return _structure(target, value, kind, _type_name(kind))
     if target.takes_context:
         return as_context(target, value)
@@ -195,7 +225,7 @@ def _structure(target: Target, value: object, kind: Any, name: str) -> object:
         where = "; ".join(
             cattrs.transform_error(exc, format_exception=_expected)
         )
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         where = f"{type(exc).__name__} @ $"
     raise UserError(
         f"--input does not fit {name}: {where}",
@@ -209,10 +239,36 @@ def _expected(exc: BaseException, kind: type | None) -> str:
         return "required field missing"
     extra = getattr(exc, "extra_fields", None)
     if extra:
-        return f"unknown field(s) {', '.join(sorted(map(str, extra)))}"
+        # A key is what the user typed: name it only when it is close to
+        # a real field (a typo), never when it might be something else.
+        cls = getattr(exc, "cl", None)
+        known = (
+            [f.name for f in attrs.fields(cls)]
+            if isinstance(cls, type) and attrs.has(cls)
+            else []
+        )
+        typos = [
+            f"{key!r} (did you mean {near[0]!r}?)"
+            for key in sorted(map(str, extra))
+            if (near := difflib.get_close_matches(key, known, n=1))
+        ]
+        if len(typos) == len(extra):
+            return f"unknown field(s) {', '.join(typos)}"
+        return f"{len(extra)} unknown field(s); the fields: {', '.join(known)}"
     if kind is None:
         return type(exc).__name__
     return f"expected {_type_name(kind)}"
+
+
+def _json_kind(value: object) -> str:
+    """What JSON value *value* is, in words (never the value)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "null"
 
 
 def _type_name(kind: Any) -> str:

@@ -397,7 +397,7 @@ BAD = [
     (
         ["run", f"{FLOWS}:desk", "--input", '{"txt": "x"}'],
         ExitCode.USAGE,
-        "unknown field(s) txt",
+        "unknown field(s) 'txt' (did you mean 'text'?)",
     ),
     (
         ["run", f"{FLOWS}:desk", "--input", '{"text": 3}'],
