@@ -163,3 +163,21 @@ def test_every_public_name_is_documented(name: str) -> None:
     module = importlib.import_module(name)
     missing = _undocumented(name, module)
     assert not missing, "undocumented:\n  " + "\n  ".join(missing)
+
+
+def test_no_class_is_documented_twice() -> None:
+    """A class re-exported by several documented modules is
+    excluded from all but one (Sphinx refuses a duplicate description)."""
+    homes: dict[int, list[str]] = {}
+    for name, excluded in reference().items():
+        if "*" in excluded:
+            continue
+        module = importlib.import_module(name)
+        for attr in getattr(module, "__all__", ()):
+            obj = getattr(module, attr)
+            # Classes: autodoc gives each its canonical (defining) name.
+            if attr in excluded or not inspect.isclass(obj):
+                continue
+            homes.setdefault(id(obj), []).append(f"{name}.{attr}")
+    twice = [places for places in homes.values() if len(places) > 1]
+    assert not twice, f"documented twice: {twice}"

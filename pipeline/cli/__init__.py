@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     import click  # noqa: PLC0415
 
+    from ..errors import InvalidThreadId  # noqa: PLC0415  # loaded already
     from ._app import cli  # noqa: PLC0415
 
     traceback = "--traceback" in (sys.argv[1:] if argv is None else argv)
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         _error(exc.message, exc.hint)
         return exc.code
+    except InvalidThreadId as exc:  # its message never shows the id
+        _error(str(exc), "a thread id is 1 to 256 characters, without NUL")
+        return ExitCode.USAGE
     except click.exceptions.Abort:
         _error("cancelled", "")
         return ExitCode.CANCELLED

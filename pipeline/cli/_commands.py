@@ -88,6 +88,7 @@ async def run(
             "thread ids starting 'pipeline-cli:' are the CLI's own",
             hint="pick another --thread",
         )
+    target.obj.start(arg, thread_id=tid)  # InvalidThreadId before anything
     async with open_store(settings.store, create=True) as store:
         if await store.head(tid) is not None:
             raise UserError(

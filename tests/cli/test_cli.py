@@ -445,6 +445,18 @@ BAD = [
     ),
     (["answer", "nope", "yes"], ExitCode.NOT_FOUND, "no thread 'nope'"),
     (
+        [
+            "run",
+            f"{FLOWS}:desk",
+            "--input",
+            '{"text": "x"}',
+            "--thread",
+            "t" * 300,
+        ],
+        ExitCode.USAGE,
+        "cannot name a thread: 300 characters",
+    ),
+    (
         ["resume", "p", "--target", f"{FLOWS}:failing"],
         ExitCode.FAILED,
         "written by another version of this graph",
