@@ -118,7 +118,9 @@ async def explode(text: str) -> Result[str, str]:
 helper = Agent(
     "helper",
     ScriptedModel(
-        Reply.text("Restart the router.", usage=Usage(12, 5)), chunk=3
+        Reply.text("Restart the router.", usage=Usage(12, 5)),
+        chunk=3,
+        cycle=True,  # in-process tests run it more than once
     ),
 )
 
@@ -146,3 +148,13 @@ not_a_flow = 42
 def context_of(text: str) -> Context:
     """A context of one user message."""
     return Context.of(Message.user(text))
+
+
+@handler
+async def tag(ctx: Context) -> Result[Context, str]:
+    """Mark a conversation as seen."""
+    return Success(ctx.set("seen", True))
+
+
+tagged = helper >> tag
+"""A handler over contexts that is not an agent: needs --context."""

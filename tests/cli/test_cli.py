@@ -698,3 +698,22 @@ def test_server_stores(
     gone = cli("show", thread, "--store", url, cwd=tmp_path)
     assert gone.returncode == ExitCode.NOT_FOUND
     assert not list(tmp_path.iterdir())  # no SQLite file made on the side
+
+
+def test_context_flag(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--context gives any handler a context: a string is one user message."""
+    monkeypatch.chdir(tmp_path)
+    assert (
+        main(["run", f"{FLOWS}:tagged", "--context", "--input", '"hi"']) == 0
+    )
+    assert capsys.readouterr().out == "Restart the router.\n"
+    as_fields = '{"messages": [{"role": "user", "content": "hi"}]}'
+    assert (
+        main(["run", f"{FLOWS}:tagged", "--context", "--input", as_fields])
+        == 0
+    )
+    assert capsys.readouterr().out == "Restart the router.\n"
