@@ -34,7 +34,7 @@ async def test_openai_key(offline: ScriptedModel) -> None:
     assert isinstance(model, OpenAIModel)
     async with model:
         assert model.name == "openai:small"
-        assert str(model._client.base_url) == "http://127.0.0.1:9/v1/"
+        assert str(model.client.base_url) == "http://127.0.0.1:9/v1/"
 
 
 async def test_anthropic_key(offline: ScriptedModel) -> None:
