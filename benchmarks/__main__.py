@@ -15,6 +15,7 @@ from benchmarks import (
     w9_durable,
     w10_swarm,
     w_graph,
+    w_observe,
     w_servers,
 )
 from benchmarks._harness import Case, Settings, table
@@ -32,7 +33,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli",
+        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe",
     )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
@@ -50,6 +51,7 @@ def main() -> None:
         "servers": lambda: w_servers.cases(settings),
         "import": lambda: w8_import.cases(reps),
         "cli": lambda: cli_startup.cases(max(reps, 11)),
+        "observe": lambda: w_observe.cases(settings, quick=args.quick),
     }
     chosen = [b for b in args.only.split(",") if b] or list(batches)
     cases: list[Case] = []

@@ -35,12 +35,23 @@ from ._lift import handler as handler
 from ._lift import safe as safe
 from ._mapreduce import map_reduce as map_reduce
 from ._version import __version__ as __version__
+from .budgets import Budget as Budget
+from .budgets import Price as Price
+from .budgets import RunUsage as RunUsage
+from .errors import BudgetExceeded as BudgetExceeded
 from .events import emit as emit
 from .events import stream as stream
+from .runs import RunResult as RunResult
+from .runs import Scope as Scope
+from .runs import run as run
+from .runs import scope as scope
+from .secrets import Secret as Secret
 
 
 __all__ = (
     "DEFAULT_LOOP_LIMIT",
+    "Budget",
+    "BudgetExceeded",
     "Condition",
     "Context",
     "Handler",
@@ -48,8 +59,13 @@ __all__ = (
     "MergeStrategy",
     "Message",
     "Par",
+    "Price",
     "Race",
     "Role",
+    "RunResult",
+    "RunUsage",
+    "Scope",
+    "Secret",
     "ToolCall",
     "Usage",
     "__version__",
@@ -68,7 +84,9 @@ __all__ = (
     "middleware",
     "must",
     "noop",
+    "run",
     "safe",
+    "scope",
     "sequential",
     "stream",
     "switch",

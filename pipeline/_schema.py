@@ -19,6 +19,7 @@ import attrs
 from pyrsistent import PVector
 
 from .errors import ConstructionError
+from .secrets import is_secret_type
 
 
 __all__ = ("schema_for",)
@@ -29,6 +30,9 @@ def schema_for(t: Any) -> dict[str, Any]:
     unions, attrs classes."""
     if t is Any or t is object:
         return {}
+    if is_secret_type(t):  # the model sends the value itself
+        inner = get_args(t)
+        return schema_for(inner[0] if inner else Any)
     if t is type(None) or t is None:
         return {"type": "null"}
     if t is bool:

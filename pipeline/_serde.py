@@ -23,6 +23,7 @@ from cattrs.preconf.json import make_converter as _json_converter
 from pyrsistent import PMap, PVector, pmap, pvector
 
 from ._context import Context, Message, _freeze
+from .secrets import MARKER, Secret, is_secret_type, resolve, stored
 
 
 T = TypeVar("T")
@@ -307,6 +308,26 @@ def make_converter() -> cattrs.Converter:
             run_id,
         )
 
+    def secret_structure(t: Any) -> Callable[[Any, Any], Any]:
+        args = get_args(t)
+        inner = args[0] if args else Any
+
+        def structure(value: Any, _: Any) -> Secret[Any]:
+            if (
+                isinstance(value, dict)
+                and len(value) == 1
+                and isinstance(value.get(MARKER), str)
+            ):
+                ref = value[MARKER]
+                return Secret(conv.structure(resolve(ref), inner), ref=ref)
+            # A value given in the clear (a model's tool argument): wrapped
+            # at once, so that it travels on as a secret.
+            return Secret(conv.structure(value, inner), ref="argument")
+
+        return structure
+
+    conv.register_structure_hook_factory(is_secret_type, secret_structure)
+    conv.register_unstructure_hook_factory(is_secret_type, lambda _: stored)
     conv.register_unstructure_hook(Context, context_unstructure)
     conv.register_unstructure_hook(Message, _message_unstructure)
     conv.register_structure_hook(Context, context_structure)

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias, final
 import attrs
 
 from pyrsistent import PVector, pvector
-from returns.result import Failure
+from returns.result import Failure, Result
 
 from ._context import Message, ToolCall, Usage
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
-from .errors import PipelineError, RunPaused
+from .errors import BudgetExceeded, PipelineError, RunPaused
 from .events import (
     MessageComplete,
     MessageDelta,
@@ -32,7 +32,16 @@ from .events import (
 )
 from .fold._codec import APPEND_ONLY, Codec
 from .fold._model import Snapshot, Status
-from .models._types import ModelDelta, ModelRequest, TextDelta, ToolSpec
+from .models._types import (
+    ModelDelta,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolSpec,
+)
+from .runs import ToolHook, current
+from .secrets import redact_arguments
 from .tools import Tool, run_tools
 
 
@@ -112,12 +121,14 @@ class Loop:
         "fingerprint",
         "intercept",
         "name",
+        "secret",
         "specs",
         "tools",
         "view",
     )
 
     codec = CODEC
+    kind = "agent"
 
     def __init__(
         self,
@@ -138,6 +149,12 @@ class Loop:
             else tuple(t.spec for t in tools.values())
         )
         self.intercept = intercept
+        # Tools with secret arguments: their calls are recorded redacted.
+        self.secret = {
+            name: names
+            for name, t in tools.items()
+            if (names := t.secret_arguments)
+        }
 
     def start(self) -> Snapshot[Turns]:
         """The snapshot before the first turn."""
@@ -170,13 +187,22 @@ class Loop:
         if listen:
             # A reader that left the stream early must not cost a call.
             await reader_caught_up()
-        answer = await agent.model.generate(
-            request, on_delta=_on_delta(name) if listen else None
-        )
+        scope = current()  # budgets and tracing (None: neither)
+        on_delta = _on_delta(name) if listen else None
+        answer: Result[ModelResponse, ModelError | BudgetExceeded]
+        if scope is None:
+            answer = await agent.model.generate(request, on_delta=on_delta)
+        else:
+            answer = await scope.generate(agent.model, request, on_delta)
         if type(answer) is Failure:
             return answer
         response = answer.unwrap()
         message = _named(response.message, name)
+        run_calls = message.tool_calls
+        if self.secret and run_calls:
+            # The tools get what the model sent; everything else (history,
+            # checkpoints, events, spans) the redacted calls.
+            message = _redacted(message, self.secret)
         usage = progress.usage + response.usage
         if listen:
             await emit(MessageComplete(name, message))
@@ -195,11 +221,19 @@ class Loop:
         if last and not stop:
             added = (*progress.messages, message)
             return Failure(TurnLimitExceeded(name, turn, added, path=(name,)))
+        hook = None
+        if scope is not None:
+            refused = scope.start_tools(len(calls) - len(taken))
+            if refused is not None:
+                return Failure(attrs.evolve(refused, path=(name,)))
+            hook = scope.tool_hook
         if listen:
             for call in calls:
                 await emit(ToolCallStarted(name, call))
         try:
-            results = await self._tools(calls, taken, listen=listen)
+            results = await self._tools(
+                run_calls, taken, listen=listen, hook=hook, shown=calls
+            )
         except PauseRequested as pause:
             # A fold used as a tool paused for a human: so does this run.
             return Failure(RunPaused(pause.question, path=(name,)))
@@ -233,16 +267,20 @@ class Loop:
         taken: Mapping[int, tuple[str, bool]],
         *,
         listen: bool,
+        hook: ToolHook | None,
+        shown: tuple[ToolCall, ...],
     ) -> tuple[Message, ...]:
-        on_result = _finished(self.name) if listen else None
+        on_result = _finished(self.name, calls, shown) if listen else None
         name = self.name
         if not taken:
             return await run_tools(
-                calls, self.tools, on_result=on_result, agent=name
+                calls, self.tools, on_result=on_result, agent=name, around=hook
             )
         rest = [c for i, c in enumerate(calls) if i not in taken]
         ran = iter(
-            await run_tools(rest, self.tools, on_result=on_result, agent=name)
+            await run_tools(
+                rest, self.tools, on_result=on_result, agent=name, around=hook
+            )
         )
         out: list[Message] = []
         for i, call in enumerate(calls):
@@ -264,12 +302,36 @@ class Loop:
 
 
 def _finished(
-    name: str,
+    name: str, calls: tuple[ToolCall, ...], shown: tuple[ToolCall, ...]
 ) -> Callable[[ToolCall, str, bool], Awaitable[None]]:
+    # Events show the calls as recorded (secret arguments redacted).
+    recorded = (
+        {id(c): s for c, s in zip(calls, shown, strict=True)}
+        if calls is not shown
+        else None
+    )
+
     async def on_result(call: ToolCall, content: str, failed: bool) -> None:
+        if recorded is not None:
+            call = recorded.get(id(call), call)
         await emit(ToolCallFinished(name, call, content, failed))
 
     return on_result
+
+
+def _redacted(
+    message: Message, secret: Mapping[str, frozenset[str]]
+) -> Message:
+    """*message* with the secret arguments of its tool calls redacted."""
+    calls = tuple(
+        ToolCall(
+            c.id, c.name, redact_arguments(c.name, c.arguments, secret[c.name])
+        )
+        if c.name in secret
+        else c
+        for c in message.tool_calls
+    )
+    return attrs.evolve(message, tool_calls=calls)
 
 
 def _named(message: Message, name: str) -> Message:

@@ -35,6 +35,7 @@ from ._handler import Call, Handler, ok
 from ._turns import Intercept, Loop, PauseRequested, TurnLimitExceeded, digest
 from ._views import joined
 from .errors import (
+    BudgetExceeded,
     ConstructionError,
     HistoryBudgetExceeded,
     InvalidOutput,
@@ -73,7 +74,11 @@ T = TypeVar("T")
 
 
 AgentError: TypeAlias = (
-    ModelError | TurnLimitExceeded | HistoryBudgetExceeded | RunPaused
+    ModelError
+    | TurnLimitExceeded
+    | HistoryBudgetExceeded
+    | RunPaused
+    | BudgetExceeded
 )
 """What running an agent may fail with."""
 

@@ -17,15 +17,20 @@ that carry a path.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Generic, TypeVar, final
+from typing import TYPE_CHECKING, Generic, TypeVar, final
 
 import attrs
+
+
+if TYPE_CHECKING:
+    from .budgets import RunUsage
 
 
 E_co = TypeVar("E_co", covariant=True)
 
 __all__ = (
     "AllFailed",
+    "BudgetExceeded",
     "CheckpointDecodeError",
     "ConcurrentModification",
     "ConditionError",
@@ -480,3 +485,41 @@ class ToolError(Exception):
     >>> str(ToolError("no order with that number"))
     'no order with that number'
     """
+
+
+# -- budgets -------------------------------------------------------------------
+
+
+@final
+@attrs.frozen
+class BudgetExceeded(PipelineError):
+    """A run's budget is spent: the model or tool call was not started.
+
+    *limit* names the limit (``tokens``, ``cost``, ``model_calls``,
+    ``tool_calls`` or ``wall_time``), *maximum* its value and *spent* what
+    the run had spent of it; *usage* is the whole run's usage at that
+    moment.  *model* is set when a cost limit met a model missing from the
+    price table (its cost could not be bounded).  Every branch of the run
+    fails with it at its next call.
+    """
+
+    limit: str
+    maximum: float
+    spent: float
+    usage: RunUsage
+    model: str | None = None
+
+    def __str__(self) -> str:
+        if self.model is not None:
+            return (
+                f"budget: no price for model {self.model!r} in the price "
+                f"table; a cost limit needs one (at {self.where()})"
+            )
+        return (
+            f"budget exceeded: {self.limit} spent {_amount(self.spent)} "
+            f"of {_amount(self.maximum)} (at {self.where()})"
+        )
+
+
+def _amount(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"

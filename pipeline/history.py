@@ -51,6 +51,7 @@ from returns.result import Failure, Result, Success
 from ._context import Message, Role
 from .errors import ConstructionError, HistoryBudgetExceeded
 from .models._types import Model, ModelError, ModelRequest
+from .runs import generate
 
 
 __all__ = (
@@ -358,7 +359,7 @@ class Summarizing:
                 Message.user(_render(dropped)),
             )
         )
-        answer = await self.model.generate(request)
+        answer = await generate(self.model, request)
         text = answer.map(lambda r: r.text.strip()).value_or("")
         if not text:
             # Graceful degradation: no summary is better than no view.

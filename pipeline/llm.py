@@ -16,8 +16,9 @@ from ._combinators import Condition, condition
 from ._context import Context, Message
 from ._handler import Handler, ok
 from ._serde import make_converter
-from .errors import PipelineError
+from .errors import BudgetExceeded, PipelineError
 from .models._types import Model, ModelError, ModelRequest, ResponseSchema
+from .runs import generate
 
 
 __all__ = (
@@ -140,7 +141,7 @@ def policy(
             (Message.system(system_prompt), *ctx.messages),
             response_schema=POLICY_SCHEMA,
         )
-        answer = await model.generate(request)
+        answer = await generate(model, request)
         if not ok(answer):
             return Failure(answer.failure())
         verdict = _verdict(answer.unwrap().text, PolicyResult)
@@ -165,7 +166,7 @@ def summarize(
     key: str = "summary",
     instructions: str = SUMMARY_INSTRUCTIONS,
     name: str = "summarize",
-) -> Handler[Context, Context, ModelError]:
+) -> Handler[Context, Context, ModelError | BudgetExceeded]:
     """Fold the conversation into a running summary.
 
     The summary so far lives in the context's metadata under *key*, never in
@@ -174,12 +175,15 @@ def summarize(
     ``<summary>...</summary>``.
     """
 
-    async def run_summarize(ctx: Context) -> Result[Context, ModelError]:
+    async def run_summarize(
+        ctx: Context,
+    ) -> Result[Context, ModelError | BudgetExceeded]:
         current = ctx.metadata.get(key, "")
         latest = json.dumps([_CONVERTER.unstructure(m) for m in ctx.messages])
         prompt = f'Current Summary:\n""" {current} """\n\nLatest Responses:\n""" {latest} """'
-        answer = await model.generate(
-            ModelRequest((Message.system(instructions), Message.user(prompt)))
+        answer = await generate(
+            model,
+            ModelRequest((Message.system(instructions), Message.user(prompt))),
         )
         if not ok(answer):
             return Failure(answer.failure())
@@ -206,13 +210,15 @@ BOOL_SCHEMA = ResponseSchema(
 
 def llm_condition(
     model: Model, prompt: str, *, name: str | None = None
-) -> Condition[Context, ModelError | BadVerdict]:
+) -> Condition[Context, ModelError | BadVerdict | BudgetExceeded]:
     """A switch/if condition a model judges: ``{"bool": true|false}``.
 
     The model sees *prompt* and the latest message of the conversation.
     """
 
-    async def judge(ctx: Context) -> Result[bool, ModelError | BadVerdict]:
+    async def judge(
+        ctx: Context,
+    ) -> Result[bool, ModelError | BadVerdict | BudgetExceeded]:
         last = ctx.last.content if ctx.last else ""
         request = ModelRequest(
             (
@@ -223,7 +229,7 @@ def llm_condition(
             ),
             response_schema=BOOL_SCHEMA,
         )
-        answer = await model.generate(request)
+        answer = await generate(model, request)
         if not ok(answer):
             return Failure(answer.failure())
         text = answer.unwrap().text

@@ -25,14 +25,15 @@ from ._handler import Call, Middleware
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
-from .errors import ConstructionError, TimedOut
+from .errors import BudgetExceeded, ConstructionError, TimedOut
+from .runs import tracing_now
 
 
 In = TypeVar("In")
 Out = TypeVar("Out")
 Err = TypeVar("Err")
 
-__all__ = ("Backoff", "log", "retry", "timeout")
+__all__ = ("Backoff", "log", "retry", "timeout", "trace")
 
 _LOGGER = _logging.getLogger("pipeline")
 
@@ -97,7 +98,10 @@ class _Retry(Middleware[Never]):
         def should_retry(r: Result[Any, Any]) -> bool:
             if type(r) is Success:
                 return False
-            return when is None or bool(when(r.failure()))
+            failure = r.failure()
+            if isinstance(failure, BudgetExceeded):
+                return False  # a spent budget stays spent
+            return when is None or bool(when(failure))
 
         def last(state: RetryCallState) -> Result[Out, Err]:
             assert state.outcome is not None  # noqa: S101  # tenacity sets it
@@ -128,7 +132,9 @@ def retry(
 
     *backoff* is a :class:`Backoff` or the initial delay in seconds
     (doubling each time).  *when* receives each failure value and says
-    whether to retry it (default: every failure).  The last failure is
+    whether to retry it (default: every failure;
+    :class:`~pipeline.errors.BudgetExceeded` is never retried: a spent
+    budget stays spent).  The last failure is
     returned when attempts run out.  Exceptions are not retried: they
     propagate, and so does cancellation, including during the backoff
     sleep.  Backed by :mod:`tenacity`; the wait uses *sleep*
@@ -254,3 +260,40 @@ def log(
     Failure values are not logged (they may hold user data).
     """
     return _Log(logger or _LOGGER, level, failure_level)
+
+
+@final
+@attrs.frozen(repr=False)
+class _Trace(Middleware[Never]):
+    @property
+    def __name__(self) -> str:
+        return "trace"
+
+    def __repr__(self) -> str:
+        return "trace"
+
+    def __call__(
+        self, call: Call[In, Out, Err], name: str, /
+    ) -> Call[In, Out, Err]:
+        async def run_traced(value: In) -> Result[Out, Err]:
+            tracing = tracing_now()
+            if tracing is None:
+                return await call(value)
+            with tracing.handler(name) as span:
+                r = await call(value)
+                tracing.outcome(span, r)
+                return r
+
+        return run_traced
+
+
+def trace() -> _Trace:
+    """A span per execution (``handler <name>``), in the traced
+    :func:`pipeline.runs.scope` it runs in; nothing outside one.
+
+    Spans carry the handler's name and, on failure, the failure's type
+    (never a value or message).  Runs, graph nodes, agents, turns, model
+    and tool calls have spans without it; this adds the handlers of a
+    ``>>``/``&``/``|`` composition.
+    """
+    return _Trace()

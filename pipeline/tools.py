@@ -34,6 +34,7 @@ from collections.abc import (
     Sequence,
 )
 from typing import (
+    TYPE_CHECKING,
     Any,
     final,
     overload,
@@ -62,6 +63,11 @@ from ._serde import canonical, make_converter, unicode_safe
 from .errors import ConstructionError, ToolError
 from .events import ToolRaised, emit, listening
 from .models._types import ToolSpec
+from .secrets import is_secret_type
+
+
+if TYPE_CHECKING:
+    from .runs import ToolHook
 
 
 __all__ = (
@@ -128,6 +134,16 @@ class Tool:
             takes_self=True,
         ),
     )
+    _secret: frozenset[str] = attrs.field(
+        init=False,
+        eq=False,
+        default=attrs.Factory(
+            lambda self: frozenset(
+                p.name for p in self._params if is_secret_type(p.annotation)
+            ),
+            takes_self=True,
+        ),
+    )
 
     def __attrs_post_init__(self) -> None:
         for kind in self.errors:
@@ -144,6 +160,13 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name})"
+
+    @property
+    def secret_arguments(self) -> frozenset[str]:
+        """Parameters annotated ``Secret[...]`` (see :mod:`pipeline.secrets`):
+        the function gets a :class:`~pipeline.secrets.Secret`, and recorded calls
+        show a reference instead of the value."""
+        return self._secret
 
     @property
     def spec(self) -> ToolSpec:
@@ -412,6 +435,7 @@ async def run_tools(
     *,
     on_result: Callable[[ToolCall, str, bool], Awaitable[None]] | None = None,
     agent: str | None = None,
+    around: ToolHook | None = None,
 ) -> tuple[Message, ...]:
     """Run *calls* concurrently; tool messages come back in call order,
     tagged with *agent* (the agent whose calls they answer).
@@ -419,18 +443,26 @@ async def run_tools(
     An unknown tool, bad arguments, a listed exception or a timeout becomes
     an error result (``error: ...``) for the model; cancellation and the
     exceptions a tool does not list propagate.
+    *around*, if given, runs each call (a tracing span around it).
     """
     if not calls:
         return ()
     results: list[Message | None] = [None] * len(calls)
 
-    async def one(i: int, call: ToolCall) -> None:
+    async def execute(call: ToolCall) -> tuple[str, bool]:
         found = tools.get(call.name)
         if found is None:
-            content = f"error: unknown tool {call.name!r}; available: {sorted(tools)}"
-            failed = True
+            return (
+                f"error: unknown tool {call.name!r}; available: {sorted(tools)}",
+                True,
+            )
+        return await found.call(call.arguments)
+
+    async def one(i: int, call: ToolCall) -> None:
+        if around is None:
+            content, failed = await execute(call)
         else:
-            content, failed = await found.call(call.arguments)
+            content, failed = await around(call, lambda: execute(call))
         results[i] = Message.tool(
             content, tool_call_id=call.id, name=call.name, agent=agent
         )

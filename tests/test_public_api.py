@@ -16,6 +16,7 @@ import pipeline
 PUBLIC_MODULES = [
     "pipeline",
     "pipeline.agents",
+    "pipeline.budgets",
     "pipeline.cli",
     "pipeline.errors",
     "pipeline.events",
@@ -27,6 +28,8 @@ PUBLIC_MODULES = [
     "pipeline.models",
     "pipeline.models.anthropic",
     "pipeline.models.openai",
+    "pipeline.runs",
+    "pipeline.secrets",
     "pipeline.stores",
     "pipeline.stores.postgres",
     "pipeline.stores.redis",

@@ -52,6 +52,7 @@ from .._serde import (
     make_converter,
 )
 from ..errors import CheckpointDecodeError, ConstructionError, InvalidState
+from ..secrets import SecretUnresolved
 from ._model import NO_PROGRESS, Pending, Progress, Snapshot, Status
 from ._plan import Plan, plan_for, type_name
 from ._store import Record
@@ -712,6 +713,8 @@ def _reason(exc: BaseException) -> str:
         return "; ".join(dict.fromkeys(leaves))
     if isinstance(exc, RecursionError):
         return "nested too deeply"
+    if isinstance(exc, SecretUnresolved):
+        return str(exc)  # names the reference, never a value
     if isinstance(exc, UnicodeError):
         return "text that is not valid Unicode (a lone surrogate)"
     text = str(exc)

@@ -37,6 +37,7 @@ from ..errors import (
     StepLimitExceeded,
 )
 from ..events import emit, listening
+from ..runs import tracing_now
 from . import _checkpoints
 from ._codec import Codec, alike
 from ._journal import (
@@ -423,8 +424,53 @@ async def drive(
     max_steps: int,
     answer: object,
 ) -> Result[Snapshot[S], Any]:
-    """The run loop: fold *machine*'s step from *snap* until it is done."""
-    step = machine.step
+    """The run loop: fold *machine*'s step from *snap* until it is done.
+
+    Inside a traced :func:`pipeline.runs.scope`, the run is a span and each
+    step a span in it (checked once here: untraced steps pay nothing).
+    """
+    tracing = tracing_now()
+    if tracing is None:
+        return await _drive(
+            machine,
+            snap,
+            journal,
+            context,
+            hooks,
+            on_event,
+            max_steps,
+            answer,
+            machine.step,
+        )
+    with tracing.fold(machine) as span:
+        out = await _drive(
+            machine,
+            snap,
+            journal,
+            context,
+            hooks,
+            on_event,
+            max_steps,
+            answer,
+            tracing.steps(machine, machine.step),
+        )
+        tracing.outcome(span, out)
+        return out
+
+
+async def _drive(
+    machine: Machine[S, C_contra],
+    snap: Snapshot[S],
+    journal: Journal[S] | None,
+    context: C_contra,
+    hooks: Hooks[S],
+    on_event: EventSink | None,
+    max_steps: int,
+    answer: object,
+    step: Callable[
+        [Snapshot[S], C_contra], Awaitable[Snapshot[S] | Failure[Any]]
+    ],
+) -> Result[Snapshot[S], Any]:
     gates, observers = hooks.gates, hooks.observers
     tail: collections.deque[str] = collections.deque(maxlen=8)
     while snap.next:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar, cast, final
+from typing import Any, ClassVar, Generic, TypeVar, cast, final
 
 import anyio
 import attrs
@@ -49,6 +49,9 @@ class GraphMachine(Generic[S]):
 
     Immutable: make one with :meth:`make`.
     """
+
+    kind: ClassVar[str] = "graph"
+    """What its spans call it (see :mod:`pipeline._tracing`)."""
 
     name: str
     state_type: type[S]

@@ -19,6 +19,7 @@ from returns.result import Failure, Result, Success
 
 from .._context import Message, Role, ToolCall, Usage
 from .._serde import unicode_safe
+from ..secrets import Secret, reveal
 from ._adapter import ClientOwner, sdk_error, stop_reason
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
@@ -72,7 +73,7 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
         *,
         client: anthropic.AsyncAnthropic | None = None,
         base_url: str | None = None,
-        api_key: str | None = None,
+        api_key: str | Secret[str] | None = None,
         max_tokens: int = 1024,
         max_retries: int = 0,
         timeout: float = 60.0,
@@ -84,7 +85,7 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
             anthropic.AsyncAnthropic,
             key_variable="ANTHROPIC_API_KEY",
             base_url=base_url,
-            api_key=api_key,
+            api_key=reveal(api_key),
             max_retries=max_retries,
             timeout=timeout,
         )

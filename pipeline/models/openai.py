@@ -12,6 +12,7 @@ from returns.result import Failure, Result, Success
 
 from .._context import Message, Role, ToolCall, Usage
 from .._serde import unicode_safe
+from ..secrets import Secret, reveal
 from ._adapter import ClientOwner, sdk_error, stop_reason
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
@@ -68,7 +69,7 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
         *,
         client: openai.AsyncOpenAI | None = None,
         base_url: str | None = None,
-        api_key: str | None = None,
+        api_key: str | Secret[str] | None = None,
         max_retries: int = 0,
         timeout: float = 60.0,
         provider: str = "openai",
@@ -80,7 +81,7 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
             openai.AsyncOpenAI,
             key_variable="OPENAI_API_KEY",
             base_url=base_url,
-            api_key=api_key,
+            api_key=reveal(api_key),
             max_retries=max_retries,
             timeout=timeout,
         )

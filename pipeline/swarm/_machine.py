@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Generic, TypeAlias, TypeVar, final
+from typing import Any, ClassVar, Generic, TypeAlias, TypeVar, final
 
 import attrs
 import cattrs
@@ -29,6 +29,7 @@ from ..fold._codec import Codec
 from ..fold._journal import current_boundary
 from ..fold._model import Snapshot, Status, Transition
 from ..models._types import ToolSpec
+from ..runs import handoff
 from ..tools import Tool
 from ._model import Limits, Member, SwarmState
 from ._transfer import Transfers, accepted_in, transfer_tool
@@ -61,6 +62,9 @@ class SwarmMachine(Generic[T]):
 
     Immutable: make one with :meth:`make`.
     """
+
+    kind: ClassVar[str] = "swarm"
+    """What its spans call it (see :mod:`pipeline._tracing`)."""
 
     name: str
     members: Mapping[str, Member]
@@ -181,6 +185,7 @@ class SwarmMachine(Generic[T]):
             )
             if listening():
                 await emit(Handoff(source, target, st.handoffs))
+            handoff(source, target, st.handoffs)
             for observe in self.after_handoff:
                 await observe(Transition(source, (target,), st, snap.step))
         member = self.members[target]

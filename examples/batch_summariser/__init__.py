@@ -1,0 +1,1 @@
+"""The batch summariser example (see README.md)."""

@@ -1,0 +1,6 @@
+"""``python -m examples.batch_summariser [FOLDER]``."""
+
+from examples.batch_summariser.summariser import run
+
+
+run()

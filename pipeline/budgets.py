@@ -1,0 +1,270 @@
+"""Budgets: what one run may spend, shared by every branch.
+
+>>> budget = Budget(
+...     tokens=50_000,
+...     cost=0.25,
+...     model_calls=40,
+...     tool_calls=100,
+...     wall_time=120.0,
+...     prices={"openai:gpt-4o-mini": Price(input=0.15, output=0.60)},
+... )
+>>> budget.prices["openai:gpt-4o-mini"].cost(1_000_000, 0)
+0.15
+
+A budget is given to :func:`pipeline.runs.scope` (or :func:`pipeline.runs.run`); every
+model and tool call made inside it, in any branch of ``&``, ``|``, a graph's
+fan-out, a swarm or :func:`~pipeline.map_reduce`, is checked against one
+shared ledger *before it starts*: once a limit is reached, no further call
+starts and each branch fails with :class:`~pipeline.errors.BudgetExceeded`
+at its next call.  Tokens and cost are known only when a call returns, so a
+run may end above its token or cost limit by at most the calls that were in
+flight when it was reached (one per concurrent branch).
+"""
+
+from __future__ import annotations
+
+import math
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, final
+
+import attrs
+
+from .errors import BudgetExceeded, ConstructionError
+
+
+__all__ = ("Budget", "Price", "RunUsage")
+
+
+def _number(value: object) -> bool:
+    return (
+        type(value) is not bool
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _non_negative(
+    _: object, attribute: attrs.Attribute[Any], value: object
+) -> None:
+    if not _number(value):
+        msg = f"Price({attribute.name}=...): must be a finite number >= 0"
+        raise ConstructionError(msg)
+
+
+def _limit(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not _number(value):
+        msg = f"Budget({attribute.name}=...): a limit must be a finite number >= 0 or None"
+        raise ConstructionError(msg)
+
+
+@final
+@attrs.frozen
+class Price:
+    """What a model costs, per million tokens (in any currency you like:
+    the budget's *cost* is in the same one)."""
+
+    input: float = attrs.field(validator=_non_negative)
+    output: float = attrs.field(validator=_non_negative)
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        """The cost of one call with these token counts."""
+        return (
+            input_tokens * self.input + output_tokens * self.output
+        ) / 1_000_000
+
+
+def _prices(value: Mapping[str, Price]) -> Mapping[str, Price]:
+    return MappingProxyType(dict(value))
+
+
+@final
+@attrs.frozen
+class Budget:
+    """Per-run limits; ``None`` (the default) means no limit.
+
+    *tokens* bounds input plus output tokens over every model call; *cost*
+    the sum of each call's cost from *prices* (keyed by the model's
+    :attr:`~pipeline.models.Model.name`, e.g. ``openai:gpt-4o``; a cost
+    limit refuses a model missing from the table rather than guess);
+    *model_calls* and *tool_calls* count calls started; *wall_time* is
+    seconds since the run started (anyio's clock, so a test's fake clock
+    drives it).
+    """
+
+    tokens: int | None = attrs.field(default=None, validator=_limit)
+    cost: float | None = attrs.field(default=None, validator=_limit)
+    model_calls: int | None = attrs.field(default=None, validator=_limit)
+    tool_calls: int | None = attrs.field(default=None, validator=_limit)
+    wall_time: float | None = attrs.field(default=None, validator=_limit)
+    prices: Mapping[str, Price] = attrs.field(factory=dict, converter=_prices)
+
+
+@final
+@attrs.frozen
+class RunUsage:
+    """What a run spent: tokens, cost, calls and elapsed seconds."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    model_calls: int = 0
+    tool_calls: int = 0
+    elapsed: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+@final
+class Ledger:
+    """The running totals of one scope, checked before each call.
+
+    Plain counters: every branch runs on the same event loop thread, and a
+    check and its reservation happen without an ``await`` in between.
+    """
+
+    __slots__ = (
+        "budget",
+        "cost",
+        "exceeded",
+        "input_tokens",
+        "model_calls",
+        "output_tokens",
+        "parent",
+        "started",
+        "tool_calls",
+    )
+
+    def __init__(
+        self, budget: Budget | None, started: float, parent: Ledger | None
+    ) -> None:
+        self.budget = budget
+        self.started = started
+        self.parent = parent
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost = 0.0
+        self.model_calls = 0
+        self.tool_calls = 0
+        self.exceeded: BudgetExceeded | None = None
+
+    def usage(self, now: float) -> RunUsage:
+        """The totals so far, *now* being anyio's current time."""
+        return RunUsage(
+            self.input_tokens,
+            self.output_tokens,
+            self.cost,
+            self.model_calls,
+            self.tool_calls,
+            max(0.0, now - self.started),
+        )
+
+    def start_model_call(
+        self, model: str, now: float
+    ) -> BudgetExceeded | None:
+        """Reserve one model call, or say which limit refuses it."""
+        refused = self._check(now, model=model, model_calls=1)
+        if refused is None:
+            ledger: Ledger | None = self
+            while ledger is not None:
+                ledger.model_calls += 1
+                ledger = ledger.parent
+        return refused
+
+    def start_tool_calls(self, n: int, now: float) -> BudgetExceeded | None:
+        """Reserve *n* tool calls (all or none), or say which limit refuses."""
+        refused = self._check(now, tool_calls=n)
+        if refused is None:
+            ledger: Ledger | None = self
+            while ledger is not None:
+                ledger.tool_calls += n
+                ledger = ledger.parent
+        return refused
+
+    def spend(self, model: str, input_tokens: int, output_tokens: int) -> None:
+        """Add a finished model call's tokens and cost."""
+        ledger: Ledger | None = self
+        while ledger is not None:
+            ledger.input_tokens += input_tokens
+            ledger.output_tokens += output_tokens
+            budget = ledger.budget
+            price = budget.prices.get(model) if budget is not None else None
+            if price is not None:
+                ledger.cost += price.cost(input_tokens, output_tokens)
+            ledger = ledger.parent
+
+    def _check(
+        self,
+        now: float,
+        *,
+        model: str | None = None,
+        model_calls: int = 0,
+        tool_calls: int = 0,
+    ) -> BudgetExceeded | None:
+        ledger: Ledger | None = self
+        while ledger is not None:
+            refused = ledger._refuses(now, model, model_calls, tool_calls)
+            if refused is not None:
+                return refused
+            ledger = ledger.parent
+        return None
+
+    def _refuses(
+        self, now: float, model: str | None, model_calls: int, tool_calls: int
+    ) -> BudgetExceeded | None:
+        if self.exceeded is not None:
+            return self.exceeded
+        budget = self.budget
+        if budget is None:
+            return None
+        checks: tuple[tuple[str, int | float | None, float], ...] = (
+            ("tokens", budget.tokens, self.input_tokens + self.output_tokens),
+            ("cost", budget.cost, self.cost),
+            ("wall_time", budget.wall_time, now - self.started),
+        )
+        for limit, maximum, spent in checks:
+            if maximum is not None and spent >= maximum:
+                return self._exceed(limit, maximum, spent, now)
+        if (
+            model_calls
+            and budget.model_calls is not None
+            and self.model_calls + model_calls > budget.model_calls
+        ):
+            return self._exceed(
+                "model_calls", budget.model_calls, self.model_calls, now
+            )
+        if (
+            tool_calls
+            and budget.tool_calls is not None
+            and self.tool_calls + tool_calls > budget.tool_calls
+        ):
+            return self._exceed(
+                "tool_calls", budget.tool_calls, self.tool_calls, now
+            )
+        if (
+            model is not None
+            and budget.cost is not None
+            and model not in budget.prices
+        ):
+            return self._exceed("cost", budget.cost, self.cost, now, model)
+        return None
+
+    def _exceed(
+        self,
+        limit: str,
+        maximum: float,
+        spent: float,
+        now: float,
+        model: str | None = None,
+    ) -> BudgetExceeded:
+        # Latched: from now on every call in every branch is refused (so no
+        # call starts after any branch saw BudgetExceeded).
+        self.exceeded = BudgetExceeded(
+            limit, maximum, spent, self.usage(now), model=model
+        )
+        return self.exceeded

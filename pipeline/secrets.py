@@ -1,0 +1,247 @@
+"""Secrets: values that show as a reference everywhere but where used.
+
+>>> key = Secret("sk-canary", ref="openai-key")
+>>> key
+Secret(ref='openai-key')
+>>> f"{key}"
+"Secret(ref='openai-key')"
+>>> key.reveal()
+'sk-canary'
+
+A :class:`Secret` prints, logs, traces and serialises as its *reference*;
+only :meth:`Secret.reveal` gives the value.  A checkpoint stores
+``{"$secret": "<ref>"}``; loading it asks the run's resolver (given to
+:func:`pipeline.runs.scope` as *secrets*) for the value behind the reference, so
+a key never reaches a store and a resumed run still has it.  References
+``env:NAME`` resolve from the environment without any setup.
+
+A tool parameter annotated ``Secret[...]`` is a secret argument: the tool
+receives a :class:`Secret`, and the call as recorded (in the conversation,
+checkpoints, events and spans) holds ``{"$secret": "tool:<tool>.<name>"}``
+instead of what the model sent.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hmac
+import json
+import os
+
+from collections.abc import Callable, Mapping
+from typing import (
+    Any,
+    Generic,
+    NoReturn,
+    TypeAlias,
+    TypeVar,
+    final,
+    get_origin,
+)
+
+from .errors import ConstructionError
+
+
+T_co = TypeVar("T_co", covariant=True)
+
+__all__ = (
+    "MARKER",
+    "Resolver",
+    "Secret",
+    "SecretUnresolved",
+    "environment",
+    "is_secret_type",
+    "resolve",
+    "resolver",
+    "reveal",
+)
+
+MARKER = "$secret"
+"""The key of a secret's stored form, ``{"$secret": "<ref>"}``."""
+
+Resolver: TypeAlias = Callable[[str], object]
+"""Turns a reference into its value; raises :class:`LookupError` (a
+``KeyError``, say) for a reference it does not know."""
+
+
+class SecretUnresolved(KeyError):
+    """No resolver knows a secret's reference (the reference is named; a
+    reference is never a value)."""
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(ref)
+        self.ref = ref
+
+    def __str__(self) -> str:
+        return (
+            f"secret {self.ref!r} cannot be resolved (give the run a "
+            "resolver that knows it: pipeline.scope(secrets=...))"
+        )
+
+
+@final
+class Secret(Generic[T_co]):
+    """A value that shows as its reference *ref*; :meth:`reveal` gives it.
+
+    Immutable; equal to another secret with the same reference and value;
+    cannot be pickled.
+    """
+
+    __slots__ = ("_ref", "_value")
+
+    _ref: str
+    _value: T_co
+
+    def __init__(self, value: T_co, *, ref: str) -> None:
+        if not ref:
+            msg = "Secret(ref=...): a reference must be a non-empty str"
+            raise ConstructionError(msg)
+        object.__setattr__(self, "_ref", ref)
+        object.__setattr__(self, "_value", value)
+
+    @staticmethod
+    def env(name: str) -> Secret[str]:
+        """The environment variable *name*, as ``Secret(ref="env:NAME")``.
+
+        Raises:
+            ConstructionError: the variable is not set.
+        """
+        value = os.environ.get(name)
+        if value is None:
+            msg = f"environment variable {name!r} is not set"
+            raise ConstructionError(msg)
+        return Secret(value, ref=f"env:{name}")
+
+    @property
+    def ref(self) -> str:
+        """The reference, which is what prints, logs and is stored."""
+        return self._ref
+
+    def reveal(self) -> T_co:
+        """The value itself.  Call it where the value is used, nowhere else."""
+        return self._value
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        msg = "Secret is immutable"
+        raise AttributeError(msg)
+
+    def __repr__(self) -> str:
+        return f"Secret(ref={self._ref!r})"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return repr(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Secret):
+            return NotImplemented
+        if self._ref != other._ref:
+            return False
+        mine, theirs = self._value, other._value
+        if isinstance(mine, (str, bytes)) and type(mine) is type(theirs):
+            a = mine.encode() if isinstance(mine, str) else mine
+            b = theirs.encode() if isinstance(theirs, str) else theirs
+            return hmac.compare_digest(a, b)
+        return bool(mine == theirs)
+
+    def __hash__(self) -> int:
+        return hash(("Secret", self._ref))
+
+    def __reduce__(self) -> NoReturn:
+        msg = "a Secret cannot be pickled (store its reference instead)"
+        raise TypeError(msg)
+
+    def __copy__(self) -> Secret[T_co]:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Secret[T_co]:
+        return self
+
+
+def reveal(value: str | Secret[str] | None) -> str | None:
+    """*value* itself, or a :class:`Secret`'s value (for settings that take
+    either)."""
+    return value.reveal() if isinstance(value, Secret) else value
+
+
+def is_secret_type(t: object) -> bool:
+    """Whether the annotation *t* is ``Secret`` or ``Secret[...]``."""
+    return t is Secret or get_origin(t) is Secret
+
+
+def environment(ref: str) -> object:
+    """The default resolver: ``env:NAME`` from the environment."""
+    if ref.startswith("env:"):
+        value = os.environ.get(ref[4:])
+        if value is not None:
+            return value
+    raise SecretUnresolved(ref)
+
+
+def resolver(
+    values: Mapping[str, object] | None = None, *, env: bool = True
+) -> Resolver:
+    """A resolver from a mapping of references to values, falling back to
+    the environment for ``env:`` references unless *env* is false."""
+    known = dict(values or {})
+
+    def resolve(ref: str) -> object:
+        if ref in known:
+            return known[ref]
+        if env:
+            return environment(ref)
+        raise SecretUnresolved(ref)
+
+    return resolve
+
+
+_RESOLVER: contextvars.ContextVar[Resolver] = contextvars.ContextVar(
+    "pipeline_secret_resolver", default=environment
+)
+
+
+def resolve(ref: str) -> object:
+    """The value behind *ref*, from the resolver in force (the innermost
+    :func:`pipeline.runs.scope` with *secrets*, else the environment).
+
+    Raises:
+        SecretUnresolved: no resolver knows *ref*.
+    """
+    try:
+        return _RESOLVER.get()(ref)
+    except SecretUnresolved:
+        raise
+    except LookupError:
+        raise SecretUnresolved(ref) from None
+
+
+def use_resolver(found: Resolver) -> contextvars.Token[Resolver]:
+    """Make *found* the resolver in force (for :func:`pipeline.runs.scope`)."""
+    return _RESOLVER.set(found)
+
+
+def reset_resolver(token: contextvars.Token[Resolver]) -> None:
+    """Undo :func:`use_resolver`."""
+    _RESOLVER.reset(token)
+
+
+def stored(secret: Secret[Any]) -> dict[str, str]:
+    """A secret's stored form."""
+    return {MARKER: secret.ref}
+
+
+def redact_arguments(tool: str, arguments: str, names: frozenset[str]) -> str:
+    """A tool call's *arguments* (JSON) with the secret ones, *names*,
+    replaced by references; arguments that do not parse are replaced whole
+    (they might hold a secret anyway)."""
+    try:
+        raw = json.loads(arguments or "{}")
+    except (ValueError, RecursionError):
+        raw = None
+    if not isinstance(raw, dict):
+        return json.dumps({MARKER: f"tool:{tool}"})
+    for name in names:
+        if name in raw:
+            raw[name] = {MARKER: f"tool:{tool}.{name}"}
+    return json.dumps(raw, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,350 @@
+"""Secrets: canary values never reach a store file, a log, a span, an
+event, a repr or a failure message; resolvers bring them back on resume."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import pickle
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+import pytest
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from returns.result import Failure, Result, Success
+
+from pipeline import (
+    Context,
+    Message,
+    Secret,
+    graph,
+    handler,
+    run,
+    scope,
+    stream,
+)
+from pipeline._serde import canonical, make_converter
+from pipeline.agents import Agent
+from pipeline.errors import ConstructionError
+from pipeline.events import Event
+from pipeline.graph import END, Interrupt, Transition
+from pipeline.middleware import log, trace
+from pipeline.secrets import SecretUnresolved, resolve, resolver
+from pipeline.testing import Reply, ScriptedModel
+from pipeline.tools import tool
+
+
+CANARY = "canary-7f3a9c-do-not-leak"
+
+
+@attrs.frozen
+class Login:
+    """A graph state holding a secret."""
+
+    user: str
+    token: Secret[str]
+    seen: int = 0
+
+
+@pytest.fixture(name="spans")
+def _spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()
+
+
+def span_text(spans: tuple[ReadableSpan, ...]) -> str:
+    """Everything a span exporter would send, as text."""
+    return "\n".join(s.to_json() for s in spans)
+
+
+def uses_token() -> Any:
+    @handler(name="use")
+    async def use(s: Login) -> Result[Login, str]:
+        # The node uses the value (its length), never shows it.
+        return Success(attrs.evolve(s, seen=len(s.token.reveal())))
+
+    return use
+
+
+def login_graph() -> graph.Graph[Login, str]:
+    return (
+        graph.builder(Login)
+        .node("use", uses_token().use(log(), trace()))
+        .node("check", uses_token())
+        .entry("use")
+        .edge("use", "check")
+        .edge("check", END)
+        .build(name="login")
+    )
+
+
+def test_repr_str_format_and_pickle() -> None:
+    """Reprs, str, f-strings and containers show the reference only."""
+    key = Secret(CANARY, ref="api-key")
+    state = Login("ann", key)
+    shown = [
+        repr(key),
+        str(key),
+        f"{key}",
+        f"{key!r:>40}",
+        repr(state),
+        str([key]),
+    ]
+    assert all(CANARY not in s for s in shown)
+    assert repr(key) == "Secret(ref='api-key')"
+    with pytest.raises(TypeError, match="cannot be pickled") as caught:
+        pickle.dumps(key)
+    assert CANARY not in str(caught.value)
+    assert copy.deepcopy(key) is key
+    with pytest.raises(AttributeError):
+        key._value = "x"
+    assert key == Secret(CANARY, ref="api-key")
+    assert key != Secret(CANARY + "x", ref="api-key")
+    assert key != Secret(CANARY, ref="other")
+    assert hash(key) == hash(Secret("else", ref="api-key"))
+
+
+def test_env_secret_and_default_resolver(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Secret.env reads the environment; env: references resolve there."""
+    monkeypatch.setenv("PIPELINE_TEST_KEY", CANARY)
+    key = Secret.env("PIPELINE_TEST_KEY")
+    assert key.ref == "env:PIPELINE_TEST_KEY"
+    assert resolve(key.ref) == CANARY
+    monkeypatch.delenv("PIPELINE_TEST_KEY")
+    with pytest.raises(ConstructionError, match="PIPELINE_TEST_KEY"):
+        Secret.env("PIPELINE_TEST_KEY")
+    with pytest.raises(SecretUnresolved, match="env:PIPELINE_TEST_KEY"):
+        resolve(key.ref)
+    with pytest.raises(ConstructionError):
+        Secret(CANARY, ref="")
+
+
+async def test_converter_stores_the_reference() -> None:
+    """Unstructured, a secret is {"$secret": ref}; structured, resolved."""
+    conv = make_converter()
+    doc = conv.unstructure(Login("ann", Secret(CANARY, ref="k")))
+    assert doc == {"user": "ann", "token": {"$secret": "k"}, "seen": 0}
+    with pytest.raises(cattrs.ClassValidationError) as caught:
+        conv.structure(doc, Login)
+    (inner,) = caught.value.exceptions
+    assert isinstance(inner, SecretUnresolved)
+    assert inner.ref == "k"
+    with scope(secrets=resolver({"k": CANARY})):
+        back = conv.structure(doc, Login)
+    assert back.token.reveal() == CANARY
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+async def test_canaries_across_every_sink(
+    kind: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """A checkpointed, traced, logged, streamed run that pauses and resumes:
+    zero canaries in the SQLite file, logs, spans, events and reprs; the
+    resumed run gets the value back from the resolver."""
+    provider, exporter = spans
+    caplog.set_level(logging.DEBUG)
+    g = login_graph()
+    path = tmp_path / "secrets.db"
+    secrets = resolver({"login-token": CANARY}, env=False)
+    state = Login("ann", Secret(CANARY, ref="login-token"))
+    seen: list[Event] = []
+    async with _store(kind, path) as store:
+        with scope(tracer_provider=provider, secrets=secrets):
+            paused = await g.run(
+                state,
+                store=store,
+                thread_id="t1",
+                gates=[_gate],
+                on_event=_collect(seen),
+            )
+        assert paused.unwrap().status is graph.Status.INTERRUPTED
+        with scope(tracer_provider=provider, secrets=secrets):
+            done = await g.resume(
+                store=store, thread_id="t1", answer="yes", gates=[_gate]
+            )
+        final = done.unwrap()
+        assert final.state.seen == len(CANARY)
+        assert final.state.token.reveal() == CANARY
+        assert type(await g.history(store=store, thread_id="t1")) is Failure
+        with scope(secrets=secrets):  # loading needs the resolver
+            history = (await g.history(store=store, thread_id="t1")).unwrap()
+        assert len(history) == 5
+        shown = repr(final) + repr(history)
+        stored = [r.data for r in await store.records("t1")]
+    blobs = _files(tmp_path)
+    assert blobs or kind == "memory"
+    assert len(stored) == 5  # admission, use, pause, answer, check
+    assert CANARY.encode() not in blobs
+    assert all(CANARY.encode() not in d for d in stored)
+    assert CANARY not in caplog.text
+    assert any(r.message.startswith("use") for r in caplog.records)
+    assert CANARY not in span_text(exporter.get_finished_spans())
+    assert exporter.get_finished_spans()
+    assert seen
+    assert all(CANARY not in repr(e) for e in seen)
+    assert CANARY not in shown
+
+
+def _files(folder: Path) -> bytes:
+    """Every file the store left (the database, its WAL and journal)."""
+    return b"".join(p.read_bytes() for p in folder.iterdir())
+
+
+@contextlib.asynccontextmanager
+async def _store(kind: str, path: Path) -> AsyncIterator[Any]:
+    if kind == "memory":
+        yield graph.MemoryStore()
+        return
+    async with graph.SQLiteStore(path) as store:
+        yield store
+
+
+async def _gate(t: Transition[Login]) -> Any:
+    if t.targets == ("check",) and t.answer is None:
+        return Interrupt("go on?")
+    return graph.Continue()
+
+
+def _collect(into: list[Event]) -> Any:
+    async def on_event(event: Any) -> None:
+        into.append(event)
+
+    return on_event
+
+
+async def test_unresolvable_secret_is_refused_before_commit(
+    tmp_path: Path,
+) -> None:
+    """A secret no resolver can bring back is not committed: the failure
+    names the field and the reference, never the value."""
+    g = login_graph()
+    async with graph.SQLiteStore(tmp_path / "s.db") as store:
+        out = await g.run(
+            Login("ann", Secret(CANARY, ref="nowhere")),
+            store=store,
+            thread_id="t",
+        )
+        assert await store.records("t") == []
+    failure = out.failure()
+    assert "nowhere" in str(failure)
+    assert CANARY not in str(failure) + repr(failure)
+
+
+async def test_resume_without_the_resolver_fails_by_reference(
+    tmp_path: Path,
+) -> None:
+    """Loading a checkpoint whose secret cannot be resolved is a typed
+    failure naming the reference."""
+    g = login_graph()
+    secrets = resolver({"login-token": CANARY}, env=False)
+    async with graph.SQLiteStore(tmp_path / "s.db") as store:
+        with scope(secrets=secrets):
+            await g.run(
+                Login("ann", Secret(CANARY, ref="login-token")),
+                store=store,
+                thread_id="t",
+                gates=[_gate],
+            )
+        out = await g.resume(store=store, thread_id="t", answer="yes")
+    failure = out.failure()
+    text = str(failure) + repr(failure)
+    assert "login-token" in text
+    assert CANARY not in text
+
+
+@tool
+async def sign_in(user: str, password: Secret[str]) -> str:
+    """Sign a user in.
+
+    Args:
+        user: who
+        password: their password
+    """
+    assert isinstance(password, Secret)
+    return "welcome" if password.reveal() == CANARY else "denied"
+
+
+async def test_secret_tool_arguments_are_redacted(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """The tool gets the value; the conversation, events and spans hold a
+    reference to it."""
+    provider, exporter = spans
+    assert sign_in.secret_arguments == frozenset({"password"})
+    assert sign_in.parameters["properties"]["password"]["type"] == "string"
+    model = ScriptedModel(
+        Reply.tool_call("sign_in", {"user": "ann", "password": CANARY}),
+        Reply.text("signed in"),
+    )
+    agent = Agent("a", model, tools=[sign_in])
+    ctx = Context.of(Message.user("sign me in"))
+    events: list[Event] = []
+    with scope(tracer_provider=provider):
+        async with stream(agent, ctx) as received:
+            events.extend([e async for e in received])
+    result = received.result
+    assert result is not None
+    out = result.unwrap()
+    assert [m.content for m in out.messages][-2:] == ["welcome", "signed in"]
+    call = out.messages[1].tool_calls[0]
+    assert '"password":{"$secret":"tool:sign_in.password"}' in call.arguments
+    assert CANARY not in repr(out)
+    assert CANARY.encode() not in canonical(make_converter().unstructure(out))
+    assert all(CANARY not in repr(e) for e in events)
+    assert CANARY not in span_text(exporter.get_finished_spans())
+    # The model's next request shows the reference, not the value.
+    assert CANARY not in repr(model.requests[1].messages)
+
+
+async def test_secret_argument_of_the_wrong_type_is_not_echoed() -> None:
+    """A bad secret argument's error result names the field only."""
+    model = ScriptedModel(
+        Reply.tool_call("sign_in", {"user": "ann", "password": [CANARY]}),
+        Reply.text("sorry"),
+    )
+    done = await run(
+        Agent("a", model, tools=[sign_in]), Context.of(Message.user("x"))
+    )
+    messages = done.result.unwrap().messages
+    assert messages[2].content.startswith("error: invalid arguments")
+    assert "password" in messages[2].content
+    assert CANARY not in repr(messages)
+
+
+async def test_failure_messages_never_show_the_value() -> None:
+    """A failing node's failure, repr'd and str'd, shows the reference."""
+
+    @handler(name="boom")
+    async def boom(s: Login) -> Result[Login, Any]:
+        return Failure(("bad state", s))
+
+    done = await run(boom, Login("ann", Secret(CANARY, ref="k")))
+    assert isinstance(done.result, Failure)
+    assert CANARY not in str(done.result) + repr(done.result)
+
+
+def test_model_clients_take_secret_keys() -> None:
+    """Model adapters accept a Secret API key; their repr never shows it."""
+    from pipeline.models.openai import OpenAIModel  # noqa: PLC0415
+
+    model = OpenAIModel("gpt-4o-mini", api_key=Secret(CANARY, ref="k"))
+    assert model._client.api_key == CANARY
+    assert CANARY not in repr(model)
