@@ -341,10 +341,12 @@ async def test_failure_messages_never_show_the_value() -> None:
     assert CANARY not in str(done.result) + repr(done.result)
 
 
-def test_model_clients_take_secret_keys() -> None:
+async def test_model_clients_take_secret_keys() -> None:
     """Model adapters accept a Secret API key; their repr never shows it."""
     from pipeline.models.openai import OpenAIModel  # noqa: PLC0415
 
-    model = OpenAIModel("gpt-4o-mini", api_key=Secret(CANARY, ref="k"))
-    assert model._client.api_key == CANARY
-    assert CANARY not in repr(model)
+    async with OpenAIModel(
+        "gpt-4o-mini", api_key=Secret(CANARY, ref="k")
+    ) as model:
+        assert model.client.api_key == CANARY
+        assert CANARY not in repr(model)
