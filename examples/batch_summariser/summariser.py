@@ -168,7 +168,7 @@ async def summarise_batch(
                     on_progress(done, len(docs), event.text, opened.usage)
         result = events.result
         usage = opened.usage
-    assert result is not None  # noqa: S101  # the stream finished
+    assert result is not None  # the stream finished
     return result, usage
 
 
