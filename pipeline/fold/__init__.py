@@ -16,6 +16,7 @@ from ._engine import FoldEvent as FoldEvent
 from ._engine import Hooks as Hooks
 from ._engine import Machine as Machine
 from ._engine import Migration as Migration
+from ._engine import drive as drive
 from ._journal import Boundary as Boundary
 from ._journal import current_boundary as current_boundary
 from ._model import Continue as Continue
@@ -67,5 +68,6 @@ __all__ = (
     "Stop",
     "Transition",
     "current_boundary",
+    "drive",
     "make_converter",
 )

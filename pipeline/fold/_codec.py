@@ -496,6 +496,31 @@ class Codec(Generic[S]):
         assert acc is not None  # noqa: S101  # docs is not empty
         return self.snapshot(acc, thread_id, version, parent)
 
+    def apply(
+        self, base: Snapshot[S], doc: Doc, version: int, parent: int | None
+    ) -> Result[Snapshot[S], CheckpointDecodeError]:
+        """The snapshot *doc* describes as a delta against *base* (the
+        document :meth:`document` wrote with *base* as the parent).
+
+        What *doc* leaves unchanged are *base*'s own values, and logs it
+        extends extend *base*'s vectors: the result shares them, exactly
+        as the snapshot a step returned shares its input's (so a fan-out's
+        merge sees which branch appended what).
+        """
+        checked = check_document(doc)
+        if type(checked) is not Success:
+            return Failure(checked.failure())
+        state = base.state
+        if self._fields is not None and type(state) is self._cls:
+            values = {name: getattr(state, name) for name in self._fields}
+            acc = Acc(values, _ABSENT, {}, {"next": list(base.next)}, None)
+        else:
+            acc = Acc({}, state, {}, {"next": list(base.next)}, None)
+        step = self.advance(acc, doc)
+        if isinstance(step, CheckpointDecodeError):
+            return Failure(step)
+        return self.snapshot(step, base.thread_id, version, parent)
+
     def advance(
         self, acc: Acc | None, doc: Doc
     ) -> Acc | CheckpointDecodeError:

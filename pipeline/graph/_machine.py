@@ -130,19 +130,13 @@ class GraphMachine(Generic[S]):
             nxt, join = where
             label = name
         else:
-            if len(nodes) > limits.max_fanout:
-                return Failure(
-                    FanOutLimitExceeded(
-                        len(nodes), limits.max_fanout, path=(snap.node or "",)
-                    )
-                )
-            merged = await self._branches(snap, limits)
-            if type(merged) is Failure:
-                return merged
-            state = merged
-            nxt = () if snap.join == END else (cast("str", snap.join),)
-            join = None
-            label = "+".join(nodes)
+            refused = self.refuse_fanout(snap, limits)
+            if refused is not None:
+                return refused
+            outs = await self._branches(snap, limits)
+            if type(outs) is Failure:
+                return outs
+            return self.fan_in(snap, outs)
         return Snapshot(
             snap.thread_id,
             snap.version + 1,
@@ -151,6 +145,52 @@ class GraphMachine(Generic[S]):
             label,
             nxt,
             join,
+            snap.step + 1,
+            snap.fingerprint,
+            _RUNNING if nxt else _DONE,
+        )
+
+    def refuse_fanout(
+        self, snap: Snapshot[S], limits: Limits
+    ) -> Failure[FanOutLimitExceeded] | None:
+        """Why *snap*'s fan-out may not start (too wide), or ``None``."""
+        if len(snap.next) > limits.max_fanout:
+            return Failure(
+                FanOutLimitExceeded(
+                    len(snap.next), limits.max_fanout, path=(snap.node or "",)
+                )
+            )
+        return None
+
+    def fan_in(self, snap: Snapshot[S], outs: tuple[S, ...]) -> Any:
+        """The snapshot after *snap*'s fan-out, from its branches' final
+        states *outs* (in the order of ``snap.next``), or a ``Failure``.
+
+        Pure: the fan-out's merge (or reducers) over the branch outputs;
+        wherever the branches ran (in this process, or as activities of a
+        durable workflow).
+        """
+        base = snap.state
+        source = self.edges.get(snap.node or "")
+        if isinstance(source, FanOut) and source.merge is not None:
+            state = source.merge(base, outs)
+            if type(state) is Failure:
+                return state
+        else:
+            reducers = source.reducers if isinstance(source, FanOut) else {}
+            merged = merge_states(base, outs, snap.next, reducers)
+            if type(merged) is not Success:
+                return merged
+            state = merged.unwrap()
+        nxt = () if snap.join == END else (cast("str", snap.join),)
+        return Snapshot(
+            snap.thread_id,
+            snap.version + 1,
+            snap.version,
+            state,
+            "+".join(snap.next),
+            nxt,
+            None,
             snap.step + 1,
             snap.fingerprint,
             _RUNNING if nxt else _DONE,
@@ -201,12 +241,13 @@ class GraphMachine(Generic[S]):
         await run_pool(workers, iter(todo), branch)
         if failed:
             return failed[0][1]
-        source = self.edges.get(snap.node or "")
-        if isinstance(source, FanOut) and source.merge is not None:
-            return source.merge(base, tuple(outs))
-        reducers = source.reducers if isinstance(source, FanOut) else {}
-        merged = merge_states(base, tuple(outs), names, reducers)
-        return merged.unwrap() if type(merged) is Success else merged
+        return tuple(outs)
+
+    async def branch(self, snap: Snapshot[S], name: str) -> Any:
+        """Run fan-out branch *name* of *snap* alone: its final state, or a
+        ``Failure`` located at the branch (for :meth:`fan_in`)."""
+        r = await self.calls[name](snap.state)
+        return r.unwrap() if type(r) is Success else located(r, name)
 
     def _output(self, snap: Snapshot[S], branch: str, state: S) -> Snapshot[S]:
         return Snapshot(

@@ -1,0 +1,55 @@
+"""Graphs and swarms as Temporal workflows (extra ``pipeline[temporal]``).
+
+The same :class:`~pipeline.graph.Graph` or :class:`~pipeline.swarm.Swarm`
+value that runs in process runs on a Temporal cluster, unchanged: a
+worker (:func:`worker`) hosts it; :class:`Runs` starts it and gives a typed
+:class:`Run` (answer an interrupt, read the snapshot, await the result,
+cancel).  The workflow drives the fold engine's own loop; every node,
+fan-out branch and agent turn at a swarm's conversation is an activity
+with its own timeouts and retries (:class:`NodeOptions`).  Values cross
+as JSON through the checkpoint stores' cattrs converter
+(:data:`DATA_CONVERTER`); there is no pickle.
+
+See ``docs/temporal.md``.
+"""
+
+from ._client import Run as Run
+from ._client import Runs as Runs
+from ._client import connect as connect
+from ._converter import DATA_CONVERTER as DATA_CONVERTER
+from ._converter import (
+    CattrsJSONPayloadConverter as CattrsJSONPayloadConverter,
+)
+from ._converter import PipelinePayloadConverter as PipelinePayloadConverter
+from ._devserver import dev_server as dev_server
+from ._devserver import dev_server_path as dev_server_path
+from ._failures import RemoteFailure as RemoteFailure
+from ._wire import DEFAULT_HISTORY_BOUND as DEFAULT_HISTORY_BOUND
+from ._wire import NodeOptions as NodeOptions
+from ._wire import Retry as Retry
+from ._wire import RunOptions as RunOptions
+from ._worker import DEFAULT_TASK_QUEUE as DEFAULT_TASK_QUEUE
+from ._worker import build_id as build_id
+from ._worker import worker as worker
+from ._workflow import PipelineWorkflow as PipelineWorkflow
+
+
+__all__ = (
+    "DATA_CONVERTER",
+    "DEFAULT_HISTORY_BOUND",
+    "DEFAULT_TASK_QUEUE",
+    "CattrsJSONPayloadConverter",
+    "NodeOptions",
+    "PipelinePayloadConverter",
+    "PipelineWorkflow",
+    "RemoteFailure",
+    "Retry",
+    "Run",
+    "RunOptions",
+    "Runs",
+    "build_id",
+    "connect",
+    "dev_server",
+    "dev_server_path",
+    "worker",
+)

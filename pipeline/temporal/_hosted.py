@@ -1,0 +1,101 @@
+"""Graphs and swarms a worker hosts, by name.
+
+A run names its machine (and the fingerprint it started with); the
+workflow and the step activity find the machine here.  The table is one
+per process (Temporal's sandbox re-imports workflow code, but this module
+is passed through, so the workflow sees the worker's registrations).
+Registering another machine under a taken name is refused, unless it has
+the same fingerprint (the same graph imported twice).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from typing import Any, Literal, TypeAlias, TypeVar, final
+
+import attrs
+
+from ..fold import Codec, Hooks
+from ..graph import Graph
+from ..swarm import Swarm
+
+
+S = TypeVar("S")
+
+Hostable: TypeAlias = Graph[Any, Any] | Swarm[Any]
+"""What a worker hosts: a graph or a swarm."""
+
+
+@final
+@attrs.frozen(eq=False)
+class Hosted:
+    """One hosted machine: its transition, limits and hooks."""
+
+    name: str
+    kind: Literal["graph", "swarm"]
+    machine: Any  # GraphMachine or SwarmMachine (the fold engine's Machine)
+    limits: Any
+    hooks: Hooks[Any]
+    max_steps: int
+    codec: Codec[Any]
+    fingerprint: str
+    source: Hostable
+
+
+def host(value: Hostable, name: str | None = None) -> Hosted:
+    """*value* as a hosted machine, under *name* (by default its own)."""
+    if isinstance(value, Graph):
+        graph: Graph[Any, Any] = value
+        return Hosted(
+            name or graph.name,
+            "graph",
+            graph._machine,
+            graph.limits,
+            Hooks(graph.gates, graph.observers),
+            graph.limits.max_steps,
+            graph.codec,
+            graph.fingerprint,
+            graph,
+        )
+    if not isinstance(value, Swarm):  # for callers that do not type-check
+        msg = f"a worker hosts graphs and swarms, not {type(value).__name__}"  # type: ignore[unreachable]
+        raise TypeError(msg)
+    swarm: Swarm[Any] = value
+    return Hosted(
+        name or swarm.name,
+        "swarm",
+        swarm._machine,
+        swarm.limits,
+        Hooks(swarm.gates, swarm.observers),
+        swarm.limits.max_handoffs + 1,
+        swarm.codec,
+        swarm.fingerprint,
+        swarm,
+    )
+
+
+_LOCK = threading.Lock()
+_HOSTED: dict[str, Hosted] = {}
+
+
+def register(hosted: Hosted) -> None:
+    """Make *hosted* findable by name in this process.
+
+    Raises:
+        ValueError: another machine (another fingerprint) has the name.
+    """
+    with _LOCK:
+        known = _HOSTED.get(hosted.name)
+        if known is not None and known.fingerprint != hosted.fingerprint:
+            msg = (
+                f"{hosted.name!r} is already hosted in this process with "
+                f"fingerprint {known.fingerprint}; one name, one machine"
+            )
+            raise ValueError(msg)
+        _HOSTED[hosted.name] = hosted
+
+
+def lookup(name: str) -> Hosted | None:
+    """The machine hosted as *name*, if any."""
+    return _HOSTED.get(name)

@@ -1,0 +1,223 @@
+"""What crosses Temporal: run requests, step tasks, snapshots, options.
+
+Snapshots travel as the checkpoint codec's root documents (the very JSON a
+store's first record of a thread holds, validated the same way before it
+is sent), so a state that could not be checkpointed cannot be sent either,
+and one that arrives is rebuilt exactly as a resumed checkpoint is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Any, Final, TypeVar, final
+
+import attrs
+
+from returns.result import Result
+from temporalio.common import RetryPolicy
+
+from ..errors import CheckpointDecodeError, InvalidState
+from ..fold import Codec, Snapshot
+
+
+S = TypeVar("S")
+
+DEFAULT_HISTORY_BOUND: Final = 10_000
+"""Events a run's history may reach before it continues as new.
+
+Temporal warns at 10,240 events and terminates a run at 51,200; a node
+costs about six events (its activity and a workflow task), so a run
+continues as new after roughly 1,600 nodes, carrying only its snapshot.
+"""
+
+STEP_ACTIVITY: Final = "pipeline.step"
+"""The activity that runs one step (a node, a fan-out branch, an agent's
+turn at a swarm's conversation)."""
+
+WORKFLOW: Final = "pipeline.run"
+"""The workflow type every graph and swarm runs as."""
+
+ANSWER: Final = "pipeline.answer"
+SNAPSHOT: Final = "pipeline.snapshot"
+
+
+@final
+@attrs.frozen
+class SnapshotDoc:
+    """A snapshot as the checkpoint codec writes a thread's first record."""
+
+    thread_id: str
+    version: int
+    parent: int | None
+    doc: dict[str, Any]
+
+
+def encode(codec: Codec[S], snap: Snapshot[S]) -> SnapshotDoc | InvalidState:
+    """*snap* as a document, checked as a commit is (else why not)."""
+    sealed = codec.seal(snap, None)
+    if isinstance(sealed, InvalidState):
+        return sealed
+    return SnapshotDoc(snap.thread_id, snap.version, snap.parent, sealed[0])
+
+
+def encode_delta(
+    codec: Codec[S], snap: Snapshot[S], parent: Snapshot[S]
+) -> SnapshotDoc | InvalidState:
+    """*snap* as a delta document against *parent* (what the step that
+    grew it from *parent* changed), checked as a commit is."""
+    sealed = codec.seal(snap, parent)
+    if isinstance(sealed, InvalidState):
+        return sealed
+    return SnapshotDoc(snap.thread_id, snap.version, snap.parent, sealed[0])
+
+
+def decode(
+    codec: Codec[S], sent: SnapshotDoc
+) -> Result[Snapshot[S], CheckpointDecodeError]:
+    """The snapshot *sent* stands for, rebuilt as a checkpoint is."""
+    return codec.rebuild([sent.doc], sent.thread_id, sent.version, sent.parent)
+
+
+@final
+@attrs.frozen
+class Retry:
+    """How an activity is retried after it raised (or its worker died).
+
+    Seconds between attempts start at *initial*, grow by *backoff* up to
+    *maximum*; *attempts* bounds the attempts (0: unbounded, Temporal's
+    default).  Exceptions whose class name is in *non_retryable* are not
+    retried.  A node's ``Failure`` is a value, never retried.
+    """
+
+    initial: float = 1.0
+    backoff: float = 2.0
+    maximum: float = 60.0
+    attempts: int = 0
+    non_retryable: tuple[str, ...] = ()
+
+    def policy(self) -> RetryPolicy:
+        """The Temporal retry policy."""
+        return RetryPolicy(
+            initial_interval=timedelta(seconds=self.initial),
+            backoff_coefficient=self.backoff,
+            maximum_interval=timedelta(seconds=self.maximum),
+            maximum_attempts=self.attempts,
+            non_retryable_error_types=list(self.non_retryable),
+        )
+
+
+@final
+@attrs.frozen
+class NodeOptions:
+    """Timeouts (seconds) and retries of one node's activity.
+
+    *start_to_close* bounds one attempt; *heartbeat* is how soon a dead
+    worker's attempt is retried elsewhere (the activity heartbeats in the
+    background while the node runs); *schedule_to_close* bounds all
+    attempts together (``None``: unbounded).
+    """
+
+    start_to_close: float = 600.0
+    heartbeat: float | None = 30.0
+    schedule_to_close: float | None = None
+    retry: Retry = Retry()
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("start_to_close", "heartbeat", "schedule_to_close"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                msg = f"NodeOptions.{name} must be positive"
+                raise ValueError(msg)
+
+
+_NO_NODES: Mapping[str, NodeOptions] = MappingProxyType({})
+
+
+def _frozen_nodes(
+    nodes: Mapping[str, NodeOptions],
+) -> Mapping[str, NodeOptions]:
+    return MappingProxyType(dict(nodes))
+
+
+@final
+@attrs.frozen
+class RunOptions:
+    """How a run's steps run as activities; recorded in the run's input.
+
+    *default* applies to every node (graph) or agent (swarm) that *nodes*
+    does not name.  *history_bound*: events after which the run continues
+    as new (see :data:`DEFAULT_HISTORY_BOUND`).
+    """
+
+    default: NodeOptions = NodeOptions()
+    nodes: Mapping[str, NodeOptions] = attrs.field(
+        default=_NO_NODES, converter=_frozen_nodes
+    )
+    history_bound: int = DEFAULT_HISTORY_BOUND
+
+    def __attrs_post_init__(self) -> None:
+        if self.history_bound < 100:
+            msg = "RunOptions.history_bound must be at least 100 events"
+            raise ValueError(msg)
+
+    def for_node(self, name: str) -> NodeOptions:
+        """The options of node (or agent) *name*."""
+        return self.nodes.get(name, self.default)
+
+
+@final
+@attrs.frozen
+class RunRequest:
+    """A run's input: which machine, from which snapshot, how."""
+
+    machine: str
+    fingerprint: str
+    snapshot: SnapshotDoc
+    options: RunOptions = RunOptions()
+
+
+@final
+@attrs.frozen
+class StepTask:
+    """One step for the step activity: the machine's step on *snapshot*,
+    or only fan-out *branch* of it."""
+
+    machine: str
+    fingerprint: str
+    snapshot: SnapshotDoc
+    branch: str | None = None
+
+
+@final
+@attrs.frozen
+class FailureDoc:
+    """A failure value on the wire: its kind and its fields.
+
+    *kind* names one of a closed set of types the receiving side knows
+    (the library's failures, the ones a worker or client registers); it
+    is looked up, never imported.  *message* is the failure's ``str``.
+    """
+
+    kind: str
+    data: Any = None
+    message: str = ""
+
+
+@final
+@attrs.frozen
+class StepDone:
+    """The step activity's answer: the next snapshot (a delta document
+    against the task's), or a failure value."""
+
+    snapshot: SnapshotDoc | None = None
+    failure: FailureDoc | None = None
+
+
+@final
+@attrs.frozen
+class Answer:
+    """A human's answer to an interrupted run, as stored (JSON-shaped)."""
+
+    value: Any

@@ -1,0 +1,132 @@
+"""The worker helper: host graphs and swarms on a task queue.
+
+A worker polls one task queue for both the workflow (the fold, which only
+decides) and the step activity (which runs nodes and agents).  Every
+process hosting the same task queue must host the same machines under the
+same names; with Temporal's worker versioning (*deployment*), a run stays
+on workers of the build it started on (:func:`build_id`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, cast
+
+from temporalio.client import Client
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import (
+    Worker,
+    WorkerDeploymentConfig,
+)
+from temporalio.worker.workflow_sandbox import (
+    SandboxedWorkflowRunner,
+    SandboxRestrictions,
+)
+
+from .._serde import canonical, checksum
+from ._activities import StepActivity
+from ._failures import Kinds
+from ._hosted import Hostable, Hosted, host, register
+from ._workflow import PipelineWorkflow
+
+
+DEFAULT_TASK_QUEUE: Final = "pipeline"
+
+PASSTHROUGH: Final = (
+    "pipeline",
+    "attrs",
+    "cattrs",
+    "returns",
+    "pyrsistent",
+    "orjson",
+    "anyio",
+    "sniffio",
+    "typing_extensions",
+    "exceptiongroup",
+)
+"""Modules the workflow sandbox shares with the worker instead of
+re-importing per run: side-effect free at import, and the graphs the
+workflow runs live in them (users' own modules are reached through the
+hosted graphs, never imported by the sandbox)."""
+
+
+def _hosted(
+    machines: Iterable[Hostable] | Mapping[str, Hostable],
+) -> list[Hosted]:
+    if isinstance(machines, Mapping):
+        named = cast("Mapping[str, Hostable]", machines)
+        return [host(m, name) for name, m in named.items()]
+    return [host(m) for m in machines]
+
+
+def build_id(machines: Iterable[Hostable] | Mapping[str, Hostable]) -> str:
+    """A build id naming exactly these machines' shapes: the digest of every
+    hosted name and fingerprint.
+
+    A graph's fingerprint changes with its shape (nodes, edges, entry) and
+    with the version its builder declares; so does this id.  Use it as the
+    Temporal worker deployment's build id: runs started on one build are
+    pinned to workers of that build.
+    """
+    hosted = _hosted(machines)
+    shape = sorted([h.name, h.fingerprint] for h in hosted)
+    return checksum(canonical(shape))[:16]
+
+
+def worker(
+    client: Client,
+    machines: Sequence[Hostable] | Mapping[str, Hostable],
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    max_concurrent_activities: int = 100,
+    max_concurrent_workflow_tasks: int = 100,
+    max_cached_workflows: int = 1000,
+    failures: Iterable[type[Any]] = (),
+    deployment: str | None = None,
+) -> Worker:
+    """A Temporal worker hosting *machines* (graphs and swarms) on *task_queue*.
+
+    *machines* are registered by their names (or under the keys of a
+    mapping).  *max_concurrent_activities* bounds the steps this worker
+    runs at once (nodes, branches, agent turns), across all runs.
+    *failures*: your failure types (attrs classes) that steps return, so
+    they travel by name and the client rebuilds them (others arrive as
+    :class:`~pipeline.temporal.RemoteFailure`).  *deployment*: turn on
+    Temporal's worker versioning under this deployment name, with
+    :func:`build_id` as the build id and runs pinned to their build.
+
+    *client* must use :data:`~pipeline.temporal.DATA_CONVERTER` (see
+    :func:`~pipeline.temporal.connect`).  Run the worker with ``async
+    with`` or ``await worker.run()``.
+
+    Raises:
+        ValueError: a name is taken in this process by another machine, or
+            two failure types share a name.
+        TypeError: something other than a graph or a swarm.
+    """
+    hosted = _hosted(machines)
+    for h in hosted:
+        register(h)
+    activity = StepActivity(Kinds(failures))
+    versioning = None
+    if deployment is not None:
+        versioning = WorkerDeploymentConfig(
+            version=WorkerDeploymentVersion(deployment, build_id(machines)),
+            use_worker_versioning=True,
+            default_versioning_behavior=VersioningBehavior.PINNED,
+        )
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[PipelineWorkflow],
+        activities=[activity.step],
+        max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
+        max_cached_workflows=max_cached_workflows,
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(
+                *PASSTHROUGH
+            )
+        ),
+        deployment_config=versioning,
+    )

@@ -1,0 +1,318 @@
+"""The workflow: the fold engine's run loop, with steps as activities.
+
+One workflow type (``pipeline.run``) runs every hosted graph and swarm.
+It drives the engine's own loop (:func:`pipeline.fold.drive`: limits,
+gates, observers, in that order, exactly as in process) over a machine
+whose step schedules activities:
+
+* a graph's node, or a swarm agent's turn at the conversation: one
+  activity (:mod:`pipeline.temporal._activities`);
+* a fan-out: one activity per branch, at most ``Limits.concurrency`` at a
+  time, taken in order; the branches' outputs are merged here, by the
+  graph's own pure merge (:meth:`GraphMachine.fan_in`).
+
+What runs in the workflow itself must be deterministic: the loop, the
+gates (decisions over the transition they are shown) and the merge.
+Observers run here too, but not while a worker replays history (they see
+each snapshot once per worker that computes it).
+
+An interrupt waits for the ``pipeline.answer`` update, which carries the
+answer as the stores keep it; the current snapshot is the
+``pipeline.snapshot`` query.  A run whose history passed its bound
+continues as new from its latest snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from datetime import timedelta
+from typing import Any, Final, final
+
+from temporalio import workflow
+
+
+with workflow.unsafe.imports_passed_through():
+    import attrs
+
+    from returns.result import Failure, Success
+
+    from ..errors import InvalidState, RunStopped
+    from ..fold import Hooks, Snapshot, Status, drive
+    from ._failures import Kinds
+    from ._hosted import Hosted, lookup
+    from ._wire import (
+        ANSWER,
+        SNAPSHOT,
+        STEP_ACTIVITY,
+        WORKFLOW,
+        Answer,
+        FailureDoc,
+        RunOptions,
+        RunRequest,
+        SnapshotDoc,
+        StepDone,
+        StepTask,
+        decode,
+        encode,
+    )
+
+
+_KINDS: Final = Kinds()
+_MISSING: Any = object()
+
+
+@final
+class _Remote:
+    """The hosted machine, with its step run as activities."""
+
+    __slots__ = ("hosted", "last", "options", "sent")
+
+    def __init__(self, hosted: Hosted, options: RunOptions) -> None:
+        self.hosted = hosted
+        self.options = options
+        self.last: Snapshot[Any] | None = None
+        self.sent: SnapshotDoc | None = None
+
+    @property
+    def name(self) -> str:
+        return self.hosted.name
+
+    @property
+    def fingerprint(self) -> str:
+        return self.hosted.fingerprint
+
+    @property
+    def codec(self) -> Any:
+        return self.hosted.codec
+
+    def gated(self, snap: Snapshot[Any], /) -> bool:
+        return bool(self.hosted.machine.gated(snap))
+
+    def doc(self, snap: Snapshot[Any]) -> SnapshotDoc | InvalidState:
+        """*snap* as sent (encoded once per snapshot)."""
+        if snap is self.last and self.sent is not None:
+            return self.sent
+        sent = encode(self.codec, snap)
+        if isinstance(sent, SnapshotDoc):
+            self.last, self.sent = snap, sent
+        return sent
+
+    async def _activity(self, task: StepTask, node: str) -> StepDone:
+        o = self.options.for_node(node)
+        done: StepDone = await workflow.execute_activity(
+            STEP_ACTIVITY,
+            task,
+            result_type=StepDone,
+            start_to_close_timeout=timedelta(seconds=o.start_to_close),
+            heartbeat_timeout=(
+                None if o.heartbeat is None else timedelta(seconds=o.heartbeat)
+            ),
+            schedule_to_close_timeout=(
+                None
+                if o.schedule_to_close is None
+                else timedelta(seconds=o.schedule_to_close)
+            ),
+            retry_policy=o.retry.policy(),
+            summary=node,
+        )
+        return done
+
+    def _back(self, base: Snapshot[Any], done: StepDone) -> Any:
+        """The snapshot a step grew from *base*, or its failure."""
+        sent = done.snapshot
+        if done.failure is not None or sent is None:
+            return Failure(done.failure or FailureDoc("RemoteFailure"))
+        back = self.codec.apply(base, sent.doc, sent.version, sent.parent)
+        return back.unwrap() if type(back) is Success else back
+
+    async def step(self, snap: Snapshot[Any], limits: Any, /) -> Any:
+        sent = self.doc(snap)
+        if isinstance(sent, InvalidState):
+            return Failure(sent)
+        hosted = self.hosted
+        if hosted.kind == "swarm" or (
+            snap.join is None and len(snap.next) == 1
+        ):
+            task = StepTask(hosted.name, hosted.fingerprint, sent)
+            return self._back(snap, await self._activity(task, snap.next[0]))
+        refused = hosted.machine.refuse_fanout(snap, limits)
+        if refused is not None:
+            return refused
+        outs = await self._branches(snap, sent, limits.concurrency)
+        if type(outs) is Failure:
+            return outs
+        new = hosted.machine.fan_in(snap, outs)
+        if type(new) is Failure:
+            return new
+        checked = self.doc(new)
+        if isinstance(checked, InvalidState):
+            return Failure(checked)
+        return new
+
+    async def _branches(
+        self, snap: Snapshot[Any], sent: SnapshotDoc, concurrency: int
+    ) -> Any:
+        """Every branch as an activity: a fixed pool of *concurrency*
+        workers takes them in order (as in process); after a failure no
+        new branch starts, and the first branch's failure wins."""
+        hosted = self.hosted
+        names = snap.next
+        outs: list[Any] = [_MISSING] * len(names)
+        failed: list[tuple[int, Any]] = []
+        todo = iter(enumerate(names))
+
+        async def worker() -> None:
+            for i, name in todo:
+                if failed:
+                    return
+                task = StepTask(hosted.name, hosted.fingerprint, sent, name)
+                out = self._back(snap, await self._activity(task, name))
+                if type(out) is Failure:
+                    if not failed or i < failed[0][0]:
+                        failed[:] = [(i, out)]
+                    return
+                outs[i] = out.state
+
+        await asyncio.gather(
+            *(worker() for _ in range(min(len(names), concurrency)))
+        )
+        if failed:
+            return failed[0][1]
+        return tuple(outs)
+
+
+def _error(failure: object) -> BaseException:
+    if isinstance(failure, FailureDoc):
+        return _KINDS.error_for(failure)
+    return _KINDS.error(failure)
+
+
+@workflow.defn(name=WORKFLOW)
+class PipelineWorkflow:
+    """Runs a hosted graph or swarm (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._codec: Any = None
+        self._current: Snapshot[Any] | None = None
+        self._answer: Answer | None = None
+        self._waiting = False
+
+    @workflow.run
+    async def run(self, request: RunRequest) -> SnapshotDoc:
+        """Fold the machine from the request's snapshot to its end."""
+        hosted = lookup(request.machine)
+        if hosted is None or hosted.fingerprint != request.fingerprint:
+            # Not a failure of the run: this worker hosts another version
+            # (or nothing) under the name.  The task is retried, and taken
+            # by a worker that hosts the run's version.
+            msg = (
+                f"this worker does not host {request.machine!r} with "
+                f"fingerprint {request.fingerprint}"
+            )
+            raise RuntimeError(msg)
+        self._codec = hosted.codec
+        loaded = decode(hosted.codec, request.snapshot)
+        if type(loaded) is not Success:
+            raise _error(loaded.failure())
+        snap = self._current = loaded.unwrap()
+        machine = _Remote(hosted, request.options)
+        bound = request.options.history_bound
+
+        async def after(new: Snapshot[Any]) -> None:
+            self._current = new
+            info = workflow.info()
+            if new.next and (
+                info.get_current_history_length() >= bound
+                or info.is_continue_as_new_suggested()
+            ):
+                sent = machine.doc(new)
+                if isinstance(sent, InvalidState):  # pragma: no cover
+                    raise _error(sent)  # (the step's own check passed)
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(attrs.evolve(request, snapshot=sent))
+
+        hooks = Hooks(
+            hosted.hooks.gates,
+            (*(_live(o) for o in hosted.hooks.observers), after),
+        )
+        answer: object = None
+        if snap.pending is not None and snap.pending.answered:
+            answer = snap.pending.answer
+        while True:
+            result = await drive(
+                machine,
+                snap,
+                None,
+                hosted.limits,
+                hooks,
+                None,
+                hosted.max_steps,
+                answer,
+            )
+            if type(result) is not Success:
+                raise _error(result.failure())
+            snap = result.unwrap()
+            if snap.status is Status.INTERRUPTED:
+                snap, answer = await self._wait(snap)
+                continue
+            if snap.status is Status.STOPPED:
+                raise _error(RunStopped(snap.reason, path=(hosted.name,)))
+            sent = machine.doc(snap)
+            if isinstance(sent, InvalidState):
+                raise _error(sent)
+            self._current = snap
+            return sent
+
+    async def _wait(self, snap: Snapshot[Any]) -> tuple[Snapshot[Any], object]:
+        """Show the paused snapshot; wait for the answer; the answered one."""
+        self._current = snap
+        self._waiting = True
+        await workflow.wait_condition(lambda: self._answer is not None)
+        assert self._answer is not None  # noqa: S101  # waited for it
+        stored = self._answer.value
+        self._answer = None
+        self._waiting = False
+        assert snap.pending is not None  # noqa: S101  # paused runs have one
+        answered = attrs.evolve(
+            snap,
+            version=snap.version + 1,
+            parent=snap.version,
+            status=Status.RUNNING,
+            pending=attrs.evolve(snap.pending, answer=stored, answered=True),
+        )
+        self._current = answered
+        return answered, stored
+
+    @workflow.query(name=SNAPSHOT)
+    def snapshot(self) -> SnapshotDoc:
+        """The run's latest snapshot, as the codec writes it."""
+        if self._current is None:
+            msg = "the run has not started"
+            raise RuntimeError(msg)
+        sent = encode(self._codec, self._current)
+        if isinstance(sent, InvalidState):
+            raise RuntimeError(str(sent))  # noqa: TRY004  # not a bad argument
+        return sent
+
+    @workflow.update(name=ANSWER)
+    async def answer(self, answer: Answer) -> None:
+        """Answer the interrupt the run waits at."""
+        self._answer = answer
+
+    @answer.validator
+    def _can_answer(self, answer: Answer) -> None:
+        del answer
+        if not self._waiting or self._answer is not None:
+            msg = "the run is not waiting for an answer"
+            raise ValueError(msg)
+
+
+def _live(observe: Any) -> Any:
+    """*observe*, skipped while history is replayed."""
+
+    async def live(snap: Snapshot[Any]) -> None:
+        if not workflow.unsafe.is_replaying():
+            await observe(snap)
+
+    return live
