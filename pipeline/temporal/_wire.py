@@ -41,6 +41,7 @@ WORKFLOW: Final = "pipeline.run"
 
 ANSWER: Final = "pipeline.answer"
 SNAPSHOT: Final = "pipeline.snapshot"
+WAIT: Final = "pipeline.wait"
 
 
 @final
@@ -213,6 +214,15 @@ class StepDone:
 
     snapshot: SnapshotDoc | None = None
     failure: FailureDoc | None = None
+
+
+@final
+@attrs.frozen
+class Waited:
+    """The wait update's answer: the paused (or final) snapshot, or
+    ``None`` when the run continued as new (ask the new run)."""
+
+    snapshot: SnapshotDoc | None = None
 
 
 @final

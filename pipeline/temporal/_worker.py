@@ -10,6 +10,7 @@ on workers of the build it started on (:func:`build_id`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Final, cast
 
 from temporalio.client import Client
@@ -83,6 +84,7 @@ def worker(
     max_cached_workflows: int = 1000,
     failures: Iterable[type[Any]] = (),
     deployment: str | None = None,
+    graceful_shutdown: timedelta = timedelta(seconds=30),
 ) -> Worker:
     """A Temporal worker hosting *machines* (graphs and swarms) on *task_queue*.
 
@@ -94,6 +96,8 @@ def worker(
     :class:`~pipeline.temporal.RemoteFailure`).  *deployment*: turn on
     Temporal's worker versioning under this deployment name, with
     :func:`build_id` as the build id and runs pinned to their build.
+    *graceful_shutdown*: how long steps in flight may finish when the
+    worker stops (then they are cancelled, and retried elsewhere).
 
     *client* must use :data:`~pipeline.temporal.DATA_CONVERTER` (see
     :func:`~pipeline.temporal.connect`).  Run the worker with ``async
@@ -129,4 +133,5 @@ def worker(
             )
         ),
         deployment_config=versioning,
+        graceful_shutdown_timeout=graceful_shutdown,
     )

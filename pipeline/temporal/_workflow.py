@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         ANSWER,
         SNAPSHOT,
         STEP_ACTIVITY,
+        WAIT,
         WORKFLOW,
         Answer,
         FailureDoc,
@@ -53,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         SnapshotDoc,
         StepDone,
         StepTask,
+        Waited,
         decode,
         encode,
     )
@@ -197,6 +199,8 @@ class PipelineWorkflow:
         self._current: Snapshot[Any] | None = None
         self._answer: Answer | None = None
         self._waiting = False
+        self._ended = False
+        self._moving = False
 
     @workflow.run
     async def run(self, request: RunRequest) -> SnapshotDoc:
@@ -229,6 +233,7 @@ class PipelineWorkflow:
                 sent = machine.doc(new)
                 if isinstance(sent, InvalidState):  # pragma: no cover
                     raise _error(sent)  # (the step's own check passed)
+                self._moving = True  # waiters ask the next run
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(attrs.evolve(request, snapshot=sent))
 
@@ -236,6 +241,18 @@ class PipelineWorkflow:
             hosted.hooks.gates,
             (*(_live(o) for o in hosted.hooks.observers), after),
         )
+        try:
+            return await self._fold(machine, hosted, hooks, snap)
+        finally:
+            self._ended = True
+
+    async def _fold(
+        self,
+        machine: _Remote,
+        hosted: Hosted,
+        hooks: Hooks[Any],
+        snap: Snapshot[Any],
+    ) -> SnapshotDoc:
         answer: object = None
         if snap.pending is not None and snap.pending.answered:
             answer = snap.pending.answer
@@ -294,6 +311,17 @@ class PipelineWorkflow:
         if isinstance(sent, InvalidState):
             raise RuntimeError(str(sent))  # noqa: TRY004  # not a bad argument
         return sent
+
+    @workflow.update(name=WAIT)
+    async def wait(self) -> Waited:
+        """Wait until the run waits for an answer (or ends); its snapshot
+        then (``None``: the run continues as new, ask that one)."""
+        await workflow.wait_condition(
+            lambda: self._waiting or self._ended or self._moving
+        )
+        if self._moving and not self._waiting:
+            return Waited()
+        return Waited(self.snapshot())
 
     @workflow.update(name=ANSWER)
     async def answer(self, answer: Answer) -> None:

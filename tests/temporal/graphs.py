@@ -1,0 +1,226 @@
+"""Graphs and swarms the Temporal tests run (importable by worker processes).
+
+Nodes that leave traces outside the run (the crash test's) append one
+line per execution to the file ``PIPELINE_TEMPORAL_EFFECTS`` names: an
+external side-effect counter that survives the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from collections.abc import Sequence
+
+import anyio
+import attrs
+
+from pyrsistent import PVector, pvector
+from returns.result import Failure, Result, Success
+
+from pipeline import Context, Handler, Message, handler
+from pipeline.agents import Agent, AgentRun
+from pipeline.fold import Continue, Decision, Interrupt, Stop, Transition
+from pipeline.graph import END, Graph, builder
+from pipeline.models import ModelRequest, ModelResponse
+from pipeline.swarm import Swarm
+from pipeline.swarm import builder as swarm_builder
+from pipeline.testing import Reply, ScriptedModel
+from pipeline.tools import tool
+
+
+EFFECTS_ENV = "PIPELINE_TEMPORAL_EFFECTS"
+BLOCK_ENV = "PIPELINE_TEMPORAL_BLOCK"
+
+
+@attrs.frozen
+class Tally:
+    """A graph state: a counter, a trail of nodes, notes agents wrote."""
+
+    count: int = 0
+    trail: PVector[str] = attrs.field(factory=pvector)
+    notes: PVector[str] = attrs.field(factory=pvector)
+
+
+@attrs.frozen
+class Refused:
+    """A user failure type (registered with workers and clients)."""
+
+    node: str
+    why: str
+
+
+@attrs.frozen
+class Approval:
+    """A human's typed answer."""
+
+    approved: bool
+    by: str
+
+
+def bump(name: str) -> Handler[Tally, Tally, Refused]:
+    """A node adding one to the count and its name to the trail."""
+
+    @handler(name=name)
+    async def run(s: Tally) -> Result[Tally, Refused]:
+        return Success(
+            attrs.evolve(s, count=s.count + 1, trail=s.trail.append(name))
+        )
+
+    return run
+
+
+def effect(name: str) -> Handler[Tally, Tally, Refused]:
+    """:func:`bump`, recording each execution in the effects file (and,
+    in a worker told to block at *name*, saying so and never finishing)."""
+
+    @handler(name=name)
+    async def run(s: Tally) -> Result[Tally, Refused]:
+        path = os.environ[EFFECTS_ENV]
+        async with await anyio.open_file(path, "a") as f:
+            await f.write(f"{name}\n")
+        if os.environ.get(BLOCK_ENV) == name:
+            print(f"blocked {name}", file=sys.stdout, flush=True)
+            await anyio.sleep_forever()
+        return Success(
+            attrs.evolve(s, count=s.count + 1, trail=s.trail.append(name))
+        )
+
+    return run
+
+
+def refuse(name: str) -> Handler[Tally, Tally, Refused]:
+    """A node failing with a typed value."""
+
+    @handler(name=name)
+    async def run(s: Tally) -> Result[Tally, Refused]:
+        return Failure(Refused(name, f"count was {s.count}"))
+
+    return run
+
+
+def chain(names: Sequence[str], *, name: str) -> Graph[Tally, Refused]:
+    """Nodes *names* in a line."""
+    b = builder(Tally).entry(names[0])
+    for n in names:
+        b = b.node(n, bump(n))
+    for a, z in zip(names, (*names[1:], END), strict=True):
+        b = b.edge(a, z)
+    return b.build(name=name)
+
+
+CRASH_NODES = ("c1", "c2", "c3", "c4", "c5")
+
+
+def _crash_graph() -> Graph[Tally, Refused]:
+    b = builder(Tally).entry(CRASH_NODES[0])
+    for n in CRASH_NODES:
+        b = b.node(n, effect(n))
+    for a, z in zip(CRASH_NODES, (*CRASH_NODES[1:], END), strict=True):
+        b = b.edge(a, z)
+    return b.build(name="crash")
+
+
+CRASH = _crash_graph()
+
+
+async def approval_gate(t: Transition[Tally]) -> Decision:
+    """Ask before ``publish``; stop if the answer is a refusal."""
+    if t.targets != ("publish",):
+        return Continue()
+    answer = t.answer_as(Approval)
+    if answer is None:
+        return Interrupt("publish?")
+    if not answer.approved:
+        return Stop(f"refused by {answer.by}")
+    return Continue()
+
+
+def _approval_graph() -> Graph[Tally, Refused]:
+    return (
+        builder(Tally)
+        .node("draft", bump("draft"))
+        .node("publish", bump("publish"))
+        .entry("draft")
+        .edge("draft", "publish")
+        .edge("publish", END)
+        .gate(approval_gate)
+        .build(name="approval")
+    )
+
+
+APPROVAL = _approval_graph()
+
+
+def note_model(note: str) -> ScriptedModel:
+    """A stateless scripted model: asks for the ``noted`` tool once, then
+    answers *note* with the tool's result (so it replays identically on
+    any worker)."""
+
+    def step(request: ModelRequest) -> ModelResponse:
+        last = request.messages[-1] if request.messages else None
+        if last is not None and last.name == "noted":
+            return Reply.text(f"{note}:{last.content}")
+        return Reply.tool_call("noted", {"text": note})
+
+    return ScriptedModel(step, cycle=True, name=note)
+
+
+@tool
+async def noted(text: str) -> str:
+    """Echo a note back (a trivial tool)."""
+    return text.upper()
+
+
+def note_agent(note: str) -> Agent:
+    """An agent that calls one tool, then answers."""
+    return Agent(note, note_model(note), tools=(noted,))
+
+
+def agent_update(s: Tally, run: AgentRun) -> Tally:
+    """Append the agent's last message to the notes."""
+    text = run.messages[-1].content if run.messages else ""
+    return attrs.evolve(s, count=s.count + 1, notes=s.notes.append(text))
+
+
+def agent_messages(s: Tally) -> Sequence[Message]:
+    """What an agent node sees: the count, as a user message."""
+    return (Message.user(f"count {s.count}"),)
+
+
+def _swarm_model(name: str, target: str | None) -> ScriptedModel:
+    def step(request: ModelRequest) -> ModelResponse:
+        if target is None:
+            return Reply.text(f"{name} answers after {len(request.messages)}")
+        return Reply.tool_call(f"transfer_to_{target}")
+
+    return ScriptedModel(step, cycle=True, name=name)
+
+
+def _relay() -> Swarm[None]:
+    """Three agents handing the conversation round: triage, then billing,
+    then support, who answers."""
+    return (
+        swarm_builder()
+        .agent(
+            "triage",
+            Agent("triage", _swarm_model("triage", "billing")),
+            handoffs=["billing"],
+        )
+        .agent(
+            "billing",
+            Agent("billing", _swarm_model("billing", "support")),
+            handoffs=["support"],
+        )
+        .agent("support", Agent("support", _swarm_model("support", None)))
+        .entry("triage")
+        .build(name="relay")
+    )
+
+
+RELAY = _relay()
+
+
+def ask(text: str) -> Context:
+    """A context with one user message."""
+    return Context.of(Message.user(text))

@@ -1,0 +1,249 @@
+"""Graphs and swarms on a real Temporal dev server, through the helpers."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from pyrsistent import pvector
+from returns.result import Failure, Result, Success
+from temporalio.client import Client
+
+from pipeline import handler
+from pipeline.errors import RunStopped, StepLimitExceeded
+from pipeline.fold import Status
+from pipeline.graph import END, Limits, builder
+from pipeline.temporal import (
+    NodeOptions,
+    RemoteFailure,
+    Retry,
+    RunOptions,
+    Runs,
+    worker,
+)
+from tests.temporal.graphs import (
+    APPROVAL,
+    RELAY,
+    Approval,
+    Refused,
+    Tally,
+    ask,
+    bump,
+    chain,
+    refuse,
+)
+
+
+pytestmark = pytest.mark.temporal
+
+
+async def test_chain_gives_the_in_process_snapshot(
+    client: Client, queue: str
+) -> None:
+    """A chain run on Temporal ends on the state, step and node it ends on
+    in process."""
+    g = chain(["a", "b", "c"], name="chain-abc")
+    async with worker(client, [g], task_queue=queue):
+        run = await Runs(client, task_queue=queue).start(g, Tally())
+        remote = (await run.result()).unwrap()
+    local = (await g.run(Tally())).unwrap()
+    assert remote.state == local.state == Tally(3, pvector(["a", "b", "c"]))
+    assert (remote.step, remote.node, remote.status) == (
+        local.step,
+        local.node,
+        Status.DONE,
+    )
+    assert remote.thread_id == run.id
+
+
+async def test_interrupt_waits_for_the_typed_answer_across_workers(
+    client: Client, queue: str
+) -> None:
+    """A gate's interrupt waits; the answer, sent through the client, is
+    kept by Temporal: a worker started after it finishes the run."""
+    runs = Runs(client, task_queue=queue)
+    async with worker(client, [APPROVAL], task_queue=queue):
+        run = await runs.start(APPROVAL, Tally())
+        paused = (await run.paused()).unwrap()
+        assert paused.status is Status.INTERRUPTED
+        assert paused.pending is not None
+        assert paused.pending.question == "publish?"
+        assert paused.state.trail == pvector(["draft"])
+        assert (await run.snapshot()).unwrap().status is Status.INTERRUPTED
+        answered = await run.answer(Approval(approved=True, by="ada"))
+        assert answered == Success(None)
+        # A second answer finds nobody waiting.
+        again = await run.answer(Approval(approved=True, by="bob"))
+        assert isinstance(again.failure(), RemoteFailure)
+    # The first worker is gone; the answer is in the run's history.
+    async with worker(client, [APPROVAL], task_queue=queue):
+        final = (await run.result()).unwrap()
+    assert final.state.trail == pvector(["draft", "publish"])
+    assert final.status is Status.DONE
+
+
+async def test_a_refusal_stops_the_run_with_run_stopped(
+    client: Client, queue: str
+) -> None:
+    """A gate's ``Stop`` ends the workflow; the client gives ``RunStopped``
+    with the gate's reason."""
+    runs = Runs(client, task_queue=queue)
+    async with worker(client, [APPROVAL], task_queue=queue):
+        run = await runs.start(APPROVAL, Tally())
+        (await run.paused()).unwrap()
+        (await run.answer(Approval(approved=False, by="ada"))).unwrap()
+        out = await run.result()
+    assert out == Failure(RunStopped("refused by ada", path=("approval",)))
+
+
+async def test_an_answer_that_is_not_json_is_refused(
+    client: Client, queue: str
+) -> None:
+    """An answer JSON cannot hold is an ``InvalidState`` failure; the run
+    keeps waiting."""
+    runs = Runs(client, task_queue=queue)
+    async with worker(client, [APPROVAL], task_queue=queue):
+        run = await runs.start(APPROVAL, Tally())
+        (await run.paused()).unwrap()
+        bad = await run.answer(float("nan"))
+        assert type(bad.failure()).__name__ == "InvalidState"
+        await run.cancel()
+
+
+async def test_failures_come_back_as_their_own_types(
+    client: Client, queue: str
+) -> None:
+    """A node's failure value of a registered type comes back as that very
+    value; unregistered, as a ``RemoteFailure`` naming its kind."""
+    g = (
+        builder(Tally)
+        .node("a", bump("a"))
+        .node("no", refuse("no"))
+        .entry("a")
+        .edge("a", "no")
+        .edge("no", END)
+        .build(name="refusing")
+    )
+    async with worker(client, [g], task_queue=queue, failures=[Refused]):
+        known = Runs(client, task_queue=queue, failures=[Refused])
+        out = await (await known.start(g, Tally())).result()
+        assert out == Failure(Refused("no", "count was 1"))
+        unknown = Runs(client, task_queue=queue)
+        other = await (await unknown.start(g, Tally())).result()
+    failure = other.failure()
+    assert isinstance(failure, RemoteFailure)
+    assert failure.kind == "Refused"
+
+
+async def test_the_step_limit_ends_the_run(client: Client, queue: str) -> None:
+    """``max_steps`` holds on Temporal: ``StepLimitExceeded`` with the
+    tail of the nodes that ran, as in process."""
+    g = (
+        builder(Tally)
+        .node("loop", bump("loop"))
+        .entry("loop")
+        .route("loop", lambda s: "loop", ["loop", END])
+        .limits(Limits(max_steps=4))
+        .build(name="looping")
+    )
+    async with worker(client, [g], task_queue=queue):
+        out = await (
+            await Runs(client, task_queue=queue).start(g, Tally())
+        ).result()
+    local = await g.run(Tally())
+    assert out == local
+    assert isinstance(out.failure(), StepLimitExceeded)
+
+
+async def test_a_node_that_keeps_raising_fails_after_its_retries(
+    client: Client, queue: str
+) -> None:
+    """An exception is retried under the node's policy; past its attempts
+    the run fails with a ``RemoteFailure`` naming the exception."""
+    attempts: list[int] = []
+
+    @handler(name="boom")
+    async def boom(s: Tally) -> Result[Tally, Refused]:
+        attempts.append(1)
+        msg = "disk on fire"
+        raise OSError(msg)
+
+    g = (
+        builder(Tally)
+        .node("boom", boom)
+        .entry("boom")
+        .edge("boom", END)
+        .build(name="raising")
+    )
+    options = RunOptions(
+        nodes={"boom": NodeOptions(retry=Retry(initial=0.01, attempts=2))}
+    )
+    async with worker(client, [g], task_queue=queue):
+        run = await Runs(client, task_queue=queue).start(
+            g, Tally(), options=options
+        )
+        out = await run.result()
+    failure = out.failure()
+    assert isinstance(failure, RemoteFailure)
+    assert failure.kind == "OSError"
+    assert len(attempts) == 2
+
+
+async def test_cancel_ends_the_run(client: Client, queue: str) -> None:
+    """A cancelled run's result is a ``RemoteFailure`` (the interrupt it
+    waited at is never answered)."""
+    runs = Runs(client, task_queue=queue)
+    async with worker(client, [APPROVAL], task_queue=queue):
+        run = await runs.start(APPROVAL, Tally())
+        (await run.paused()).unwrap()
+        await run.cancel()
+        out = await run.result()
+    assert isinstance(out.failure(), RemoteFailure)
+
+
+async def test_long_runs_continue_as_new(client: Client, queue: str) -> None:
+    """Past its history bound a run continues as new from its snapshot
+    and still ends where the run in process ends."""
+    names = [f"n{i}" for i in range(40)]
+    g = chain(names, name="long-chain")
+    async with worker(client, [g], task_queue=queue):
+        run = await Runs(client, task_queue=queue).start(
+            g, Tally(), options=RunOptions(history_bound=100)
+        )
+        remote = (await run.result()).unwrap()
+        first = client.get_workflow_handle(run.id)
+        description = await first.describe()
+    local = (await g.run(Tally())).unwrap()
+    assert remote.state == local.state
+    assert remote.step == local.step == 40
+    # The run that finished is not the first one of the workflow id.
+    assert description.run_id != run._handle.first_execution_run_id  # noqa: SLF001
+
+
+async def test_swarm_hands_off_to_its_final_answer(
+    client: Client, queue: str
+) -> None:
+    """A swarm whose agents hand the conversation round ends, on
+    Temporal, with the final answer it gives in process."""
+    async with worker(client, [RELAY], task_queue=queue):
+        run = await Runs(client, task_queue=queue).start(RELAY, ask("help"))
+        remote = (await run.result()).unwrap()
+    local = (await RELAY.run(ask("help"))).unwrap()
+    assert remote.state.handoffs == local.state.handoffs == 2
+    assert remote.state.active == "support"
+    assert [m.content for m in remote.state.messages] == [
+        m.content for m in local.state.messages
+    ]
+    assert remote.state.messages[-1].content.startswith("support answers")
+
+
+async def test_a_state_that_cannot_be_sent_is_refused_at_start(
+    client: Client, queue: str
+) -> None:
+    """A state JSON cannot hold is refused before anything starts, naming
+    the field, not the value."""
+    g = chain(["a"], name="one")
+    bad = attrs.evolve(Tally(), count="sk-secret-7f3a")
+    with pytest.raises(ValueError, match="count") as caught:
+        await Runs(client, task_queue=queue).start(g, bad)
+    assert "sk-secret" not in str(caught.value)
