@@ -33,6 +33,7 @@ PUBLIC_MODULES = [
     "pipeline.stores",
     "pipeline.stores.postgres",
     "pipeline.stores.redis",
+    "pipeline.temporal",
     "pipeline.testing",
     "pipeline.tools",
     "pipeline.typing",

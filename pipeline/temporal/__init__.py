@@ -24,12 +24,14 @@ from ._converter import PipelinePayloadConverter as PipelinePayloadConverter
 from ._devserver import dev_server as dev_server
 from ._devserver import dev_server_path as dev_server_path
 from ._failures import RemoteFailure as RemoteFailure
+from ._hosted import Hostable as Hostable
 from ._wire import DEFAULT_HISTORY_BOUND as DEFAULT_HISTORY_BOUND
 from ._wire import NodeOptions as NodeOptions
 from ._wire import Retry as Retry
 from ._wire import RunOptions as RunOptions
 from ._worker import DEFAULT_TASK_QUEUE as DEFAULT_TASK_QUEUE
 from ._worker import build_id as build_id
+from ._worker import replayer as replayer
 from ._worker import worker as worker
 from ._workflow import PipelineWorkflow as PipelineWorkflow
 
@@ -39,6 +41,7 @@ __all__ = (
     "DEFAULT_HISTORY_BOUND",
     "DEFAULT_TASK_QUEUE",
     "CattrsJSONPayloadConverter",
+    "Hostable",
     "NodeOptions",
     "PipelinePayloadConverter",
     "PipelineWorkflow",
@@ -51,5 +54,6 @@ __all__ = (
     "connect",
     "dev_server",
     "dev_server_path",
+    "replayer",
     "worker",
 )

@@ -156,10 +156,12 @@ def from_error(kinds: Kinds, exc: BaseException) -> object:
         ).startswith("pipeline."):
             details = cause.details
             if details:
-                try:
-                    doc = _CONVERTER.structure(details[0], FailureDoc)
-                except STRUCTURE_ERRORS:
-                    break
+                doc = details[0]
+                if not isinstance(doc, FailureDoc):
+                    try:
+                        doc = _CONVERTER.structure(doc, FailureDoc)
+                    except STRUCTURE_ERRORS:
+                        break
                 return kinds.decode(doc)
         cause = cause.__cause__
     innermost = exc

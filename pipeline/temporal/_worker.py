@@ -16,6 +16,7 @@ from typing import Any, Final, cast
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import (
+    Replayer,
     Worker,
     WorkerDeploymentConfig,
 )
@@ -26,6 +27,7 @@ from temporalio.worker.workflow_sandbox import (
 
 from .._serde import canonical, checksum
 from ._activities import StepActivity
+from ._converter import DATA_CONVERTER
 from ._failures import Kinds
 from ._hosted import Hostable, Hosted, host, register
 from ._workflow import PipelineWorkflow
@@ -58,6 +60,14 @@ def _hosted(
         named = cast("Mapping[str, Hostable]", machines)
         return [host(m, name) for name, m in named.items()]
     return [host(m) for m in machines]
+
+
+def _runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(
+            *PASSTHROUGH
+        )
+    )
 
 
 def build_id(machines: Iterable[Hostable] | Mapping[str, Hostable]) -> str:
@@ -127,11 +137,28 @@ def worker(
         max_concurrent_activities=max_concurrent_activities,
         max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
         max_cached_workflows=max_cached_workflows,
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(
-                *PASSTHROUGH
-            )
-        ),
+        workflow_runner=_runner(),
         deployment_config=versioning,
         graceful_shutdown_timeout=graceful_shutdown,
+    )
+
+
+def replayer(
+    machines: Sequence[Hostable] | Mapping[str, Hostable],
+) -> Replayer:
+    """A Temporal replayer for runs of *machines*: replays recorded
+    histories (``await replayer(...).replay_workflows(histories)``) through
+    the workflow code of this version, in the same sandbox as a worker; a
+    history the code would not reproduce raises
+    ``temporalio.workflow.NondeterminismError``.
+
+    Check recorded histories in CI before deploying a change to gates,
+    limits or the library itself.
+    """
+    for h in _hosted(machines):
+        register(h)
+    return Replayer(
+        workflows=[PipelineWorkflow],
+        workflow_runner=_runner(),
+        data_converter=DATA_CONVERTER,
     )

@@ -190,6 +190,7 @@ def _error(failure: object) -> BaseException:
     return _KINDS.error(failure)
 
 
+@final
 @workflow.defn(name=WORKFLOW)
 class PipelineWorkflow:
     """Runs a hosted graph or swarm (see the module's docstring)."""

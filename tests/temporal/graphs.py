@@ -21,7 +21,7 @@ from returns.result import Failure, Result, Success
 from pipeline import Context, Handler, Message, handler
 from pipeline.agents import Agent, AgentRun
 from pipeline.fold import Continue, Decision, Interrupt, Stop, Transition
-from pipeline.graph import END, Graph, builder
+from pipeline.graph import END, Builder, Graph, builder
 from pipeline.models import ModelRequest, ModelResponse
 from pipeline.swarm import Swarm
 from pipeline.swarm import builder as swarm_builder
@@ -80,7 +80,7 @@ def effect(name: str) -> Handler[Tally, Tally, Refused]:
         async with await anyio.open_file(path, "a") as f:
             await f.write(f"{name}\n")
         if os.environ.get(BLOCK_ENV) == name:
-            print(f"blocked {name}", file=sys.stdout, flush=True)
+            print(f"blocked {name}", file=sys.stdout, flush=True)  # noqa: T201
             await anyio.sleep_forever()
         return Success(
             attrs.evolve(s, count=s.count + 1, trail=s.trail.append(name))
@@ -101,7 +101,7 @@ def refuse(name: str) -> Handler[Tally, Tally, Refused]:
 
 def chain(names: Sequence[str], *, name: str) -> Graph[Tally, Refused]:
     """Nodes *names* in a line."""
-    b = builder(Tally).entry(names[0])
+    b: Builder[Tally, Refused] = builder(Tally).entry(names[0])
     for n in names:
         b = b.node(n, bump(n))
     for a, z in zip(names, (*names[1:], END), strict=True):
@@ -113,7 +113,7 @@ CRASH_NODES = ("c1", "c2", "c3", "c4", "c5")
 
 
 def _crash_graph() -> Graph[Tally, Refused]:
-    b = builder(Tally).entry(CRASH_NODES[0])
+    b: Builder[Tally, Refused] = builder(Tally).entry(CRASH_NODES[0])
     for n in CRASH_NODES:
         b = b.node(n, effect(n))
     for a, z in zip(CRASH_NODES, (*CRASH_NODES[1:], END), strict=True):
@@ -224,3 +224,35 @@ RELAY = _relay()
 def ask(text: str) -> Context:
     """A context with one user message."""
     return Context.of(Message.user(text))
+
+
+def _sum_counts(before: int, values: tuple[int, ...]) -> int:
+    return before + sum(v - before for v in values)
+
+
+def _fanout_graph() -> Graph[Tally, object]:
+    """An action, a fan-out to an agent and an action, a join."""
+    return (
+        builder(Tally)
+        .node("start", bump("start"))
+        .agent(
+            "scribe",
+            note_agent("scribe"),
+            messages=agent_messages,
+            update=agent_update,
+        )
+        .node("side", bump("side"))
+        .node("join", bump("join"))
+        .entry("start")
+        .fan_out(
+            "start",
+            ["scribe", "side"],
+            join="join",
+            reducers={"count": _sum_counts},
+        )
+        .edge("join", END)
+        .build(name="fanout")
+    )
+
+
+FANOUT = _fanout_graph()
