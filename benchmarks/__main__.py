@@ -14,6 +14,7 @@ from benchmarks import (
     w8_import,
     w9_durable,
     w10_swarm,
+    w11_temporal,
     w_graph,
     w_observe,
     w_servers,
@@ -34,6 +35,7 @@ def main() -> None:
         "--only",
         default="",
         help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe",
+        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,temporal",
     )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
@@ -52,6 +54,7 @@ def main() -> None:
         "import": lambda: w8_import.cases(reps),
         "cli": lambda: cli_startup.cases(max(reps, 11)),
         "observe": lambda: w_observe.cases(settings, quick=args.quick),
+        "temporal": lambda: w11_temporal.cases(settings, quick=args.quick),
     }
     chosen = [b for b in args.only.split(",") if b] or list(batches)
     cases: list[Case] = []

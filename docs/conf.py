@@ -23,6 +23,7 @@ nitpick_ignore_regex = [
     (
         r"py:.*",
         r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis|openai|anthropic|opentelemetry)(\..*)?",
+        r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis|openai|anthropic|temporalio|datetime|pathlib)(\..*)?",
     ),
     (
         r"py:.*",
@@ -31,12 +32,13 @@ nitpick_ignore_regex = [
     (r"py:.*", r"pipeline(\.\w+)*\._\w+"),
     (
         r"py:.*",
-        r"pipeline\.(_\w+|models\._\w+|graph\._\w+|swarm\._\w+|fold\._\w+|testing\._\w+)\..*",
+        r"pipeline\.(_\w+|models\._\w+|graph\._\w+|swarm\._\w+|fold\._\w+|testing\._\w+|temporal\._\w+)\..*",
     ),
     # Aliases and the machines' private value types.
     (
         r"py:.*",
         r"(Observer|Gate|HandoffObserver|GraphMachine|SwarmMachine|Member|Intercept|Progress|Migration|EventSink|FoldEvent|Doc|Where|Reducer|Hooks|Journal|Writable|Ledger|Tracing|DeltaSink|ToolHook|TracerProvider)",
+        r"(Observer|Gate|HandoffObserver|GraphMachine|SwarmMachine|Member|Intercept|Progress|Migration|EventSink|FoldEvent|Doc|Where|Reducer|Hooks|Journal|Writable|WorkflowHandle|SnapshotDoc|RunRequest|Waited|Kinds|Client)",
     ),
     # Type variables and aliases, wherever they are defined.
     (

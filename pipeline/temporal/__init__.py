@@ -8,7 +8,7 @@ cancel).  The workflow drives the fold engine's own loop; every node,
 fan-out branch and agent turn at a swarm's conversation is an activity
 with its own timeouts and retries (:class:`NodeOptions`).  Values cross
 as JSON through the checkpoint stores' cattrs converter
-(:data:`DATA_CONVERTER`); there is no pickle.
+(``DATA_CONVERTER``); there is no pickle.
 
 See ``docs/temporal.md``.
 """

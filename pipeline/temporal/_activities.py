@@ -27,7 +27,7 @@ from temporalio.exceptions import ApplicationError
 
 from ..errors import InvalidState
 from ._failures import Kinds
-from ._hosted import Hosted, lookup
+from ._hosted import Hosted, hosting
 from ._wire import STEP_ACTIVITY, StepDone, StepTask, decode, encode_delta
 
 
@@ -50,15 +50,11 @@ class StepActivity:
     @activity.defn(name=STEP_ACTIVITY)
     async def step(self, task: StepTask) -> StepDone:
         """Run the step *task* names; its next snapshot or its failure."""
-        hosted = lookup(task.machine)
-        if hosted is None or hosted.fingerprint != task.fingerprint:
+        hosted = hosting(task.machine, task.fingerprint)
+        if isinstance(hosted, str):
             # Another version of the machine (or none) is hosted here: let
             # a worker that hosts this one take the retry.
-            msg = (
-                f"this worker does not host {task.machine!r} with "
-                f"fingerprint {task.fingerprint}"
-            )
-            raise ApplicationError(msg, type="pipeline.NotHosted")
+            raise ApplicationError(hosted, type="pipeline.NotHosted")
         timeout = activity.info().heartbeat_timeout
         beat = (
             asyncio.create_task(_beat(timeout.total_seconds() / 3))

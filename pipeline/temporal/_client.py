@@ -59,7 +59,7 @@ E_co = TypeVar("E_co", covariant=True)
 async def connect(
     target: str = "127.0.0.1:7233", *, namespace: str = "default"
 ) -> Client:
-    """A Temporal client using :data:`~pipeline.temporal.DATA_CONVERTER`
+    """A Temporal client using ``DATA_CONVERTER``
     (what workers and :class:`Runs` need)."""
     return await Client.connect(
         target, namespace=namespace, data_converter=DATA_CONVERTER
@@ -144,6 +144,8 @@ class Run(Generic[S_co, E_co]):
                     "NotWaiting", "the run is not waiting for an answer"
                 )
             )
+        except RPCError as exc:  # the run ended meanwhile, say
+            return Failure(RemoteFailure(type(exc).__name__, str(exc)))
         return Success(None)
 
     async def result(self) -> Result[Snapshot[S_co], E_co | RemoteFailure]:
@@ -164,7 +166,7 @@ class Run(Generic[S_co, E_co]):
 class Runs:
     """Starts graphs and swarms on Temporal workers, as typed runs.
 
-    *client* must use :data:`~pipeline.temporal.DATA_CONVERTER` (see
+    *client* must use ``DATA_CONVERTER`` (see
     :func:`connect`); *task_queue* is the workers'.  *failures*: your
     failure types, as the workers register them.
     """

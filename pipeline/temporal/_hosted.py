@@ -46,32 +46,24 @@ class Hosted:
 def host(value: Hostable, name: str | None = None) -> Hosted:
     """*value* as a hosted machine, under *name* (by default its own)."""
     if isinstance(value, Graph):
-        graph: Graph[Any, Any] = value
-        return Hosted(
-            name or graph.name,
-            "graph",
-            graph._machine,
-            graph.limits,
-            Hooks(graph.gates, graph.observers),
-            graph.limits.max_steps,
-            graph.codec,
-            graph.fingerprint,
-            graph,
-        )
-    if not isinstance(value, Swarm):  # for callers that do not type-check
+        kind: Literal["graph", "swarm"] = "graph"
+        max_steps = value.limits.max_steps
+    elif isinstance(value, Swarm):
+        kind = "swarm"
+        max_steps = value.limits.max_handoffs + 1
+    else:  # for callers that do not type-check
         msg = f"a worker hosts graphs and swarms, not {type(value).__name__}"  # type: ignore[unreachable]
         raise TypeError(msg)
-    swarm: Swarm[Any] = value
     return Hosted(
-        name or swarm.name,
-        "swarm",
-        swarm._machine,
-        swarm.limits,
-        Hooks(swarm.gates, swarm.observers),
-        swarm.limits.max_handoffs + 1,
-        swarm.codec,
-        swarm.fingerprint,
-        swarm,
+        name or value.name,
+        kind,
+        value._machine,
+        value.limits,
+        Hooks(value.gates, value.observers),
+        max_steps,
+        value.codec,
+        value.fingerprint,
+        value,
     )
 
 
@@ -96,6 +88,13 @@ def register(hosted: Hosted) -> None:
         _HOSTED[hosted.name] = hosted
 
 
-def lookup(name: str) -> Hosted | None:
-    """The machine hosted as *name*, if any."""
-    return _HOSTED.get(name)
+def hosting(name: str, fingerprint: str) -> Hosted | str:
+    """The machine hosted as *name* with *fingerprint*, or why there is
+    none here (another version, or nothing, is hosted under the name)."""
+    hosted = _HOSTED.get(name)
+    if hosted is None or hosted.fingerprint != fingerprint:
+        return (
+            f"this worker does not host {name!r} with fingerprint "
+            f"{fingerprint}"
+        )
+    return hosted

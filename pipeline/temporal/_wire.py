@@ -149,7 +149,7 @@ class RunOptions:
 
     *default* applies to every node (graph) or agent (swarm) that *nodes*
     does not name.  *history_bound*: events after which the run continues
-    as new (see :data:`DEFAULT_HISTORY_BOUND`).
+    as new (see ``DEFAULT_HISTORY_BOUND``).
     """
 
     default: NodeOptions = NodeOptions()

@@ -109,7 +109,7 @@ def worker(
     *graceful_shutdown*: how long steps in flight may finish when the
     worker stops (then they are cancelled, and retried elsewhere).
 
-    *client* must use :data:`~pipeline.temporal.DATA_CONVERTER` (see
+    *client* must use ``DATA_CONVERTER`` (see
     :func:`~pipeline.temporal.connect`).  Run the worker with ``async
     with`` or ``await worker.run()``.
 

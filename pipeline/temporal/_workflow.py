@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from ..errors import InvalidState, RunStopped
     from ..fold import Hooks, Snapshot, Status, drive
     from ._failures import Kinds
-    from ._hosted import Hosted, lookup
+    from ._hosted import Hosted, hosting
     from ._wire import (
         ANSWER,
         SNAPSHOT,
@@ -206,16 +206,12 @@ class PipelineWorkflow:
     @workflow.run
     async def run(self, request: RunRequest) -> SnapshotDoc:
         """Fold the machine from the request's snapshot to its end."""
-        hosted = lookup(request.machine)
-        if hosted is None or hosted.fingerprint != request.fingerprint:
+        hosted = hosting(request.machine, request.fingerprint)
+        if isinstance(hosted, str):
             # Not a failure of the run: this worker hosts another version
             # (or nothing) under the name.  The task is retried, and taken
             # by a worker that hosts the run's version.
-            msg = (
-                f"this worker does not host {request.machine!r} with "
-                f"fingerprint {request.fingerprint}"
-            )
-            raise RuntimeError(msg)
+            raise RuntimeError(hosted)  # noqa: TRY004  # not a bad argument
         self._codec = hosted.codec
         loaded = decode(hosted.codec, request.snapshot)
         if type(loaded) is not Success:

@@ -20,7 +20,14 @@ from returns.result import Failure, Result, Success
 
 from pipeline import Context, Handler, Message, handler
 from pipeline.agents import Agent, AgentRun
-from pipeline.fold import Continue, Decision, Interrupt, Stop, Transition
+from pipeline.fold import (
+    Continue,
+    Decision,
+    Gate,
+    Interrupt,
+    Stop,
+    Transition,
+)
 from pipeline.graph import END, Builder, Graph, builder
 from pipeline.models import ModelRequest, ModelResponse
 from pipeline.swarm import Swarm
@@ -136,7 +143,8 @@ async def approval_gate(t: Transition[Tally]) -> Decision:
     return Continue()
 
 
-def _approval_graph() -> Graph[Tally, Refused]:
+def approval_graph(name: str, *gates: Gate[Tally]) -> Graph[Tally, Refused]:
+    """Draft, then publish, under *gates*."""
     return (
         builder(Tally)
         .node("draft", bump("draft"))
@@ -144,12 +152,12 @@ def _approval_graph() -> Graph[Tally, Refused]:
         .entry("draft")
         .edge("draft", "publish")
         .edge("publish", END)
-        .gate(approval_gate)
-        .build(name="approval")
+        .gate(*gates)
+        .build(name=name)
     )
 
 
-APPROVAL = _approval_graph()
+APPROVAL = approval_graph("approval", approval_gate)
 
 
 def note_model(note: str) -> ScriptedModel:

@@ -18,19 +18,17 @@ import pytest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.workflow import NondeterminismError
 
-from pipeline.fold import Continue, Decision, Gate, Transition
-from pipeline.graph import END, Graph, builder
+from pipeline.fold import Continue, Decision, Transition
 from pipeline.temporal import Hostable, RunOptions, Runs, replayer, worker
 from tests.temporal.graphs import (
     APPROVAL,
     FANOUT,
     RELAY,
     Approval,
-    Refused,
     Tally,
     approval_gate,
+    approval_graph,
     ask,
-    bump,
     chain,
 )
 
@@ -109,18 +107,7 @@ async def test_a_changed_gate_is_caught_on_replay(
     async def let_through(t: Transition[Tally]) -> Decision:
         return Continue()
 
-    def approval(*gates: Gate[Tally]) -> Graph[Tally, Refused]:
-        b = (
-            builder(Tally)
-            .node("draft", bump("draft"))
-            .node("publish", bump("publish"))
-            .entry("draft")
-            .edge("draft", "publish")
-            .edge("publish", END)
-        )
-        return b.gate(*gates).build(name="approval-changed")
-
-    asking = approval(approval_gate)
+    asking = approval_graph("approval-changed", approval_gate)
     runs = Runs(client, task_queue=queue)
     async with worker(client, [asking], task_queue=queue):
         run = await runs.start(asking, Tally())
@@ -128,6 +115,6 @@ async def test_a_changed_gate_is_caught_on_replay(
         (await run.answer(Approval(approved=True, by="ada"))).unwrap()
         (await run.result()).unwrap()
     history = await client.get_workflow_handle(run.id).fetch_history()
-    changed = approval(let_through)
+    changed = approval_graph("approval-changed", let_through)
     with pytest.raises(NondeterminismError):
         await replayer([changed]).replay_workflow(history)
