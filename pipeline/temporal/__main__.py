@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
 import signal
 import sys
 
@@ -156,5 +157,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def exit_now(status: int) -> None:
+    """Exit at once, once the worker (and its client) shut down cleanly.
+
+    Temporal's Rust core keeps threads that may touch the interpreter while
+    it finalizes, which then aborts (temporalio/sdk-python#300): a worker
+    that stopped cleanly would exit with SIGABRT.  Everything of ours is
+    done by now; flush, and skip the interpreter's teardown.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
