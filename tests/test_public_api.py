@@ -40,8 +40,10 @@ PUBLIC_MODULES = [
 ]
 
 # Handler is subclassed by Par and Race (flat fan-out and race types);
-# PipelineError is the base every failure value extends.
-OPEN_CLASSES = {"Handler", "PipelineError"}
+# PipelineError is the base every failure value extends; Journal is where
+# a fold commits, subclassed by engines that keep records elsewhere
+# (pipeline.temporal sends them to a workflow).
+OPEN_CLASSES = {"Handler", "Journal", "PipelineError"}
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)

@@ -18,7 +18,10 @@ from ._engine import Machine as Machine
 from ._engine import Migration as Migration
 from ._engine import drive as drive
 from ._journal import Boundary as Boundary
+from ._journal import Journal as Journal
 from ._journal import current_boundary as current_boundary
+from ._journal import enter as enter
+from ._journal import leave as leave
 from ._model import Continue as Continue
 from ._model import Decision as Decision
 from ._model import Gate as Gate
@@ -53,6 +56,7 @@ __all__ = (
     "Hooks",
     "Interrupt",
     "InvalidAnswer",
+    "Journal",
     "Lease",
     "Machine",
     "MemoryStore",
@@ -69,5 +73,7 @@ __all__ = (
     "Transition",
     "current_boundary",
     "drive",
+    "enter",
+    "leave",
     "make_converter",
 )

@@ -8,6 +8,14 @@ snapshot rebuilt from the codec's document; the next snapshot goes back
 checked as a commit is.  A ``Failure`` is a value (never retried); an
 exception is retried by Temporal under the node's retry policy.
 
+Folds nested in the step (an agent's turns inside a node, the agent's
+turns of a swarm step) save each record through the fold engine's
+boundary, as inside a checkpointed run; here a record is an update to
+the run's workflow, in its history before the nested fold goes on.  An
+attempt that takes a step over (after a crash) asks the workflow what
+was saved and continues from there: a turn whose record was saved, and
+the tool calls in it, never run again.
+
 While the step runs the activity heartbeats, so a worker that dies is
 noticed within the node's heartbeat timeout and the step retried on
 another worker.
@@ -23,18 +31,85 @@ import attrs
 
 from returns.result import Failure, Success
 from temporalio import activity
+from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from ..errors import InvalidState
+from ..fold import Boundary, Journal, Snapshot, enter, leave
 from ._failures import Kinds
 from ._hosted import Hosted, hosting
-from ._wire import STEP_ACTIVITY, StepDone, StepTask, decode, encode_delta
+from ._wire import (
+    PROGRESS,
+    SAVED,
+    STEP_ACTIVITY,
+    Progress,
+    Saved,
+    StepDone,
+    StepTask,
+    decode,
+    encode_delta,
+    task_key,
+)
 
 
 async def _beat(interval: float) -> None:
     while True:
         await asyncio.sleep(interval)
         activity.heartbeat()
+
+
+@final
+class _ToWorkflow(Journal[Any]):
+    """The journal of a step in flight: nested records go to the workflow."""
+
+    __slots__ = ("base", "handle", "task")
+
+    def __init__(
+        self,
+        hosted: Hosted,
+        base: Snapshot[Any],
+        task: str,
+        handle: WorkflowHandle[Any, Any],
+    ) -> None:
+        super().__init__(hosted.codec, base.thread_id, base, base.version)
+        self.base = base
+        self.task = task
+        self.handle = handle
+
+    async def write(
+        self, snap: Snapshot[Any], doc: Any, data: bytes
+    ) -> Failure[Any] | None:
+        """Never called: the step's own snapshot is the activity's answer."""
+        del snap, doc, data
+        msg = "a step's own record is its activity's result"
+        raise AssertionError(msg)
+
+    async def save_progress(
+        self, boundary: Boundary, key: str, doc: Any
+    ) -> Failure[Any] | None:
+        """Send one nested record to the workflow; return once it is in
+        the run's history.
+
+        Raises:
+            ApplicationError: the workflow refused it (this attempt no
+                longer owns the step) or could not be reached; the attempt
+                fails and Temporal retries it.
+        """
+        state = None
+        if boundary.track is not None:
+            tracked = attrs.evolve(self.base, state=boundary.track())
+            sent = encode_delta(self.codec, tracked, self.base)
+            if isinstance(sent, InvalidState):
+                return Failure(sent)
+            state = sent
+        try:
+            await self.handle.execute_update(
+                PROGRESS, Progress(self.task, key, doc, state)
+            )
+        except Exception as exc:  # the SDK's RPC and update errors
+            msg = f"progress of step {self.task} not saved ({type(exc).__name__})"
+            raise ApplicationError(msg, type="pipeline.ProgressLost") from exc
+        return None
 
 
 @final
@@ -71,17 +146,40 @@ class StepActivity:
         loaded = decode(hosted.codec, task.snapshot)
         if type(loaded) is not Success:
             return StepDone(failure=self.kinds.encode(loaded.failure()))
-        snap = loaded.unwrap()
-        out: Any
-        if task.branch is None:
-            out = await hosted.machine.step(snap, hosted.limits)
-        else:
-            out = await hosted.machine.branch(snap, task.branch)
-            if type(out) is not Failure:
-                out = attrs.evolve(snap, state=out, node=task.branch)
+        base = loaded.unwrap()
+        info = activity.info()
+        assert info.workflow_id is not None  # noqa: S101  # a workflow's
+        handle = activity.client().get_workflow_handle(
+            info.workflow_id, run_id=info.workflow_run_id
+        )
+        key = task_key(task.snapshot, task.branch)
+        saved = Saved()
+        if info.attempt > 1:
+            # Taking the step over: continue what earlier attempts saved.
+            saved = await handle.query(SAVED, key, result_type=Saved)
+        snap = base
+        if saved.state is not None:
+            tracked = hosted.codec.apply(
+                base, saved.state.doc, base.version, base.parent
+            )
+            if type(tracked) is not Success:
+                return StepDone(failure=self.kinds.encode(tracked.failure()))
+            snap = tracked.unwrap()
+        journal = _ToWorkflow(hosted, base, key, handle)
+        progress = {k: tuple(v) for k, v in saved.progress.items()}
+        token = enter(Boundary(journal, progress, None))
+        try:
+            if task.branch is None:
+                out: Any = await hosted.machine.step(snap, hosted.limits)
+            else:
+                out = await hosted.machine.branch(snap, task.branch)
+                if type(out) is not Failure:
+                    out = attrs.evolve(snap, state=out, node=task.branch)
+        finally:
+            leave(token)
         if type(out) is Failure:
             return StepDone(failure=self.kinds.encode(out.failure()))
-        sent = encode_delta(hosted.codec, out, snap)
+        sent = encode_delta(hosted.codec, out, base)
         if isinstance(sent, InvalidState):
             return StepDone(failure=self.kinds.encode(sent))
         return StepDone(snapshot=sent)

@@ -42,6 +42,8 @@ WORKFLOW: Final = "pipeline.run"
 ANSWER: Final = "pipeline.answer"
 SNAPSHOT: Final = "pipeline.snapshot"
 WAIT: Final = "pipeline.wait"
+PROGRESS: Final = "pipeline.progress"
+SAVED: Final = "pipeline.saved"
 
 
 @final
@@ -189,6 +191,36 @@ class StepTask:
     fingerprint: str
     snapshot: SnapshotDoc
     branch: str | None = None
+
+
+def task_key(snap: SnapshotDoc, branch: str | None) -> str:
+    """Names one step in flight (a node, or one branch of a fan-out)."""
+    return f"{snap.version}/{branch or ''}"
+
+
+@final
+@attrs.frozen
+class Progress:
+    """One record of a fold nested in the step in flight *task* (an agent's
+    turn inside a node, say): *doc* appended under *key*, as a checkpointed
+    step's progress record holds it; *state*, the step's state as the
+    machine tracks it (a swarm's typed state), as a delta against the
+    task's snapshot."""
+
+    task: str
+    key: str
+    doc: dict[str, Any]
+    state: SnapshotDoc | None = None
+
+
+@final
+@attrs.frozen
+class Saved:
+    """What the folds nested in step *task* saved so far, for an attempt
+    that takes the step over."""
+
+    progress: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict)
+    state: SnapshotDoc | None = None
 
 
 @final

@@ -43,20 +43,26 @@ with workflow.unsafe.imports_passed_through():
     from ._hosted import Hosted, hosting
     from ._wire import (
         ANSWER,
+        PROGRESS,
+        SAVED,
         SNAPSHOT,
         STEP_ACTIVITY,
         WAIT,
         WORKFLOW,
         Answer,
         FailureDoc,
+        NodeOptions,
+        Progress,
         RunOptions,
         RunRequest,
+        Saved,
         SnapshotDoc,
         StepDone,
         StepTask,
         Waited,
         decode,
         encode,
+        task_key,
     )
 
 
@@ -65,14 +71,40 @@ _MISSING: Any = object()
 
 
 @final
+class _InFlight:
+    """The steps in flight, and what the folds nested in them saved."""
+
+    __slots__ = ("progress", "states", "tasks")
+
+    def __init__(self) -> None:
+        self.tasks: set[str] = set()
+        self.progress: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        self.states: dict[str, SnapshotDoc] = {}
+
+    def save(self, saved: Progress) -> None:
+        chains = self.progress.setdefault(saved.task, {})
+        chains.setdefault(saved.key, []).append(saved.doc)
+        if saved.state is not None:
+            self.states[saved.task] = saved.state
+
+    def done(self, task: str) -> None:
+        self.tasks.discard(task)
+        self.progress.pop(task, None)
+        self.states.pop(task, None)
+
+
+@final
 class _Remote:
     """The hosted machine, with its step run as activities."""
 
-    __slots__ = ("hosted", "last", "options", "sent")
+    __slots__ = ("flying", "hosted", "last", "options", "sent")
 
-    def __init__(self, hosted: Hosted, options: RunOptions) -> None:
+    def __init__(
+        self, hosted: Hosted, options: RunOptions, flying: _InFlight
+    ) -> None:
         self.hosted = hosted
         self.options = options
+        self.flying = flying
         self.last: Snapshot[Any] | None = None
         self.sent: SnapshotDoc | None = None
 
@@ -102,6 +134,16 @@ class _Remote:
 
     async def _activity(self, task: StepTask, node: str) -> StepDone:
         o = self.options.for_node(node)
+        key = task_key(task.snapshot, task.branch)
+        self.flying.tasks.add(key)
+        try:
+            return await self._execute(task, node, o)
+        finally:
+            self.flying.done(key)
+
+    async def _execute(
+        self, task: StepTask, node: str, o: NodeOptions
+    ) -> StepDone:
         done: StepDone = await workflow.execute_activity(
             STEP_ACTIVITY,
             task,
@@ -202,6 +244,7 @@ class PipelineWorkflow:
         self._waiting = False
         self._ended = False
         self._moving = False
+        self._flying = _InFlight()
 
     @workflow.run
     async def run(self, request: RunRequest) -> SnapshotDoc:
@@ -217,7 +260,7 @@ class PipelineWorkflow:
         if type(loaded) is not Success:
             raise _error(loaded.failure())
         snap = self._current = loaded.unwrap()
-        machine = _Remote(hosted, request.options)
+        machine = _Remote(hosted, request.options, self._flying)
         bound = request.options.history_bound
 
         async def after(new: Snapshot[Any]) -> None:
@@ -319,6 +362,25 @@ class PipelineWorkflow:
         if self._moving and not self._waiting:
             return Waited()
         return Waited(self.snapshot())
+
+    @workflow.update(name=PROGRESS)
+    def progress(self, saved: Progress) -> None:
+        """Keep one record of a fold nested in a step in flight."""
+        self._flying.save(saved)
+
+    @progress.validator
+    def _owns_step(self, saved: Progress) -> None:
+        if saved.task not in self._flying.tasks:
+            msg = "that step is not in flight"
+            raise ValueError(msg)
+
+    @workflow.query(name=SAVED)
+    def saved(self, task: str) -> Saved:
+        """What the folds nested in step *task* saved so far."""
+        return Saved(
+            dict(self._flying.progress.get(task, {})),
+            self._flying.states.get(task),
+        )
 
     @workflow.update(name=ANSWER)
     async def answer(self, answer: Answer) -> None:

@@ -77,7 +77,7 @@ def bump(name: str) -> Handler[Tally, Tally, Refused]:
     return run
 
 
-def effect(name: str) -> Handler[Tally, Tally, Refused]:
+def recorded(name: str) -> Handler[Tally, Tally, Refused]:
     """:func:`bump`, recording each execution in the effects file (and,
     in a worker told to block at *name*, saying so and never finishing)."""
 
@@ -122,7 +122,7 @@ CRASH_NODES = ("c1", "c2", "c3", "c4", "c5")
 def _crash_graph() -> Graph[Tally, Refused]:
     b: Builder[Tally, Refused] = builder(Tally).entry(CRASH_NODES[0])
     for n in CRASH_NODES:
-        b = b.node(n, effect(n))
+        b = b.node(n, recorded(n))
     for a, z in zip(CRASH_NODES, (*CRASH_NODES[1:], END), strict=True):
         b = b.edge(a, z)
     return b.build(name="crash")
@@ -264,3 +264,51 @@ def _fanout_graph() -> Graph[Tally, object]:
 
 
 FANOUT = _fanout_graph()
+
+
+def _effect_tool_model(name: str) -> ScriptedModel:
+    """Asks for the ``effect`` tool twice (``n`` 1, then 2), then answers
+    with what the tools said; stateless, so any worker replays it."""
+
+    def step(request: ModelRequest) -> ModelResponse:
+        results = [m.content for m in request.messages if m.name == "effect"]
+        if len(results) < 2:
+            return Reply.tool_call("effect", {"n": len(results) + 1})
+        return Reply.text(f"{name}:" + ",".join(results))
+
+    return ScriptedModel(step, cycle=True, name=name)
+
+
+@tool
+async def effect(n: int) -> str:
+    """A tool with a side effect: one line in the effects file per call
+    (and, in a worker told to block at ``tool<n>``, it says so and never
+    returns)."""
+    path = os.environ[EFFECTS_ENV]
+    async with await anyio.open_file(path, "a") as f:
+        await f.write(f"tool{n}\n")
+    if os.environ.get(BLOCK_ENV) == f"tool{n}":
+        print(f"blocked tool{n}", file=sys.stdout, flush=True)  # noqa: T201
+        await anyio.sleep_forever()
+    return f"done{n}"
+
+
+def _turns_graph() -> Graph[Tally, object]:
+    """One agent node whose turns call a tool with side effects."""
+    return (
+        builder(Tally)
+        .node("before", bump("before"))
+        .agent(
+            "worker",
+            Agent("worker", _effect_tool_model("worker"), tools=(effect,)),
+            messages=agent_messages,
+            update=agent_update,
+        )
+        .entry("before")
+        .edge("before", "worker")
+        .edge("worker", END)
+        .build(name="turns")
+    )
+
+
+TURNS = _turns_graph()
