@@ -24,6 +24,7 @@ nitpick_ignore_regex = [
         r"py:.*",
         r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis|openai|anthropic|opentelemetry)(\..*)?",
         r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis|openai|anthropic|temporalio|datetime|pathlib)(\..*)?",
+        r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis|openai|anthropic|temporalio|datetime|pathlib|contextvars)(\..*)?",
     ),
     (
         r"py:.*",
