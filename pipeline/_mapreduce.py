@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, final
 
 import anyio
+import attrs
 
 from returns.result import Failure, Result, Success
 
@@ -57,17 +58,50 @@ def map_reduce(
         msg = f"map_reduce(max_items={max_items}): must be >= 0"
         raise ConstructionError(msg)
     label = name or "map_reduce"
+    spec = MapReduce(
+        split, reduce, max_concurrency, max_items, fail_fast, label
+    )
+    detail = f"max_concurrency={max_concurrency}"
+    return composite("map_reduce", (worker,), spec, name=label, detail=detail)
 
-    def build(calls: Sequence[AnyCall]) -> AnyCall:
+
+@final
+@attrs.frozen
+class MapReduce:
+    """A map_reduce's parts, and (called with its worker's call) the call
+    that runs it in process.
+
+    Kept as the handler's builder, so that an engine that runs the items
+    elsewhere (:mod:`pipeline.temporal`: one activity per item) finds the
+    split, the reduce and the limits.
+    """
+
+    split: Callable[[Any], Sequence[Any]]
+    reduce: Callable[[Any, tuple[Result[Any, Any], ...]], Result[Any, Any]]
+    max_concurrency: int
+    max_items: int
+    fail_fast: bool
+    label: str
+
+    def refuse(self, n: int) -> Failure[FanOutLimitExceeded] | None:
+        """Why *n* items may not start (too many), or ``None``."""
+        if n > self.max_items:
+            return Failure(
+                FanOutLimitExceeded(n, self.max_items, path=(self.label,))
+            )
+        return None
+
+    def __call__(self, calls: Sequence[AnyCall]) -> AnyCall:
         work = calls[0]
+        split, reduce, label = self.split, self.reduce, self.label
+        fail_fast, max_concurrency = self.fail_fast, self.max_concurrency
 
         async def run_map_reduce(state: Any) -> Result[Any, Any]:
             items = list(split(state))
             n = len(items)
-            if n > max_items:
-                return Failure(
-                    FanOutLimitExceeded(n, max_items, path=(label,))
-                )
+            refused = self.refuse(n)
+            if refused is not None:
+                return refused
             results: list[Any] = [None] * n
             failed: list[tuple[int, Result[Any, Any]]] = []
 
@@ -87,6 +121,3 @@ def map_reduce(
             return reduce(state, tuple(results))
 
         return run_map_reduce
-
-    detail = f"max_concurrency={max_concurrency}"
-    return composite("map_reduce", (worker,), build, name=label, detail=detail)

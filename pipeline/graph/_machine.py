@@ -123,26 +123,28 @@ class GraphMachine(Generic[S]):
             r = await self.calls[name](snap.state)
             if type(r) is not Success:
                 return located(r, name)
-            state: S = r.unwrap()
-            where: Where = self.advance[name](state)
-            if type(where) is Failure:
-                return where
-            nxt, join = where
-            label = name
-        else:
-            refused = self.refuse_fanout(snap, limits)
-            if refused is not None:
-                return refused
-            outs = await self._branches(snap, limits)
-            if type(outs) is Failure:
-                return outs
-            return self.fan_in(snap, outs)
+            return self.after(snap, name, r.unwrap())
+        refused = self.refuse_fanout(snap, limits)
+        if refused is not None:
+            return refused
+        outs = await self._branches(snap, limits)
+        if type(outs) is Failure:
+            return outs
+        return self.fan_in(snap, outs)
+
+    def after(self, snap: Snapshot[S], name: str, state: S) -> Any:
+        """The snapshot after node *name* turned *snap*'s state into
+        *state*: where its edge goes next (or the edge's ``Failure``)."""
+        where: Where = self.advance[name](state)
+        if type(where) is Failure:
+            return where
+        nxt, join = where
         return Snapshot(
             snap.thread_id,
             snap.version + 1,
             snap.version,
             state,
-            label,
+            name,
             nxt,
             join,
             snap.step + 1,

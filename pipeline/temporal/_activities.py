@@ -36,8 +36,10 @@ from temporalio.exceptions import ApplicationError
 
 from ..errors import InvalidState
 from ..fold import Boundary, Journal, Snapshot, enter, leave
+from . import _mapped
 from ._failures import Kinds
 from ._hosted import Hosted, hosting
+from ._mapped import mapped
 from ._wire import (
     PROGRESS,
     SAVED,
@@ -48,7 +50,6 @@ from ._wire import (
     StepTask,
     decode,
     encode_delta,
-    task_key,
 )
 
 
@@ -152,7 +153,7 @@ class StepActivity:
         handle = activity.client().get_workflow_handle(
             info.workflow_id, run_id=info.workflow_run_id
         )
-        key = task_key(task.snapshot, task.branch)
+        key = task.key
         saved = Saved()
         if info.attempt > 1:
             # Taking the step over: continue what earlier attempts saved.
@@ -169,8 +170,13 @@ class StepActivity:
         progress = {k: tuple(v) for k, v in saved.progress.items()}
         token = enter(Boundary(journal, progress, None))
         try:
-            if task.branch is None:
-                out: Any = await hosted.machine.step(snap, hosted.limits)
+            if task.part:
+                part = await self._part(hosted, task, snap)
+                if isinstance(part, StepDone):
+                    return part
+                out: Any = part
+            elif task.branch is None:
+                out = await hosted.machine.step(snap, hosted.limits)
             else:
                 out = await hosted.machine.branch(snap, task.branch)
                 if type(out) is not Failure:
@@ -183,3 +189,23 @@ class StepActivity:
         if isinstance(sent, InvalidState):
             return StepDone(failure=self.kinds.encode(sent))
         return StepDone(snapshot=sent)
+
+    async def _part(
+        self, hosted: Hosted, task: StepTask, snap: Snapshot[Any]
+    ) -> Any:
+        """One part of a map_reduce node: a finished answer (split, item),
+        or the node's next snapshot or failure (reduce)."""
+        m = mapped(hosted, snap.next[0])
+        if m is None:
+            msg = f"node {snap.next[0]!r} is not a distributed map_reduce"
+            raise ApplicationError(msg, type="pipeline.NotHosted")
+        if task.part == "split":
+            return _mapped.split(m, snap.state, self.kinds)
+        if task.part == "item":
+            return await _mapped.item(
+                m, snap.state, task.index, hosted, self.kinds
+            )
+        state = _mapped.reduce(m, snap.state, task.items, hosted, self.kinds)
+        if type(state) is Failure:
+            return state
+        return hosted.machine.after(snap, m.node, state)

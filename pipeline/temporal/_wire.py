@@ -183,23 +183,6 @@ class RunRequest:
 
 @final
 @attrs.frozen
-class StepTask:
-    """One step for the step activity: the machine's step on *snapshot*,
-    or only fan-out *branch* of it."""
-
-    machine: str
-    fingerprint: str
-    snapshot: SnapshotDoc
-    branch: str | None = None
-
-
-def task_key(snap: SnapshotDoc, branch: str | None) -> str:
-    """Names one step in flight (a node, or one branch of a fan-out)."""
-    return f"{snap.version}/{branch or ''}"
-
-
-@final
-@attrs.frozen
 class Progress:
     """One record of a fold nested in the step in flight *task* (an agent's
     turn inside a node, say): *doc* appended under *key*, as a checkpointed
@@ -240,12 +223,48 @@ class FailureDoc:
 
 @final
 @attrs.frozen
+class ItemDone:
+    """One map_reduce item's outcome: the worker's output as JSON, or its
+    failure value."""
+
+    value: Any = None
+    failure: FailureDoc | None = None
+
+
+@final
+@attrs.frozen
+class StepTask:
+    """One step for the step activity: the machine's step on *snapshot*,
+    or only fan-out *branch* of it, or one *part* of a map_reduce node
+    (``split``, ``item`` number *index*, ``reduce`` of *items*)."""
+
+    machine: str
+    fingerprint: str
+    snapshot: SnapshotDoc
+    branch: str | None = None
+    part: str = ""
+    index: int = 0
+    items: tuple[ItemDone | None, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """Names this step in flight (among the run's concurrent ones)."""
+        return (
+            f"{self.snapshot.version}/{self.branch or ''}/"
+            f"{self.part}{self.index if self.part == 'item' else ''}"
+        )
+
+
+@final
+@attrs.frozen
 class StepDone:
     """The step activity's answer: the next snapshot (a delta document
     against the task's), or a failure value."""
 
     snapshot: SnapshotDoc | None = None
     failure: FailureDoc | None = None
+    count: int = 0
+    item: ItemDone | None = None
 
 
 @final

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from ..fold import Hooks, Snapshot, Status, drive
     from ._failures import Kinds
     from ._hosted import Hosted, hosting
+    from ._mapped import Mapped, mapped
     from ._wire import (
         ANSWER,
         PROGRESS,
@@ -51,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW,
         Answer,
         FailureDoc,
+        ItemDone,
         NodeOptions,
         Progress,
         RunOptions,
@@ -62,7 +64,6 @@ with workflow.unsafe.imports_passed_through():
         Waited,
         decode,
         encode,
-        task_key,
     )
 
 
@@ -97,7 +98,7 @@ class _InFlight:
 class _Remote:
     """The hosted machine, with its step run as activities."""
 
-    __slots__ = ("flying", "hosted", "last", "options", "sent")
+    __slots__ = ("flying", "hosted", "last", "mapped", "options", "sent")
 
     def __init__(
         self, hosted: Hosted, options: RunOptions, flying: _InFlight
@@ -105,6 +106,7 @@ class _Remote:
         self.hosted = hosted
         self.options = options
         self.flying = flying
+        self.mapped: dict[str, Mapped | None] = {}
         self.last: Snapshot[Any] | None = None
         self.sent: SnapshotDoc | None = None
 
@@ -134,7 +136,7 @@ class _Remote:
 
     async def _activity(self, task: StepTask, node: str) -> StepDone:
         o = self.options.for_node(node)
-        key = task_key(task.snapshot, task.branch)
+        key = task.key
         self.flying.tasks.add(key)
         try:
             return await self._execute(task, node, o)
@@ -178,8 +180,14 @@ class _Remote:
         if hosted.kind == "swarm" or (
             snap.join is None and len(snap.next) == 1
         ):
+            node = snap.next[0]
             task = StepTask(hosted.name, hosted.fingerprint, sent)
-            return self._back(snap, await self._activity(task, snap.next[0]))
+            if node not in self.mapped:
+                self.mapped[node] = mapped(hosted, node)
+            m = self.mapped[node]
+            if m is not None:
+                return await self._map_reduce(snap, task, m)
+            return self._back(snap, await self._activity(task, node))
         refused = hosted.machine.refuse_fanout(snap, limits)
         if refused is not None:
             return refused
@@ -193,6 +201,45 @@ class _Remote:
         if isinstance(checked, InvalidState):
             return Failure(checked)
         return new
+
+    async def _map_reduce(
+        self, snap: Snapshot[Any], task: StepTask, m: Mapped
+    ) -> Any:
+        """A map_reduce node: split, every item as an activity (a fixed
+        pool of ``max_concurrency`` takes them in order; under
+        ``fail_fast`` a failure stops new ones), then reduce."""
+        node = m.node
+        counted = await self._activity(attrs.evolve(task, part="split"), node)
+        if counted.failure is not None:
+            return Failure(counted.failure)
+        items: list[ItemDone | None] = [None] * counted.count
+        stop: list[FailureDoc] = []
+        halt: list[int] = []  # under fail_fast: the items that failed
+        todo = iter(range(counted.count))
+
+        async def worker() -> None:
+            for i in todo:
+                if stop or halt:
+                    return
+                done = await self._activity(
+                    attrs.evolve(task, part="item", index=i), node
+                )
+                if done.failure is not None or done.item is None:
+                    stop.append(done.failure or FailureDoc("RemoteFailure"))
+                    return
+                items[i] = done.item
+                if m.spec.fail_fast and done.item.failure is not None:
+                    halt.append(i)  # the reduce step reports it
+                    return
+
+        workers = min(m.spec.max_concurrency, counted.count)
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        if stop:
+            return Failure(stop[0])
+        done = await self._activity(
+            attrs.evolve(task, part="reduce", items=tuple(items)), node
+        )
+        return self._back(snap, done)
 
     async def _branches(
         self, snap: Snapshot[Any], sent: SnapshotDoc, concurrency: int

@@ -11,6 +11,7 @@ import os
 import sys
 
 from collections.abc import Sequence
+from typing import Any
 
 import anyio
 import attrs
@@ -18,7 +19,7 @@ import attrs
 from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
-from pipeline import Context, Handler, Message, handler
+from pipeline import Context, Handler, Message, handler, map_reduce
 from pipeline.agents import Agent, AgentRun
 from pipeline.fold import (
     Continue,
@@ -312,3 +313,47 @@ def _turns_graph() -> Graph[Tally, object]:
 
 
 TURNS = _turns_graph()
+
+
+@handler
+async def square(x: int) -> Result[int, Refused]:
+    """A map_reduce worker: refuses 13, squares the rest."""
+    if x == 13:
+        return Failure(Refused("square", "13"))
+    return Success(x * x)
+
+
+def _split(s: Tally) -> list[int]:
+    return list(range(s.count % 4 + 1))
+
+
+def mapped(
+    name: str, *, fail_fast: bool = False
+) -> Handler[Tally, Tally, Any]:
+    """A map_reduce node: squares ``0 .. count % 4`` (``13`` too when the
+    count is 13), adds one and the squares to the count."""
+
+    def split(s: Tally) -> list[int]:
+        return [*_split(s), *([13] if s.count == 13 else [])]
+
+    def reduce(
+        s: Tally, results: tuple[Result[int, Refused], ...]
+    ) -> Result[Tally, Refused]:
+        for r in results:
+            if type(r) is not Success:
+                return Failure(r.failure())
+        total = sum(r.unwrap() for r in results)
+        return Success(
+            attrs.evolve(
+                s, count=s.count + 1 + total, trail=s.trail.append(name)
+            )
+        )
+
+    return map_reduce(
+        split,
+        square,
+        reduce,
+        max_concurrency=2,
+        fail_fast=fail_fast,
+        name=name,
+    )

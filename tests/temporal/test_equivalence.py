@@ -1,8 +1,9 @@
 """Generated graphs end in the same snapshot on Temporal as in process.
 
 Hypothesis draws graph specs: a line of units, each a single action node,
-an agent node (a scripted model calling a tool, then answering) or a
-fan-out of such nodes joined at the next unit.  Each graph runs in
+an agent node (a scripted model calling a tool, then answering), a
+map_reduce node (an activity per item on Temporal) or a fan-out of such
+nodes joined at the next unit.  Each graph runs in
 process and as a workflow on the session's dev server (one worker for
 the whole test; every generated graph registered with it).
 """
@@ -29,13 +30,14 @@ from tests.temporal.graphs import (
     agent_messages,
     agent_update,
     bump,
+    mapped,
     note_agent,
 )
 
 
 pytestmark = pytest.mark.temporal
 
-Kind: TypeAlias = Literal["action", "agent"]
+Kind: TypeAlias = Literal["action", "agent", "mapreduce"]
 Unit: TypeAlias = tuple[tuple[str, Kind], ...]
 """One node, or several: a fan-out (from the unit before) joined at the
 next unit."""
@@ -52,6 +54,8 @@ def make(spec: list[Unit]) -> Graph[Tally, object]:
         for name, kind in unit:
             if kind == "action":
                 b = b.node(name, bump(name))
+            elif kind == "mapreduce":
+                b = b.node(name, mapped(name))
             else:
                 b = b.agent(
                     name,
@@ -81,7 +85,9 @@ def make(spec: list[Unit]) -> Graph[Tally, object]:
 
 
 def _node(i: int) -> st.SearchStrategy[tuple[str, Kind]]:
-    kinds: st.SearchStrategy[Kind] = st.sampled_from(["action", "agent"])
+    kinds: st.SearchStrategy[Kind] = st.sampled_from(
+        ["action", "agent", "mapreduce"]
+    )
     return kinds.map(lambda k: (f"{k[:2]}{i}", k))
 
 
