@@ -17,6 +17,7 @@ from ._engine import Hooks as Hooks
 from ._engine import Machine as Machine
 from ._engine import Migration as Migration
 from ._engine import drive as drive
+from ._engine import stored_answer as stored_answer
 from ._journal import Boundary as Boundary
 from ._journal import Journal as Journal
 from ._journal import current_boundary as current_boundary
@@ -76,4 +77,5 @@ __all__ = (
     "enter",
     "leave",
     "make_converter",
+    "stored_answer",
 )

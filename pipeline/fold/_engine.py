@@ -281,7 +281,7 @@ async def resume(
     )
     pending = snap.pending
     if snap.status is Status.INTERRUPTED and answer is not None:
-        stored = _stored_answer(machine.codec, answer)
+        stored = stored_answer(machine.codec, answer)
         if isinstance(stored, InvalidState):
             return Failure(stored)
         assert pending is not None  # noqa: S101  # paused runs have one
@@ -356,7 +356,7 @@ async def resume_thread(
 _JSON_ANSWER = "a JSON value (None, bool, int, float, str, list, dict with str keys) or an attrs instance"
 
 
-def _stored_answer(codec: Codec[Any], answer: object) -> object:
+def stored_answer(codec: Codec[Any], answer: object) -> object:
     """*answer* as the record will hold it (JSON-shaped), or why not: the
     gate sees the same value live as after a crash, so what does not come
     back from JSON as it was (``bytes``, tuples, integer keys) is refused."""

@@ -25,9 +25,8 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from .._context import Context
-from .._serde import canonical
 from ..errors import InvalidState
-from ..fold import Codec, Snapshot
+from ..fold import Codec, Snapshot, stored_answer
 from ..graph import Graph, GraphFailure
 from ..swarm import Swarm, SwarmFailure, SwarmState
 from ._converter import DATA_CONVERTER
@@ -127,15 +126,9 @@ class Run(Generic[S_co, E_co]):
         worker restart loses it.  A run that is not waiting refuses it
         (``RemoteFailure`` of kind ``NotWaiting``).
         """
-        try:
-            stored = self._codec.converter.unstructure(answer)
-            canonical(stored)
-        except (ValueError, TypeError, RecursionError) as exc:
-            return Failure(
-                InvalidState(
-                    "<answer>", "answer", "a JSON value", type(exc).__name__
-                )
-            )
+        stored = stored_answer(self._codec, answer)
+        if isinstance(stored, InvalidState):
+            return Failure(stored)
         try:
             await self._handle.execute_update(ANSWER, Answer(stored))
         except WorkflowUpdateFailedError:

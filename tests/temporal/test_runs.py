@@ -99,14 +99,17 @@ async def test_a_refusal_stops_the_run_with_run_stopped(
 async def test_an_answer_that_is_not_json_is_refused(
     client: Client, queue: str
 ) -> None:
-    """An answer JSON cannot hold is an ``InvalidState`` failure; the run
-    keeps waiting."""
+    """An answer JSON cannot hold (or would change) is an ``InvalidState``
+    failure, as for a resumed thread; the run keeps waiting."""
     runs = Runs(client, task_queue=queue)
     async with worker(client, [APPROVAL], task_queue=queue):
         run = await runs.start(APPROVAL, Tally())
         (await run.paused()).unwrap()
-        bad = await run.answer(float("nan"))
-        assert type(bad.failure()).__name__ == "InvalidState"
+        for odd in (float("nan"), (1, 2), b"yes"):
+            # Not JSON, or not what the gate would see after a crash.
+            bad = await run.answer(odd)
+            assert type(bad.failure()).__name__ == "InvalidState"
+        assert (await run.snapshot()).unwrap().status is Status.INTERRUPTED
         await run.cancel()
 
 
