@@ -218,6 +218,7 @@ class Runs:
         Raises:
             ValueError: *state* cannot be sent (the message names the
                 field and the type expected, never the value).
+            pipeline.errors.InvalidThreadId: *run_id* cannot name a thread.
             temporalio.exceptions.WorkflowAlreadyStartedError: a run with
                 this id exists.
         """

@@ -62,7 +62,14 @@ tallies = st.builds(
 )
 
 
-@given(state=tallies, step=st.integers(0, 1000), thread=st.text(min_size=1))
+THREAD_IDS = st.text(
+    st.characters(exclude_categories=["Cs"], exclude_characters="\x00"),
+    min_size=1,
+    max_size=256,
+)
+
+
+@given(state=tallies, step=st.integers(0, 1000), thread=THREAD_IDS)
 def test_snapshots_cross_as_checkpoint_documents(
     state: Tally, step: int, thread: str
 ) -> None:
