@@ -217,8 +217,8 @@ class Runs:
 
         Raises:
             ValueError: *state* cannot be sent (the message names the
-                field and the type expected, never the value).
-            pipeline.errors.InvalidThreadId: *run_id* cannot name a thread.
+                field and the type expected, never the value), or
+                *run_id* cannot name a thread (``InvalidThreadId``).
             temporalio.exceptions.WorkflowAlreadyStartedError: a run with
                 this id exists.
         """
