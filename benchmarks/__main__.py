@@ -34,8 +34,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe",
-        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,temporal",
+        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe,temporal",
     )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
