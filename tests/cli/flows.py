@@ -57,7 +57,7 @@ async def approve(t: Transition[Ticket]) -> g.Decision:
     return Continue() if t.answer == "yes" else Stop("declined")
 
 
-desk = (
+line = (
     g.builder(Ticket)
     .node("classify", classify)
     .node("draft", draft)
@@ -66,22 +66,12 @@ desk = (
     .edge("classify", "draft")
     .edge("draft", "send")
     .edge("send", END)
-    .gate(approve)
-    .build()
 )
+
+desk = line.gate(approve).build()
 """classify -> draft -> (approval) -> send."""
 
-plain = (
-    g.builder(Ticket)
-    .node("classify", classify)
-    .node("draft", draft)
-    .node("send", send)
-    .entry("classify")
-    .edge("classify", "draft")
-    .edge("draft", "send")
-    .edge("send", END)
-    .build()
-)
+plain = line.build()
 """The desk without approval."""
 
 
