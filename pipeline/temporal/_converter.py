@@ -11,9 +11,9 @@ No class name is ever read from a payload and there is no pickle.
 
 from __future__ import annotations
 
-from typing import Any, Final, final
+import json
 
-import orjson
+from typing import Any, Final, final
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
@@ -67,8 +67,10 @@ class CattrsJSONPayloadConverter(EncodingPayloadConverter):
                 declared type (the message names the type, never a value).
         """
         try:
-            obj = orjson.loads(payload.data)
-        except orjson.JSONDecodeError:
+            # The standard library: orjson reads integers past 64 bits as
+            # floats, and a value must come back as it was sent.
+            obj = json.loads(payload.data)
+        except ValueError:
             msg = "a Temporal payload is not JSON"
             raise RuntimeError(msg) from None
         if type_hint is None or type_hint is Any:

@@ -34,6 +34,7 @@ from ._workflow import PipelineWorkflow
 
 
 DEFAULT_TASK_QUEUE: Final = "pipeline"
+"""The task queue workers poll and clients start runs on, unless told."""
 
 PASSTHROUGH: Final = (
     "pipeline",
