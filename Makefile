@@ -22,9 +22,11 @@ lint: $(STAMP)
 typing: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/basedpyright
+	$(BIN)/python -m tests.doc_blocks .docs_typing
+	$(BIN)/mypy --strict .docs_typing
 
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest --cov --cov-report=term
 
 check: lint typing test docs
 

@@ -1,15 +1,32 @@
-"""Run the Python examples in README.md and docs/*.md as tests (Sybil)."""
+"""Run the examples in the docs and in the package's docstrings (Sybil).
+
+Python code blocks in README.md and docs/*.md run as tests; so do the
+``>>>`` examples in every docstring under pipeline/ (each module's names
+are in scope, as in a doctest).
+"""
+
+from doctest import ELLIPSIS, NORMALIZE_WHITESPACE
 
 import pytest
 
 from sybil import Sybil
 from sybil.parsers.markdown import PythonCodeBlockParser
+from sybil.parsers.rest import DocTestParser
 
 
-pytest_collect_file = Sybil(
+_markdown = Sybil(
     parsers=[PythonCodeBlockParser()],
     patterns=["README.md", "docs/*.md"],
-).pytest()
+    name="docs",
+)
+_docstrings = Sybil(
+    parsers=[DocTestParser(optionflags=ELLIPSIS | NORMALIZE_WHITESPACE)],
+    patterns=["*.py"],
+    path="pipeline",
+    name="docstrings",
+)
+
+pytest_collect_file = (_markdown + _docstrings).pytest()
 
 SERVER_PAGES = {"temporal.md": pytest.mark.temporal}
 """Doc pages whose examples start servers of their own, by marker."""

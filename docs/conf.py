@@ -22,7 +22,7 @@ nitpicky = True
 nitpick_ignore_regex = [
     (
         r"py:.*",
-        r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis|openai|anthropic|opentelemetry|temporalio|datetime|pathlib|contextvars)(\..*)?",
+        r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis|openai|anthropic|opentelemetry|temporalio|datetime|pathlib|contextvars|random)(\..*)?",
     ),
     (
         r"py:.*",
@@ -36,7 +36,7 @@ nitpick_ignore_regex = [
     # Aliases and the machines' private value types.
     (
         r"py:.*",
-        r"(Observer|Gate|HandoffObserver|GraphMachine|SwarmMachine|Member|Intercept|Progress|Migration|EventSink|FoldEvent|Doc|Where|Reducer|Hooks|Journal|Writable|Ledger|Tracing|DeltaSink|ToolHook|TracerProvider|WorkflowHandle|SnapshotDoc|RunRequest|Waited|Kinds|Client)",
+        r"(Param|Observer|Gate|HandoffObserver|GraphMachine|SwarmMachine|Member|Intercept|Progress|Migration|EventSink|FoldEvent|Doc|Where|Reducer|Hooks|Journal|Writable|Ledger|Tracing|DeltaSink|ToolHook|TracerProvider|WorkflowHandle|SnapshotDoc|RunRequest|Waited|Kinds|Client)",
     ),
     # Type variables and aliases, wherever they are defined.
     (

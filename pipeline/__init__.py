@@ -22,10 +22,6 @@ from ._combinators import switch as switch
 from ._combinators import when as when
 from ._context import Context as Context
 from ._context import MergeStrategy as MergeStrategy
-from ._context import Message as Message
-from ._context import Role as Role
-from ._context import ToolCall as ToolCall
-from ._context import Usage as Usage
 from ._context import merge_branches as merge_branches
 from ._context import merge_metadata as merge_metadata
 from ._handler import Handler as Handler
@@ -34,11 +30,16 @@ from ._handler import Race as Race
 from ._lift import handler as handler
 from ._lift import safe as safe
 from ._mapreduce import map_reduce as map_reduce
+from ._messages import Message as Message
+from ._messages import Role as Role
+from ._messages import ToolCall as ToolCall
+from ._messages import Usage as Usage
 from ._version import __version__ as __version__
 from .budgets import Budget as Budget
 from .budgets import Price as Price
 from .budgets import RunUsage as RunUsage
 from .errors import BudgetExceeded as BudgetExceeded
+from .events import Note as Note
 from .events import emit as emit
 from .events import stream as stream
 from .runs import RunResult as RunResult
@@ -58,6 +59,7 @@ __all__ = (
     "Item",
     "MergeStrategy",
     "Message",
+    "Note",
     "Par",
     "Price",
     "Race",

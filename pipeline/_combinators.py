@@ -15,16 +15,15 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from ._context import Context, MergeStrategy, MetaMerge
-from ._handler import (
+from ._context import Context, MergeStrategy, MetaMerge, MetaValue
+from ._handler import Handler, composite
+from ._runners import (
     AnyCall,
     Builder,
-    Handler,
-    _bad_result,
-    _default_aggregate,
+    bad_result,
     both_builder,
-    composite,
     located,
+    merge_contexts,
     race_builder,
     then_builder,
 )
@@ -40,7 +39,6 @@ A = TypeVar("A")
 B = TypeVar("B")
 C = TypeVar("C")
 D = TypeVar("D")
-E = TypeVar("E")
 F = TypeVar("F")
 G = TypeVar("G")
 T = TypeVar("T")
@@ -56,7 +54,6 @@ E2 = TypeVar("E2")
 E3 = TypeVar("E3")
 E4 = TypeVar("E4")
 E5 = TypeVar("E5")
-E6 = TypeVar("E6")
 CE = TypeVar("CE")
 T_co = TypeVar("T_co", covariant=True)
 V_co = TypeVar("V_co", covariant=True)
@@ -156,6 +153,52 @@ def sequential(
 
 @overload
 def must(
+    h1: Handler[Context, Context, E1],
+    h2: Handler[Context, Context, E2],
+    /,
+    *,
+    merge: MergeStrategy = MergeStrategy.KEEP_NEW,
+    custom: Mapping[str, MetaMerge] | None = None,
+    name: str | None = None,
+) -> Handler[Context, Context, E1 | E2]: ...
+@overload
+def must(
+    h1: Handler[Context, Context, E1],
+    h2: Handler[Context, Context, E2],
+    h3: Handler[Context, Context, E3],
+    /,
+    *,
+    merge: MergeStrategy = MergeStrategy.KEEP_NEW,
+    custom: Mapping[str, MetaMerge] | None = None,
+    name: str | None = None,
+) -> Handler[Context, Context, E1 | E2 | E3]: ...
+@overload
+def must(
+    h1: Handler[Context, Context, E1],
+    h2: Handler[Context, Context, E2],
+    h3: Handler[Context, Context, E3],
+    h4: Handler[Context, Context, E4],
+    /,
+    *,
+    merge: MergeStrategy = MergeStrategy.KEEP_NEW,
+    custom: Mapping[str, MetaMerge] | None = None,
+    name: str | None = None,
+) -> Handler[Context, Context, E1 | E2 | E3 | E4]: ...
+@overload
+def must(
+    h1: Handler[Context, Context, E1],
+    h2: Handler[Context, Context, E2],
+    h3: Handler[Context, Context, E3],
+    h4: Handler[Context, Context, E4],
+    h5: Handler[Context, Context, E5],
+    /,
+    *,
+    merge: MergeStrategy = MergeStrategy.KEEP_NEW,
+    custom: Mapping[str, MetaMerge] | None = None,
+    name: str | None = None,
+) -> Handler[Context, Context, E1 | E2 | E3 | E4 | E5]: ...
+@overload
+def must(
     *branches: Handler[Context, Context, Err],
     merge: MergeStrategy = MergeStrategy.KEEP_NEW,
     custom: Mapping[str, MetaMerge] | None = None,
@@ -192,7 +235,7 @@ def must(
         msg = "must() needs at least one branch"
         raise ConstructionError(msg)
     label = name or "must"
-    agg = aggregate or _default_aggregate(merge, custom)  # type: ignore[arg-type]
+    agg = aggregate or merge_contexts(label, merge, custom)
     return composite("both", branches, both_builder(label, agg), name=label)
 
 
@@ -271,6 +314,9 @@ def _loop_builder(
         body = calls[0]
 
         async def run_loop(value: Any) -> Result[Any, Any]:
+            # Already cancelled: run no iteration (a body that never
+            # suspends would otherwise run to the end).
+            await anyio.lowlevel.checkpoint_if_cancelled()
             i = 0
             while True:
                 if times and i >= times:
@@ -297,7 +343,10 @@ def _loop_builder(
 @final
 @attrs.frozen
 class Item(Generic[T_co, V_co]):
-    """What :func:`for_each`'s body receives: the state and the value."""
+    """What :func:`for_each`'s body receives: the state and the value.
+
+    .. versionadded:: 0.1.0
+    """
 
     state: T_co
     value: V_co
@@ -333,6 +382,7 @@ def for_each(
         step = calls[0]
 
         async def run_for_each(state: Any) -> Result[Any, Any]:
+            await anyio.lowlevel.checkpoint_if_cancelled()
             items = tuple(source(state)) if source is not None else fixed
             assert items is not None  # noqa: S101  # one of the two is set
             for i, v in enumerate(items):
@@ -357,6 +407,8 @@ class Condition(Generic[T_contra, CE_co]):
 
     Make one with :func:`when` (a plain predicate), :func:`metadata_equals`
     or :func:`condition` (any async check that may fail).
+
+    .. versionadded:: 0.1.0
     """
 
     check: Callable[[T_contra], Awaitable[Result[bool, CE_co]]]
@@ -369,7 +421,10 @@ class Condition(Generic[T_contra, CE_co]):
 def when(
     predicate: Callable[[T], bool], *, name: str | None = None
 ) -> Condition[T, Never]:
-    """A condition from a synchronous predicate (which must not raise)."""
+    """A condition from a synchronous predicate (which must not raise).
+
+    .. versionadded:: 0.1.0
+    """
 
     async def check(value: T) -> Result[bool, Never]:
         return Success(bool(predicate(value)))
@@ -383,17 +438,22 @@ def condition(
     *,
     name: str | None = None,
 ) -> Condition[T, CE]:
-    """A condition from an async check that may fail (e.g. an LLM judge)."""
+    """A condition from an async check that may fail (e.g. an LLM judge).
+
+    .. versionadded:: 0.1.0
+    """
     label = name or str(getattr(check, "__name__", "condition"))
     return Condition(check, label)
 
 
-def metadata_equals(key: str, value: object) -> Condition[Context, Never]:
+def metadata_equals(key: str, value: MetaValue) -> Condition[Context, Never]:
     """True when the context's metadata has *key* equal to *value*.
 
     A missing key is false.  Values compare with ``==`` after the same
     freezing as :meth:`Context.set` (lists compare equal to tuples), and
     ``1 == 1.0`` holds, unlike the Go seed; ``True`` never equals ``1``.
+
+    .. versionadded:: 0.1.0
     """
     probe = Context().set(key, value).metadata[key]
 
@@ -467,7 +527,7 @@ def switch(
                 test = await conditions[i].check(value)
                 if type(test) is not Success:
                     if type(test) is not Failure:
-                        raise _bad_result(test, f"{label} condition {i}")
+                        raise bad_result(test, f"{label} condition {i}")
                     cause = test.failure()
                     return Failure(ConditionError(i, cause, path=(label,)))
                 if test.unwrap():
@@ -524,7 +584,10 @@ def if_(
 
 
 def noop() -> Handler[T, T, Never]:
-    """The identity handler: succeeds with its input (``>>``'s unit)."""
+    """The identity handler: succeeds with its input (``>>``'s unit).
+
+    .. versionadded:: 0.1.0
+    """
     return _NOOP
 
 

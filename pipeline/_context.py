@@ -18,16 +18,14 @@ import attrs
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
+from ._messages import Message
+
 
 __all__ = (
     "Context",
     "MergeStrategy",
-    "Message",
     "MetaValue",
     "Metadata",
-    "Role",
-    "ToolCall",
-    "Usage",
     "merge_branches",
     "merge_metadata",
 )
@@ -41,111 +39,6 @@ Metadata: TypeAlias = "PMap[str, MetaValue]"
 MetaMerge: TypeAlias = Callable[["MetaValue", "MetaValue"], "MetaValue"]
 """A per-key merge: ``(existing, new) -> merged`` (see
 :func:`~pipeline.merge_metadata`'s *custom*)."""
-
-
-@final
-class Role(enum.StrEnum):
-    """Who wrote a message."""
-
-    SYSTEM = "system"
-    USER = "user"
-    ASSISTANT = "assistant"
-    TOOL = "tool"
-
-
-@final
-@attrs.frozen
-class ToolCall:
-    """A model's request to call a tool; *arguments* is a JSON object text."""
-
-    id: str
-    name: str
-    arguments: str = "{}"
-
-
-@final
-@attrs.frozen
-class Usage:
-    """Token usage reported by a model for one response."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        """Input plus output tokens."""
-        return self.input_tokens + self.output_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-        )
-
-
-def _to_tool_calls(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
-    return tuple(calls)
-
-
-@final
-@attrs.frozen
-class Message:
-    """One message of a conversation.
-
-    >>> Message.user("hi")
-    Message(role=<Role.USER: 'user'>, content='hi', name=None, tool_calls=(), \
-tool_call_id=None, usage=None, agent=None)
-
-    *agent* names the agent whose run added it (its answers and the results
-    of its tool calls), so the sub-agents' work stays attributable inside a
-    merged conversation.  Providers never see it.
-    """
-
-    role: Role = attrs.field(converter=Role)
-    content: str = ""
-    name: str | None = None
-    tool_calls: tuple[ToolCall, ...] = attrs.field(
-        default=(), converter=_to_tool_calls
-    )
-    tool_call_id: str | None = None
-    usage: Usage | None = None
-    agent: str | None = None
-
-    @classmethod
-    def system(cls, content: str) -> Message:
-        """A system message."""
-        return cls(Role.SYSTEM, content)
-
-    @classmethod
-    def user(cls, content: str, *, name: str | None = None) -> Message:
-        """A user message."""
-        return cls(Role.USER, content, name)
-
-    @classmethod
-    def assistant(
-        cls,
-        content: str = "",
-        *,
-        name: str | None = None,
-        tool_calls: Iterable[ToolCall] = (),
-        usage: Usage | None = None,
-    ) -> Message:
-        """An assistant message, possibly asking for tool calls."""
-        return cls(
-            Role.ASSISTANT, content, name, tuple(tool_calls), None, usage
-        )
-
-    @classmethod
-    def tool(
-        cls,
-        content: str,
-        *,
-        tool_call_id: str,
-        name: str | None = None,
-        agent: str | None = None,
-    ) -> Message:
-        """The result of a tool call, answering *tool_call_id*."""
-        return cls(Role.TOOL, content, name, (), tool_call_id, None, agent)
 
 
 @final
@@ -163,6 +56,8 @@ class MergeStrategy(enum.Enum):
 
     Keys only on the incoming side are added under every strategy but
     ``SKIP``.  Per-key functions given as *custom* take precedence.
+
+    .. versionadded:: 0.1.0
     """
 
     KEEP_EXISTING = "keep-existing"
@@ -195,7 +90,7 @@ def _bad_value(node: object, path: _Path) -> TypeError:
 _SCALARS = (str, int, float, bool)
 
 
-def _freeze(value: object, where: str) -> MetaValue:
+def freeze(value: object, where: str) -> MetaValue:
     """Turn a JSON-shaped value into its immutable form, or say what is wrong.
 
     Iterative on purpose: deeply nested input must not hit the recursion
@@ -250,7 +145,7 @@ def _to_metadata(value: Mapping[str, object] | None) -> Metadata:
         return pmap()
     if type(value) is _PMAP or isinstance(value, PMap):
         return cast("Metadata", value)  # a PMap's values were frozen
-    frozen = _freeze(value, "metadata")
+    frozen = freeze(value, "metadata")
     if not isinstance(frozen, PMap):
         msg = f"metadata must be a mapping, got {type(value).__name__}"
         raise TypeError(msg)
@@ -294,6 +189,8 @@ class Context:
     >>> later = ctx.set("topic", "greeting")
     >>> len(ctx.metadata), later.metadata["topic"]
     (0, 'greeting')
+
+    .. versionadded:: 0.1.0
     """
 
     messages: PVector[Message] = attrs.field(
@@ -338,9 +235,15 @@ class Context:
         """Return a context whose history is exactly *messages*."""
         return Context(_to_messages(messages), self.metadata, self.run_id)
 
-    def set(self, key: str, value: object) -> Context:
-        """Return a context with metadata *key* set to *value*."""
-        frozen = _freeze(value, f"metadata.{key}")
+    def set(self, key: str, value: MetaValue) -> Context:
+        """Return a context with metadata *key* set to *value*.
+
+        *value* is a ``MetaValue`` (:mod:`pipeline.typing`): JSON-shaped and
+        immutable (a ``list`` is accepted at run time and stored as a
+        tuple, but the type asks for the tuple).  Anything else is a
+        :class:`TypeError` naming the key, never echoing the value.
+        """
+        frozen = freeze(value, f"metadata.{key}")
         return _make(
             self.messages,
             self.metadata.set(key, frozen),
@@ -422,9 +325,14 @@ def extends(
     return all(map(operator.is_, old, new))
 
 
+def lineage(ctx: Context) -> tuple[PVector[Message], ...]:
+    """The message vectors *ctx*'s messages are known to extend."""
+    return ctx._lineage  # noqa: SLF001  # the one reader outside the class
+
+
 def context_extends(old: Context, new: Context) -> bool:
     """Whether *new*'s messages start with exactly *old*'s."""
-    return extends(old.messages, new.messages, new._lineage)
+    return extends(old.messages, new.messages, lineage(new))
 
 
 def _is_number(v: MetaValue) -> bool:
@@ -450,7 +358,10 @@ def merge_metadata(
     strategy: MergeStrategy = MergeStrategy.KEEP_NEW,
     custom: Mapping[str, MetaMerge] | None = None,
 ) -> Metadata:
-    """Merge *new* into *existing* by *strategy* and per-key *custom* rules."""
+    """Merge *new* into *existing* by *strategy* and per-key *custom* rules.
+
+    .. versionadded:: 0.1.0
+    """
     if strategy is MergeStrategy.SKIP and not custom:
         return existing
     out = existing.evolver()
@@ -502,13 +413,15 @@ def merge_branches(
     *strategy* in definition order (``KEEP_NEW``: the last branch that
     changed a key wins).  The result does not depend on the order in which
     the branches finished.
+
+    .. versionadded:: 0.1.0
     """
     added: list[Message] = []
     changed: Metadata = pmap()
     base_meta = base.metadata
     for out in outputs:
         added.extend(
-            _added_messages(base.messages, out.messages, out._lineage)
+            _added_messages(base.messages, out.messages, lineage(out))
         )
         if out.metadata is base_meta:
             continue

@@ -4,7 +4,8 @@ A handler wraps ``async (In) -> Result[Out, Err]``.  Operators build larger
 handlers without mutating their operands:
 
 * ``a >> b`` (:meth:`Handler.then`): sequential; a failure short-circuits.
-* ``a & b`` (:meth:`Handler.both`): all must succeed, concurrently.
+* ``a & b`` (:meth:`Handler.both`): all must succeed, concurrently; the
+  outputs form a flat tuple (a :class:`Par`).
 * ``a | b`` (:meth:`Handler.otherwise`): first success wins.
 
 Python's precedence applies: ``a >> b & c | d`` is ``((a >> b) & c) | d``,
@@ -17,9 +18,8 @@ level, not per step.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import (
-    TYPE_CHECKING,
     Any,
     Generic,
     Protocol,
@@ -28,21 +28,23 @@ from typing import (
     TypeVarTuple,
     cast,
     final,
-    overload,
 )
 
-import anyio
 import attrs
 
 from pyrsistent import PVector, pvector
-from returns.result import Failure, Result, Success
+from returns.result import Result
 
-from ._context import Context, MergeStrategy, merge_branches
-from .errors import AllFailed, PipelineError
+from ._runners import (
+    AnyCall,
+    Builder,
+    both_builder,
+    race_builder,
+    then_builder,
+    tuple_of_outputs,
+)
+from .errors import AllFailed
 
-
-if TYPE_CHECKING:
-    from ._context import MetaMerge
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -50,18 +52,18 @@ Out2 = TypeVar("Out2")
 Err = TypeVar("Err")
 Err2 = TypeVar("Err2")
 Nxt = TypeVar("Nxt")
-Pre = TypeVar("Pre")
 In_contra = TypeVar("In_contra", contravariant=True)
 Out_co = TypeVar("Out_co", covariant=True)
 Err_co = TypeVar("Err_co", covariant=True)
 X_co = TypeVar("X_co", covariant=True)
 Outs = TypeVarTuple("Outs")
 
-Call: TypeAlias = Callable[[In], Awaitable[Result[Out, Err]]]
-"""The function a handler wraps: ``async (In) -> Result[Out, Err]``."""
+Call: TypeAlias = Callable[[In], Coroutine[Any, Any, Result[Out, Err]]]
+"""The function a handler wraps: ``async (In) -> Result[Out, Err]``.
 
-AnyCall: TypeAlias = Callable[[Any], Awaitable[Result[Any, Any]]]
-Builder: TypeAlias = Callable[[Sequence[AnyCall]], AnyCall]
+A coroutine function, so that calling a handler without ``await`` is an
+error to mypy (``unused-coroutine``) and pyright (``reportUnusedCoroutine``).
+"""
 
 
 # Children and their (middleware-wrapped) calls live in persistent vectors, so
@@ -79,6 +81,8 @@ class Middleware(Protocol[X_co]):
     A middleware may add failures of type *X_co* (a timeout adds
     :class:`~pipeline.errors.TimedOut`); one that adds none is a
     ``Middleware[Never]``.  *name* is the name of the wrapped handler.
+
+    .. versionadded:: 0.1.0
     """
 
     def __call__(
@@ -124,8 +128,13 @@ class Handler(Generic[In_contra, Out_co, Err_co]):
 
     def __call__(
         self, value: In_contra, /
-    ) -> Awaitable[Result[Out_co, Err_co]]:
-        """Run the handler on *value*."""
+    ) -> Coroutine[Any, Any, Result[Out_co, Err_co]]:
+        """Run the handler on *value*: ``await h(value)`` is its ``Result``.
+
+        A coroutine (not just an awaitable): forgetting the ``await`` is a
+        type error (mypy ``unused-coroutine``, pyright
+        ``reportUnusedCoroutine``).
+        """
         return self._call(value)
 
     # -- operators ---------------------------------------------------------
@@ -137,7 +146,9 @@ class Handler(Generic[In_contra, Out_co, Err_co]):
 
         A failure of *self* short-circuits: *other* does not run.
 
+        >>> import anyio
         >>> from returns.result import Success
+        >>> from pipeline import handler
         >>> @handler
         ... async def inc(x: int) -> Result[int, str]:
         ...     return Success(x + 1)
@@ -152,28 +163,16 @@ class Handler(Generic[In_contra, Out_co, Err_co]):
 
     then = __rshift__
 
-    @overload
-    def __and__(  # type: ignore[overload-overlap]  # contexts merge
-        self: Handler[Context, Context, Err],
-        other: Handler[Context, Context, Err2],
-    ) -> Handler[Context, Context, Err | Err2]: ...
-
-    @overload
     def __and__(
         self: Handler[In, Out, Err], other: Handler[In, Out2, Err2]
-    ) -> Par[In, Err | Err2, Out, Out2]: ...
-
-    def __and__(
-        self: Handler[In, Out, Err], other: Handler[In, Out2, Err2]
-    ) -> Handler[Any, Any, Err | Err2]:
+    ) -> Par[In, Err | Err2, Out, Out2]:
         """Run both concurrently; all must succeed (named twin: ``both``).
 
-        The first failure cancels the siblings and is returned.  Context
-        handlers merge into one context (see
-        :func:`~pipeline.merge_branches`); other values form a flat tuple:
-        ``a & b & c`` gives ``(a_out, b_out, c_out)``.
-
-        .. versionadded:: 0.1.0
+        The first failure cancels the siblings and is returned.  The outputs
+        form a flat tuple, whatever their type (contexts included):
+        ``a & b & c`` gives ``(a_out, b_out, c_out)``.  The rule is the
+        static type's, never the values': to merge context branches into
+        one context, use :func:`~pipeline.must`.
         """
         if not isinstance(other, Handler):
             return NotImplemented
@@ -204,14 +203,13 @@ class Handler(Generic[In_contra, Out_co, Err_co]):
     def use(
         self: Handler[In, Out, Err], *middleware: Middleware[Err2]
     ) -> Handler[In, Out, Err | Err2]:
-        """Wrap every child of this handler in *middleware*.
+        """Wrap every *child* of this handler in *middleware*.
 
         The first middleware given (or added by an earlier ``use``) is the
         outermost.  On a composite each child is wrapped as a whole, on every
-        execution (every step of a chain, every iteration of a loop); on a
-        leaf the handler itself is wrapped.
-
-        .. versionadded:: 0.1.0
+        execution (every step of a chain, every iteration of a loop):
+        ``(a >> b).use(timeout(1))`` gives each step one second.  On a leaf
+        the handler itself is wrapped, as :meth:`wrap` does.
         """
         if not middleware:
             return self
@@ -226,6 +224,21 @@ class Handler(Generic[In_contra, Out_co, Err_co]):
             named=self._named,
             detail=self._detail,
         )
+
+    def wrap(
+        self: Handler[In, Out, Err], *middleware: Middleware[Err2]
+    ) -> Handler[In, Out, Err | Err2]:
+        """Wrap this handler *as a whole* in *middleware*.
+
+        The middleware runs once per execution of the whole handler:
+        ``(a >> b).wrap(timeout(1))`` gives the two steps one second
+        together, and ``(a >> b).wrap(retry(3))`` re-runs the chain from
+        ``a``.  The first middleware given is the outermost.  On a leaf,
+        the same as :meth:`use`.
+        """
+        if not middleware:
+            return self
+        return _use_node(self, middleware)
 
     def named(self: Handler[In, Out, Err], name: str) -> Handler[In, Out, Err]:
         """Return this handler under *name* (used in reprs and failure paths).
@@ -431,7 +444,7 @@ def _par(parts: Sequence[Handler[Any, Any, Any]]) -> AnyPar:
     made = _make(
         "both",
         children,
-        both_builder("both", None),
+        both_builder("both", tuple_of_outputs),
         "both",
         named=False,
         cls=Par,
@@ -454,210 +467,6 @@ def _race(parts: Sequence[Handler[Any, Any, Any]]) -> Race[Any, Any, Any]:
     return cast("Race[Any, Any, Any]", made)
 
 
-# -- execution --------------------------------------------------------------
-
-
-def _bad_result(r: object, where: str) -> TypeError:
-    msg = (
-        f"handler at {where} returned {r!r}; a handler must return a "
-        "returns.result.Result (Success or Failure)"
-    )
-    return TypeError(msg)
-
-
-def ok(r: Result[object, object]) -> bool:
-    """Whether *r* is a ``Success``.
-
-    A plain ``bool`` on purpose: ``isinstance(r, Success)`` narrows *r* to
-    ``Success[Any]`` and mypy silently forgets the value type.
-    """
-    return type(r) is Success
-
-
-def located(r: Result[Any, Any], segment: str) -> Result[Any, Any]:
-    """Return the failure *r*, located under *segment* if it has a path."""
-    if type(r) is not Failure:
-        raise _bad_result(r, segment)
-    err = r.failure()
-    if isinstance(err, PipelineError):
-        return Failure(err.at(segment))
-    return r
-
-
-def then_builder(label: str) -> Builder:
-    """Runner factory for a sequence: a loop, not a chain of binds."""
-
-    def build(calls: Sequence[AnyCall]) -> AnyCall:
-        async def run_then(value: Any) -> Result[Any, Any]:
-            for i, call in enumerate(calls):
-                r = await call(value)
-                if type(r) is not Success:
-                    return located(r, f"{label}[{i}]")
-                value = r.unwrap()
-            return Success(value)
-
-        return run_then
-
-    return build
-
-
-def collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one exception inside nested single-member groups, else *group*."""
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-_MISSING: Any = object()
-
-T = TypeVar("T")
-
-
-async def run_pool(
-    workers: int,
-    items: Iterator[T],
-    work: Callable[[T, anyio.CancelScope], Awaitable[None]],
-) -> None:
-    """Run *work* on every item with at most *workers* at a time.
-
-    A fixed pool of tasks pulls from one shared iterator: spawning a task
-    per item costs far more than the items themselves (and would not bound
-    concurrency).  *work* may cancel the pool through the scope it is given.
-    Exceptions propagate as themselves (a lone exception is not grouped).
-    """
-    if workers < 1:
-        return
-
-    try:
-        async with anyio.create_task_group() as tg:
-            scope = tg.cancel_scope
-
-            async def worker() -> None:
-                # Once cancelled (say, fail-fast), take no new item.
-                while not scope.cancel_called:
-                    item = next(items, _MISSING)
-                    if item is _MISSING:
-                        return
-                    await work(item, scope)
-
-            for _ in range(workers):
-                tg.start_soon(worker)
-    except BaseExceptionGroup as group:
-        raise collapse(group) from None
-
-
-Aggregate: TypeAlias = Callable[[Any, tuple[Any, ...]], Result[Any, Any]]
-
-
-def _default_aggregate(
-    strategy: MergeStrategy = MergeStrategy.KEEP_NEW,
-    custom: MetaMerge | None = None,
-) -> Aggregate:
-    def aggregate(value: Any, outs: tuple[Any, ...]) -> Result[Any, Any]:
-        # The static type of ``a & b`` decides merge-or-tuple; at run time
-        # the values say the same thing: contexts merge while every output
-        # so far (left to right) is a context, then the rest is a tuple.
-        if not isinstance(value, Context):
-            return Success(outs)
-        k = 0
-        while k < len(outs) and isinstance(outs[k], Context):
-            k += 1
-        if k < 2:  # fewer than two contexts: nothing to merge
-            return Success(outs)
-        merged = merge_branches(
-            value,
-            outs[:k],
-            strategy,
-            custom,  # type: ignore[arg-type]
-        )
-        if k == len(outs):
-            return Success(merged)
-        return Success((merged, *outs[k:]))
-
-    return aggregate
-
-
-def both_builder(label: str, aggregate: Aggregate | None) -> Builder:
-    """Runner factory for all-must-succeed in one task group."""
-    agg = aggregate or _default_aggregate()
-
-    def build(calls: Sequence[AnyCall]) -> AnyCall:
-        async def run_both(value: Any) -> Result[Any, Any]:
-            # Spawning is a checkpoint on every backend: a caller that is
-            # already cancelled sees its cancellation, never a result.
-            await anyio.lowlevel.checkpoint_if_cancelled()
-            outs = [_MISSING] * len(calls)
-            failed: list[tuple[int, Result[Any, Any]]] = []
-
-            async def branch(
-                i: int, call: AnyCall, scope: anyio.CancelScope
-            ) -> None:
-                r = await call(value)
-                if type(r) is Success:
-                    outs[i] = r.unwrap()
-                    return
-                r = located(r, f"{label}[{i}]")
-                # The first failure cancels the rest.  Failures that land in
-                # the same scheduling round, before the cancellation can, are
-                # simultaneous: the earliest branch in definition order wins,
-                # so the result does not depend on the scheduler.
-                if not failed or i < failed[0][0]:
-                    failed[:] = [(i, r)]
-                scope.cancel()
-
-            try:
-                async with anyio.create_task_group() as tg:
-                    for i, call in enumerate(calls):
-                        tg.start_soon(branch, i, call, tg.cancel_scope)
-            except BaseExceptionGroup as group:
-                raise collapse(group) from None
-            if failed:
-                return failed[0][1]
-            return agg(value, tuple(outs))
-
-        return run_both
-
-    return build
-
-
-def race_builder(label: str) -> Builder:
-    """Runner factory for first-success: losers are cancelled and awaited."""
-
-    def build(calls: Sequence[AnyCall]) -> AnyCall:
-        async def run_race(value: Any) -> Result[Any, Any]:
-            await anyio.lowlevel.checkpoint_if_cancelled()
-            failures: list[Any] = [_MISSING] * len(calls)
-            winner: list[tuple[int, Any]] = []
-
-            async def branch(
-                i: int, call: AnyCall, scope: anyio.CancelScope
-            ) -> None:
-                r = await call(value)
-                if type(r) is Success:
-                    # Ties (successes seen before the cancellation lands) go
-                    # to the earliest branch in definition order.
-                    if not winner or i < winner[0][0]:
-                        winner[:] = [(i, r.unwrap())]
-                    scope.cancel()
-                else:
-                    failures[i] = located(r, f"{label}[{i}]").failure()
-
-            try:
-                async with anyio.create_task_group() as tg:
-                    for i, call in enumerate(calls):
-                        tg.start_soon(branch, i, call, tg.cancel_scope)
-            except BaseExceptionGroup as group:
-                raise collapse(group) from None
-            if winner:
-                return Success(winner[0][1])
-            return Failure(AllFailed(tuple(failures), path=(label,)))
-
-        return run_race
-
-    return build
-
-
 # -- repr -------------------------------------------------------------------
 
 
@@ -677,7 +486,13 @@ def _expr(h: Handler[Any, Any, Any], *, top: bool = False) -> str:
         inner = f"{kind}({', '.join(args)})"
     mw = h._middleware
     if mw:
-        inner = f"({inner}).use({', '.join(_mw_name(m) for m in mw)})"
+        names = ", ".join(_mw_name(m) for m in mw)
+        if kind == "use":
+            # A use-node wraps its one child as a whole: a leaf's ``use``,
+            # a composite's ``wrap``.
+            verb = "use" if kids[0]._kind == "leaf" else "wrap"
+            return f"{inner}.{verb}({names})"
+        inner = f"({inner}).use({names})"  # each child wrapped
     return inner
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, overload
 
 from returns.result import Failure, Result, Success
@@ -66,7 +66,7 @@ def _check_async(fn: object, what: str) -> str:
 
 @overload
 def handler(
-    fn: Callable[[In], Awaitable[Result[Out, Err]]], /
+    fn: Callable[[In], Coroutine[Any, Any, Result[Out, Err]]], /
 ) -> Handler[In, Out, Err]: ...
 
 
@@ -74,19 +74,21 @@ def handler(
 def handler(
     *, name: str
 ) -> Callable[
-    [Callable[[In], Awaitable[Result[Out, Err]]]], Handler[In, Out, Err]
+    [Callable[[In], Coroutine[Any, Any, Result[Out, Err]]]],
+    Handler[In, Out, Err],
 ]: ...
 
 
 def handler(
-    fn: Callable[[In], Awaitable[Result[Out, Err]]] | None = None,
+    fn: Callable[[In], Coroutine[Any, Any, Result[Out, Err]]] | None = None,
     /,
     *,
     name: str | None = None,
 ) -> (
     Handler[In, Out, Err]
     | Callable[
-        [Callable[[In], Awaitable[Result[Out, Err]]]], Handler[In, Out, Err]
+        [Callable[[In], Coroutine[Any, Any, Result[Out, Err]]]],
+        Handler[In, Out, Err],
     ]
 ):
     """Lift ``async def f(x: In) -> Result[Out, Err]`` into a handler.
@@ -109,7 +111,7 @@ def handler(
     """
 
     def lift(
-        f: Callable[[In], Awaitable[Result[Out, Err]]],
+        f: Callable[[In], Coroutine[Any, Any, Result[Out, Err]]],
     ) -> Handler[In, Out, Err]:
         default = _check_async(f, "@handler")
         return Handler(f, name or default)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, final
+import inspect
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeAlias, TypeVar, final
 
 import anyio
 import attrs
 
 from returns.result import Failure, Result, Success
 
-from ._handler import AnyCall, Handler, composite, located, run_pool
+from ._concurrency import Earliest, Siblings, run_pool
+from ._handler import Handler, composite
+from ._runners import AnyCall, bad_result, located
 from .errors import ConstructionError, FanOutLimitExceeded
 
 
@@ -19,35 +23,51 @@ I = TypeVar("I")  # noqa: E741  # the item type, as in the seed
 O = TypeVar("O")  # noqa: E741
 E = TypeVar("E")
 E2 = TypeVar("E2")
+E3 = TypeVar("E3")
 R = TypeVar("R")
 
 DEFAULT_CONCURRENCY = 16
 DEFAULT_MAX_ITEMS = 10_000
 
+Split: TypeAlias = (
+    Sequence[I]
+    | Result[Sequence[I], E3]
+    | Awaitable[Sequence[I] | Result[Sequence[I], E3]]
+)
+"""What *split* may return: the items, a ``Result`` of them, or either
+awaited (an ``async def`` split)."""
+
 __all__ = ("map_reduce",)
 
 
 def map_reduce(
-    split: Callable[[S], Sequence[I]],
+    split: Callable[[S], Split[I, E3]],
     worker: Handler[I, O, E],
-    reduce: Callable[[S, tuple[Result[O, E], ...]], Result[R, E2]],
+    reduce: Callable[
+        [S, tuple[Result[O, E], ...]],
+        Result[R, E2] | Awaitable[Result[R, E2]],
+    ],
     *,
     max_concurrency: int = DEFAULT_CONCURRENCY,
     max_items: int = DEFAULT_MAX_ITEMS,
     fail_fast: bool = False,
     name: str | None = None,
-) -> Handler[S, R, E | E2 | FanOutLimitExceeded]:
+) -> Handler[S, R, E | E2 | E3 | FanOutLimitExceeded]:
     """Split *S* into items, run *worker* on each, reduce the results.
+
+    *split* returns the items, or a ``Result`` of them: a failing split is
+    the failure of the whole (located under ``name[split]``), nothing runs.
+    *split* and *reduce* may be ``async def`` functions.
 
     A fixed pool of ``min(max_concurrency, len(items))`` tasks takes the
     items in order from one shared iterator, so at most *max_concurrency*
-    workers run at once however many items there are.  *reduce* receives the input and
-    every item's ``Result`` in input order.  A failing item does not stop
-    the others, unless *fail_fast*: then the first failure cancels the rest
-    and is returned (reduce is not called).  More than *max_items* items is
-    a :class:`~pipeline.errors.FanOutLimitExceeded` failure before any
-    worker starts.  When *reduce* returns the state type, the result is a
-    ``Handler[S, S, ...]``: a graph node.
+    workers run at once however many items there are.  *reduce* receives
+    the input and every item's ``Result`` in input order.  A failing item
+    does not stop the others, unless *fail_fast*: then the first failure
+    cancels the rest and is returned (reduce is not called).  More than
+    *max_items* items is a :class:`~pipeline.errors.FanOutLimitExceeded`
+    failure before any worker starts.  When *reduce* returns the state type,
+    the result is a ``Handler[S, S, ...]``: a graph node.
 
     .. versionadded:: 0.1.0
     """
@@ -76,8 +96,8 @@ class MapReduce:
     split, the reduce and the limits.
     """
 
-    split: Callable[[Any], Sequence[Any]]
-    reduce: Callable[[Any, tuple[Result[Any, Any], ...]], Result[Any, Any]]
+    split: Callable[[Any], Any]
+    reduce: Callable[[Any, tuple[Result[Any, Any], ...]], Any]
     max_concurrency: int
     max_items: int
     fail_fast: bool
@@ -91,33 +111,79 @@ class MapReduce:
             )
         return None
 
+    async def items(self, state: Any) -> Result[list[Any], Any]:
+        """The split's items (awaited if it is ``async def``), or its
+        failure, located under ``label[split]``."""
+        out = await _settled(self.split(state))
+        if type(out) is Failure:
+            return located(out, f"{self.label}[split]")
+        return Success(list(_unwrapped(out)))
+
+    async def reduced(
+        self, state: Any, results: tuple[Result[Any, Any], ...]
+    ) -> Result[Any, Any]:
+        """What the reduce makes of the results (awaited if ``async``)."""
+        out = await _settled(self.reduce(state, results))
+        if type(out) not in (Success, Failure):
+            raise bad_result(out, f"{self.label} reduce")
+        return out  # type: ignore[no-any-return]
+
     def __call__(self, calls: Sequence[AnyCall]) -> AnyCall:
         work = calls[0]
-        split, reduce, label = self.split, self.reduce, self.label
-        fail_fast, max_concurrency = self.fail_fast, self.max_concurrency
+        label, fail_fast = self.label, self.fail_fast
 
         async def run_map_reduce(state: Any) -> Result[Any, Any]:
-            items = list(split(state))
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            split_out = await self.items(state)
+            if type(split_out) is not Success:
+                return split_out
+            items = split_out.unwrap()
             n = len(items)
             refused = self.refuse(n)
             if refused is not None:
                 return refused
-            results: list[Any] = [None] * n
-            failed: list[tuple[int, Result[Any, Any]]] = []
-
-            async def one(i: int, scope: anyio.CancelScope) -> None:
-                r = await work(items[i])
-                if type(r) is not Success:
-                    r = located(r, f"{label}[{i}]")
-                    if fail_fast:
-                        if not failed or i < failed[0][0]:
-                            failed[:] = [(i, r)]
-                        scope.cancel()
-                results[i] = r
-
-            await run_pool(min(max_concurrency, n), iter(range(n)), one)
-            if failed:
-                return failed[0][1]
-            return reduce(state, tuple(results))
+            results = await _work_through(
+                work, items, label, min(self.max_concurrency, n), fail_fast
+            )
+            if not isinstance(results, tuple):
+                return results  # the first failure, fail-fast
+            return await self.reduced(state, results)
 
         return run_map_reduce
+
+
+async def _settled(value: Any) -> Any:
+    """*value*, awaited if it is awaitable (an ``async def`` split or reduce)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _unwrapped(items: Any) -> Any:
+    """The items of a split that returned a ``Success`` or the items."""
+    return items.unwrap() if type(items) is Success else items
+
+
+async def _work_through(
+    work: AnyCall,
+    items: list[Any],
+    label: str,
+    workers: int,
+    fail_fast: bool,
+) -> tuple[Result[Any, Any], ...] | Result[Any, Any]:
+    """Every item's result in order, or the first failure if *fail_fast*."""
+    results: list[Any] = [None] * len(items)
+    failed: Earliest[Result[Any, Any]] = Earliest()
+
+    async def one(i: int, siblings: Siblings) -> None:
+        r = await work(items[i])
+        if type(r) is not Success:
+            r = located(r, f"{label}[{i}]")
+            if fail_fast:
+                await failed.settle(i, r, siblings)
+        results[i] = r
+
+    await run_pool(workers, iter(range(len(items))), one)
+    if failed.found:
+        return failed.value()
+    return tuple(results)

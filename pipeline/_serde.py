@@ -14,7 +14,7 @@ import math
 import typing
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 import cattrs
 import orjson
@@ -22,11 +22,10 @@ import orjson
 from cattrs.preconf.json import make_converter as _json_converter
 from pyrsistent import PMap, PVector, pmap, pvector
 
-from ._context import Context, Message, _freeze
+from ._context import Context, freeze
+from ._messages import Message
 from .secrets import MARKER, Secret, is_secret_type, resolve, stored
 
-
-T = TypeVar("T")
 
 __all__ = (
     "STRUCTURE_ERRORS",
@@ -215,6 +214,8 @@ def make_converter() -> cattrs.Converter:
     * Extra keys in an attrs class are an error.
     * :class:`pyrsistent.PVector` and ``PMap`` fields round-trip through
       lists and objects; :class:`~pipeline.Context` has its own hooks.
+
+    .. versionadded:: 0.1.0
     """
     conv = _json_converter(forbid_extra_keys=True)
     conv.register_structure_hook(int, _strict(int))
@@ -304,7 +305,7 @@ def make_converter() -> cattrs.Converter:
             raise TypeError(msg)
         return Context(
             pvector(conv.structure(m, Message) for m in messages),
-            _freeze(metadata, "metadata"),  # type: ignore[arg-type]
+            freeze(metadata, "metadata"),  # type: ignore[arg-type]
             run_id,
         )
 

@@ -24,7 +24,7 @@ from ._context import Context
 from ._schema import schema_for
 from ._serde import canonical, make_converter
 from .errors import ConstructionError, ToolError
-from .tools import Tool, _Param
+from .tools import Param, Tool
 
 
 T = TypeVar("T")
@@ -71,6 +71,8 @@ def state_tools(
         ConstructionError: a listed field does not exist, is append-only,
             or is a context's ``run_id`` or messages; or types were given
             for an attrs state (its class has them).
+
+    .. versionadded:: 0.1.0
     """
     if state_type is Context:
         return _context_tools(ref, fields, writable)
@@ -182,7 +184,7 @@ def _reader(
             "additionalProperties": False,
         },
         fn,
-        (_Param(param, str, True, None),),
+        (Param(param, str, True, None),),
     )
 
 
@@ -199,7 +201,7 @@ def _writer(fn: Any, types: Mapping[str, Any], what: str) -> Tool:
             "additionalProperties": False,
         },
         fn,
-        tuple(_Param(name, kind, False, None) for name, kind in types.items()),
+        tuple(Param(name, kind, False, None) for name, kind in types.items()),
     )
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
     from opentelemetry.util.types import AttributeValue
 
-    from ._context import ToolCall
+    from ._messages import ToolCall
     from .budgets import RunUsage
     from .models._types import ModelRequest, ModelResponse
 

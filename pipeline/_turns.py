@@ -17,10 +17,10 @@ import attrs
 from pyrsistent import PVector, pvector
 from returns.result import Failure, Result
 
-from ._context import Message, ToolCall, Usage
+from ._messages import Message, ToolCall, Usage
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
-from .errors import BudgetExceeded, PipelineError, RunPaused
+from .errors import BudgetExceeded, ModelError, RunPaused, TurnLimitExceeded
 from .events import (
     MessageComplete,
     MessageDelta,
@@ -34,7 +34,6 @@ from .fold._codec import APPEND_ONLY, Codec
 from .fold._model import Snapshot, Status
 from .models._types import (
     ModelDelta,
-    ModelError,
     ModelRequest,
     ModelResponse,
     TextDelta,
@@ -49,23 +48,6 @@ if TYPE_CHECKING:
     from .agents import Agent
 
 __all__ = ("Intercept", "Loop", "TurnLimitExceeded", "Turns")
-
-
-@final
-@attrs.frozen
-class TurnLimitExceeded(PipelineError):
-    """The model still wanted tools when the agent's turn limit was reached.
-
-    *messages* are what the run added until then, the last reply (whose
-    tool calls never ran) included: what the agent did is not lost.
-    """
-
-    agent: str
-    turns: int
-    messages: tuple[Message, ...] = attrs.field(default=(), repr=False)
-
-    def __str__(self) -> str:
-        return f"agent {self.agent!r} still calling tools after {self.turns} turns"
 
 
 @final

@@ -29,24 +29,28 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from ._combinators import must, sequential
-from ._context import Context, Message, Role, Usage
+from ._context import Context
 from ._decode import decode_json
-from ._handler import Call, Handler, ok
-from ._turns import Intercept, Loop, PauseRequested, TurnLimitExceeded, digest
+from ._handler import Call, Handler
+from ._messages import Message, Role, Usage
+from ._runners import ok
+from ._turns import Intercept, Loop, PauseRequested, digest
 from ._views import joined
 from .errors import (
+    AgentFailed,
     BudgetExceeded,
     ConstructionError,
     HistoryBudgetExceeded,
     InvalidOutput,
+    ModelError,
     RunPaused,
-    ToolError,
+    TurnLimitExceeded,
 )
 from .events import MessageComplete, emit
 from .fold import _engine
 from .fold._journal import current_boundary
 from .fold._model import Status
-from .models._types import Model, ModelError, ResponseSchema, ToolSpec
+from .models._types import Model, ResponseSchema, ToolSpec
 from .tools import Tool
 
 
@@ -68,7 +72,7 @@ __all__ = (
     "default_merge",
 )
 
-HANDOFF_MESSAGE = "Please proceed."
+_HANDOFF_MESSAGE = "Please proceed."
 
 T = TypeVar("T")
 
@@ -91,6 +95,8 @@ class AgentRun:
     *messages* are the messages it added (its answers and tool results, in
     order), *usage* the tokens summed over its model calls, *turns* the
     number of model calls.
+
+    .. versionadded:: 0.1.0
     """
 
     agent: str
@@ -129,6 +135,8 @@ class AgentLike(Protocol):
     A ``description`` attribute (a string: what the agent is for), when it
     has one, is what :func:`as_tool` shows the calling model; the library's
     agents all have one.
+
+    .. versionadded:: 0.1.0
     """
 
     @property
@@ -185,6 +193,8 @@ class Agent(Handler[Context, Context, AgentError]):
     ctx)``) it runs on the context's messages and appends what it added.
     Inside a checkpointed run every turn is a record: see
     :mod:`pipeline.fold`.
+
+    .. versionadded:: 0.1.0
     """
 
     name: str
@@ -279,7 +289,10 @@ class Agent(Handler[Context, Context, AgentError]):
 @final
 @attrs.frozen
 class AgentOutput:
-    """One sub-agent's contribution to a :class:`ParallelAgent`."""
+    """One sub-agent's contribution to a :class:`ParallelAgent`.
+
+    .. versionadded:: 0.1.0
+    """
 
     name: str
     messages: tuple[Message, ...]
@@ -289,6 +302,8 @@ def default_merge(outputs: Sequence[AgentOutput]) -> Message:
     """``[name]\\ntext`` for each agent's last text, in definition order.
 
     Agents without text are left out.
+
+    .. versionadded:: 0.1.0
     """
     parts = []
     for out in outputs:
@@ -311,6 +326,8 @@ class ParallelAgent(Handler[Context, Context, AgentError]):
     The run's messages are the sub-agents' tool calls and their results
     (an audit trail, each message tagged with its agent, in definition
     order), then the merged answer.
+
+    .. versionadded:: 0.1.0
     """
 
     name: str
@@ -420,11 +437,13 @@ class SequentialAgent(Handler[Context, Context, AgentError]):
     :func:`pipeline.sequential`; the first failure stops the rest.  The
     run's messages are everything the sub-agents added (their tool calls
     included), each tagged with its agent.
+
+    .. versionadded:: 0.1.0
     """
 
     name: str
     agents: tuple[AgentLike, ...] = attrs.field(converter=_agents)
-    handoff: str = HANDOFF_MESSAGE
+    handoff: str = _HANDOFF_MESSAGE
     description: str = ""
     _call: Call[Context, Context, AgentError] = attrs.field(
         init=False,
@@ -482,10 +501,6 @@ class SequentialAgent(Handler[Context, Context, AgentError]):
         )
 
 
-class AgentFailed(ToolError):  # raised inside a tool: its error result
-    """An agent used as a tool failed; the calling model sees why."""
-
-
 @overload
 def as_tool(
     agent: AgentLike | Handler[Context, Context, Any],
@@ -518,6 +533,8 @@ def as_tool(
     text.  A graph over another state type takes that state, as a JSON
     object of its fields, and returns the final state the same way.  A
     failure becomes an error result.
+
+    .. versionadded:: 0.1.0
     """
     from .graph import Graph  # noqa: PLC0415  # graphs load on use
 
@@ -591,7 +608,7 @@ def _graph_tool(
     """A graph over a typed state as a tool: state in, final state out."""
     from ._schema import schema_for  # noqa: PLC0415
     from ._serde import STRUCTURE_ERRORS, canonical, make_converter  # noqa: PLC0415
-    from .tools import _Param  # noqa: PLC0415
+    from .tools import Param  # noqa: PLC0415
 
     converter = make_converter()
     kind = graph.state_type
@@ -614,5 +631,5 @@ def _graph_tool(
         description or f"Run the {graph.name!r} graph on a {kind.__name__}.",
         schema,
         call,
-        tuple(_Param(p, Any, False, None) for p in props),
+        tuple(Param(p, Any, False, None) for p in props),
     )

@@ -64,7 +64,10 @@ def _limit(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
 @attrs.frozen
 class Price:
     """What a model costs, per million tokens (in any currency you like:
-    the budget's *cost* is in the same one)."""
+    the budget's *cost* is in the same one).
+
+    .. versionadded:: 0.1.0
+    """
 
     input: float = attrs.field(validator=_non_negative)
     output: float = attrs.field(validator=_non_negative)
@@ -92,6 +95,8 @@ class Budget:
     *model_calls* and *tool_calls* count calls started; *wall_time* is
     seconds since the run started (anyio's clock, so a test's fake clock
     drives it).
+
+    .. versionadded:: 0.1.0
     """
 
     tokens: int | None = attrs.field(default=None, validator=_limit)
@@ -105,7 +110,10 @@ class Budget:
 @final
 @attrs.frozen
 class RunUsage:
-    """What a run spent: tokens, cost, calls and elapsed seconds."""
+    """What a run spent: tokens, cost, calls and elapsed seconds.
+
+    .. versionadded:: 0.1.0
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0

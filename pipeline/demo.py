@@ -24,6 +24,7 @@ from . import (
     handler,
     loop,
     metadata_equals,
+    must,
     safe,
     switch,
 )
@@ -84,7 +85,7 @@ def build() -> Handler[Context, Context, object]:
         limit=3,
         name="polish",
     )
-    return classify >> (sentiment & answer) >> polish
+    return classify >> must(sentiment, answer) >> polish
 
 
 @attrs.frozen

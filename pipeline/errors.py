@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar, final
 
 import attrs
 
+from ._messages import Message
+
 
 if TYPE_CHECKING:
     from .budgets import RunUsage
@@ -29,7 +31,9 @@ if TYPE_CHECKING:
 E_co = TypeVar("E_co", covariant=True)
 
 __all__ = (
+    "AgentFailed",
     "AllFailed",
+    "BadVerdict",
     "BudgetExceeded",
     "CheckpointDecodeError",
     "ConcurrentModification",
@@ -40,28 +44,39 @@ __all__ = (
     "GraphDefects",
     "HistoryBudgetExceeded",
     "IncompatibleGraph",
+    "InvalidAnswer",
     "InvalidOutput",
     "InvalidState",
+    "InvalidThreadId",
     "LeaseLost",
     "LimitExceeded",
     "MergeConflict",
+    "ModelError",
     "PipelineError",
+    "PolicyViolation",
     "Raised",
     "RunPaused",
     "RunStopped",
+    "SecretUnresolved",
     "SnapshotNotFound",
     "StepLimitExceeded",
     "SwarmDefects",
     "ThreadBusy",
     "TimedOut",
     "ToolError",
+    "TurnLimitExceeded",
+    "Unconsumed",
+    "UnexpectedCall",
     "UnknownRoute",
     "format_path",
 )
 
 
 def format_path(path: Sequence[str]) -> str:
-    """Render a failure path for people: ``outer[1] > inner``."""
+    """Render a failure path for people: ``outer[1] > inner``.
+
+    .. versionadded:: 0.1.0
+    """
     return " > ".join(path) if path else "<root>"
 
 
@@ -71,6 +86,8 @@ class PipelineError:
 
     *path* lists handler names from the outermost composite to the handler
     that failed; composites prepend ``name[index]`` as a failure leaves them.
+
+    .. versionadded:: 0.1.0
     """
 
     path: tuple[str, ...] = attrs.field(default=(), kw_only=True)
@@ -90,6 +107,8 @@ class Raised(PipelineError, Generic[E_co]):
     """An exception listed by :func:`pipeline.safe`, turned into a value.
 
     The original exception object is kept, traceback and all.
+
+    .. versionadded:: 0.1.0
     """
 
     exception: E_co
@@ -105,6 +124,8 @@ class AllFailed(PipelineError, Generic[E_co]):
     """Every branch of a first-success race failed.
 
     *failures* holds each branch's failure in definition order.
+
+    .. versionadded:: 0.1.0
     """
 
     failures: tuple[E_co, ...]
@@ -118,7 +139,10 @@ class AllFailed(PipelineError, Generic[E_co]):
 @final
 @attrs.frozen
 class TimedOut(PipelineError):
-    """A handler did not finish within its timeout."""
+    """A handler did not finish within its timeout.
+
+    .. versionadded:: 0.1.0
+    """
 
     seconds: float
 
@@ -134,6 +158,8 @@ class LimitExceeded(PipelineError):
 
     *limit* is the limit in force; *completed* counts the iterations that
     ran (equal to *limit*).
+
+    .. versionadded:: 0.1.0
     """
 
     limit: int
@@ -149,7 +175,10 @@ class LimitExceeded(PipelineError):
 @final
 @attrs.frozen
 class ConditionError(PipelineError, Generic[E_co]):
-    """A switch or if condition failed while being evaluated."""
+    """A switch or if condition failed while being evaluated.
+
+    .. versionadded:: 0.1.0
+    """
 
     case: int
     error: E_co
@@ -167,6 +196,8 @@ class ConstructionError(ValueError):
 
     Raised at construction time (never at run time), for instance for a
     race with no branches or a loop whose limit is not positive.
+
+    .. versionadded:: 0.1.0
     """
 
 
@@ -175,6 +206,8 @@ class InvalidThreadId(ValueError):
     256 characters, or holding NUL or a lone surrogate.  Raised where the id
     is given, before anything runs or is written; the message never shows
     the id.
+
+    .. versionadded:: 0.1.0
     """
 
 
@@ -184,7 +217,10 @@ class InvalidThreadId(ValueError):
 @final
 @attrs.frozen
 class GraphDefect:
-    """One structural defect found when a graph is built."""
+    """One structural defect found when a graph is built.
+
+    .. versionadded:: 0.1.0
+    """
 
     kind: str
     node: str
@@ -196,7 +232,10 @@ class GraphDefect:
 
 @final
 class GraphDefects(ValueError):
-    """A graph could not be built; *defects* lists every problem found."""
+    """A graph could not be built; *defects* lists every problem found.
+
+    .. versionadded:: 0.1.0
+    """
 
     def __init__(self, defects: Sequence[GraphDefect]) -> None:
         self.defects = tuple(defects)
@@ -206,7 +245,10 @@ class GraphDefects(ValueError):
 
 @final
 class SwarmDefects(ValueError):
-    """A swarm could not be built; *defects* lists every problem found."""
+    """A swarm could not be built; *defects* lists every problem found.
+
+    .. versionadded:: 0.1.0
+    """
 
     def __init__(self, defects: Sequence[GraphDefect]) -> None:
         self.defects = tuple(defects)
@@ -217,7 +259,10 @@ class SwarmDefects(ValueError):
 @final
 @attrs.frozen
 class UnknownRoute(PipelineError):
-    """A router returned a name its edge did not declare."""
+    """A router returned a name its edge did not declare.
+
+    .. versionadded:: 0.1.0
+    """
 
     node: str
     label: str
@@ -236,6 +281,8 @@ class StepLimitExceeded(PipelineError):
     """A run reached its step limit; the last checkpoint can be resumed.
 
     *tail* holds the names of the last nodes that ran, newest last.
+
+    .. versionadded:: 0.1.0
     """
 
     limit: int
@@ -251,7 +298,10 @@ class StepLimitExceeded(PipelineError):
 @final
 @attrs.frozen
 class FanOutLimitExceeded(PipelineError):
-    """A fan-out asked for more branches than allowed; nothing was started."""
+    """A fan-out asked for more branches than allowed; nothing was started.
+
+    .. versionadded:: 0.1.0
+    """
 
     width: int
     limit: int
@@ -263,7 +313,10 @@ class FanOutLimitExceeded(PipelineError):
 @final
 @attrs.frozen
 class MergeConflict(PipelineError):
-    """Several parallel branches changed a field that has no merge rule."""
+    """Several parallel branches changed a field that has no merge rule.
+
+    .. versionadded:: 0.1.0
+    """
 
     field: str
     branches: tuple[str, ...]
@@ -278,7 +331,10 @@ class MergeConflict(PipelineError):
 @final
 @attrs.frozen
 class ConcurrentModification(PipelineError):
-    """Another writer committed first (compare-and-set on the head failed)."""
+    """Another writer committed first (compare-and-set on the head failed).
+
+    .. versionadded:: 0.1.0
+    """
 
     thread_id: str
     expected_head: int | None
@@ -294,7 +350,10 @@ class ConcurrentModification(PipelineError):
 @final
 @attrs.frozen
 class SnapshotNotFound(PipelineError):
-    """No usable checkpoint for that thread (and version)."""
+    """No usable checkpoint for that thread (and version).
+
+    .. versionadded:: 0.1.0
+    """
 
     thread_id: str
     version: int | None
@@ -304,18 +363,54 @@ class SnapshotNotFound(PipelineError):
         return f"no checkpoint for thread {self.thread_id!r}{at}"
 
 
+def _parts(fingerprint: str) -> dict[str, str]:
+    """The per-part digests of a fingerprint (``whole/part=digest/...``)."""
+    _, _, rest = fingerprint.partition("/")
+    parts: dict[str, str] = {}
+    for part in rest.split("/"):
+        name, sep, digest = part.partition("=")
+        if sep:
+            parts[name] = digest
+    return parts
+
+
+def _changed_parts(stored: str, current: str) -> tuple[str, ...]:
+    old, new = _parts(stored), _parts(current)
+    if not old or not new:
+        return ()  # a fingerprint from before the parts were recorded
+    return tuple(
+        sorted(p for p in old.keys() | new.keys() if old.get(p) != new.get(p))
+    )
+
+
+def _changes(error: IncompatibleGraph) -> tuple[str, ...]:
+    return _changed_parts(error.stored, error.current)
+
+
 @final
 @attrs.frozen
 class IncompatibleGraph(PipelineError):
-    """A checkpoint was written by a graph of another shape."""
+    """A checkpoint was written by a graph (or swarm) of another shape.
+
+    *changed* names the parts of the shape that differ: ``nodes``,
+    ``edges``, ``entry``, ``version`` for a graph, ``agents``, ``entry``,
+    ``version`` for a swarm (empty when the checkpoint predates per-part
+    fingerprints).
+
+    .. versionadded:: 0.1.0
+    """
 
     stored: str
     current: str
+    changed: tuple[str, ...] = attrs.field(
+        init=False, default=attrs.Factory(_changes, takes_self=True)
+    )
 
     def __str__(self) -> str:
+        what = f" ({', '.join(self.changed)} changed)" if self.changed else ""
         return (
             f"checkpoint written by graph {self.stored[:12]}, this graph is "
-            f"{self.current[:12]}; declare a migration to resume it"
+            f"{self.current[:12]}{what}; declare a migration to resume it"
         )
 
 
@@ -326,6 +421,8 @@ class CheckpointDecodeError(PipelineError):
 
     *location* is a JSON path into the record (``$.state.count``),
     *reason* says what was wrong: torn, tampered or mistyped records.
+
+    .. versionadded:: 0.1.0
     """
 
     location: str
@@ -343,6 +440,8 @@ class RunStopped(PipelineError):
     (Run with ``run()``, a stop is a snapshot whose status says so; as a
     step of a larger pipeline it is this failure, so nothing after it runs
     on a half-finished state.)
+
+    .. versionadded:: 0.1.0
     """
 
     reason: str
@@ -360,6 +459,8 @@ class RunPaused(PipelineError):
     Inside a checkpointed run the pause is not a failure: the enclosing run
     pauses too, and resuming it with the answer resumes the inner one.
     Anywhere else there is nowhere to wait, and this failure says so.
+
+    .. versionadded:: 0.1.0
     """
 
     question: str
@@ -378,6 +479,8 @@ class HistoryBudgetExceeded(PipelineError):
 
     *needed* counts the tokens of that minimal view; *budget* is the limit
     in force.
+
+    .. versionadded:: 0.1.0
     """
 
     needed: int
@@ -398,6 +501,8 @@ class ThreadBusy(PipelineError):
     A thread runs in one place at a time (its lease, in the store).  The
     lease of a runner that died expires after *expires_in* seconds at most;
     resume then.
+
+    .. versionadded:: 0.1.0
     """
 
     thread_id: str
@@ -418,6 +523,8 @@ class LeaseLost(PipelineError):
 
     Nothing more was committed; another runner carries on from the last
     record (if the thread still exists).
+
+    .. versionadded:: 0.1.0
     """
 
     thread_id: str
@@ -438,6 +545,8 @@ class InvalidState(PipelineError):
     *expected* the declared type, *reason* what was wrong (never the value:
     it may be a secret).  Nothing was committed; the thread resumes from its
     last good record.
+
+    .. versionadded:: 0.1.0
     """
 
     node: str
@@ -463,6 +572,8 @@ class InvalidOutput(PipelineError):
     *expected* names the type, *reason* says where and what was expected
     (``expected an integer at $.score``), never the value: the answer may
     hold anything.
+
+    .. versionadded:: 0.1.0
     """
 
     expected: str
@@ -484,6 +595,8 @@ class ToolError(Exception):
 
     >>> str(ToolError("no order with that number"))
     'no order with that number'
+
+    .. versionadded:: 0.1.0
     """
 
 
@@ -501,6 +614,8 @@ class BudgetExceeded(PipelineError):
     moment.  *model* is set when a cost limit met a model missing from the
     price table (its cost could not be bounded).  Every branch of the run
     fails with it at its next call.
+
+    .. versionadded:: 0.1.0
     """
 
     limit: str
@@ -523,3 +638,142 @@ class BudgetExceeded(PipelineError):
 
 def _amount(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
+
+
+# -- agents and models ---------------------------------------------------------
+
+
+@final
+@attrs.frozen
+class ModelError(PipelineError):
+    """A provider call failed: HTTP status, bad body, dropped stream, ...
+
+    *status* is the HTTP status when there was one.
+
+    .. versionadded:: 0.1.0
+    """
+
+    provider: str
+    message: str
+    status: int | None = None
+
+    def __str__(self) -> str:
+        status = f" (HTTP {self.status})" if self.status is not None else ""
+        return f"{self.provider}{status}: {self.message}"
+
+
+@final
+@attrs.frozen
+class TurnLimitExceeded(PipelineError):
+    """The model still wanted tools when the agent's turn limit was reached.
+
+    *messages* are what the run added until then, the last reply (whose
+    tool calls never ran) included: what the agent did is not lost.
+
+    .. versionadded:: 0.1.0
+    """
+
+    agent: str
+    turns: int
+    messages: tuple[Message, ...] = attrs.field(default=(), repr=False)
+
+    def __str__(self) -> str:
+        return f"agent {self.agent!r} still calling tools after {self.turns} turns"
+
+
+@final
+class AgentFailed(ToolError):  # raised inside a tool: its error result
+    """An agent used as a tool failed; the calling model sees why.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+# -- LLM helpers ---------------------------------------------------------------
+
+
+@final
+@attrs.frozen
+class PolicyViolation(PipelineError):
+    """The policy model judged the conversation invalid.
+
+    .. versionadded:: 0.1.0
+    """
+
+    reason: str
+    violation: str
+
+    def __str__(self) -> str:
+        return f"policy validation failed: {self.reason}"
+
+
+@final
+@attrs.frozen
+class BadVerdict(PipelineError):
+    """The model's structured answer did not match the schema asked for.
+
+    .. versionadded:: 0.1.0
+    """
+
+    text: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"model answer does not fit the schema ({self.problem}): {self.text[:200]!r}"
+
+
+# -- test doubles ----------------------------------------------------------------
+
+
+@final
+class UnexpectedCall(AssertionError):
+    """A scripted double was called more often than its script allows.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@final
+class Unconsumed(AssertionError):
+    """A scripted double ended with replies nobody asked for.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+# -- human answers ------------------------------------------------------------
+
+
+@final
+class InvalidAnswer(ValueError):
+    """A human's answer does not fit the type its gate expects.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, kind: object) -> None:
+        name = getattr(kind, "__qualname__", None) or str(kind)
+        super().__init__(f"the answer is not a {name}")
+        self.kind = kind
+
+
+# -- secrets -------------------------------------------------------------------
+
+
+@final
+class SecretUnresolved(KeyError):
+    """No resolver knows a secret's reference (the reference is named; a
+    reference is never a value).
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(ref)
+        self.ref = ref
+
+    def __str__(self) -> str:
+        return (
+            f"secret {self.ref!r} cannot be resolved (give the run a "
+            "resolver that knows it: pipeline.scope(secrets=...))"
+        )

@@ -36,16 +36,9 @@ from anyio.streams.memory import (
 )
 from returns.result import Result
 
-from ._context import Message, ToolCall
-from ._eventtypes import (
-    CheckpointSaved,
-    CheckpointSkipped,
-    Interrupted,
-    NodeFinished,
-    NodeStarted,
-    Stopped,
-)
-from ._handler import Handler, collapse
+from ._concurrency import collapse
+from ._handler import Handler
+from ._messages import Message, ToolCall
 
 
 In = TypeVar("In")
@@ -60,6 +53,7 @@ __all__ = (
     "Event",
     "EventStream",
     "Finished",
+    "FoldEvent",
     "Handoff",
     "Interrupted",
     "MessageComplete",
@@ -78,10 +72,88 @@ __all__ = (
 )
 
 
+# -- the values a stream yields ----------------------------------------------
+
+
+@final
+@attrs.frozen
+class NodeStarted:
+    """A node (or the branches of a fan-out) started.
+
+    .. versionadded:: 0.1.0
+    """
+
+    nodes: tuple[str, ...]
+    step: int
+
+
+@final
+@attrs.frozen
+class NodeFinished:
+    """A node (or a whole fan-out) finished and its state is merged.
+
+    .. versionadded:: 0.1.0
+    """
+
+    nodes: tuple[str, ...]
+    step: int
+
+
+@final
+@attrs.frozen
+class CheckpointSaved:
+    """A record was committed.
+
+    .. versionadded:: 0.1.0
+    """
+
+    thread_id: str
+    version: int
+
+
+@final
+@attrs.frozen
+class Interrupted:
+    """A gate paused the run for a human.
+
+    .. versionadded:: 0.1.0
+    """
+
+    question: str
+
+
+@final
+@attrs.frozen
+class Stopped:
+    """A gate stopped the run gracefully.
+
+    .. versionadded:: 0.1.0
+    """
+
+    reason: str
+
+
+@final
+@attrs.frozen
+class CheckpointSkipped:
+    """Loading a thread skipped its last record: torn or failing its
+    checksum (a write cut short).  The run goes on from the one before.
+
+    .. versionadded:: 0.1.0
+    """
+
+    thread_id: str
+    version: int
+    reason: str
+
+
 @final
 @attrs.frozen
 class MessageDelta:
-    """A fragment of text an agent's model is streaming."""
+    """A fragment of text an agent's model is streaming.
+
+    .. versionadded:: 0.1.0
+    """
 
     agent: str
     text: str
@@ -90,7 +162,10 @@ class MessageDelta:
 @final
 @attrs.frozen
 class MessageComplete:
-    """A whole message an agent added (its answer, or a tool result)."""
+    """A whole message an agent added (its answer, or a tool result).
+
+    .. versionadded:: 0.1.0
+    """
 
     agent: str
     message: Message
@@ -99,7 +174,10 @@ class MessageComplete:
 @final
 @attrs.frozen
 class ToolCallStarted:
-    """An agent started a tool call."""
+    """An agent started a tool call.
+
+    .. versionadded:: 0.1.0
+    """
 
     agent: str
     call: ToolCall
@@ -108,7 +186,10 @@ class ToolCallStarted:
 @final
 @attrs.frozen
 class ToolCallFinished:
-    """A tool call finished; *is_error* if the model got an error result."""
+    """A tool call finished; *is_error* if the model got an error result.
+
+    .. versionadded:: 0.1.0
+    """
 
     agent: str
     call: ToolCall
@@ -123,6 +204,8 @@ class ToolRaised:
 
     *exception* is the exception itself (its traceback is also logged on
     the ``pipeline.tools`` logger); the model saw only its type.
+
+    .. versionadded:: 0.1.0
     """
 
     tool: str
@@ -135,6 +218,8 @@ class Handoff:
     """A swarm moved the conversation from one agent to another.
 
     *count* is this handoff's number in the run (1 for the first).
+
+    .. versionadded:: 0.1.0
     """
 
     source: str
@@ -145,7 +230,10 @@ class Handoff:
 @final
 @attrs.frozen
 class Note:
-    """A free-form progress note from your own handler."""
+    """A free-form progress note from your own handler.
+
+    .. versionadded:: 0.1.0
+    """
 
     source: str
     text: str
@@ -154,7 +242,10 @@ class Note:
 @final
 @attrs.frozen
 class Finished(Generic[Out_co, Err_co]):
-    """The run is over; *result* is what the pipeline returned."""
+    """The run is over; *result* is what the pipeline returned.
+
+    .. versionadded:: 0.1.0
+    """
 
     result: Result[Out_co, Err_co]
 
@@ -177,21 +268,40 @@ Event: TypeAlias = (
 )
 """Everything a stream can yield; ``Finished`` always comes last."""
 
-Sink: TypeAlias = Callable[[Event], Awaitable[None]]
-_SINK: contextvars.ContextVar[Sink | None] = contextvars.ContextVar(
+FoldEvent: TypeAlias = (
+    NodeStarted
+    | NodeFinished
+    | CheckpointSaved
+    | CheckpointSkipped
+    | Interrupted
+    | Stopped
+)
+"""The events the fold engine itself produces (graphs, swarms, agents)."""
+
+
+# -- emitting and streaming ------------------------------------------------
+
+_Sink: TypeAlias = Callable[[Event], Awaitable[None]]
+_SINK: contextvars.ContextVar[_Sink | None] = contextvars.ContextVar(
     "pipeline_event_sink", default=None
 )
 
 
 async def emit(event: Event) -> None:
-    """Send *event* to the stream running this code, if there is one."""
+    """Send *event* to the stream running this code, if there is one.
+
+    .. versionadded:: 0.1.0
+    """
     sink = _SINK.get()
     if sink is not None:
         await sink(event)
 
 
 def listening() -> bool:
-    """Whether a stream is listening (so it is worth streaming deltas)."""
+    """Whether a stream is listening (so it is worth streaming deltas).
+
+    .. versionadded:: 0.1.0
+    """
     return _SINK.get() is not None
 
 
@@ -203,6 +313,8 @@ async def reader_caught_up() -> None:
     :func:`stream` early never starts another one: a model call starts only
     once the reader has seen everything before it and is still reading.
     Returns at once when nothing listens.
+
+    .. versionadded:: 0.1.0
     """
     gate = _GATE.get()
     if gate is not None:
@@ -220,6 +332,8 @@ class EventStream(Generic[Out, Err]):
 
     An async context manager and an async iterator.  Leaving the block early
     cancels the run and waits for it to stop: no task outlives the block.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(
@@ -237,6 +351,9 @@ class EventStream(Generic[Out, Err]):
         self._sent = 0
         self._asked = 0
         self._more = anyio.Event()
+        # The run's own scope, shielded and cancelled explicitly: never the
+        # group's scope (see pipeline/_concurrency.py for why).
+        self._scope = anyio.CancelScope(shield=True)
 
     async def __aenter__(self) -> Self:
         send, receive = anyio.create_memory_object_stream[Event](self._buffer)
@@ -253,7 +370,7 @@ class EventStream(Generic[Out, Err]):
 
         _SINK.set(deliver)  # this task's context only
         _GATE.set(self._caught_up)
-        with send:
+        with self._scope, send:
             result = await self._handler(self._value)
             self.result = result
             await send.send(Finished(result))
@@ -285,7 +402,7 @@ class EventStream(Generic[Out, Err]):
         assert self._group is not None  # noqa: S101
         assert self._receive is not None  # noqa: S101
         # Leaving early (or finishing) stops the run; a no-op if it is done.
-        self._group.cancel_scope.cancel()
+        self._scope.cancel()
         self._receive.close()
         try:
             return await self._group.__aexit__(exc_type, exc, tb)
@@ -304,5 +421,7 @@ def stream(
 
     *buffer* bounds the events waiting to be read (unbounded by default, so
     emitters never wait for a slow reader; give a number for backpressure).
+
+    .. versionadded:: 0.1.0
     """
     return EventStream(handler, value, buffer)

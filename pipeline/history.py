@@ -48,9 +48,9 @@ import attrs
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
-from ._context import Message, Role
-from .errors import ConstructionError, HistoryBudgetExceeded
-from .models._types import Model, ModelError, ModelRequest
+from ._messages import Message, Role
+from .errors import ConstructionError, HistoryBudgetExceeded, ModelError
+from .models._types import Model, ModelRequest
 from .runs import generate
 
 
@@ -90,7 +90,10 @@ _CHARS_PER_TOKEN = 4
 
 
 class HistoryPolicy(Protocol):
-    """Selects the messages an agent sees on entry; the full history is kept elsewhere."""
+    """Selects the messages an agent sees on entry; the full history is kept elsewhere.
+
+    .. versionadded:: 0.1.0
+    """
 
     async def select(
         self, messages: Sequence[Message], /
@@ -109,6 +112,8 @@ def approximate_tokens(message: Message) -> int:
 
     >>> approximate_tokens(Message.user("x" * 40))
     14
+
+    .. versionadded:: 0.1.0
     """
     chars = len(message.content) + len(message.name or "")
     for call in message.tool_calls:
@@ -189,7 +194,10 @@ def _view(
 @final
 @attrs.frozen
 class Full:
-    """The whole history, unchanged."""
+    """The whole history, unchanged.
+
+    .. versionadded:: 0.1.0
+    """
 
     async def select(
         self, messages: Sequence[Message], /
@@ -212,7 +220,10 @@ def _positive(
 @final
 @attrs.frozen
 class Window:
-    """The preamble and the last *turns* turns (see :func:`window`)."""
+    """The preamble and the last *turns* turns (see :func:`window`).
+
+    .. versionadded:: 0.1.0
+    """
 
     turns: int = attrs.field(validator=_positive("window(turns)"))
 
@@ -237,6 +248,8 @@ class TokenBudget:
     """The preamble and the longest suffix within a token budget.
 
     See :func:`token_budget`.
+
+    .. versionadded:: 0.1.0
     """
 
     max_tokens: int = attrs.field(
@@ -332,6 +345,8 @@ class Summarizing:
     """*keep*'s view, with what it dropped summarised by *model*.
 
     See :func:`summarizing`.
+
+    .. versionadded:: 0.1.0
     """
 
     model: Model
@@ -385,6 +400,8 @@ def full() -> HistoryPolicy:
 
     The policy to name when an agent must see everything (and the natural
     *fallback* of :func:`summarizing`).
+
+    .. versionadded:: 0.1.0
     """
     return Full()
 
@@ -403,6 +420,8 @@ def window(turns: int) -> HistoryPolicy:
 
     Raises:
         ConstructionError: *turns* is less than 1.
+
+    .. versionadded:: 0.1.0
     """
     return Window(turns)
 
@@ -427,6 +446,8 @@ def token_budget(
 
     Raises:
         ConstructionError: *max_tokens* is less than 1.
+
+    .. versionadded:: 0.1.0
     """
     return TokenBudget(max_tokens, count)
 
@@ -454,5 +475,7 @@ def summarizing(
         keep: the policy choosing what is shown verbatim.
         fallback: the policy to use when no summary could be written.
         instructions: the summariser's system prompt.
+
+    .. versionadded:: 0.1.0
     """
     return Summarizing(model, keep, fallback, instructions)

@@ -13,11 +13,19 @@ import cattrs
 from returns.result import Failure, Result, Success
 
 from ._combinators import Condition, condition
-from ._context import Context, Message
-from ._handler import Handler, ok
+from ._context import Context
+from ._handler import Handler
+from ._messages import Message
+from ._runners import ok
 from ._serde import make_converter
-from .errors import BudgetExceeded, PipelineError
-from .models._types import Model, ModelError, ModelRequest, ResponseSchema
+from .errors import (
+    BadVerdict,
+    BudgetExceeded,
+    ModelError,
+    PipelineError,
+    PolicyViolation,
+)
+from .models._types import Model, ModelRequest, ResponseSchema
 from .runs import generate
 
 
@@ -32,7 +40,7 @@ __all__ = (
 
 _CONVERTER = make_converter()
 
-SUMMARY_INSTRUCTIONS = (
+_SUMMARY_INSTRUCTIONS = (
     "Your task is to create a concise running summary of responses and "
     "information in the provided text, focusing on key and potentially "
     "important information to remember. You will receive the current summary "
@@ -45,14 +53,17 @@ SUMMARY_INSTRUCTIONS = (
 @final
 @attrs.frozen
 class PolicyResult:
-    """A policy model's verdict."""
+    """A policy model's verdict.
+
+    .. versionadded:: 0.1.0
+    """
 
     valid: bool
     reason: str
     violation: str = ""
 
 
-POLICY_SCHEMA = ResponseSchema(
+_POLICY_SCHEMA = ResponseSchema(
     "ValidationResult",
     {
         "type": "object",
@@ -75,30 +86,6 @@ POLICY_SCHEMA = ResponseSchema(
     },
     "Result of policy validation check",
 )
-
-
-@final
-@attrs.frozen
-class PolicyViolation(PipelineError):
-    """The policy model judged the conversation invalid."""
-
-    reason: str
-    violation: str
-
-    def __str__(self) -> str:
-        return f"policy validation failed: {self.reason}"
-
-
-@final
-@attrs.frozen
-class BadVerdict(PipelineError):
-    """The model's structured answer did not match the schema asked for."""
-
-    text: str
-    problem: str
-
-    def __str__(self) -> str:
-        return f"model answer does not fit the schema ({self.problem}): {self.text[:200]!r}"
 
 
 def _verdict(
@@ -134,12 +121,14 @@ def policy(
     Without *on_result*: an invalid verdict is a :class:`PolicyViolation`
     failure carrying the reason; a valid one passes the context through
     unchanged.  With *on_result*, it decides (given the context and verdict).
+
+    .. versionadded:: 0.1.0
     """
 
     async def run_policy(ctx: Context) -> Result[Context, PipelineError]:
         request = ModelRequest(
             (Message.system(system_prompt), *ctx.messages),
-            response_schema=POLICY_SCHEMA,
+            response_schema=_POLICY_SCHEMA,
         )
         answer = await generate(model, request)
         if not ok(answer):
@@ -164,7 +153,7 @@ def summarize(
     system_message: str,
     *,
     key: str = "summary",
-    instructions: str = SUMMARY_INSTRUCTIONS,
+    instructions: str = _SUMMARY_INSTRUCTIONS,
     name: str = "summarize",
 ) -> Handler[Context, Context, ModelError | BudgetExceeded]:
     """Fold the conversation into a running summary.
@@ -173,6 +162,8 @@ def summarize(
     the handler, so one handler serves any number of threads at once.  The
     result's history is one system message: *system_message* followed by
     ``<summary>...</summary>``.
+
+    .. versionadded:: 0.1.0
     """
 
     async def run_summarize(
@@ -196,7 +187,7 @@ def summarize(
     return Handler(run_summarize, name)
 
 
-BOOL_SCHEMA = ResponseSchema(
+_BOOL_SCHEMA = ResponseSchema(
     "boolean_response",
     {
         "type": "object",
@@ -214,6 +205,8 @@ def llm_condition(
     """A switch/if condition a model judges: ``{"bool": true|false}``.
 
     The model sees *prompt* and the latest message of the conversation.
+
+    .. versionadded:: 0.1.0
     """
 
     async def judge(
@@ -227,7 +220,7 @@ def llm_condition(
                 ),
                 Message.user(f"{prompt}\n\nLatest message:\n{last}"),
             ),
-            response_schema=BOOL_SCHEMA,
+            response_schema=_BOOL_SCHEMA,
         )
         answer = await generate(model, request)
         if not ok(answer):

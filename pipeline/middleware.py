@@ -33,7 +33,17 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 Err = TypeVar("Err")
 
-__all__ = ("Backoff", "log", "retry", "timeout", "trace")
+__all__ = (
+    "Backoff",
+    "Log",
+    "Retry",
+    "Timeout",
+    "Trace",
+    "log",
+    "retry",
+    "timeout",
+    "trace",
+)
 
 _LOGGER = _logging.getLogger("pipeline")
 
@@ -45,6 +55,8 @@ class Backoff:
 
     *jitter* adds a uniform random fraction of each delay (0.1 = up to 10%);
     pass *seed* for a reproducible schedule.
+
+    .. versionadded:: 0.1.0
     """
 
     initial: float = 0.0
@@ -56,9 +68,13 @@ class Backoff:
     def delays(self, attempts: int) -> list[float]:
         """The delays before attempts 2..*attempts*, for docs and tests."""
         rng = _random.Random(self.seed)  # noqa: S311  # jitter, not crypto
-        return [self._delay(n, rng) for n in range(1, attempts)]
+        return [self.delay(n, rng) for n in range(1, attempts)]
 
-    def _delay(self, attempt: int, rng: _random.Random) -> float:
+    def delay(self, attempt: int, rng: _random.Random) -> float:
+        """The delay after attempt number *attempt* (1 for the first).
+
+        *rng* draws the jitter.
+        """
         base = min(
             self.initial * self.multiplier ** (attempt - 1), self.maximum
         )
@@ -69,7 +85,12 @@ class Backoff:
 
 @final
 @attrs.frozen(repr=False)
-class _Retry(Middleware[Never]):
+class Retry(Middleware[Never]):
+    """The middleware :func:`retry` makes: re-runs a failing call.
+
+    .. versionadded:: 0.1.0
+    """
+
     attempts: int
     backoff: Backoff
     when: Callable[[Any], bool] | None
@@ -111,7 +132,7 @@ class _Retry(Middleware[Never]):
             rng = _random.Random(backoff.seed)  # noqa: S311  # jitter only
             retrying = AsyncRetrying(
                 stop=stop_after_attempt(attempts),
-                wait=lambda s: backoff._delay(s.attempt_number, rng),
+                wait=lambda s: backoff.delay(s.attempt_number, rng),
                 retry=retry_if_result(should_retry),
                 sleep=sleep,
                 retry_error_callback=last,
@@ -127,7 +148,7 @@ def retry(
     backoff: Backoff | float = 0.0,
     when: Callable[[Any], bool] | None = None,
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-) -> _Retry:
+) -> Retry:
     """Re-run a failing handler up to *attempts* times in all.
 
     *backoff* is a :class:`Backoff` or the initial delay in seconds
@@ -140,17 +161,24 @@ def retry(
     sleep.  Backed by :mod:`tenacity`; the wait uses *sleep*
     (:func:`anyio.sleep` by default, so it works on asyncio and trio and
     under trio's ``MockClock``; tests may pass a recording fake).
+
+    .. versionadded:: 0.1.0
     """
     if attempts < 1:
         msg = f"retry(attempts={attempts}): attempts must be at least 1"
         raise ConstructionError(msg)
     policy = backoff if isinstance(backoff, Backoff) else Backoff(backoff)
-    return _Retry(attempts, policy, when, sleep)
+    return Retry(attempts, policy, when, sleep)
 
 
 @final
 @attrs.frozen(repr=False)
-class _Timeout(Middleware[TimedOut]):
+class Timeout(Middleware[TimedOut]):
+    """The middleware :func:`timeout` makes: a deadline per execution.
+
+    .. versionadded:: 0.1.0
+    """
+
     seconds: float
 
     @property
@@ -174,22 +202,29 @@ class _Timeout(Middleware[TimedOut]):
         return run_timeout
 
 
-def timeout(seconds: float) -> _Timeout:
+def timeout(seconds: float) -> Timeout:
     """Fail with :class:`~pipeline.errors.TimedOut` after *seconds*.
 
     The handler is cancelled at the deadline (anyio's
     :func:`~anyio.move_on_after`); cancellation from outside still
     propagates as cancellation.
+
+    .. versionadded:: 0.1.0
     """
     if not seconds > 0:
         msg = f"timeout({seconds!r}): seconds must be positive"
         raise ConstructionError(msg)
-    return _Timeout(float(seconds))
+    return Timeout(float(seconds))
 
 
 @final
 @attrs.frozen(repr=False)
-class _Log(Middleware[Never]):
+class Log(Middleware[Never]):
+    """The middleware :func:`log` makes: start and finish records.
+
+    .. versionadded:: 0.1.0
+    """
+
     logger: _logging.Logger
     level: int
     failure_level: int
@@ -251,20 +286,27 @@ def log(
     *,
     level: int = _logging.DEBUG,
     failure_level: int = _logging.WARNING,
-) -> _Log:
+) -> Log:
     """Log each execution's start and finish with structured extras.
 
     Records carry ``pipeline_handler``, ``pipeline_event`` (``start`` or
     ``finish``), ``pipeline_outcome`` (``success``, ``failure`` or
     ``raised``, which includes cancellation) and ``pipeline_duration_s``.
     Failure values are not logged (they may hold user data).
+
+    .. versionadded:: 0.1.0
     """
-    return _Log(logger or _LOGGER, level, failure_level)
+    return Log(logger or _LOGGER, level, failure_level)
 
 
 @final
 @attrs.frozen(repr=False)
-class _Trace(Middleware[Never]):
+class Trace(Middleware[Never]):
+    """The middleware :func:`trace` makes: a span per execution.
+
+    .. versionadded:: 0.1.0
+    """
+
     @property
     def __name__(self) -> str:
         return "trace"
@@ -287,7 +329,7 @@ class _Trace(Middleware[Never]):
         return run_traced
 
 
-def trace() -> _Trace:
+def trace() -> Trace:
     """A span per execution (``handler <name>``), in the traced
     :func:`pipeline.runs.scope` it runs in; nothing outside one.
 
@@ -295,5 +337,7 @@ def trace() -> _Trace:
     (never a value or message).  Runs, graph nodes, agents, turns, model
     and tool calls have spans without it; this adds the handlers of a
     ``>>``/``&``/``|`` composition.
+
+    .. versionadded:: 0.1.0
     """
-    return _Trace()
+    return Trace()

@@ -49,13 +49,13 @@ from .secrets import Resolver, reset_resolver, use_resolver
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, TracerProvider
 
-    from ._context import ToolCall
     from ._handler import Handler
+    from ._messages import ToolCall
     from ._tracing import Tracing
+    from .errors import ModelError
     from .models._types import (
         DeltaSink,
         Model,
-        ModelError,
         ModelRequest,
         ModelResponse,
     )
@@ -77,7 +77,10 @@ ToolHook = Callable[
 
 @final
 class Scope:
-    """An open scope: its usage so far (:attr:`usage`)."""
+    """An open scope: its usage so far (:attr:`usage`).
+
+    .. versionadded:: 0.1.0
+    """
 
     __slots__ = ("_closed", "_span", "ledger", "name", "tracing")
 
@@ -210,6 +213,8 @@ def scope(
 
     A scope nested in another charges both budgets: an inner scope cannot
     spend past its parent's limits.
+
+    .. versionadded:: 0.1.0
     """
     parent = _SCOPE.get()
     tracing: Tracing | None
@@ -255,7 +260,10 @@ def scope(
 @final
 @attrs.frozen
 class RunResult(Generic[Out_co, Err_co]):
-    """A handler's *result* and what the run spent (*usage*)."""
+    """A handler's *result* and what the run spent (*usage*).
+
+    .. versionadded:: 0.1.0
+    """
 
     result: Result[Out_co, Err_co]
     usage: RunUsage
@@ -275,6 +283,8 @@ async def run(
     way.  A spent budget comes back as a
     :class:`~pipeline.errors.BudgetExceeded` failure from the call that was
     refused (agents, graphs and swarms list it in their failure types).
+
+    .. versionadded:: 0.1.0
     """
     label = name or target.name
     with scope(

@@ -39,7 +39,7 @@ from typing import (
     get_origin,
 )
 
-from .errors import ConstructionError
+from .errors import ConstructionError, SecretUnresolved
 
 
 T_co = TypeVar("T_co", covariant=True)
@@ -64,27 +64,14 @@ Resolver: TypeAlias = Callable[[str], object]
 ``KeyError``, say) for a reference it does not know."""
 
 
-class SecretUnresolved(KeyError):
-    """No resolver knows a secret's reference (the reference is named; a
-    reference is never a value)."""
-
-    def __init__(self, ref: str) -> None:
-        super().__init__(ref)
-        self.ref = ref
-
-    def __str__(self) -> str:
-        return (
-            f"secret {self.ref!r} cannot be resolved (give the run a "
-            "resolver that knows it: pipeline.scope(secrets=...))"
-        )
-
-
 @final
 class Secret(Generic[T_co]):
     """A value that shows as its reference *ref*; :meth:`reveal` gives it.
 
     Immutable; equal to another secret with the same reference and value;
     cannot be pickled.
+
+    .. versionadded:: 0.1.0
     """
 
     __slots__ = ("_ref", "_value")
@@ -161,17 +148,26 @@ class Secret(Generic[T_co]):
 
 def reveal(value: str | Secret[str] | None) -> str | None:
     """*value* itself, or a :class:`Secret`'s value (for settings that take
-    either)."""
+    either).
+
+    .. versionadded:: 0.1.0
+    """
     return value.reveal() if isinstance(value, Secret) else value
 
 
 def is_secret_type(t: object) -> bool:
-    """Whether the annotation *t* is ``Secret`` or ``Secret[...]``."""
+    """Whether the annotation *t* is ``Secret`` or ``Secret[...]``.
+
+    .. versionadded:: 0.1.0
+    """
     return t is Secret or get_origin(t) is Secret
 
 
 def environment(ref: str) -> object:
-    """The default resolver: ``env:NAME`` from the environment."""
+    """The default resolver: ``env:NAME`` from the environment.
+
+    .. versionadded:: 0.1.0
+    """
     if ref.startswith("env:"):
         value = os.environ.get(ref[4:])
         if value is not None:
@@ -183,7 +179,10 @@ def resolver(
     values: Mapping[str, object] | None = None, *, env: bool = True
 ) -> Resolver:
     """A resolver from a mapping of references to values, falling back to
-    the environment for ``env:`` references unless *env* is false."""
+    the environment for ``env:`` references unless *env* is false.
+
+    .. versionadded:: 0.1.0
+    """
     known = dict(values or {})
 
     def resolve(ref: str) -> object:
@@ -207,6 +206,8 @@ def resolve(ref: str) -> object:
 
     Raises:
         SecretUnresolved: no resolver knows *ref*.
+
+    .. versionadded:: 0.1.0
     """
     try:
         return _RESOLVER.get()(ref)

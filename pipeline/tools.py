@@ -48,7 +48,7 @@ from cattrs.errors import (
     CattrsError,
 )
 
-from ._context import Message, ToolCall
+from ._concurrency import collapse
 from ._decode import (
     DECODE_ERRORS,
     JSON,
@@ -57,7 +57,7 @@ from ._decode import (
     names,
     unsendable,
 )
-from ._handler import collapse
+from ._messages import Message, ToolCall
 from ._schema import schema_for
 from ._serde import canonical, make_converter, unicode_safe
 from .errors import ConstructionError, ToolError
@@ -90,7 +90,7 @@ _CONVERTER = make_converter()
 
 @final
 @attrs.frozen
-class _Param:
+class Param:
     name: str
     annotation: Any
     required: bool
@@ -113,13 +113,15 @@ class Tool:
     *errors* (its type only) or a :class:`~pipeline.errors.ToolError`
     (its message) or a result that cannot be sent all become error
     results.  Other exceptions propagate.
+
+    .. versionadded:: 0.1.0
     """
 
     name: str
     description: str
     parameters: Mapping[str, Any]
     _fn: Callable[..., Any] = attrs.field(alias="fn")
-    _params: tuple[_Param, ...] = attrs.field(alias="params")
+    _params: tuple[Param, ...] = attrs.field(alias="params")
     timeout: float | None = None
     errors: tuple[type[Exception], ...] = attrs.field(
         default=(Exception,), converter=_exception_types
@@ -378,6 +380,8 @@ def tool(
             JSON schema, the name is not 1-64 letters, digits, ``_``, ``-``,
             *timeout* is not positive or *errors* lists something that is
             not an :class:`Exception` subclass.
+
+    .. versionadded:: 0.1.0
     """
 
     def make(f: Callable[..., Any]) -> Tool:
@@ -389,7 +393,7 @@ def tool(
             raise ConstructionError(msg)
         hints = typing.get_type_hints(f)
         summary, arg_docs = _docstring(f)
-        params: list[_Param] = []
+        params: list[Param] = []
         props: dict[str, Any] = {}
         required: list[str] = []
         for p in inspect.signature(f).parameters.values():
@@ -407,7 +411,7 @@ def tool(
             is_required = p.default is inspect.Parameter.empty
             if is_required:
                 required.append(p.name)
-            params.append(_Param(p.name, annotation, is_required, p.default))
+            params.append(Param(p.name, annotation, is_required, p.default))
         schema = {
             "type": "object",
             "properties": props,
@@ -444,6 +448,8 @@ async def run_tools(
     an error result (``error: ...``) for the model; cancellation and the
     exceptions a tool does not list propagate.
     *around*, if given, runs each call (a tracing span around it).
+
+    .. versionadded:: 0.1.0
     """
     if not calls:
         return ()

@@ -40,6 +40,7 @@ from pipeline.errors import (
     LimitExceeded,
     Raised,
 )
+from pipeline.typing import MetaValue
 
 
 @handler
@@ -281,7 +282,7 @@ async def test_for_each_values_from_state_and_range_value() -> None:
         return Success(ctx.append(Message.user(item.value)))
 
     words = for_each(lambda ctx: ctx.metadata["words"], note)  # type: ignore[arg-type,return-value]
-    out = (await words(Context().set("words", ["x", "y"]))).unwrap()
+    out = (await words(Context().set("words", ("x", "y")))).unwrap()
     assert [m.content for m in out.messages] == ["x", "y"]
     assert out.metadata["range_value"] == "y"
 
@@ -334,14 +335,14 @@ async def test_switch_default_and_pass_through() -> None:
 
 async def test_metadata_equals_semantics() -> None:
     """Missing keys are false; lists equal tuples; True is not 1."""
-    ctx = Context().set("n", 1).set("l", [1, 2]).set("b", True)
-    checks: list[tuple[str, object, bool]] = [
+    ctx = Context().set("n", 1).set("l", (1, 2)).set("b", True)
+    checks: list[tuple[str, MetaValue, bool]] = [
         ("n", 1, True),
         ("n", 1.0, True),
         ("n", True, False),
         ("b", 1, False),
         ("b", True, True),
-        ("l", [1, 2], True),
+        ("l", [1, 2], True),  # type: ignore[list-item]  # untyped input
         ("missing", None, False),
     ]
     for key, value, expected in checks:

@@ -20,7 +20,16 @@ import pytest
 from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
-from pipeline import Context, Handler, Message, Role, graph, handler, swarm
+from pipeline import (
+    Context,
+    Handler,
+    Message,
+    Role,
+    graph,
+    handler,
+    must,
+    swarm,
+)
 from pipeline.agents import Agent, AgentRun, as_tool
 from pipeline.errors import AllFailed, RunPaused, RunStopped, TimedOut
 from pipeline.events import (
@@ -266,7 +275,7 @@ async def test_graph_and_handler_fan_out_to_a_tuple() -> None:
 
 async def test_context_branches_merge_in_definition_order() -> None:
     """agent & swarm & handler: each branch's messages, in definition order."""
-    merged = (await (echo() & relay() & shout)(HI)).unwrap()
+    merged = (await must(echo(), relay(), shout)(HI)).unwrap()
     assert texts(merged) == [
         "hi",
         "echo saw 1",

@@ -94,13 +94,17 @@ def test_append_shares_history() -> None:
 
 def test_metadata_is_frozen_json() -> None:
     """Lists become tuples, dicts become immutable maps, others are refused."""
-    ctx = Context().set("tags", ["a", ["b"]]).set("cfg", {"k": [1, 2]})
+    # Untyped input (JSON from outside): the static type asks for tuples,
+    # the run time freezes lists and refuses what is not JSON-shaped.
+    tags: object = ["a", ["b"]]
+    cfg: object = {"k": [1, 2]}
+    ctx = Context().set("tags", tags).set("cfg", cfg)  # type: ignore[arg-type]
     assert ctx.metadata["tags"] == ("a", ("b",))
     assert ctx.metadata["cfg"] == pmap({"k": (1, 2)})
     with pytest.raises(TypeError, match=r"metadata\.bad\[1\] is a set"):
-        Context().set("bad", [1, {2}])
+        Context().set("bad", [1, {2}])  # type: ignore[arg-type]  # a set
     with pytest.raises(TypeError, match="keys must be str"):
-        Context().set("bad", {1: "x"})
+        Context().set("bad", {1: "x"})  # type: ignore[dict-item]  # int key
 
 
 def test_deeply_nested_metadata_does_not_recurse() -> None:
@@ -111,7 +115,7 @@ def test_deeply_nested_metadata_does_not_recurse() -> None:
         inner: list[object] = []
         deep.append(inner)
         deep = inner
-    frozen = Context().set("deep", value).metadata["deep"]
+    frozen = Context().set("deep", value).metadata["deep"]  # type: ignore[arg-type]
     depth = 0
     node: object = frozen
     while isinstance(node, tuple) and node:

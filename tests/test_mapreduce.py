@@ -142,3 +142,76 @@ def test_bad_settings() -> None:
 
     with pytest.raises(ConstructionError):
         map_reduce(upto, work, collect, max_concurrency=0)
+
+
+# -- async split and reduce; a split that fails is a value ----------------------
+
+
+@handler
+async def double(i: int) -> Result[int, str]:
+    return Success(i * 2)
+
+
+async def test_async_split_and_reduce() -> None:
+    """split and reduce may be async def functions."""
+
+    async def split(k: int) -> list[int]:
+        await anyio.lowlevel.checkpoint()
+        return list(range(k))
+
+    async def total(
+        _: int, rs: tuple[Result[int, str], ...]
+    ) -> Result[int, str]:
+        await anyio.lowlevel.checkpoint()
+        return Success(sum(r.unwrap() for r in rs))
+
+    assert (await map_reduce(split, double, total)(4)).unwrap() == 12
+
+
+async def test_split_returning_a_result() -> None:
+    """A Success split runs the items; a Failure split is the failure."""
+
+    def split(k: int) -> Result[list[int], ValueError]:
+        if k < 0:
+            return Failure(ValueError("negative"))
+        return Success(list(range(k)))
+
+    mr = map_reduce(split, double, collect, name="mr")
+    ok = await mr(3)
+    assert [r.unwrap() for r in ok.unwrap()] == [0, 2, 4]
+    bad = await mr(-1)
+    assert type(bad) is Failure
+    assert isinstance(bad.failure(), ValueError)
+
+
+async def test_failing_split_runs_no_worker() -> None:
+    """When split fails, no worker runs and reduce is not called."""
+    ran: list[int] = []
+
+    @handler
+    async def work(i: int) -> Result[int, str]:
+        ran.append(i)
+        return Success(i)
+
+    async def split(_: int) -> Result[list[int], FanOutLimitExceeded]:
+        return Failure(FanOutLimitExceeded(9, 1))
+
+    def reduce(_: int, rs: tuple[Result[int, str], ...]) -> Result[int, str]:
+        raise AssertionError("reduce ran")  # pragma: no cover
+
+    r = await map_reduce(split, work, reduce, name="mr")(0)
+    assert type(r) is Failure
+    assert r.failure().path == ("mr[split]",)
+    assert ran == []
+
+
+async def test_reduce_must_return_a_result() -> None:
+    """A reduce returning no Result is a TypeError naming the map_reduce."""
+
+    def reduce(_: int, rs: tuple[Result[int, str], ...]) -> Result[int, str]:
+        return len(rs)  # type: ignore[return-value]  # the mistake
+
+    with pytest.raises(
+        TypeError, match="mr reduce returned an object of type int"
+    ):
+        await map_reduce(upto, double, reduce, name="mr")(2)

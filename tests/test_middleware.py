@@ -231,3 +231,53 @@ async def test_log_records_structured_outcomes(
     assert finishes[1].levelno == logging.WARNING
     assert all(r.pipeline_duration_s >= 0 for r in finishes)  # type: ignore[attr-defined]
     assert repr(log()) == "log"
+
+
+# -- .use() wraps each child, .wrap() the whole ---------------------------------
+
+
+def _counter(seen: list[str]) -> Middleware[Never]:
+    def middleware(call: Call[In, Out, Err], name: str) -> Call[In, Out, Err]:
+        async def run(value: In) -> Result[Out, Err]:
+            seen.append(name)
+            return await call(value)
+
+        return run
+
+    return middleware
+
+
+async def test_use_wraps_each_step_wrap_wraps_the_whole() -> None:
+    """(a >> b).use(m) runs m per step; (a >> b).wrap(m) once per run."""
+    per_step: list[str] = []
+    whole: list[str] = []
+    chain = inc >> inc.named("inc2")
+    assert (await chain.use(_counter(per_step))(0)).unwrap() == 2
+    assert (await chain.wrap(_counter(whole))(0)).unwrap() == 2
+    assert per_step == ["inc", "inc2"]
+    assert len(whole) == 1
+
+
+async def test_wrap_timeout_bounds_the_whole_chain() -> None:
+    """A timeout given with .wrap() is for all steps together."""
+
+    @handler
+    async def slow(x: int) -> Result[int, str]:
+        await anyio.sleep(0.05)
+        return Success(x)
+
+    chain = slow >> slow >> slow
+    # Each step is well within 1 s; the three together need 0.15 s at least.
+    assert type(await chain.use(timeout(1.0))(1)) is Success
+    r = await chain.wrap(timeout(0.12))(1)
+    assert type(r) is Failure
+    assert isinstance(r.failure(), TimedOut)
+
+
+def test_use_and_wrap_reprs_differ() -> None:
+    """The repr says which form was used."""
+    chain = inc >> inc
+    assert repr(chain.use(log())) == "Handler((inc >> inc).use(log))"
+    assert repr(chain.wrap(log())) == "Handler((inc >> inc).wrap(log))"
+    assert repr(inc.use(log())) == "Handler(inc.use(log))"
+    assert repr(inc.wrap(log())) == "Handler(inc.use(log))"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import anyio
 import pytest
 
@@ -14,6 +16,7 @@ from pipeline import (
     Par,
     Race,
     handler,
+    must,
     noop,
     safe,
 )
@@ -196,7 +199,7 @@ async def test_both_merges_contexts() -> None:
 
     base = Context.of(Message.user("q1"), Message.user("q2"))
     out = (
-        await (says("a", "x") & says("b", "y") & says("c", "x"))(base)
+        await must(says("a", "x"), says("b", "y"), says("c", "x"))(base)
     ).unwrap()
     assert [m.content for m in out.messages] == ["q1", "q2", "a", "b", "c"]
     assert dict(out.metadata) == {"x": "c", "y": "b"}
@@ -439,3 +442,55 @@ async def test_precedence_is_pythons() -> None:
     explicit = ((inc >> double) & inc) | boom.named("never")
     assert await combined(1) == await explicit(1) == Success((4, 2))
     assert await ((inc & double) >> pair_sum)(3) == Success(10)
+
+
+# -- & is a tuple by its type; must() merges contexts ----------------------------
+
+
+@handler
+async def keep(ctx: Context) -> Result[Context, str]:
+    return Success(ctx.append(Message.assistant("kept")))
+
+
+@handler
+async def maybe(ctx: Context) -> Result[Context | None, str]:
+    return Success(ctx.append(Message.assistant("maybe")))
+
+
+async def test_and_on_contexts_is_the_tuple_its_type_says() -> None:
+    """Handler[C, C] & Handler[C, C | None] is a pair at run time too."""
+    base = Context.of(Message.user("q"))
+    out = (await (keep & maybe)(base)).unwrap()
+    assert type(out) is tuple
+    assert [len(c.messages) for c in out if c is not None] == [2, 2]
+    both = (await (keep & keep & keep)(base)).unwrap()
+    assert type(both) is tuple
+    assert len(both) == 3
+
+
+async def test_must_merges_context_branches() -> None:
+    """must(a, b) merges the contexts: base, then each branch's messages."""
+    base = Context.of(Message.user("q"))
+    merged = (await must(keep, keep)(base)).unwrap()
+    assert type(merged) is Context
+    assert [m.content for m in merged.messages] == ["q", "kept", "kept"]
+
+
+async def test_must_refuses_a_branch_that_lied_about_its_type() -> None:
+    """A non-Context output smuggled in (cast) is a TypeError naming it."""
+
+    @handler
+    async def liar(ctx: Context) -> Result[Context, str]:
+        return Success(len(ctx.messages))  # type: ignore[arg-type]  # a lie
+
+    with pytest.raises(
+        TypeError, match=r"must\[1\] is of type int, not Context"
+    ):
+        await must(keep, liar)(Context())
+
+
+async def test_a_handler_call_is_a_coroutine() -> None:
+    """Calling a handler gives a coroutine (so type checkers flag no await)."""
+    pending = inc(1)
+    assert inspect.iscoroutine(pending)
+    assert (await pending).unwrap() == 2

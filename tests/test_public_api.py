@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import re
 import subprocess
 import sys
+
+from pathlib import Path
 
 import pytest
 
@@ -33,8 +36,10 @@ PUBLIC_MODULES = [
     "pipeline.stores",
     "pipeline.stores.postgres",
     "pipeline.stores.redis",
+    "pipeline.swarm",
     "pipeline.temporal",
     "pipeline.testing",
+    "pipeline.testing.strategies",
     "pipeline.tools",
     "pipeline.typing",
 ]
@@ -46,14 +51,86 @@ PUBLIC_MODULES = [
 OPEN_CLASSES = {"Handler", "Journal", "PipelineError"}
 
 
+# Helpers a public module shares with the rest of the package without
+# offering them to users (their home is the tools work's call).
+SHARED_INTERNALS = {
+    "pipeline.tools": {"Param"},
+    "pipeline.budgets": {"Ledger"},
+    "pipeline.runs": {
+        "ToolHook",
+        "current",
+        "generate",
+        "handoff",
+        "tracing_now",
+    },
+    "pipeline.secrets": {
+        "redact_arguments",
+        "reset_resolver",
+        "stored",
+        "use_resolver",
+    },
+}
+
+
+def _ruff_order(name: str) -> tuple[int, str]:
+    # RUF022's "isort-style" order: CONSTANTS, then Classes, then the rest.
+    if name.isupper() and len(name) > 1:
+        return (0, name)
+    if name[:1].isupper():
+        return (1, name)
+    return (2, name)
+
+
+def _public_names(module: object) -> set[str]:
+    """Names the module's own source defines or re-exports (``X as X``)."""
+    path = Path(inspect.getfile(module))  # type: ignore[arg-type]
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(
+            node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+        ):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(
+            node.target, ast.Name
+        ):
+            names.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names.update(a.name for a in node.names if a.asname == a.name)
+    kinds = ("TypeVar", "TypeVarTuple", "ParamSpec")
+    return {
+        n
+        for n in names
+        if (not n.startswith("_") or n == "__version__")
+        and type(getattr(module, n, None)).__name__ not in kinds
+    }
+
+
 @pytest.mark.parametrize("name", PUBLIC_MODULES)
 def test_all_is_a_tuple_of_defined_names(name: str) -> None:
-    """Each public module's __all__ is a sorted tuple of real attributes."""
+    """Each public module's __all__ is a tuple of real attributes."""
     module = importlib.import_module(name)
     exported = module.__all__
     assert isinstance(exported, tuple)
     for attr in exported:
         assert hasattr(module, attr), f"{name}.{attr}"
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_all_is_sorted_without_duplicates(name: str) -> None:
+    """__all__ is in ruff's isort-style order (RUF022), each name once."""
+    exported = list(importlib.import_module(name).__all__)
+    assert exported == sorted(set(exported), key=_ruff_order)
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_every_public_name_is_exported(name: str) -> None:
+    """A name a public module defines without an underscore is in __all__."""
+    module = importlib.import_module(name)
+    shared = SHARED_INTERNALS.get(name, set())
+    missing = _public_names(module) - set(module.__all__) - shared
+    assert not missing, f"{name} defines but does not export {missing}"
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)
@@ -69,6 +146,14 @@ def test_public_classes_are_final(name: str) -> None:
         ):
             continue
         assert getattr(obj, "__final__", False), f"{name}.{attr} is not @final"
+
+
+def test_note_is_exported_beside_emit() -> None:
+    """pipeline exports Note with emit: the event your own handlers send."""
+    from pipeline import events  # noqa: PLC0415
+
+    assert pipeline.Note is events.Note
+    assert pipeline.emit is events.emit
 
 
 def test_version() -> None:
@@ -99,3 +184,34 @@ def test_cli_version() -> None:
     from pipeline.__main__ import main  # noqa: PLC0415
 
     assert main(["version"]) == 0
+
+
+def _documented_objects() -> list[tuple[str, object]]:
+    found: dict[int, tuple[str, object]] = {}
+    for name in PUBLIC_MODULES:
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            obj = getattr(module, attr)
+            home = getattr(obj, "__module__", "") or ""
+            if (
+                inspect.isclass(obj) or inspect.isfunction(obj)
+            ) and home.startswith("pipeline"):
+                found[id(obj)] = (f"{name}.{attr}", obj)
+    return sorted(found.values(), key=lambda pair: pair[0])
+
+
+def test_versionadded_on_every_public_name() -> None:
+    """Every public class and function says when it was added, or none do.
+
+    The project's choice is *every*: a new public name without
+    ``.. versionadded:: X.Y.Z`` at the end of its docstring fails here.
+    """
+    objects = _documented_objects()
+    marked = {
+        label
+        for label, obj in objects
+        if ".. versionadded::" in (inspect.getdoc(obj) or "")
+    }
+    if marked:
+        unmarked = sorted({label for label, _ in objects} - marked)
+        assert not unmarked, f"add '.. versionadded::' to {unmarked}"

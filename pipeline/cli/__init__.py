@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
 
     A mistake (a bad ``MODULE:OBJECT``, an unknown thread, malformed
     input) prints one line and a hint, never a traceback.
+
+    .. versionadded:: 0.1.0
     """
     import click  # noqa: PLC0415
 

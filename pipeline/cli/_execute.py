@@ -17,7 +17,7 @@ import anyio
 from anyio.abc import TaskStatus
 from returns.result import Result
 
-from .._handler import collapse
+from .._concurrency import collapse
 
 
 if TYPE_CHECKING:

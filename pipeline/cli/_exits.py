@@ -9,7 +9,10 @@ from typing import final
 
 @final
 class ExitCode(enum.IntEnum):
-    """What ``pipeline``'s exit status means (stable: scripts rely on it)."""
+    """What ``pipeline``'s exit status means (stable: scripts rely on it).
+
+    .. versionadded:: 0.1.0
+    """
 
     OK = 0
     """The command did what it said; a run reached its end."""
@@ -37,6 +40,8 @@ class UserError(Exception):
 
     Never carries a value the user gave (it might be a secret): it names
     what was wrong and where.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(

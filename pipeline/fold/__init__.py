@@ -10,9 +10,10 @@ re-exported by :mod:`pipeline.graph` and :mod:`pipeline.swarm` too.
 """
 
 from .._serde import make_converter as make_converter
+from ..errors import InvalidAnswer as InvalidAnswer
+from ..events import FoldEvent as FoldEvent
 from ._codec import Codec as Codec
 from ._engine import EventSink as EventSink
-from ._engine import FoldEvent as FoldEvent
 from ._engine import Hooks as Hooks
 from ._engine import Machine as Machine
 from ._engine import Migration as Migration
@@ -27,7 +28,6 @@ from ._model import Continue as Continue
 from ._model import Decision as Decision
 from ._model import Gate as Gate
 from ._model import Interrupt as Interrupt
-from ._model import InvalidAnswer as InvalidAnswer
 from ._model import Observer as Observer
 from ._model import Pending as Pending
 from ._model import Progress as Progress

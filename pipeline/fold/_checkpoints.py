@@ -19,13 +19,13 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from .._eventtypes import CheckpointSkipped
 from ..errors import (
     CheckpointDecodeError,
     ConcurrentModification,
     LeaseLost,
     SnapshotNotFound,
 )
+from ..events import CheckpointSkipped
 from ._codec import Acc, Codec
 from ._model import Snapshot
 from ._store import CheckpointStore, Record, check_thread_id

@@ -44,15 +44,19 @@ from pyrsistent import PMap, PVector, pvector
 from pyrsistent._pvector import PythonPVector
 from returns.result import Failure, Result, Success
 
-from .._context import Context, extends
+from .._context import Context, extends, lineage
 from .._serde import (
     STRUCTURE_ERRORS,
     canonical,
     canonical_exact,
     make_converter,
 )
-from ..errors import CheckpointDecodeError, ConstructionError, InvalidState
-from ..secrets import SecretUnresolved
+from ..errors import (
+    CheckpointDecodeError,
+    ConstructionError,
+    InvalidState,
+    SecretUnresolved,
+)
 from ._model import NO_PROGRESS, Pending, Progress, Snapshot, Status
 from ._plan import Plan, plan_for, type_name
 from ._store import Record
@@ -160,6 +164,8 @@ class Codec(Generic[S]):
 
     The checksum detects torn, bit-flipped and misplaced records, not
     deliberate forgeries: :class:`~pipeline.fold.SignedStore` signs them.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(
@@ -298,7 +304,7 @@ class Codec(Generic[S]):
         if name in self._trusted:
             return _appended(before, value)
         if self._context and name == "messages":
-            return extends(before, value, state._lineage)
+            return extends(before, value, lineage(state))
         return extends(before, value)
 
     def encode(

@@ -20,14 +20,6 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from .._eventtypes import (
-    CheckpointSaved,
-    CheckpointSkipped,
-    Interrupted,
-    NodeFinished,
-    NodeStarted,
-    Stopped,
-)
 from .._serde import canonical, checksum
 from ..errors import (
     IncompatibleGraph,
@@ -36,10 +28,19 @@ from ..errors import (
     RunStopped,
     StepLimitExceeded,
 )
-from ..events import emit, listening
+from ..events import (
+    FoldEvent,
+    Interrupted,
+    NodeFinished,
+    NodeStarted,
+    Stopped,
+    emit,
+    listening,
+)
 from ..runs import tracing_now
 from . import _checkpoints
 from ._codec import Codec, alike
+from ._fingerprint import same_shape
 from ._journal import (
     Boundary,
     Journal,
@@ -67,18 +68,7 @@ from ._store import CheckpointStore, Lease, check_thread_id
 
 
 S = TypeVar("S")
-S_contra = TypeVar("S_contra", contravariant=True)
 C_contra = TypeVar("C_contra", contravariant=True)
-
-FoldEvent: TypeAlias = (
-    NodeStarted
-    | NodeFinished
-    | CheckpointSaved
-    | CheckpointSkipped
-    | Interrupted
-    | Stopped
-)
-"""The events the engine itself produces."""
 
 EventSink: TypeAlias = Callable[[FoldEvent], Awaitable[None]]
 """An ``on_event`` callback: awaited with each engine event, in order."""
@@ -93,6 +83,8 @@ class Machine(Protocol[S, C_contra]):
 
     *C* is the machine's per-run context (its limits, say), passed to every
     step as it was given to the engine's ``run``.
+
+    .. versionadded:: 0.1.0
     """
 
     @property
@@ -129,7 +121,10 @@ class Machine(Protocol[S, C_contra]):
 @attrs.frozen
 class Hooks(Generic[S]):
     """Gates (before each gated transition), observers (after each step)
-    and an event callback, as one value."""
+    and an event callback, as one value.
+
+    .. versionadded:: 0.1.0
+    """
 
     gates: Sequence[Gate[S]] = ()
     observers: Sequence[Observer[S]] = ()
@@ -229,7 +224,7 @@ async def run(
         journal = nested
         restored = nested.last
         if restored is not None and restored is not snap:
-            if restored.fingerprint != machine.fingerprint:
+            if not same_shape(restored.fingerprint, machine.fingerprint):
                 return Failure(
                     IncompatibleGraph(
                         restored.fingerprint, machine.fingerprint
@@ -267,7 +262,7 @@ async def resume(
     (a crash after answering never asks again); a run resumed after such a
     record finds its answer there.
     """
-    if snap.fingerprint != machine.fingerprint:
+    if not same_shape(snap.fingerprint, machine.fingerprint):
         if migrate is None:
             return Failure(
                 IncompatibleGraph(snap.fingerprint, machine.fingerprint)

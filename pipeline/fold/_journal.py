@@ -30,8 +30,8 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from .._eventtypes import CheckpointSaved
 from ..errors import ConcurrentModification, LeaseLost
+from ..events import CheckpointSaved
 from ._codec import Codec, Doc, check_document, record_checksum
 from ._model import Progress, Snapshot, Status
 from ._store import CheckpointStore, Lease, Record
@@ -47,7 +47,10 @@ _BOUNDARY: contextvars.ContextVar[Boundary | None] = contextvars.ContextVar(
 
 
 def current_boundary() -> Boundary | None:
-    """The step in flight of the innermost journaled fold, if any."""
+    """The step in flight of the innermost journaled fold, if any.
+
+    .. versionadded:: 0.1.0
+    """
     return _BOUNDARY.get()
 
 
@@ -80,6 +83,8 @@ class Boundary:
     a nested fold that paused.  *track*, when a machine sets it, gives the
     machine's current state while the step runs (a swarm's typed state as
     its state tools change it): progress records carry it.
+
+    .. versionadded:: 0.1.0
     """
 
     __slots__ = (

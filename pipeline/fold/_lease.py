@@ -24,7 +24,7 @@ import anyio
 
 from returns.result import Failure, Result
 
-from .._handler import collapse
+from .._concurrency import collapse
 from ..errors import LeaseLost
 from ._store import CheckpointStore, Lease
 

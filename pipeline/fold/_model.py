@@ -15,6 +15,8 @@ from typing import Any, Generic, TypeAlias, TypeVar, final
 
 import attrs
 
+from ..errors import InvalidAnswer
+
 
 S = TypeVar("S")
 S_co = TypeVar("S_co", covariant=True)
@@ -33,7 +35,10 @@ NO_PROGRESS: Progress = MappingProxyType({})
 
 @final
 class Status(enum.StrEnum):
-    """Where a run stands."""
+    """Where a run stands.
+
+    .. versionadded:: 0.1.0
+    """
 
     RUNNING = "running"
     DONE = "done"
@@ -49,6 +54,8 @@ class Pending:
     Once answered (*answered*), *answer* holds the answer as it was stored
     (JSON-shaped): the answer is a record of its own, so a crash after
     answering never asks again.
+
+    .. versionadded:: 0.1.0
     """
 
     source: str | None
@@ -73,6 +80,8 @@ class Snapshot(Generic[S_co]):
     snapshot a run returns when it paused inside a nested fold names the
     folds that saved progress in that attempt; their records are in the
     store, and ``load`` reads them back.)
+
+    .. versionadded:: 0.1.0
     """
 
     thread_id: str
@@ -102,13 +111,19 @@ class Snapshot(Generic[S_co]):
 @final
 @attrs.frozen
 class Continue:
-    """Gate decision: go ahead with the transition."""
+    """Gate decision: go ahead with the transition.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 @final
 @attrs.frozen
 class Stop:
-    """Gate decision: end the run gracefully (nothing is written)."""
+    """Gate decision: end the run gracefully (nothing is written).
+
+    .. versionadded:: 0.1.0
+    """
 
     reason: str = ""
 
@@ -116,7 +131,10 @@ class Stop:
 @final
 @attrs.frozen
 class Interrupt:
-    """Gate decision: pause for a human; resume with an answer."""
+    """Gate decision: pause for a human; resume with an answer.
+
+    .. versionadded:: 0.1.0
+    """
 
     question: str
 
@@ -135,6 +153,8 @@ class Transition(Generic[S_co]):
     *answer* is the human's answer when a run interrupted at this very
     transition is resumed with one, as stored (JSON-shaped: see
     :meth:`answer_as` for a typed view); otherwise ``None``.
+
+    .. versionadded:: 0.1.0
     """
 
     source: str | None
@@ -163,16 +183,6 @@ class Transition(Generic[S_co]):
             return make_converter().structure(self.answer, kind)
         except STRUCTURE_ERRORS:
             raise InvalidAnswer(kind) from None
-
-
-@final
-class InvalidAnswer(ValueError):
-    """A human's answer does not fit the type its gate expects."""
-
-    def __init__(self, kind: object) -> None:
-        name = getattr(kind, "__qualname__", None) or str(kind)
-        super().__init__(f"the answer is not a {name}")
-        self.kind = kind
 
 
 Gate: TypeAlias = Callable[[Transition[S]], Awaitable[Decision]]

@@ -20,7 +20,8 @@ import cattrs
 
 from pyrsistent import PVector
 
-from .._context import Context, Message, to_metadata
+from .._context import Context, to_metadata
+from .._messages import Message
 
 
 Structure = Callable[[Any], Any]

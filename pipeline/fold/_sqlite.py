@@ -98,6 +98,8 @@ class SQLiteStore:
     ``"NORMAL"`` (durable across process crashes in WAL mode) or ``"OFF"``.
     Several processes may share the file (SQLite locks it for each write).
     Close it with :meth:`aclose` (or use ``async with``).
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(

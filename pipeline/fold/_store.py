@@ -66,7 +66,10 @@ DEFAULT_LEASE_TTL: Final = 30.0
 @final
 @attrs.frozen
 class Record:
-    """One committed checkpoint: *data* is canonical JSON, *checksum* its hash."""
+    """One committed checkpoint: *data* is canonical JSON, *checksum* its hash.
+
+    .. versionadded:: 0.1.0
+    """
 
     thread_id: str
     version: int
@@ -83,6 +86,8 @@ class Lease:
 
     *token* fences: it grows with every acquisition of the thread, and a
     store accepts commits only from the holder of the current token.
+
+    .. versionadded:: 0.1.0
     """
 
     thread_id: str
@@ -94,7 +99,10 @@ class Lease:
 class CheckpointStore(Protocol):
     """Where snapshots are kept.  Every method is safe to call concurrently,
     and keeps its invariants when its caller is cancelled (natively too):
-    a commit either lands whole or not at all."""
+    a commit either lands whole or not at all.
+
+    .. versionadded:: 0.1.0
+    """
 
     @property
     def lease_ttl(self) -> float:
@@ -197,6 +205,8 @@ class MemoryStore:
 
     Records are immutable values, so the store hands out the very objects it
     keeps.  Leases run on the wall clock (``time.time``).
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, *, lease_ttl: float = DEFAULT_LEASE_TTL) -> None:

@@ -8,12 +8,12 @@ it is a handler), keep checkpoints in a
 live in :mod:`pipeline.fold` and are re-exported here.
 """
 
-from .._eventtypes import CheckpointSaved as CheckpointSaved
-from .._eventtypes import Interrupted as Interrupted
-from .._eventtypes import NodeFinished as NodeFinished
-from .._eventtypes import NodeStarted as NodeStarted
-from .._eventtypes import Stopped as Stopped
 from .._state_tools import Writable as Writable
+from ..events import CheckpointSaved as CheckpointSaved
+from ..events import Interrupted as Interrupted
+from ..events import NodeFinished as NodeFinished
+from ..events import NodeStarted as NodeStarted
+from ..events import Stopped as Stopped
 from ..fold import CheckpointStore as CheckpointStore
 from ..fold import Continue as Continue
 from ..fold import Decision as Decision

@@ -9,8 +9,10 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from .._context import Context, Message, Role, Usage
-from .._handler import Handler, ok
+from .._context import Context
+from .._handler import Handler
+from .._messages import Message, Role, Usage
+from .._runners import ok
 from .._state_tools import Writable, state_tools
 from ..agents import (
     Agent,
@@ -85,6 +87,8 @@ def agent_node(
     Inside a checkpointed run every turn is a record, and the state the
     tools left is committed with it: a resumed node continues the
     conversation with the writes of its committed turns.
+
+    .. versionadded:: 0.1.0
     """
     label = name or agent.name
     if (

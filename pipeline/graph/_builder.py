@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import types
+import typing
+
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar, final, overload
 
 import attrs
 import cattrs
 
-from .._context import Context, Message
+from .._context import Context
 from .._handler import Handler
-from ..errors import GraphDefects
+from .._messages import Message
+from ..errors import ConstructionError, GraphDefects
 from ..fold._model import Gate, Observer
 from ._checks import Plan, defects
 from ._edges import Edge, FanOut, Reducer, Route, Static
@@ -37,6 +41,8 @@ class Builder(Generic[S, E_co]):
 
     >>> from pipeline import graph
     >>> b = graph.builder(int)   # the state type
+
+    .. versionadded:: 0.1.0
     """
 
     state_type: type[S]
@@ -121,16 +127,24 @@ class Builder(Generic[S, E_co]):
         self,
         source: str,
         router: Callable[[S], str],
-        to: Sequence[str],
+        to: Sequence[str] | None = None,
     ) -> Builder[S, E_co]:
         """After *source*, go where *router* says: one of *to*.
 
-        List ``END`` in *to* if the router may end the run.  A name outside
-        *to* (``END`` included) is an :class:`~pipeline.errors.UnknownRoute`
+        List ``END`` (``"__end__"``) in *to* if the router may end the run.
+        A name outside *to* is an :class:`~pipeline.errors.UnknownRoute`
         failure at run time, never a silent end.
+
+        A router annotated with a ``Literal`` of its targets
+        (``-> Literal["billing", "tech", "__end__"]``) needs no *to*: the
+        ``Literal`` is the list, and the type checker checks the router's
+        body against it.  Given both, *to* must list exactly the
+        ``Literal``'s names (a :class:`~pipeline.errors.ConstructionError`
+        otherwise: one of them has a typo).
         """
+        targets = _route_targets(source, router, to)
         return attrs.evolve(
-            self, edges=(*self._edges, (source, Route(router, tuple(to))))
+            self, edges=(*self._edges, (source, Route(router, targets)))
         )
 
     def fan_out(
@@ -148,10 +162,11 @@ class Builder(Generic[S, E_co]):
         ``END``).  Merging is independent of completion order: a field one
         branch changed takes that value; vectors several branches extended
         get every branch's additions in definition order; contexts merge as
-        ``&`` merges them; any other field several branches changed needs a
-        *reducers* entry ``(before, changed_values) -> value`` or the step
-        fails with :class:`~pipeline.errors.MergeConflict`.  *merge*
-        replaces all of this with your own ``(before, outputs) -> state``.
+        :func:`~pipeline.must` merges them; any other field several branches
+        changed needs a *reducers* entry ``(before, changed_values) ->
+        value`` or the step fails with
+        :class:`~pipeline.errors.MergeConflict`.  *merge* replaces all of
+        this with your own ``(before, outputs) -> state``.
         """
         edge = FanOut(tuple(to), join, merge, dict(reducers or {}))
         return attrs.evolve(self, edges=(*self._edges, (source, edge)))
@@ -215,5 +230,53 @@ class Builder(Generic[S, E_co]):
 
 
 def builder(state_type: type[S]) -> Builder[S, Never]:
-    """Start describing a graph over *state_type* (an attrs class, say)."""
+    """Start describing a graph over *state_type* (an attrs class, say).
+
+    .. versionadded:: 0.1.0
+    """
     return Builder(state_type)
+
+
+def _literal_targets(router: Callable[..., object]) -> tuple[str, ...] | None:
+    """The names of the ``Literal`` *router* is annotated to return."""
+    try:
+        hints = typing.get_type_hints(router)
+    except Exception:  # noqa: BLE001  # unresolvable annotations: no Literal
+        return None
+    names: list[str] = []
+    pending = [hints.get("return")]
+    while pending:
+        hint = pending.pop()
+        origin = typing.get_origin(hint)
+        if origin is typing.Literal:
+            names.extend(
+                a for a in typing.get_args(hint) if isinstance(a, str)
+            )
+        elif origin in (typing.Union, types.UnionType):
+            pending.extend(reversed(typing.get_args(hint)))
+        else:
+            return None
+    return tuple(dict.fromkeys(names))
+
+
+def _route_targets(
+    source: str, router: Callable[..., object], to: Sequence[str] | None
+) -> tuple[str, ...]:
+    literal = _literal_targets(router)
+    if to is None:
+        if literal is None:
+            msg = (
+                f"route({source!r}): give to=[...] or annotate the router's "
+                "return type as a Literal of its targets"
+            )
+            raise ConstructionError(msg)
+        return literal
+    if literal is not None and set(literal) != set(to):
+        extra = sorted(set(to) - set(literal))
+        missing = sorted(set(literal) - set(to))
+        msg = (
+            f"route({source!r}): to= and the router's Literal differ "
+            f"(only in to=: {extra}, only in the Literal: {missing})"
+        )
+        raise ConstructionError(msg)
+    return tuple(to)

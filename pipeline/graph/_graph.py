@@ -93,6 +93,8 @@ class Graph(Handler[S, S, E_co | GraphFailure], Threads[S], Generic[S, E_co]):
     checkpointed run it records its progress there): a gate's stop is a
     :class:`~pipeline.errors.RunStopped` failure and a pause a
     :class:`~pipeline.errors.RunPaused` one.
+
+    .. versionadded:: 0.1.0
     """
 
     state_type: type[S]

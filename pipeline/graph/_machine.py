@@ -18,10 +18,12 @@ import cattrs
 
 from returns.result import Failure, Result, Success
 
-from .._handler import AnyCall, Handler, located, run_pool
-from .._serde import canonical, checksum
+from .._concurrency import Earliest, Siblings, run_pool
+from .._handler import Handler
+from .._runners import AnyCall, located
 from ..errors import FanOutLimitExceeded
 from ..fold._codec import Codec, check_document
+from ..fold._fingerprint import fingerprint, same_shape
 from ..fold._journal import (
     Boundary,
     branch_key,
@@ -93,8 +95,7 @@ class GraphMachine(Generic[S]):
             MappingProxyType({n: h._call for n, h in nodes.items()}),
             MappingProxyType({n: advancer(n, e) for n, e in edges.items()}),
             Codec(state_type, converter),
-            # 64 bits: plenty to tell graph shapes apart, short in records.
-            checksum(canonical(shape))[:16],
+            fingerprint(shape),
         )
 
     def gated(self, snap: Snapshot[S], /) -> bool:  # noqa: ARG002
@@ -202,7 +203,7 @@ class GraphMachine(Generic[S]):
         names = snap.next
         base = snap.state
         outs: list[Any] = [_MISSING] * len(names)
-        failed: list[tuple[int, Result[Any, Any]]] = []
+        failed: Earliest[Result[Any, Any]] = Earliest()
         boundary = current_boundary()
         if boundary is not None:
             # Branches that finished in an earlier attempt of this very step
@@ -215,9 +216,7 @@ class GraphMachine(Generic[S]):
         todo = [(i, n) for i, n in enumerate(names) if outs[i] is _MISSING]
         calls = self.calls
 
-        async def branch(
-            item: tuple[int, str], scope: anyio.CancelScope
-        ) -> None:
+        async def branch(item: tuple[int, str], siblings: Siblings) -> None:
             i, name = item
             if boundary is None:
                 r = await calls[name](base)
@@ -235,14 +234,12 @@ class GraphMachine(Generic[S]):
                 if refused is None:
                     return
                 r = refused
-            if not failed or i < failed[0][0]:
-                failed[:] = [(i, located(r, name))]
-            scope.cancel()
+            await failed.settle(i, located(r, name), siblings)
 
         workers = min(len(todo), limits.concurrency)
         await run_pool(workers, iter(todo), branch)
-        if failed:
-            return failed[0][1]
+        if failed.found:
+            return failed.value()
         return tuple(outs)
 
     async def branch(self, snap: Snapshot[S], name: str) -> Any:
@@ -286,6 +283,8 @@ class GraphMachine(Generic[S]):
         if type(rebuilt) is not Success:
             return _MISSING
         kept = rebuilt.unwrap()
-        if kept.node != branch or kept.fingerprint != self.fingerprint:
+        if kept.node != branch or not same_shape(
+            kept.fingerprint, self.fingerprint
+        ):
             return _MISSING
         return kept.state

@@ -34,10 +34,12 @@ def merge_states(
     A field changed by one branch takes its value.  A field changed by
     several is merged only where merging means something: persistent
     vectors they all extended (every branch's additions, in definition
-    order), contexts (as ``&`` merges them), or a *reducers* entry.
+    order), contexts (as ``must()`` merges them), or a *reducers* entry.
     Anything else is a :class:`~pipeline.errors.MergeConflict`, equal values
     included: two branches that each added one to a counter both changed
     it, and taking either value would lose the other's increment.
+
+    .. versionadded:: 0.1.0
     """
     if isinstance(base, Context):
         contexts = cast("tuple[Context, ...]", outs)

@@ -24,6 +24,8 @@ class Limits:
     resumed run continues the count; a fan-out counts as one),
     *max_fanout* the branches of one fan-out, and *concurrency* how many
     branches run at once (a fixed pool of workers takes them in order).
+
+    .. versionadded:: 0.1.0
     """
 
     max_steps: int = DEFAULT_MAX_STEPS

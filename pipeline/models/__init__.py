@@ -6,11 +6,11 @@ Adapters live in their own modules so that their SDKs load only when used:
 :func:`from_env` picks one of them when its API key is set.
 """
 
+from ..errors import ModelError as ModelError
 from ._env import from_env as from_env
 from ._types import DeltaSink as DeltaSink
 from ._types import Model as Model
 from ._types import ModelDelta as ModelDelta
-from ._types import ModelError as ModelError
 from ._types import ModelRequest as ModelRequest
 from ._types import ModelResponse as ModelResponse
 from ._types import ResponseSchema as ResponseSchema

@@ -15,8 +15,8 @@ import attrs
 
 from anyio.lowlevel import EventLoopToken, current_token
 
+from ..errors import ModelError
 from ._transport import TRANSPORT_ERRORS
-from ._types import ModelError
 
 
 def sdk_error(

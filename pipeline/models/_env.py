@@ -33,6 +33,8 @@ def from_env(
     >>> offline = ScriptedModel(Reply.text("hi"))
     >>> from_env(fallback=offline, environ={}) is offline
     True
+
+    .. versionadded:: 0.1.0
     """
     env = os.environ if environ is None else environ
     chosen = model or env.get("PIPELINE_MODEL") or None

@@ -9,15 +9,18 @@ import attrs
 
 from returns.result import Result
 
-from .._context import Message, ToolCall, Usage
+from .._messages import Message, ToolCall, Usage
 from .._schema import schema_for
-from ..errors import ConstructionError, PipelineError
+from ..errors import ConstructionError, ModelError
 
 
 @final
 @attrs.frozen
 class ToolSpec:
-    """A tool as a model sees it: name, description, JSON schema."""
+    """A tool as a model sees it: name, description, JSON schema.
+
+    .. versionadded:: 0.1.0
+    """
 
     name: str
     description: str
@@ -31,6 +34,8 @@ class ResponseSchema:
 
     :meth:`of` derives one from an attrs class; decode the answer with
     :meth:`pipeline.agents.AgentRun.output`.
+
+    .. versionadded:: 0.1.0
     """
 
     name: str
@@ -77,7 +82,10 @@ def _all_required(schema: Mapping[str, Any]) -> dict[str, Any]:
 @final
 @attrs.frozen
 class ModelRequest:
-    """What a model is asked: messages, tools and options."""
+    """What a model is asked: messages, tools and options.
+
+    .. versionadded:: 0.1.0
+    """
 
     messages: Sequence[Message]
     """The conversation, oldest first; a read-only sequence (a tuple, or a
@@ -97,6 +105,8 @@ class ModelResponse:
 
     *finish_reason* is normalised: ``stop``, ``tool_calls``, ``length`` or
     ``content_filter`` (anything else is passed through).
+
+    .. versionadded:: 0.1.0
     """
 
     message: Message
@@ -121,7 +131,10 @@ class ModelResponse:
 @final
 @attrs.frozen
 class TextDelta:
-    """A piece of streamed text."""
+    """A piece of streamed text.
+
+    .. versionadded:: 0.1.0
+    """
 
     text: str
 
@@ -129,7 +142,10 @@ class TextDelta:
 @final
 @attrs.frozen
 class ToolCallDelta:
-    """A piece of a streamed tool call; *index* orders the calls."""
+    """A piece of a streamed tool call; *index* orders the calls.
+
+    .. versionadded:: 0.1.0
+    """
 
     index: int
     id: str = ""
@@ -144,29 +160,14 @@ DeltaSink: TypeAlias = Callable[[ModelDelta], Awaitable[None]]
 """``on_delta``: awaited with each fragment as the model streams it."""
 
 
-@final
-@attrs.frozen
-class ModelError(PipelineError):
-    """A provider call failed: HTTP status, bad body, dropped stream, ...
-
-    *status* is the HTTP status when there was one.
-    """
-
-    provider: str
-    message: str
-    status: int | None = None
-
-    def __str__(self) -> str:
-        status = f" (HTTP {self.status})" if self.status is not None else ""
-        return f"{self.provider}{status}: {self.message}"
-
-
 class Model(Protocol):
     """Anything that answers a :class:`ModelRequest`.
 
     With *on_delta*, the model streams: each text or tool-call fragment is
     passed to it as it arrives; the complete response is returned at the end
     either way.  Failures are values; cancellation closes the connection.
+
+    .. versionadded:: 0.1.0
     """
 
     @property
@@ -183,7 +184,10 @@ class Model(Protocol):
 
 @final
 class ToolCallAssembler:
-    """Builds complete tool calls out of streamed fragments."""
+    """Builds complete tool calls out of streamed fragments.
+
+    .. versionadded:: 0.1.0
+    """
 
     def __init__(self) -> None:
         self._parts: dict[int, list[str]] = {}

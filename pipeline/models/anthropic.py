@@ -17,14 +17,14 @@ import anyio
 
 from returns.result import Failure, Result, Success
 
-from .._context import Message, Role, ToolCall, Usage
+from .._messages import Message, Role, ToolCall, Usage
 from .._serde import unicode_safe
+from ..errors import ModelError
 from ..secrets import Secret, reveal
 from ._adapter import ClientOwner, sdk_error, stop_reason
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
     DeltaSink,
-    ModelError,
     ModelRequest,
     ModelResponse,
     TextDelta,
@@ -65,6 +65,8 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
     ends.  *max_retries* is the SDK's own retry count: 0 by default, so
     that the :func:`pipeline.middleware.retry` middleware is the one place
     retries happen.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(

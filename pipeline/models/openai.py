@@ -10,14 +10,14 @@ import openai
 
 from returns.result import Failure, Result, Success
 
-from .._context import Message, Role, ToolCall, Usage
+from .._messages import Message, Role, ToolCall, Usage
 from .._serde import unicode_safe
+from ..errors import ModelError
 from ..secrets import Secret, reveal
 from ._adapter import ClientOwner, sdk_error, stop_reason
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
     DeltaSink,
-    ModelError,
     ModelRequest,
     ModelResponse,
     TextDelta,
@@ -61,6 +61,8 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
     retry count: 0 by default, so that the :func:`pipeline.middleware.retry`
     middleware is the one place retries happen (the SDK's default of 2
     under ``retry(3)`` made 9 requests).
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(

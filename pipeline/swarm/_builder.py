@@ -31,6 +31,8 @@ class Builder(Generic[T]):
 
     >>> from pipeline import swarm
     >>> b = swarm.builder()   # no typed state; swarm.builder(state=...) for one
+
+    .. versionadded:: 0.1.0
     """
 
     initial: T
@@ -146,5 +148,7 @@ def builder(*, state: Any = None) -> Builder[Any]:
     tool over it (and ``write_state`` for the fields its
     :meth:`Builder.agent` lists as *writable*), and runs start from it
     (``run(..., state=...)`` starts elsewhere).
+
+    .. versionadded:: 0.1.0
     """
     return Builder(state, type(state))

@@ -21,11 +21,11 @@ import cattrs
 from returns.result import Success
 
 from .._context import Context
-from .._serde import canonical, checksum
 from .._state_tools import state_tools
 from ..errors import ConstructionError
 from ..events import Handoff, emit, listening
 from ..fold._codec import Codec
+from ..fold._fingerprint import fingerprint
 from ..fold._journal import current_boundary
 from ..fold._model import Snapshot, Status, Transition
 from ..models._types import ToolSpec
@@ -149,7 +149,7 @@ class SwarmMachine(Generic[T]):
             MappingProxyType(offered),
             after_handoff,
             Codec(SwarmState[state_type], converter),  # type: ignore[valid-type]
-            checksum(canonical(shape))[:16],
+            fingerprint(shape),
         )
 
     def gated(self, snap: Snapshot[SwarmState[T]], /) -> bool:

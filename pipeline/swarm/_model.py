@@ -8,7 +8,8 @@ import attrs
 
 from pyrsistent import PVector, pvector
 
-from .._context import Context, Message
+from .._context import Context
+from .._messages import Message
 from ..fold._codec import APPEND_ONLY
 
 
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
     from ..history import HistoryPolicy
 
 
-T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
 DEFAULT_MAX_HANDOFFS: Final = 10
@@ -34,6 +34,8 @@ class Limits:
     transfer tools and gives the final answer itself (a transfer it asks
     for anyway is refused with an error result it sees).  0 means the entry
     agent answers alone.
+
+    .. versionadded:: 0.1.0
     """
 
     max_handoffs: int = DEFAULT_MAX_HANDOFFS
@@ -58,6 +60,8 @@ class SwarmState(Generic[T_co]):
     agent sees of it); *context* carries the input's metadata and run id
     (its own messages are empty); *handoffs* counts the handoffs so far;
     *state* is the typed state (``None`` for a swarm without one).
+
+    .. versionadded:: 0.1.0
     """
 
     active: str

@@ -99,6 +99,8 @@ class Swarm(
     :class:`~pipeline.errors.RunStopped` failure and a pause a
     :class:`~pipeline.errors.RunPaused` one (inside a checkpointed run the
     pause is recorded and the enclosing run pauses).
+
+    .. versionadded:: 0.1.0
     """
 
     initial: T

@@ -24,7 +24,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import final
 
-from .._context import Message, Role, ToolCall
+from .._messages import Message, Role, ToolCall
 from ..tools import Tool
 from ._model import TRANSFER_PREFIX, Member
 

@@ -200,12 +200,14 @@ class StepActivity:
             msg = f"node {snap.next[0]!r} is not a distributed map_reduce"
             raise ApplicationError(msg, type="pipeline.NotHosted")
         if task.part == "split":
-            return _mapped.split(m, snap.state, self.kinds)
+            return await _mapped.split(m, snap.state, self.kinds)
         if task.part == "item":
             return await _mapped.item(
                 m, snap.state, task.index, hosted, self.kinds
             )
-        state = _mapped.reduce(m, snap.state, task.items, hosted, self.kinds)
+        state = await _mapped.reduce(
+            m, snap.state, task.items, hosted, self.kinds
+        )
         if type(state) is Failure:
             return state
         return hosted.machine.after(snap, m.node, state)

@@ -85,13 +85,13 @@ def mapped(hosted: Hosted, node: str) -> Mapped | None:
     return Mapped(node, handler._build, worker, output)
 
 
-def _items(m: Mapped, state: Any) -> list[Any]:
-    return list(m.spec.split(state))
-
-
-def split(m: Mapped, state: Any, kinds: Kinds) -> StepDone:
-    """How many items there are (or the node's failure: too many)."""
-    n = len(_items(m, state))
+async def split(m: Mapped, state: Any, kinds: Kinds) -> StepDone:
+    """How many items there are (or the node's failure: a failing split,
+    too many items)."""
+    items = await m.spec.items(state)
+    if type(items) is not Success:
+        return StepDone(failure=kinds.encode(located(items, m.node).failure()))
+    n = len(items.unwrap())
     refused = m.spec.refuse(n)
     if refused is not None:
         return StepDone(
@@ -105,7 +105,8 @@ async def item(
 ) -> StepDone:
     """Run the worker on item *index*: its output as JSON, or its failure
     (located at the item, as in process)."""
-    items = _items(m, state)
+    split_out = await m.spec.items(state)
+    items = split_out.unwrap() if type(split_out) is Success else []
     if index >= len(items):
         failure = InvalidState(
             m.node,
@@ -134,7 +135,7 @@ async def item(
     return StepDone(item=ItemDone(value=value))
 
 
-def reduce(
+async def reduce(
     m: Mapped,
     state: Any,
     items: tuple[ItemDone | None, ...],
@@ -166,7 +167,7 @@ def reduce(
         for r in results:
             if type(r) is Failure:
                 return located(r, m.node)
-    out = m.spec.reduce(state, tuple(results))
+    out = await m.spec.reduced(state, tuple(results))
     if type(out) is not Success:
         return located(out, m.node)
     return out.unwrap()

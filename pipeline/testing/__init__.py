@@ -4,11 +4,11 @@ Hypothesis strategies are in :mod:`pipeline.testing.strategies` (extra
 ``testing``).  Nothing here is imported by ``import pipeline``.
 """
 
+from ..errors import Unconsumed as Unconsumed
+from ..errors import UnexpectedCall as UnexpectedCall
 from ._scripted import Reply as Reply
 from ._scripted import ScriptedAgent as ScriptedAgent
 from ._scripted import ScriptedModel as ScriptedModel
-from ._scripted import Unconsumed as Unconsumed
-from ._scripted import UnexpectedCall as UnexpectedCall
 
 
 __all__ = (

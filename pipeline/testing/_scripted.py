@@ -12,11 +12,11 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from .._context import Message, Role, ToolCall, Usage
+from .._messages import Message, Role, ToolCall, Usage
 from ..agents import AgentError, AgentRun
+from ..errors import ModelError, Unconsumed, UnexpectedCall
 from ..models._types import (
     DeltaSink,
-    ModelError,
     ModelRequest,
     ModelResponse,
     TextDelta,
@@ -27,17 +27,12 @@ from ..models._types import (
 Step: TypeAlias = "ModelResponse | ModelError | Callable[[ModelRequest], ModelResponse | ModelError]"
 
 
-class UnexpectedCall(AssertionError):
-    """A scripted double was called more often than its script allows."""
-
-
-class Unconsumed(AssertionError):
-    """A scripted double ended with replies nobody asked for."""
-
-
 @final
 class Reply:
-    """Builders for scripted model replies."""
+    """Builders for scripted model replies.
+
+    .. versionadded:: 0.1.0
+    """
 
     @staticmethod
     def text(text: str, *, usage: Usage | None = None) -> ModelResponse:
@@ -103,6 +98,8 @@ class ScriptedModel:
     calling :meth:`assert_consumed`) with steps left raises
     :class:`Unconsumed`.  *cycle* repeats the script forever instead.
     Streams answers in *chunk*-sized pieces when asked to.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(
@@ -196,6 +193,8 @@ class ScriptedAgent:
     Each run takes the next answer: text (one assistant message), a tuple of
     messages, or an ``AgentError``.  Strict like :class:`ScriptedModel`; the
     messages each run received are kept in *inputs*.
+
+    .. versionadded:: 0.1.0
     """
 
     name: str

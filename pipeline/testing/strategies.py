@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
 from .._combinators import loop, must, noop
-from .._context import Context, Message
+from .._context import Context
 from .._handler import Handler
 from .._lift import handler
+from .._messages import Message
 from ..tools import Tool
 
 
@@ -24,17 +25,24 @@ IntHandler: TypeAlias = Handler[int, int, object]
 
 __all__ = (
     "IntHandler",
+    "add",
     "contexts",
+    "fail_when",
     "handlers",
     "json_values",
+    "leaves",
     "messages",
     "meta_values",
+    "mul",
     "tool_arguments",
 )
 
 
 def add(k: int) -> IntHandler:
-    """A leaf adding *k*."""
+    """A leaf adding *k*.
+
+    .. versionadded:: 0.1.0
+    """
 
     @handler(name=f"add{k}")
     async def run(x: int) -> Result[int, str]:
@@ -44,7 +52,10 @@ def add(k: int) -> IntHandler:
 
 
 def mul(k: int) -> IntHandler:
-    """A leaf multiplying by *k*."""
+    """A leaf multiplying by *k*.
+
+    .. versionadded:: 0.1.0
+    """
 
     @handler(name=f"mul{k}")
     async def run(x: int) -> Result[int, str]:
@@ -54,7 +65,10 @@ def mul(k: int) -> IntHandler:
 
 
 def fail_when(m: int) -> IntHandler:
-    """A leaf failing on multiples of *m* (with a value naming it)."""
+    """A leaf failing on multiples of *m* (with a value naming it).
+
+    .. versionadded:: 0.1.0
+    """
 
     @handler(name=f"fail%{m}")
     async def run(x: int) -> Result[int, str]:
@@ -78,6 +92,7 @@ leaves: st.SearchStrategy[IntHandler] = st.one_of(
     st.integers(2, 7).map(fail_when),
     st.just(_unit),
 )
+"""One-step handlers (:func:`add`, :func:`mul`, :func:`fail_when`, noop)."""
 
 
 def _sequential(
@@ -108,13 +123,18 @@ def handlers(*, concurrent: bool = False) -> st.SearchStrategy[IntHandler]:
     With *concurrent*, they include all-must-succeed fan-outs: when several
     branches fail at different moments, which failure comes back depends on
     the scheduler, so compare such pipelines by outcome, not failure value.
+
+    .. versionadded:: 0.1.0
     """
     extend = _concurrent if concurrent else _sequential
     return st.recursive(leaves, extend, max_leaves=8)
 
 
 def messages() -> st.SearchStrategy[Message]:
-    """Messages with short contents and any role."""
+    """Messages with short contents and any role.
+
+    .. versionadded:: 0.1.0
+    """
     return st.builds(
         Message,
         role=st.sampled_from(["system", "user", "assistant", "tool"]),
@@ -134,7 +154,10 @@ meta_values: st.SearchStrategy[Any] = st.recursive(
 
 
 def contexts() -> st.SearchStrategy[Context]:
-    """Contexts with a few messages and JSON-shaped metadata."""
+    """Contexts with a few messages and JSON-shaped metadata.
+
+    .. versionadded:: 0.1.0
+    """
     return (
         st.lists(messages(), max_size=5)
         .map(lambda ms: Context.of(*ms))
@@ -166,6 +189,8 @@ def tool_arguments(tool: Tool) -> st.SearchStrategy[str]:
 
     Mixes the tool's own parameter names with unknown keys, any JSON value
     per key, huge strings and text that is not JSON at all.
+
+    .. versionadded:: 0.1.0
     """
     names = list(tool.parameters.get("properties", {})) or ["x"]
     keys = st.sampled_from([*names, "extra", "__class__"])

@@ -82,6 +82,11 @@ async def review(ctx: Context) -> Result[Context, ValueError]:
     return Success(ctx)
 
 
+@handler
+async def maybe(ctx: Context) -> Result[Context | None, str]:
+    return Success(ctx if ctx.messages else None)
+
+
 @safe(ValueError)
 async def to_int(text: str) -> int:
     return int(text)
@@ -134,10 +139,22 @@ assert_type(
     parse & size & to_int,
     Par[str, ParseError | OSError | Raised[ValueError], int, bytes, int],
 )
-assert_type(reply & review, Handler[Context, Context, KeyError | ValueError])
+# & is a tuple whatever the outputs are: the static type decides, and the
+# run-time value is that tuple (merging contexts is must()'s).
 assert_type(
-    reply & review & reply, Handler[Context, Context, KeyError | ValueError]
+    reply & review, Par[Context, KeyError | ValueError, Context, Context]
 )
+assert_type(
+    reply & review & reply,
+    Par[Context, KeyError | ValueError, Context, Context, Context],
+)
+assert_type(
+    must(reply, review), Handler[Context, Context, KeyError | ValueError]
+)
+assert_type(
+    reply & maybe, Par[Context, KeyError | str, Context, Context | None]
+)
+must(reply, maybe)  # type: ignore[arg-type]  # Context | None outputs do not merge
 parse & double  # type: ignore[operator]  # fan-out branches need the same input
 reply & parse  # type: ignore[operator]  # Context vs str input
 
@@ -196,7 +213,7 @@ assert_type(
     must(parse, parse, aggregate=total),
     Handler[str, int, ParseError | RenderError],
 )
-must(parse, double, aggregate=total)("1")  # type: ignore[arg-type]  # inputs differ
+_ = must(parse, double, aggregate=total)("1")  # type: ignore[arg-type]  # inputs differ
 must(parse, parse)  # type: ignore[arg-type]  # ints need an aggregator
 assert_type(first(parse, parse), Handler[str, int, AllFailed[ParseError]])
 assert_type(
@@ -231,8 +248,8 @@ assert_type(
 )
 # Varargs infer the common input type; unrelated inputs give Never, so the
 # result cannot be called (docs/typing.md lists this limit).
-switch((is_big, parse))(5)  # type: ignore[arg-type]  # int vs str input
-first(parse, double)("1")  # type: ignore[arg-type]  # str vs int input
+_ = switch((is_big, parse))(5)  # type: ignore[arg-type]  # int vs str input
+_ = first(parse, double)("1")  # type: ignore[arg-type]  # str vs int input
 assert_type(
     if_(is_big, double, render),
     Handler[
@@ -242,6 +259,12 @@ assert_type(
 same_int: Handler[int, int, Never] = noop()
 assert_type(parse >> same_int, Handler[str, int, ParseError])
 
+# -- metadata values ----------------------------------------------------------------
+
+Context().set("tags", ("a", "b")).set("cfg", {"k": (1, 2)}).set("n", None)
+Context().set("ids", {1, 2})  # type: ignore[arg-type]  # a set is no MetaValue
+Context().set("obj", object())  # type: ignore[arg-type]  # nor is any object
+
 # -- middleware ---------------------------------------------------------------------
 
 assert_type(
@@ -249,3 +272,20 @@ assert_type(
 )
 assert_type(double.use(retry(3), log()), Handler[int, int, OverflowError])
 assert_type(double.named("d"), Handler[int, int, OverflowError])
+# .use() wraps each child, .wrap() the whole: the same types either way.
+assert_type(
+    (double >> double).wrap(timeout(1.0)),
+    Handler[int, int, OverflowError | TimedOut],
+)
+assert_type(
+    (double >> double).use(timeout(1.0)),
+    Handler[int, int, OverflowError | TimedOut],
+)
+(double >> double).wrap(double)  # type: ignore[arg-type]  # not a middleware
+
+# -- a handler call is a coroutine: a forgotten await is an error ----------------
+
+
+async def forgets_await() -> None:
+    double(1)  # type: ignore[unused-coroutine]  # missing await: mypy and pyright
+    assert_type(await double(1), Result[int, OverflowError])

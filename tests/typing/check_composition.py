@@ -28,6 +28,7 @@ from pipeline import (
     Race,
     graph,
     handler,
+    must,
     swarm,
 )
 from pipeline.agents import Agent, AgentError, AgentRun, as_tool
@@ -243,9 +244,18 @@ assert_type(
     g & show & bump,
     Par[Count, Boom | GraphFailure | KeyError, Count, str, Count],
 )
-assert_type(team & agent, Handler[Context, Context, SwarmFailure | AgentError])
-assert_type(agent & team, Handler[Context, Context, AgentError | SwarmFailure])
-assert_type(team & reply, Handler[Context, Context, SwarmFailure | KeyError])
+assert_type(
+    must(team, agent), Handler[Context, Context, SwarmFailure | AgentError]
+)
+assert_type(
+    must(agent, team), Handler[Context, Context, AgentError | SwarmFailure]
+)
+assert_type(
+    must(team, reply), Handler[Context, Context, SwarmFailure | KeyError]
+)
+assert_type(
+    team & agent, Par[Context, SwarmFailure | AgentError, Context, Context]
+)
 assert_type(
     team & count_words, Par[Context, SwarmFailure | OSError, Context, int]
 )

@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-from typing import Never, assert_type
+from typing import Literal, Never, assert_type
 
 import attrs
 
-from returns.result import Result, Success
+from returns.result import Failure, Result, Success
 
 from pipeline import Handler, graph, handler, map_reduce
 from pipeline.errors import FanOutLimitExceeded
@@ -65,6 +65,14 @@ b0.node("text", to_text)  # type: ignore[arg-type]  # a node maps State to State
 b0.route("bump", lambda s: s.name, to=["x"])  # type: ignore[attr-defined]  # routers see State
 
 
+def literal_router(s: State) -> Literal["bump", "__end__"]:
+    return "bump" if s.n < 3 else "__end__"
+
+
+# A router typed with the Literal of its targets needs no to=.
+assert_type(b1.route("bump", literal_router), graph.Builder[State, Boom])
+
+
 @handler
 async def square(x: int) -> Result[int, Boom]:
     return Success(x * x)
@@ -91,3 +99,37 @@ def wrong_total(
 
 
 map_reduce(items, square, wrong_total)  # type: ignore[arg-type]  # reduce sees int results
+
+
+# -- map_reduce: async split and reduce, a split that may fail ------------------
+
+
+async def items_later(s: State) -> list[int]:
+    return list(range(s.n))
+
+
+def items_or_not(s: State) -> Result[list[int], ValueError]:
+    return Success(list(range(s.n))) if s.n >= 0 else Failure(ValueError())
+
+
+async def total_later(
+    s: State, results: tuple[Result[int, Boom], ...]
+) -> Result[State, KeyError]:
+    return total(s, results)
+
+
+assert_type(
+    map_reduce(items_later, square, total_later),
+    Handler[State, State, Boom | KeyError | FanOutLimitExceeded],
+)
+assert_type(
+    map_reduce(items_or_not, square, total),
+    Handler[State, State, Boom | KeyError | ValueError | FanOutLimitExceeded],
+)
+
+
+def not_items(s: State) -> int:
+    return s.n
+
+
+map_reduce(not_items, square, total)  # type: ignore[arg-type]  # split gives no items

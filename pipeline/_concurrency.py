@@ -1,0 +1,206 @@
+"""The concurrency kit every runner shares.
+
+* :func:`run_all`: one task per branch, in one task group.
+* :func:`run_pool`: a fixed pool of tasks working through one iterator.
+* :class:`Siblings`: how a branch cancels the other branches of its group
+  (and only them).
+* :class:`Earliest`: the value of the earliest branch (in definition order)
+  among those that reported in the same scheduling round: the failure of a
+  fail-fast fan-out, the winner of a race.
+* :func:`collapse`: the one exception inside nested single-member groups.
+
+Exceptions leave these helpers as themselves: a lone exception is never
+wrapped in an :class:`ExceptionGroup`.
+
+Why each branch runs in a shielded scope of its own, which the group
+cancels explicitly: on asyncio, anyio (4.16 and older) hands the cancel
+requests a *branch* task received over to the task group's scope when a
+branch's scope exits inside a cancelled group, and the group's scope then
+"uncancels" the *host* task that many times more: a native
+``Task.cancel()`` of the caller (``asyncio.timeout``, ``wait_for``) landing
+then was erased, and ``a & b`` returned a value to a cancelled caller.  A
+shielded branch scope that is cancelled whenever the branch must stop keeps
+every such count inside the branch's own task.  See
+``docs/upstream/anyio-taskgroup-cancel.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import Any, Generic, TypeVar, final
+
+import anyio
+
+
+T = TypeVar("T")
+
+__all__ = ("Earliest", "Siblings", "collapse", "run_all", "run_pool")
+
+
+def collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception inside nested single-member groups, else *group*."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+@final
+class Siblings:
+    """The branches of one group: any of them may cancel all of them.
+
+    Each branch runs in a shielded scope of its own, made by
+    :meth:`scope`; :meth:`cancel` cancels every one of them.  Cancelling
+    the caller cancels them too (the runners forward it), but never through
+    the task group's own scope (see the module docstring).
+    """
+
+    __slots__ = ("_scopes", "cancel_called")
+
+    def __init__(self) -> None:
+        self._scopes: list[anyio.CancelScope] = []
+        self.cancel_called = False
+        """Whether :meth:`cancel` was called."""
+
+    def scope(self) -> anyio.CancelScope:
+        """A new branch's scope (already cancelled if the group is)."""
+        scope = anyio.CancelScope(shield=True)
+        if self.cancel_called:
+            scope.cancel()
+        self._scopes.append(scope)
+        return scope
+
+    def cancel(self) -> None:
+        """Cancel every branch (a no-op once called)."""
+        if self.cancel_called:
+            return
+        self.cancel_called = True
+        for scope in self._scopes:
+            scope.cancel()
+
+
+async def _run_group(
+    tasks: int, body: Callable[[Siblings], Coroutine[Any, Any, None]]
+) -> None:
+    """Run *tasks* copies of *body* in one task group, as siblings."""
+    siblings = Siblings()
+    remaining = tasks
+    done = anyio.Event()
+
+    async def branch() -> None:
+        nonlocal remaining
+        try:
+            with siblings.scope():
+                await body(siblings)
+        finally:
+            remaining -= 1
+            if not remaining:
+                done.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(tasks):
+                tg.start_soon(branch)
+            try:
+                await done.wait()
+            finally:
+                # Cancelled (natively or by a scope), or a branch raised:
+                # stop every branch.  After a clean finish, a no-op.
+                if not done.is_set():
+                    siblings.cancel()
+    except BaseExceptionGroup as group:
+        raise collapse(group) from None
+
+
+async def run_all(
+    count: int,
+    work: Callable[[int, Siblings], Coroutine[Any, Any, None]],
+) -> None:
+    """Run ``work(0, s)`` ... ``work(count - 1, s)`` concurrently.
+
+    *s*, the :class:`Siblings`, lets any of them cancel all of them.
+    """
+    if count < 1:
+        return
+    indices = iter(range(count))
+
+    async def body(siblings: Siblings) -> None:
+        await work(next(indices), siblings)
+
+    await _run_group(count, body)
+
+
+_DONE = object()
+
+
+async def run_pool(
+    workers: int,
+    items: Iterator[T],
+    work: Callable[[T, Siblings], Awaitable[None]],
+) -> None:
+    """Run *work* on every item with at most *workers* at a time.
+
+    A fixed pool of tasks pulls from one shared iterator: spawning a task
+    per item costs far more than the items themselves (and would not bound
+    concurrency).  *work* may stop the pool through the :class:`Siblings`
+    it is given: no worker takes a new item after that.
+    """
+    if workers < 1:
+        return
+
+    async def worker(siblings: Siblings) -> None:
+        while not siblings.cancel_called:
+            item = next(items, _DONE)
+            if item is _DONE:
+                return
+            await work(item, siblings)  # type: ignore[arg-type]  # not _DONE
+
+    await _run_group(workers, worker)
+
+
+@final
+class Earliest(Generic[T]):
+    """Keeps the value reported by the lowest branch index.
+
+    Branches report with :meth:`settle`, which then cancels the others.
+    Reports that land in the same scheduling round are simultaneous:
+    :meth:`settle` lets that round finish before it cancels, and the
+    earliest branch in definition order wins, so the outcome does not
+    depend on the order in which the scheduler ran them.
+    """
+
+    __slots__ = ("_index", "_value")
+
+    def __init__(self) -> None:
+        self._index = -1
+        self._value: T | None = None
+
+    @property
+    def found(self) -> bool:
+        """Whether any branch reported."""
+        return self._index >= 0
+
+    def value(self) -> T:
+        """The earliest branch's value (call only when :attr:`found`)."""
+        assert self._index >= 0  # noqa: S101  # callers check found first
+        return self._value  # type: ignore[return-value]  # set with _index
+
+    def offer(self, index: int, value: T) -> None:
+        """Record *value* for branch *index* unless an earlier one did."""
+        if self._index < 0 or index < self._index:
+            self._index, self._value = index, value
+
+    async def settle(self, index: int, value: T, siblings: Siblings) -> None:
+        """:meth:`offer` *value*, then cancel the other branches.
+
+        Before cancelling, one checkpoint lets the branches that became
+        ready in the same round (timeouts due at the same instant) report
+        too.
+        """
+        self.offer(index, value)
+        if siblings.cancel_called:
+            return
+        try:
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        finally:
+            siblings.cancel()

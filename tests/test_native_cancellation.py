@@ -1,0 +1,298 @@
+"""Cancellation reaches the caller, however it is cancelled.
+
+A native asyncio cancellation (``task.cancel()``, ``asyncio.wait_for``,
+``asyncio.timeout``) that lands just after a branch of ``&``, ``must`` or a
+fail-fast ``map_reduce`` hit ``timeout()`` used to come back as a
+``Failure``: anyio's task group erased it (see
+``docs/upstream/anyio-taskgroup-cancel.md``).  And composites that never
+suspend used to run to the end in an already-cancelled scope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from collections.abc import Callable, Coroutine
+from typing import Any, Literal
+
+import anyio
+import pytest
+
+from returns.result import Failure, Result, Success
+
+from pipeline import (
+    Handler,
+    first,
+    for_each,
+    handler,
+    loop,
+    map_reduce,
+    must,
+    sequential,
+)
+from pipeline.events import Note, emit, stream
+from pipeline.middleware import timeout
+from pipeline.typing import Call
+
+
+Shape = Literal["and", "must", "map_reduce", "first", "nested"]
+SHAPES: tuple[Shape, ...] = ("and", "must", "map_reduce", "first", "nested")
+Mode = Literal["task.cancel", "wait_for", "asyncio.timeout"]
+MODES: tuple[Mode, ...] = ("task.cancel", "wait_for", "asyncio.timeout")
+TRIALS = 12
+
+
+@handler
+async def forever(x: int) -> Result[int, str]:
+    await anyio.sleep(3600)
+    return Success(x)
+
+
+def _then_cancel_caller(
+    cancel: Callable[[], None],
+) -> Callable[[Call[int, int, Any], str], Call[int, int, Any]]:
+    """Middleware: once the wrapped call returned, call *cancel*.
+
+    *cancel* arranges the caller's cancellation (how depends on the mode).
+    """
+
+    def middleware(call: Call[int, int, Any], _: str) -> Call[int, int, Any]:
+        async def run(x: int) -> Result[int, Any]:
+            r = await call(x)
+            cancel()
+            return r
+
+        return run
+
+    return middleware
+
+
+def _composite(shape: Shape, branch: Handler[int, int, Any]) -> Any:
+    """*shape* over two copies of *branch*, each hitting its timeout."""
+    if shape == "and":
+        return branch & branch
+    if shape == "must":
+        return must(branch, branch, aggregate=lambda _, outs: Success(outs))
+    if shape == "map_reduce":
+        return map_reduce(
+            lambda _: [1, 2],
+            branch,
+            lambda _, rs: Success(rs),
+            fail_fast=True,
+        )
+    if shape == "first":
+        return first(branch, branch, forever)
+    return (branch & branch) >> handler(_identity)
+
+
+async def _identity(x: Any) -> Result[Any, Any]:
+    return Success(x)
+
+
+class RecordingTask(asyncio.tasks._PyTask):  # type: ignore[name-defined,misc]
+    """A task that remembers whether a cancellation reached it running."""
+
+    cancel_requested = False
+
+    def cancel(self, msg: Any = None) -> bool:
+        accepted: bool = super().cancel(msg)
+        self.cancel_requested = self.cancel_requested or accepted
+        return accepted
+
+
+async def _trial(shape: Shape, mode: Mode) -> str:
+    """One run; ``cancelled``, ``finished`` (before any cancel) or a bug."""
+    loop = asyncio.get_running_loop()
+    box: list[RecordingTask] = []
+    deadline: list[asyncio.Timeout] = []
+
+    def cancel_caller() -> None:
+        # Either way the cancellation reaches the caller in the next round
+        # of the event loop, while the group cancels its other branches.
+        if mode == "task.cancel":
+            loop.call_soon(box[0].cancel)
+        elif mode == "asyncio.timeout":
+            deadline[0].reschedule(loop.time())
+
+    branch = forever.use(_then_cancel_caller(cancel_caller), timeout(0.002))
+    comp = _composite(shape, branch)
+
+    async def run() -> Any:
+        if mode == "asyncio.timeout":
+            async with asyncio.timeout(None) as cm:
+                deadline.append(cm)
+                return await comp(1)
+        return await comp(1)
+
+    task = RecordingTask(run(), loop=loop)
+    box.append(task)
+    try:
+        if mode == "wait_for":
+            # Due with the branches' own timeouts: it lands around them.
+            await asyncio.wait_for(task, 0.002)
+        else:
+            await task
+    except (asyncio.CancelledError, TimeoutError):
+        return "cancelled"
+    return "SWALLOWED" if task.cancel_requested else "finished"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", SHAPES)
+async def test_native_cancellation_after_a_timeout_propagates(
+    shape: Shape, mode: Mode
+) -> None:
+    """A native cancellation landing after a branch timed out is never lost."""
+    outcomes = [await _trial(shape, mode) for _ in range(TRIALS)]
+    assert "SWALLOWED" not in outcomes, outcomes
+    if mode != "wait_for":
+        assert set(outcomes) == {"cancelled"}, outcomes
+
+
+async def test_scope_cancellation_after_a_timeout_propagates() -> None:
+    """The same with an anyio scope cancelled at that moment (both backends)."""
+    for shape in SHAPES:
+        for _ in range(TRIALS):
+            scopes: list[anyio.CancelScope] = []
+            branch = forever.use(_scope_canceller(scopes), timeout(0.002))
+            comp = _composite(shape, branch)
+            finished = False
+            with anyio.CancelScope() as scope:
+                scopes.append(scope)
+                await comp(1)
+                finished = True
+            assert not finished, shape
+            assert scope.cancelled_caught, shape
+
+
+def _scope_canceller(
+    scopes: list[anyio.CancelScope],
+) -> Callable[[Call[int, int, Any], str], Call[int, int, Any]]:
+    def middleware(call: Call[int, int, Any], _: str) -> Call[int, int, Any]:
+        async def run(x: int) -> Result[int, Any]:
+            r = await call(x)
+            scopes[0].cancel()
+            return r
+
+        return run
+
+    return middleware
+
+
+# -- already cancelled: nothing runs ------------------------------------------
+
+
+def _counting() -> tuple[list[int], Handler[int, int, str]]:
+    ran: list[int] = []
+
+    @handler
+    async def step(x: int) -> Result[int, str]:
+        ran.append(x)
+        return Success(x + 1)
+
+    return ran, step
+
+
+def _pre_cancelled_shapes(
+    step: Handler[int, int, str],
+) -> dict[str, Handler[int, Any, Any]]:
+    return {
+        ">>": step >> step,
+        "sequential": sequential(step, step),
+        "loop": loop(step, times=3),
+        "for_each": for_each([1, 2], handler(_item_step(step))),
+        "&": step & step,
+        "|": step | step,
+        "must": must(step, step, aggregate=lambda _, outs: Success(outs)),
+        "map_reduce": map_reduce(
+            lambda _: [1, 2], step, lambda _, rs: Success(len(rs))
+        ),
+    }
+
+
+def _item_step(
+    step: Handler[int, int, str],
+) -> Callable[[Any], Coroutine[Any, Any, Result[int, str]]]:
+    async def body(item: Any) -> Result[int, str]:
+        return await step(item.state)
+
+    return body
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [">>", "sequential", "loop", "for_each", "&", "|", "must", "map_reduce"],
+)
+async def test_pre_cancelled_composites_run_nothing(shape: str) -> None:
+    """In an already-cancelled scope, no step of a composite runs."""
+    ran, step = _counting()
+    composite = _pre_cancelled_shapes(step)[shape]
+    returned = False
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await composite(1)
+        returned = True
+    assert not returned
+    assert ran == []
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_pre_cancelled_task_runs_nothing() -> None:
+    """A task cancelled natively before it ran never runs a step."""
+    ran, step = _counting()
+    task = asyncio.ensure_future(sequential(step, step)(1))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ran == []
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_failure_value_not_confused_with_cancellation() -> None:
+    """Without any cancellation, a timed-out branch is a Failure value."""
+    comp = forever.use(timeout(0.001)) & forever.use(timeout(0.001))
+    r = await comp(1)
+    assert type(r) is Failure
+
+
+# -- leaving a stream while the caller is cancelled natively --------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_stream_exit_keeps_a_native_cancellation() -> None:
+    """Leaving stream() early while cancelled natively stays cancelled.
+
+    The run's own cancel scope was cancelled (a count on the run's task)
+    just before the block was left and the caller was cancelled: the
+    stream's task group used to erase the caller's cancellation.
+    """
+    scopes: list[anyio.CancelScope] = []
+
+    @handler
+    async def waits(x: int) -> Result[int, str]:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            await emit(Note("waits", "ready"))
+            await anyio.sleep(3600)
+        return Success(x)
+
+    async def consume() -> str:
+        host = asyncio.current_task()
+        assert host is not None
+        loop = asyncio.get_running_loop()
+
+        def cancel_later() -> None:
+            loop.call_soon(host.cancel)
+
+        async with stream(waits, 1) as events:
+            async for _ in events:
+                scopes[0].cancel()
+                # Lands after the stream has started cancelling its run.
+                loop.call_soon(cancel_later)
+                break
+        return "finished"
+
+    task = asyncio.get_running_loop().create_task(consume())
+    with pytest.raises(asyncio.CancelledError):
+        await task
