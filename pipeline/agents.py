@@ -181,7 +181,7 @@ class Agent(Handler[Context, Context, AgentError]):
 
     *max_turns* bounds model calls.  When the limit is reached and the model
     still asks for tools, ``on_turn_limit="fail"`` (default) returns a
-    :class:`TurnLimitExceeded` failure; ``"answer"`` makes the last allowed
+    :class:`~pipeline.errors.TurnLimitExceeded` failure; ``"answer"`` makes the last allowed
     call with tools disabled, so the model must answer.  *history* (a
     :mod:`pipeline.history` policy) selects what the agent sees of the
     messages it is given; *description* says what it is for (swarms and

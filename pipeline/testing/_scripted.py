@@ -94,9 +94,9 @@ class ScriptedModel:
 
     Each call takes the next step (a response, a ``ModelError``, or a
     function of the request).  Strict by default: one call too many raises
-    :class:`UnexpectedCall`, and leaving ``with ScriptedModel(...)`` (or
+    :class:`~pipeline.errors.UnexpectedCall`, and leaving ``with ScriptedModel(...)`` (or
     calling :meth:`assert_consumed`) with steps left raises
-    :class:`Unconsumed`.  *cycle* repeats the script forever instead.
+    :class:`~pipeline.errors.Unconsumed`.  *cycle* repeats the script forever instead.
     Streams answers in *chunk*-sized pieces when asked to.
 
     .. versionadded:: 0.1.0
