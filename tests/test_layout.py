@@ -10,6 +10,7 @@ import pkgutil
 import tomllib
 import typing
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,12 @@ def _modules() -> list[str]:
 
 
 def _tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+    # Parsed in a thread of its own: CPython 3.11's parser can report an
+    # "AST constructor recursion depth mismatch" (gh-106905) when called
+    # from a deep stack, as under pytest-cov; a fresh thread starts clean.
+    text = path.read_text(encoding="utf-8")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(ast.parse, text, str(path)).result()
 
 
 def _package_of(path: Path) -> str:
