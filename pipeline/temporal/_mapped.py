@@ -24,8 +24,9 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from .._context import Context
-from .._handler import Handler, located
+from .._handler import Handler
 from .._mapreduce import MapReduce
+from .._runners import located
 from .._serde import STRUCTURE_ERRORS, canonical
 from ..agents import Agent
 from ..errors import InvalidState
