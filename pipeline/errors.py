@@ -55,6 +55,7 @@ __all__ = (
     "PipelineError",
     "PolicyViolation",
     "Raised",
+    "RemoteFailure",
     "RunPaused",
     "RunStopped",
     "SecretUnresolved",
@@ -777,3 +778,23 @@ class SecretUnresolved(KeyError):
             f"secret {self.ref!r} cannot be resolved (give the run a "
             "resolver that knows it: pipeline.scope(secrets=...))"
         )
+
+
+@final
+@attrs.frozen
+class RemoteFailure(PipelineError):
+    """A failure whose type this side does not know (not registered), or a
+    run that ended otherwise than on a failure value (an activity that
+    kept raising past its retries, a terminated or timed-out workflow).
+
+    *kind* is the failure's type name (or Temporal's failure kind),
+    *message* its text.  Raised by :mod:`pipeline.temporal`.
+
+    .. versionadded:: 0.1.0
+    """
+
+    kind: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message} (at {self.where()})"

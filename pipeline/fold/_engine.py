@@ -354,7 +354,10 @@ _JSON_ANSWER = "a JSON value (None, bool, int, float, str, list, dict with str k
 def stored_answer(codec: Codec[Any], answer: object) -> object:
     """*answer* as the record will hold it (JSON-shaped), or why not: the
     gate sees the same value live as after a crash, so what does not come
-    back from JSON as it was (``bytes``, tuples, integer keys) is refused."""
+    back from JSON as it was (``bytes``, tuples, integer keys) is refused.
+
+    .. versionadded:: 0.1.0
+    """
     try:
         stored = codec.converter.unstructure(answer)
         back = json.loads(canonical(stored))
@@ -423,6 +426,9 @@ async def drive(
 
     Inside a traced :func:`pipeline.runs.scope`, the run is a span and each
     step a span in it (checked once here: untraced steps pay nothing).
+
+
+    .. versionadded:: 0.1.0
     """
     tracing = tracing_now()
     if tracing is None:

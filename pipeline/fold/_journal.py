@@ -55,12 +55,18 @@ def current_boundary() -> Boundary | None:
 
 
 def enter(boundary: Boundary | None) -> contextvars.Token[Boundary | None]:
-    """Make *boundary* current (undo with :func:`leave`)."""
+    """Make *boundary* current (undo with :func:`leave`).
+
+    .. versionadded:: 0.1.0
+    """
     return _BOUNDARY.set(boundary)
 
 
 def leave(token: contextvars.Token[Boundary | None]) -> None:
-    """Undo :func:`enter`."""
+    """Undo :func:`enter`.
+
+    .. versionadded:: 0.1.0
+    """
     _BOUNDARY.reset(token)
 
 
@@ -189,7 +195,10 @@ class Boundary:
 
 
 class Journal(Generic[S]):
-    """Commits a fold's snapshots as records, each a delta on the last."""
+    """Commits a fold's snapshots as records, each a delta on the last.
+
+    .. versionadded:: 0.1.0
+    """
 
     __slots__ = ("_lock", "codec", "head", "last", "thread_id")
 

@@ -13,6 +13,7 @@ as JSON through the checkpoint stores' cattrs converter
 See ``docs/temporal.md``.
 """
 
+from ..errors import RemoteFailure as RemoteFailure
 from ._client import Run as Run
 from ._client import Runs as Runs
 from ._client import connect as connect
@@ -23,7 +24,6 @@ from ._converter import (
 from ._converter import PipelinePayloadConverter as PipelinePayloadConverter
 from ._devserver import dev_server as dev_server
 from ._devserver import dev_server_path as dev_server_path
-from ._failures import RemoteFailure as RemoteFailure
 from ._hosted import Hostable as Hostable
 from ._wire import DEFAULT_HISTORY_BOUND as DEFAULT_HISTORY_BOUND
 from ._wire import NodeOptions as NodeOptions

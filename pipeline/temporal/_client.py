@@ -25,12 +25,12 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from .._context import Context
-from ..errors import InvalidState
+from ..errors import InvalidState, RemoteFailure
 from ..fold import Codec, Snapshot, stored_answer
 from ..graph import Graph, GraphFailure
 from ..swarm import Swarm, SwarmFailure, SwarmState
 from ._converter import DATA_CONVERTER
-from ._failures import Kinds, RemoteFailure, from_error
+from ._failures import Kinds, from_error
 from ._hosted import Hostable, host
 from ._wire import (
     ANSWER,
@@ -59,7 +59,10 @@ async def connect(
     target: str = "127.0.0.1:7233", *, namespace: str = "default"
 ) -> Client:
     """A Temporal client using ``DATA_CONVERTER``
-    (what workers and :class:`Runs` need)."""
+    (what workers and :class:`Runs` need).
+
+    .. versionadded:: 0.1.0
+    """
     return await Client.connect(
         target, namespace=namespace, data_converter=DATA_CONVERTER
     )
@@ -72,9 +75,12 @@ class Run(Generic[S_co, E_co]):
     thread id of its snapshots.
 
     Failures of the run come back as values: the machine's own (*E*),
-    and :class:`~pipeline.temporal.RemoteFailure` for what only a
+    and :class:`~pipeline.errors.RemoteFailure` for what only a
     distributed run can do (a step that kept raising past its retries, a
     cancelled or terminated workflow).
+
+
+    .. versionadded:: 0.1.0
     """
 
     id: str
@@ -162,6 +168,9 @@ class Runs:
     *client* must use ``DATA_CONVERTER`` (see
     :func:`connect`); *task_queue* is the workers'.  *failures*: your
     failure types, as the workers register them.
+
+
+    .. versionadded:: 0.1.0
     """
 
     __slots__ = ("_kinds", "client", "task_queue")

@@ -35,7 +35,10 @@ _CONVERTER = make_converter()
 
 @final
 class CattrsJSONPayloadConverter(EncodingPayloadConverter):
-    """``json/plain`` payloads through the project's cattrs converter."""
+    """``json/plain`` payloads through the project's cattrs converter.
+
+    .. versionadded:: 0.1.0
+    """
 
     @property
     def encoding(self) -> str:
@@ -86,7 +89,10 @@ class CattrsJSONPayloadConverter(EncodingPayloadConverter):
 @final
 class PipelinePayloadConverter(CompositePayloadConverter):
     """``None`` and ``bytes`` as Temporal sends them; everything else as
-    cattrs-structured JSON (:class:`CattrsJSONPayloadConverter`)."""
+    cattrs-structured JSON (:class:`CattrsJSONPayloadConverter`).
+
+    .. versionadded:: 0.1.0
+    """
 
     def __init__(self) -> None:
         super().__init__(

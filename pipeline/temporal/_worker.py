@@ -79,6 +79,9 @@ def build_id(machines: Iterable[Hostable] | Mapping[str, Hostable]) -> str:
     with the version its builder declares; so does this id.  Use it as the
     Temporal worker deployment's build id: runs started on one build are
     pinned to workers of that build.
+
+
+    .. versionadded:: 0.1.0
     """
     hosted = _hosted(machines)
     shape = sorted([h.name, h.fingerprint] for h in hosted)
@@ -104,7 +107,7 @@ def worker(
     runs at once (nodes, branches, agent turns), across all runs.
     *failures*: your failure types (attrs classes) that steps return, so
     they travel by name and the client rebuilds them (others arrive as
-    :class:`~pipeline.temporal.RemoteFailure`).  *deployment*: turn on
+    :class:`~pipeline.errors.RemoteFailure`).  *deployment*: turn on
     Temporal's worker versioning under this deployment name, with
     :func:`build_id` as the build id and runs pinned to their build.
     *graceful_shutdown*: how long steps in flight may finish when the
@@ -118,6 +121,9 @@ def worker(
         ValueError: a name is taken in this process by another machine, or
             two failure types share a name.
         TypeError: something other than a graph or a swarm.
+
+
+    .. versionadded:: 0.1.0
     """
     hosted = _hosted(machines)
     for h in hosted:
@@ -155,6 +161,9 @@ def replayer(
 
     Check recorded histories in CI before deploying a change to gates,
     limits or the library itself.
+
+
+    .. versionadded:: 0.1.0
     """
     for h in _hosted(machines):
         register(h)

@@ -282,7 +282,10 @@ def _error(failure: object) -> BaseException:
 @final
 @workflow.defn(name=WORKFLOW)
 class PipelineWorkflow:
-    """Runs a hosted graph or swarm (see the module's docstring)."""
+    """Runs a hosted graph or swarm (see the module's docstring).
+
+    .. versionadded:: 0.1.0
+    """
 
     def __init__(self) -> None:
         self._codec: Any = None
