@@ -36,9 +36,17 @@ def _tree(path: Path) -> ast.Module:
     # Parsed in a thread of its own: CPython 3.11's parser can report an
     # "AST constructor recursion depth mismatch" (gh-106905) when called
     # from a deep stack, as under pytest-cov; a fresh thread starts clean.
+    # The check's counter is shared by the interpreter's threads (the
+    # Temporal workers' sandboxes compile modules in threads of their own),
+    # so a parse can also meet another thread's count: parse again.
     text = path.read_text(encoding="utf-8")
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(ast.parse, text, str(path)).result()
+    for _ in range(9):
+        try:
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                return pool.submit(ast.parse, text, str(path)).result()
+        except SystemError:
+            continue
+    return ast.parse(text, str(path))
 
 
 def _package_of(path: Path) -> str:
