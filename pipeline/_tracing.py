@@ -12,7 +12,7 @@ finish reasons and error *types* only.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, cast, final
 
 from opentelemetry.trace import SpanKind, Status, StatusCode, use_span
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ("Tracing",)
 
 _Step = Callable[[Any, Any], Awaitable[Any]]
+_Call = Callable[[Any], Awaitable[Any]]
 
 
 def failed(span: Span, kind: str) -> None:
@@ -115,7 +116,7 @@ class Tracing:
 
     # -- folds ----------------------------------------------------------------
 
-    def fold(self, machine: Any) -> Any:
+    def fold(self, machine: Any) -> AbstractContextManager[Span]:
         """The span of one run of a machine (graph, swarm, agent loop)."""
         kind = getattr(machine, "kind", "fold")
         name: str = machine.name
@@ -173,7 +174,9 @@ class Tracing:
 
     # -- calls ----------------------------------------------------------------
 
-    def model_call(self, name: str, request: ModelRequest) -> Any:
+    def model_call(
+        self, name: str, request: ModelRequest
+    ) -> AbstractContextManager[Span]:
         """The span of one model call (``chat <model>``, a client span)."""
         provider, model = model_id(name)
         attributes: dict[str, AttributeValue] = {
@@ -231,6 +234,20 @@ class Tracing:
         ):
             pass
 
-    def handler(self, name: str) -> Any:
+    def handler(self, name: str) -> AbstractContextManager[Span]:
         """The span of one execution of a handler (the ``trace`` middleware)."""
         return self.span(f"handler {name}", {"pipeline.handler": name})
+
+    def branch(self, name: str, call: _Call) -> _Call:
+        """*call*, one branch of a graph's fan-out, in a span of its own."""
+        tracing = self
+
+        async def branched(value: Any) -> Any:
+            with tracing.span(
+                f"branch {name}", {"pipeline.node": name}
+            ) as span:
+                r = await call(value)
+                tracing.outcome(span, r)
+                return r
+
+        return branched

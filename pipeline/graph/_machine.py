@@ -32,6 +32,7 @@ from ..fold._journal import (
     leave,
 )
 from ..fold._model import Snapshot, Status
+from ..runs import tracing_now
 from ._edges import Edge, FanOut, Where, advancer, targets
 from ._merge import merge_states
 from ._model import END, Limits
@@ -215,6 +216,9 @@ class GraphMachine(Generic[S]):
                     outs[i] = self._restore(snap, name, docs[-1])
         todo = [(i, n) for i, n in enumerate(names) if outs[i] is _MISSING]
         calls = self.calls
+        tracing = tracing_now()
+        if tracing is not None:  # a span per branch
+            calls = {n: tracing.branch(n, calls[n]) for _, n in todo}
 
         async def branch(item: tuple[int, str], siblings: Siblings) -> None:
             i, name = item

@@ -298,7 +298,13 @@ async def test_graph_nodes_and_fan_out(otel: Traced) -> None:
                     (
                         leaf("node end"),
                         leaf("node start"),
-                        ("node x,y", (one_turn("x", "x"), one_turn("y", "y"))),
+                        (
+                            "node x,y",
+                            (
+                                ("branch x", (one_turn("x", "x"),)),
+                                ("branch y", (one_turn("y", "y"),)),
+                            ),
+                        ),
                     ),
                 ),
             ),
@@ -309,6 +315,38 @@ async def test_graph_nodes_and_fan_out(otel: Traced) -> None:
         "pipeline.node": ("x", "y"),
         "pipeline.step": 2,
     }
+
+
+async def test_failing_branch_is_marked(otel: Traced) -> None:
+    """A fan-out branch that fails marks its branch, node and graph spans."""
+
+    @handler(name="ok")
+    async def fine(s: Notes) -> Result[Notes, str]:
+        return Success(s)
+
+    @handler(name="bad")
+    async def bad(s: Notes) -> Result[Notes, str]:
+        return Failure("no")
+
+    g = (
+        graph.builder(Notes)
+        .node("start", fine)
+        .node("x", fine)
+        .node("y", bad)
+        .node("end", fine)
+        .entry("start")
+        .fan_out("start", ["x", "y"], join="end", merge=_merge)
+        .edge("end", END)
+        .build(name="g")
+    )
+    done = await run(g, Notes(), tracer_provider=otel.provider)
+    assert type(done.result) is Failure
+    status = {s.name: s.status.status_code for s in otel.spans()}
+    assert status["branch y"] is StatusCode.ERROR
+    assert status["node x,y"] is StatusCode.ERROR
+    assert status["graph g"] is StatusCode.ERROR
+    assert status["branch x"] is not StatusCode.ERROR
+    assert status["node start"] is not StatusCode.ERROR
 
 
 async def test_swarm_handoff(otel: Traced) -> None:
