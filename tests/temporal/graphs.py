@@ -18,6 +18,7 @@ import attrs
 
 from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
+from temporalio import activity
 
 from pipeline import Context, Handler, Message, handler, map_reduce
 from pipeline.agents import Agent, AgentRun
@@ -159,6 +160,40 @@ def approval_graph(name: str, *gates: Gate[Tally]) -> Graph[Tally, Refused]:
 
 
 APPROVAL = approval_graph("approval", approval_gate)
+
+
+def traced(name: str) -> Handler[Tally, Tally, Refused]:
+    """:func:`bump`, recording each execution in the effects file: the
+    run (the workflow id of the step activity running it), the node and
+    the id of the process that ran it (which worker did the step)."""
+
+    @handler(name=name)
+    async def run(s: Tally) -> Result[Tally, Refused]:
+        path = os.environ[EFFECTS_ENV]
+        line = f"{activity.info().workflow_id} {name} {os.getpid()}\n"
+        async with await anyio.open_file(path, "a") as f:
+            await f.write(line)
+        return Success(
+            attrs.evolve(s, count=s.count + 1, trail=s.trail.append(name))
+        )
+
+    return run
+
+
+def reviewed(version: str, *nodes: str) -> Graph[Tally, Refused]:
+    """The graph ``reviewed`` at *version*: ``draft``, ``publish`` (asked
+    for by :func:`approval_gate`), then *nodes*, each traced."""
+    names = ("draft", "publish", *nodes)
+    b: Builder[Tally, Refused] = builder(Tally).entry(names[0])
+    for n in names:
+        b = b.node(n, traced(n))
+    for a, z in zip(names, (*names[1:], END), strict=True):
+        b = b.edge(a, z)
+    return b.gate(approval_gate).build(name="reviewed", version=version)
+
+
+REVIEWED_V1 = reviewed("1")
+REVIEWED_V2 = reviewed("2", "announce")
 
 
 def note_model(note: str) -> ScriptedModel:

@@ -9,20 +9,14 @@ the node in flight runs exactly once more.
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
 
-from anyio.abc import Process
-from anyio.streams.text import TextReceiveStream
 from pyrsistent import pvector
 from temporalio.client import Client
 
@@ -36,60 +30,10 @@ from tests.temporal.graphs import (
     Tally,
     ask,
 )
+from tests.temporal.processes import cli_worker
 
 
 pytestmark = pytest.mark.temporal
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@asynccontextmanager
-async def cli_worker(
-    address: str, queue: str, *objects: str, env: dict[str, str]
-) -> AsyncIterator[tuple[Process, AsyncIterator[str]]]:
-    """``python -m pipeline.temporal worker`` in a process of its own,
-    started once it says it polls; yields it and its output lines."""
-    process = await anyio.open_process(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.temporal",
-            "worker",
-            *objects,
-            "--address",
-            address,
-            "--task-queue",
-            queue,
-            "--grace",
-            "5",
-        ],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stderr=None,
-    )
-    assert process.stdout is not None
-
-    async def lines() -> AsyncIterator[str]:
-        assert process.stdout is not None
-        buffer = ""
-        async for chunk in TextReceiveStream(process.stdout):
-            buffer += chunk
-            *done, buffer = buffer.split("\n")
-            for line in done:
-                yield line
-
-    output = lines()
-    try:
-        with anyio.fail_after(60):
-            async for line in output:
-                if line.startswith("pipeline.temporal worker on"):
-                    break
-        yield process, output
-    finally:
-        if process.returncode is None:
-            process.kill()
-        await process.wait()
-        await process.aclose()
 
 
 async def test_a_killed_workers_run_is_finished_by_another(
