@@ -20,7 +20,7 @@ from temporalio.client import Client
 
 from pipeline.temporal import NodeOptions, Retry, RunOptions, Runs, worker
 from tests.temporal.graphs import BLOCK_ENV, EFFECTS_ENV, TURNS, Tally
-from tests.temporal.test_crash import cli_worker
+from tests.temporal.processes import cli_worker
 
 
 pytestmark = pytest.mark.temporal
