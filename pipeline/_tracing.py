@@ -11,9 +11,9 @@ finish reasons and error *types* only.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, cast, final
+from typing import TYPE_CHECKING, Any, TypeVar, cast, final
 
 from opentelemetry.trace import SpanKind, Status, StatusCode, use_span
 from returns.result import Failure
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ("Tracing",)
 
 _Step = Callable[[Any, Any], Awaitable[Any]]
-_Call = Callable[[Any], Awaitable[Any]]
+R = TypeVar("R")
 
 
 def failed(span: Span, kind: str) -> None:
@@ -238,11 +238,13 @@ class Tracing:
         """The span of one execution of a handler (the ``trace`` middleware)."""
         return self.span(f"handler {name}", {"pipeline.handler": name})
 
-    def branch(self, name: str, call: _Call) -> _Call:
+    def branch(
+        self, name: str, call: Callable[[Any], Awaitable[R]]
+    ) -> Callable[[Any], Coroutine[Any, Any, R]]:
         """*call*, one branch of a graph's fan-out, in a span of its own."""
         tracing = self
 
-        async def branched(value: Any) -> Any:
+        async def branched(value: Any) -> R:
             with tracing.span(
                 f"branch {name}", {"pipeline.node": name}
             ) as span:
