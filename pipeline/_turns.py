@@ -18,6 +18,7 @@ from pyrsistent import PVector, pvector
 from returns.result import Failure, Result
 
 from ._messages import Message, ToolCall, Usage
+from ._offload import current_offload
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
 from .errors import BudgetExceeded, ModelError, RunPaused, TurnLimitExceeded
@@ -170,12 +171,14 @@ class Loop:
             # A reader that left the stream early must not cost a call.
             await reader_caught_up()
         scope = current()  # budgets and tracing (None: neither)
+        offload = current_offload()  # calls made elsewhere (None: here)
+        model = agent.model if offload is None else offload.model(agent)
         on_delta = _on_delta(name) if listen else None
         answer: Result[ModelResponse, ModelError | BudgetExceeded]
         if scope is None:
-            answer = await agent.model.generate(request, on_delta=on_delta)
+            answer = await model.generate(request, on_delta=on_delta)
         else:
-            answer = await scope.generate(agent.model, request, on_delta)
+            answer = await scope.generate(model, request, on_delta)
         if type(answer) is Failure:
             return answer
         response = answer.unwrap()
@@ -209,6 +212,8 @@ class Loop:
             if refused is not None:
                 return Failure(attrs.evolve(refused, path=(name,)))
             hook = scope.tool_hook
+        if offload is not None:
+            hook = _around(hook, offload.tools(agent, self.tools))
         if listen:
             for call in calls:
                 await emit(ToolCallStarted(name, call))
@@ -281,6 +286,19 @@ class Loop:
             else:
                 out.append(next(ran))
         return tuple(out)
+
+
+def _around(outer: ToolHook | None, inner: ToolHook | None) -> ToolHook | None:
+    """*inner* inside *outer* (a tool call's span around where it runs)."""
+    if outer is None or inner is None:
+        return outer or inner
+
+    async def both(
+        call: ToolCall, run: Callable[[], Awaitable[tuple[str, bool]]]
+    ) -> tuple[str, bool]:
+        return await outer(call, lambda: inner(call, run))
+
+    return both
 
 
 def _finished(

@@ -33,6 +33,7 @@ from ._context import Context
 from ._decode import decode_json
 from ._handler import Call, Handler
 from ._messages import Message, Role, Usage
+from ._offload import note_agent, note_fold_tool
 from ._runners import ok
 from ._turns import Intercept, Loop, PauseRequested, digest
 from ._views import joined
@@ -225,6 +226,7 @@ class Agent(Handler[Context, Context, AgentError]):
         if len(set(names)) != len(names):
             msg = f"agent {self.name!r}: duplicate tool names {sorted(names)}"
             raise ConstructionError(msg)
+        note_agent(self)
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, {self.model.name!r})"
@@ -556,19 +558,21 @@ def as_tool(
         or (own if isinstance(own, str) else "")
         or f"Ask the {agent.name!r} agent to do a task.",
     )(call)
-    return attrs.evolve(
-        made,
-        parameters={
-            "type": "object",
-            "properties": {
-                "prompt": {
-                    "type": "string",
-                    "description": "The task or question for the agent.",
-                }
+    return note_fold_tool(
+        attrs.evolve(
+            made,
+            parameters={
+                "type": "object",
+                "properties": {
+                    "prompt": {
+                        "type": "string",
+                        "description": "The task or question for the agent.",
+                    }
+                },
+                "required": ["prompt"],
+                "additionalProperties": False,
             },
-            "required": ["prompt"],
-            "additionalProperties": False,
-        },
+        )
     )
 
 
@@ -626,10 +630,13 @@ def _graph_tool(
 
     schema = dict(schema_for(kind))
     props = schema.get("properties", {})
-    return Tool(
-        name or graph.name,
-        description or f"Run the {graph.name!r} graph on a {kind.__name__}.",
-        schema,
-        call,
-        tuple(Param(p, Any, False, None) for p in props),
+    return note_fold_tool(
+        Tool(
+            name or graph.name,
+            description
+            or f"Run the {graph.name!r} graph on a {kind.__name__}.",
+            schema,
+            call,
+            tuple(Param(p, Any, False, None) for p in props),
+        )
     )

@@ -5,7 +5,8 @@ value that runs in process runs on a Temporal cluster, unchanged: a
 worker (:func:`worker`) hosts it; :class:`Runs` starts it and gives a typed
 :class:`Run` (answer an interrupt, read the snapshot, await the result,
 cancel).  The workflow drives the fold engine's own loop; every node,
-fan-out branch and agent turn at a swarm's conversation is an activity
+fan-out branch and swarm agent's turn at the conversation is an activity,
+and so is every model call and tool call of the agents inside them, each
 with its own timeouts and retries (:class:`NodeOptions`).  Values cross
 as JSON through the checkpoint stores' cattrs converter
 (``DATA_CONVERTER``); there is no pickle.
@@ -30,7 +31,9 @@ from ._wire import NodeOptions as NodeOptions
 from ._wire import Retry as Retry
 from ._wire import RunOptions as RunOptions
 from ._worker import DEFAULT_TASK_QUEUE as DEFAULT_TASK_QUEUE
+from ._worker import PipelineWorker as PipelineWorker
 from ._worker import build_id as build_id
+from ._worker import calls_queue as calls_queue
 from ._worker import replayer as replayer
 from ._worker import worker as worker
 from ._workflow import PipelineWorkflow as PipelineWorkflow
@@ -44,6 +47,7 @@ __all__ = (
     "Hostable",
     "NodeOptions",
     "PipelinePayloadConverter",
+    "PipelineWorker",
     "PipelineWorkflow",
     "RemoteFailure",
     "Retry",
@@ -51,6 +55,7 @@ __all__ = (
     "RunOptions",
     "Runs",
     "build_id",
+    "calls_queue",
     "connect",
     "dev_server",
     "dev_server_path",

@@ -16,15 +16,21 @@ attempt that takes a step over (after a crash) asks the workflow what
 was saved and continues from there: a turn whose record was saved, and
 the tool calls in it, never run again.
 
-While the step runs the activity heartbeats, so a worker that dies is
-noticed within the node's heartbeat timeout and the step retried on
+An agent's model calls and its own tools' calls are not made in the
+step: each is an update to the workflow, which makes it as the call
+activity (:mod:`pipeline.temporal._calls`), retried under its own policy.
+
+While the step (or a call) runs the activity heartbeats, so a worker that
+dies is noticed within the heartbeat timeout and the work retried on
 another worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
+from collections.abc import Iterator
 from typing import Any, final
 
 import attrs
@@ -34,16 +40,21 @@ from temporalio import activity
 from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
+from .._offload import offloading, reset
 from ..errors import InvalidState
 from ..fold import Boundary, Journal, Snapshot, enter, leave
 from . import _mapped
+from ._calls import Agents, StepCalls, make_call
 from ._failures import Kinds
 from ._hosted import Hosted, hosting
 from ._mapped import mapped
 from ._wire import (
+    CALL_ACTIVITY,
     PROGRESS,
     SAVED,
     STEP_ACTIVITY,
+    CallDone,
+    CallTask,
     Progress,
     Saved,
     StepDone,
@@ -113,35 +124,58 @@ class _ToWorkflow(Journal[Any]):
         return None
 
 
+@contextlib.contextmanager
+def _heartbeating() -> Iterator[None]:
+    """Heartbeat in the background (if the activity has a heartbeat
+    timeout) while the block runs."""
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        yield
+        return
+    beat = asyncio.create_task(_beat(timeout.total_seconds() / 3))
+    try:
+        yield
+    finally:
+        beat.cancel()
+
+
+def _here(machine: str, fingerprint: str) -> Hosted:
+    """The machine hosted here under that name and fingerprint.
+
+    Raises:
+        ApplicationError: another version of the machine (or none) is
+            hosted here: a worker that hosts this one takes the retry.
+    """
+    hosted = hosting(machine, fingerprint)
+    if isinstance(hosted, str):
+        raise ApplicationError(hosted, type="pipeline.NotHosted")
+    return hosted
+
+
 @final
 class StepActivity:
-    """The step activity of one worker (*kinds*: the failure types it
-    sends by name)."""
+    """The step and call activities of one worker (*kinds*: the failure
+    types it sends by name; *agents*: the agents its calls find)."""
 
-    __slots__ = ("kinds",)
+    __slots__ = ("agents", "kinds")
 
-    def __init__(self, kinds: Kinds) -> None:
+    def __init__(self, kinds: Kinds, agents: Agents) -> None:
         self.kinds = kinds
+        self.agents = agents
+
+    @activity.defn(name=CALL_ACTIVITY)
+    async def call(self, task: CallTask) -> CallDone:
+        """Make the model call or tool call *task* names."""
+        _here(task.machine, task.fingerprint)
+        with _heartbeating():
+            return await make_call(self.agents, task, self.kinds)
 
     @activity.defn(name=STEP_ACTIVITY)
     async def step(self, task: StepTask) -> StepDone:
         """Run the step *task* names; its next snapshot or its failure."""
-        hosted = hosting(task.machine, task.fingerprint)
-        if isinstance(hosted, str):
-            # Another version of the machine (or none) is hosted here: let
-            # a worker that hosts this one take the retry.
-            raise ApplicationError(hosted, type="pipeline.NotHosted")
-        timeout = activity.info().heartbeat_timeout
-        beat = (
-            asyncio.create_task(_beat(timeout.total_seconds() / 3))
-            if timeout
-            else None
-        )
-        try:
+        hosted = _here(task.machine, task.fingerprint)
+        with _heartbeating():
             return await self._run(hosted, task)
-        finally:
-            if beat is not None:
-                beat.cancel()
 
     async def _run(self, hosted: Hosted, task: StepTask) -> StepDone:
         loaded = decode(hosted.codec, task.snapshot)
@@ -168,7 +202,15 @@ class StepActivity:
             snap = tracked.unwrap()
         journal = _ToWorkflow(hosted, base, key, handle)
         progress = {k: tuple(v) for k, v in saved.progress.items()}
+        calls = StepCalls(
+            self.agents,
+            handle,
+            key,
+            (hosted.name, hosted.fingerprint),
+            self.kinds,
+        )
         token = enter(Boundary(journal, progress, None))
+        offload = offloading(calls)
         try:
             if task.part:
                 part = await self._part(hosted, task, snap)
@@ -182,6 +224,7 @@ class StepActivity:
                 if type(out) is not Failure:
                     out = attrs.evolve(snap, state=out, node=task.branch)
         finally:
+            reset(offload)
             leave(token)
         if type(out) is Failure:
             return StepDone(failure=self.kinds.encode(out.failure()))

@@ -18,8 +18,10 @@ import attrs
 from returns.result import Result
 from temporalio.common import RetryPolicy
 
+from .._messages import Message
 from ..errors import CheckpointDecodeError, InvalidState
 from ..fold import Codec, Snapshot
+from ..models import ModelResponse, ToolSpec
 
 
 S = TypeVar("S")
@@ -36,6 +38,14 @@ STEP_ACTIVITY: Final = "pipeline.step"
 """The activity that runs one step (a node, a fan-out branch, an agent's
 turn at a swarm's conversation)."""
 
+CALLS_SUFFIX: Final = ".calls"
+"""A run's calls go to its task queue's name and this (see
+:class:`~pipeline.temporal.PipelineWorker`)."""
+
+CALL_ACTIVITY: Final = "pipeline.call"
+"""The activity that makes one call a step's agent asked for: a model
+call (one turn's), or one call of one of the agent's own tools."""
+
 WORKFLOW: Final = "pipeline.run"
 """The workflow type every graph and swarm runs as."""
 
@@ -44,6 +54,7 @@ SNAPSHOT: Final = "pipeline.snapshot"
 WAIT: Final = "pipeline.wait"
 PROGRESS: Final = "pipeline.progress"
 SAVED: Final = "pipeline.saved"
+CALL: Final = "pipeline.call"
 
 
 @final
@@ -156,8 +167,10 @@ class RunOptions:
     """How a run's steps run as activities; recorded in the run's input.
 
     *default* applies to every node (graph) or agent (swarm) that *nodes*
-    does not name.  *history_bound*: events after which the run continues
-    as new (see ``DEFAULT_HISTORY_BOUND``).
+    does not name.  *calls* applies to the activities of agents' model
+    calls and tool calls, unless *agents* names the agent (its model
+    calls) or *tools* the tool.  *history_bound*: events after which the
+    run continues as new (see ``DEFAULT_HISTORY_BOUND``).
 
 
     .. versionadded:: 0.1.0
@@ -168,6 +181,13 @@ class RunOptions:
         default=_NO_NODES, converter=_frozen_nodes
     )
     history_bound: int = DEFAULT_HISTORY_BOUND
+    calls: NodeOptions = NodeOptions()
+    agents: Mapping[str, NodeOptions] = attrs.field(
+        default=_NO_NODES, converter=_frozen_nodes
+    )
+    tools: Mapping[str, NodeOptions] = attrs.field(
+        default=_NO_NODES, converter=_frozen_nodes
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.history_bound < 100:
@@ -177,6 +197,12 @@ class RunOptions:
     def for_node(self, name: str) -> NodeOptions:
         """The options of node (or agent) *name*."""
         return self.nodes.get(name, self.default)
+
+    def for_call(self, call: CallTask) -> NodeOptions:
+        """The options of *call*'s activity."""
+        if call.tool:
+            return self.tools.get(call.tool, self.calls)
+        return self.agents.get(call.agent, self.calls)
 
 
 @final
@@ -274,6 +300,45 @@ class StepDone:
     failure: FailureDoc | None = None
     count: int = 0
     item: ItemDone | None = None
+
+
+@final
+@attrs.frozen
+class CallTask:
+    """One call an agent in step *task* asked for, for the call activity.
+
+    *agent* names the agent (``name@digest``: see
+    :mod:`pipeline.temporal._calls`).  A model call carries the turn's
+    *messages*, the *tool_specs* it offers and *use_tools*; a tool call
+    names its *tool* and carries the model's *arguments* and *call_id*.
+    *key* names the call within its step, the same in every attempt of
+    the step (so an attempt that takes the step over gets the answer of a
+    call made before instead of making it again).
+    """
+
+    task: str
+    key: str
+    agent: str
+    machine: str
+    fingerprint: str
+    messages: tuple[Message, ...] = ()
+    tool_specs: tuple[ToolSpec, ...] = ()
+    use_tools: bool = True
+    tool: str = ""
+    arguments: str = ""
+    call_id: str = ""
+
+
+@final
+@attrs.frozen
+class CallDone:
+    """The call activity's answer: the model's *response* or its
+    *failure*; or a tool's ``(content, is_error)``."""
+
+    response: ModelResponse | None = None
+    failure: FailureDoc | None = None
+    content: str = ""
+    is_error: bool = False
 
 
 @final

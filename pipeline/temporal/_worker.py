@@ -9,15 +9,18 @@ on workers of the build it started on (:func:`build_id`).
 
 from __future__ import annotations
 
+import asyncio
+
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Final, cast
+from typing import Any, Final, Self, cast, final
 
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import (
     Replayer,
     Worker,
+    WorkerConfig,
     WorkerDeploymentConfig,
 )
 from temporalio.worker.workflow_sandbox import (
@@ -25,11 +28,14 @@ from temporalio.worker.workflow_sandbox import (
     SandboxRestrictions,
 )
 
+from .._offload import known_agents
 from .._serde import canonical, checksum
 from ._activities import StepActivity
+from ._calls import Agents
 from ._converter import DATA_CONVERTER
 from ._failures import Kinds
 from ._hosted import Hostable, Hosted, host, register
+from ._wire import CALLS_SUFFIX
 from ._workflow import PipelineWorkflow
 
 
@@ -88,34 +94,109 @@ def build_id(machines: Iterable[Hostable] | Mapping[str, Hostable]) -> str:
     return checksum(canonical(shape))[:16]
 
 
+@final
+class PipelineWorker:
+    """A worker of :mod:`pipeline.temporal`: two Temporal workers, one
+    on the task queue (the workflow and the step activity), one on its
+    calls queue (:func:`calls_queue`: agents' model calls and tool calls).
+
+    Steps wait for the calls their agents make; with their own queue and
+    their own slots the calls always find a slot, however many steps wait.
+    Run it with ``async with`` (it polls until the block ends) or ``await
+    worker.run()`` (until :meth:`shutdown`).
+
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("calls", "steps")
+
+    def __init__(self, steps: Worker, calls: Worker) -> None:
+        self.steps = steps
+        self.calls = calls
+
+    @property
+    def task_queue(self) -> str:
+        """The task queue runs are started on."""
+        return self.steps.task_queue
+
+    def config(self) -> WorkerConfig:
+        """The step worker's Temporal configuration."""
+        return self.steps.config()
+
+    async def run(self) -> None:
+        """Poll both queues until :meth:`shutdown` (or one fails)."""
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.steps.run())
+                tg.create_task(self.calls.run())
+        except BaseExceptionGroup as group:
+            raise group.exceptions[0] from None
+
+    async def shutdown(self) -> None:
+        """Stop polling; let steps and calls in flight finish (within the
+        graceful shutdown time)."""
+        await asyncio.gather(self.steps.shutdown(), self.calls.shutdown())
+
+    async def __aenter__(self) -> Self:
+        await self.calls.__aenter__()
+        try:
+            await self.steps.__aenter__()
+        except BaseException:
+            await self.calls.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.steps.__aexit__(None, None, None)
+        finally:
+            await self.calls.__aexit__(None, None, None)
+
+
+def calls_queue(task_queue: str) -> str:
+    """The task queue of the calls of runs started on *task_queue*.
+
+
+    .. versionadded:: 0.1.0
+    """
+    return f"{task_queue}{CALLS_SUFFIX}"
+
+
 def worker(
     client: Client,
     machines: Sequence[Hostable] | Mapping[str, Hostable],
     *,
     task_queue: str = DEFAULT_TASK_QUEUE,
     max_concurrent_activities: int = 100,
+    max_concurrent_calls: int = 100,
     max_concurrent_workflow_tasks: int = 100,
     max_cached_workflows: int = 1000,
     failures: Iterable[type[Any]] = (),
     deployment: str | None = None,
     graceful_shutdown: timedelta = timedelta(seconds=30),
-) -> Worker:
-    """A Temporal worker hosting *machines* (graphs and swarms) on *task_queue*.
+) -> PipelineWorker:
+    """A worker hosting *machines* (graphs and swarms) on *task_queue*.
 
     *machines* are registered by their names (or under the keys of a
     mapping).  *max_concurrent_activities* bounds the steps this worker
-    runs at once (nodes, branches, agent turns), across all runs.
-    *failures*: your failure types (attrs classes) that steps return, so
-    they travel by name and the client rebuilds them (others arrive as
+    runs at once (nodes, branches, a swarm agent's turns), across all
+    runs; *max_concurrent_calls* the agents' model calls and tool calls
+    (on the calls queue: see :class:`PipelineWorker`).  *failures*: your
+    failure types (attrs classes) that steps return, so they travel by
+    name and the client rebuilds them (others arrive as
     :class:`~pipeline.errors.RemoteFailure`).  *deployment*: turn on
     Temporal's worker versioning under this deployment name, with
     :func:`build_id` as the build id and runs pinned to their build.
     *graceful_shutdown*: how long steps in flight may finish when the
     worker stops (then they are cancelled, and retried elsewhere).
 
+    The agents whose calls this worker makes are those that exist when it
+    is made (see :mod:`pipeline.temporal`): make it after importing the
+    modules that define your graphs.
+
     *client* must use ``DATA_CONVERTER`` (see
-    :func:`~pipeline.temporal.connect`).  Run the worker with ``async
-    with`` or ``await worker.run()``.
+    :func:`~pipeline.temporal.connect`).
 
     Raises:
         ValueError: a name is taken in this process by another machine, or
@@ -128,7 +209,7 @@ def worker(
     hosted = _hosted(machines)
     for h in hosted:
         register(h)
-    activity = StepActivity(Kinds(failures))
+    activity = StepActivity(Kinds(failures), Agents(known_agents()))
     versioning = None
     if deployment is not None:
         versioning = WorkerDeploymentConfig(
@@ -136,7 +217,7 @@ def worker(
             use_worker_versioning=True,
             default_versioning_behavior=VersioningBehavior.PINNED,
         )
-    return Worker(
+    steps = Worker(
         client,
         task_queue=task_queue,
         workflows=[PipelineWorkflow],
@@ -148,6 +229,15 @@ def worker(
         deployment_config=versioning,
         graceful_shutdown_timeout=graceful_shutdown,
     )
+    calls = Worker(
+        client,
+        task_queue=calls_queue(task_queue),
+        activities=[activity.call],
+        max_concurrent_activities=max_concurrent_calls,
+        deployment_config=versioning,
+        graceful_shutdown_timeout=graceful_shutdown,
+    )
+    return PipelineWorker(steps, calls)
 
 
 def replayer(

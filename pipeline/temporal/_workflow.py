@@ -44,6 +44,9 @@ with workflow.unsafe.imports_passed_through():
     from ._mapped import Mapped, mapped
     from ._wire import (
         ANSWER,
+        CALL,
+        CALL_ACTIVITY,
+        CALLS_SUFFIX,
         PROGRESS,
         SAVED,
         SNAPSHOT,
@@ -51,6 +54,8 @@ with workflow.unsafe.imports_passed_through():
         WAIT,
         WORKFLOW,
         Answer,
+        CallDone,
+        CallTask,
         FailureDoc,
         ItemDone,
         NodeOptions,
@@ -75,12 +80,14 @@ _MISSING: Any = object()
 class _InFlight:
     """The steps in flight, and what the folds nested in them saved."""
 
-    __slots__ = ("progress", "states", "tasks")
+    __slots__ = ("calls", "progress", "states", "tasks")
 
     def __init__(self) -> None:
         self.tasks: set[str] = set()
         self.progress: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self.states: dict[str, SnapshotDoc] = {}
+        # The calls each step made, by key (None: in flight).
+        self.calls: dict[str, dict[str, CallDone | None]] = {}
 
     def save(self, saved: Progress) -> None:
         chains = self.progress.setdefault(saved.task, {})
@@ -92,6 +99,7 @@ class _InFlight:
         self.tasks.discard(task)
         self.progress.pop(task, None)
         self.states.pop(task, None)
+        self.calls.pop(task, None)
 
 
 @final
@@ -150,17 +158,8 @@ class _Remote:
             STEP_ACTIVITY,
             task,
             result_type=StepDone,
-            start_to_close_timeout=timedelta(seconds=o.start_to_close),
-            heartbeat_timeout=(
-                None if o.heartbeat is None else timedelta(seconds=o.heartbeat)
-            ),
-            schedule_to_close_timeout=(
-                None
-                if o.schedule_to_close is None
-                else timedelta(seconds=o.schedule_to_close)
-            ),
-            retry_policy=o.retry.policy(),
             summary=node,
+            **_timing(o),
         )
         return done
 
@@ -273,6 +272,22 @@ class _Remote:
         return tuple(outs)
 
 
+def _timing(o: NodeOptions) -> dict[str, Any]:
+    """An activity's timeouts and retry policy, from its options."""
+    return {
+        "start_to_close_timeout": timedelta(seconds=o.start_to_close),
+        "heartbeat_timeout": (
+            None if o.heartbeat is None else timedelta(seconds=o.heartbeat)
+        ),
+        "schedule_to_close_timeout": (
+            None
+            if o.schedule_to_close is None
+            else timedelta(seconds=o.schedule_to_close)
+        ),
+        "retry_policy": o.retry.policy(),
+    }
+
+
 def _error(failure: object) -> BaseException:
     if isinstance(failure, FailureDoc):
         return _KINDS.error_for(failure)
@@ -295,6 +310,7 @@ class PipelineWorkflow:
         self._ended = False
         self._moving = False
         self._flying = _InFlight()
+        self._options = RunOptions()
 
     @workflow.run
     async def run(self, request: RunRequest) -> SnapshotDoc:
@@ -306,6 +322,7 @@ class PipelineWorkflow:
             # by a worker that hosts the run's version.
             raise RuntimeError(hosted)  # noqa: TRY004  # not a bad argument
         self._codec = hosted.codec
+        self._options = request.options
         loaded = decode(hosted.codec, request.snapshot)
         if type(loaded) is not Success:
             raise _error(loaded.failure())
@@ -421,6 +438,42 @@ class PipelineWorkflow:
     @progress.validator
     def _owns_step(self, saved: Progress) -> None:
         if saved.task not in self._flying.tasks:
+            msg = "that step is not in flight"
+            raise ValueError(msg)
+
+    @workflow.update(name=CALL)
+    async def call(self, task: CallTask) -> CallDone:
+        """Make one call an agent of a step in flight asked for, as the
+        call activity; a call made before under its key is not made
+        again (its answer is given, once it has one)."""
+        calls = self._flying.calls.setdefault(task.task, {})
+        key = task.key
+        if key in calls:  # asked by an earlier attempt of the step
+            await workflow.wait_condition(
+                lambda: calls.get(key, True) is not None
+            )
+            done = calls.get(key)
+            if done is not None:
+                return done
+        calls[key] = None
+        try:
+            made: CallDone = await workflow.execute_activity(
+                CALL_ACTIVITY,
+                task,
+                result_type=CallDone,
+                task_queue=workflow.info().task_queue + CALLS_SUFFIX,
+                summary=f"{task.agent.partition('@')[0]}: {task.tool or 'model'}",
+                **_timing(self._options.for_call(task)),
+            )
+        except BaseException:
+            calls.pop(key, None)  # not made: an attempt may ask again
+            raise
+        calls[key] = made
+        return made
+
+    @call.validator
+    def _owns_call(self, task: CallTask) -> None:
+        if task.task not in self._flying.tasks:
             msg = "that step is not in flight"
             raise ValueError(msg)
 

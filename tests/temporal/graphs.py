@@ -307,10 +307,44 @@ def _effect_tool_model(name: str) -> ScriptedModel:
     with what the tools said; stateless, so any worker replays it."""
 
     def step(request: ModelRequest) -> ModelResponse:
+        _append_effect("model")
         results = [m.content for m in request.messages if m.name == "effect"]
         if len(results) < 2:
             return Reply.tool_call("effect", {"n": len(results) + 1})
         return Reply.text(f"{name}:" + ",".join(results))
+
+    return ScriptedModel(step, cycle=True, name=name)
+
+
+def _append_effect(line: str) -> int:
+    """One line in the effects file (if one is named); how many lines
+    equal to *line* it holds now."""
+    path = os.environ.get(EFFECTS_ENV)
+    if path is None:
+        return 0
+    with open(path, "a+", encoding="utf-8") as f:  # noqa: PTH123
+        f.write(f"{line}\n")
+        f.seek(0)
+        return f.read().split().count(line)
+
+
+@tool(errors=())
+def flaky() -> str:
+    """A tool with a side effect that raises on its first call (a bug, not
+    an error result: it propagates, and its activity is retried)."""
+    if _append_effect("flaky") == 1:
+        msg = "flaky the first time"
+        raise RuntimeError(msg)
+    return "steady"
+
+
+def _flaky_model(name: str) -> ScriptedModel:
+    def step(request: ModelRequest) -> ModelResponse:
+        _append_effect("model")
+        said = [m.content for m in request.messages if m.name == "flaky"]
+        if not said:
+            return Reply.tool_call("flaky", {})
+        return Reply.text(f"{name}:" + ",".join(said))
 
     return ScriptedModel(step, cycle=True, name=name)
 
@@ -329,25 +363,33 @@ async def effect(n: int) -> str:
     return f"done{n}"
 
 
-def _turns_graph() -> Graph[Tally, object]:
-    """One agent node whose turns call a tool with side effects."""
+def _agent_graph(
+    name: str, before: Handler[Tally, Tally, Refused], agent: Agent
+) -> Graph[Tally, object]:
+    """An action ``before``, then *agent* as a node."""
     return (
         builder(Tally)
-        .node("before", bump("before"))
-        .agent(
-            "worker",
-            Agent("worker", _effect_tool_model("worker"), tools=(effect,)),
-            messages=agent_messages,
-            update=agent_update,
-        )
+        .node("before", before)
+        .agent(agent.name, agent, messages=agent_messages, update=agent_update)
         .entry("before")
-        .edge("before", "worker")
-        .edge("worker", END)
-        .build(name="turns")
+        .edge("before", agent.name)
+        .edge(agent.name, END)
+        .build(name=name)
     )
 
 
-TURNS = _turns_graph()
+TURNS = _agent_graph(
+    "turns",
+    bump("before"),
+    Agent("worker", _effect_tool_model("worker"), tools=(effect,)),
+)
+"""One agent node whose turns call a tool with side effects."""
+FLAKY = _agent_graph(
+    "flaky",
+    recorded("before"),
+    Agent("caller", _flaky_model("caller"), tools=(flaky,)),
+)
+"""An action, then an agent whose tool raises once."""
 
 
 @handler

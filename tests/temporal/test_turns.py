@@ -1,10 +1,14 @@
-"""A crash inside an agent's conversation loses at most the turn in flight.
+"""A crash inside an agent's conversation repeats no finished call.
 
 An agent node's turns are a fold nested in the node's step; on Temporal
 each turn's record is an update to the run's workflow, in its history
-before the next turn starts.  A worker SIGKILLed during the agent's second
-tool call: the other worker's attempt restores the first turn (its tool
-call does not run again) and runs the second turn again.
+before the next turn starts, and each model call and tool call is an
+activity of its own whose answer the workflow keeps.  A worker SIGKILLed
+during the agent's second tool call: the other worker's attempt restores
+the first turn, gets the second turn's model answer from the workflow
+(no model call is made twice), and waits for the second tool call's
+activity, which is retried once (its attempt on the dead worker is the
+only repeat).
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ async def test_committed_turns_never_run_again(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """SIGKILL during the second tool call: the first tool call ran once,
-    the second twice (the turn in flight), and the run ends as in process."""
+    """SIGKILL during the second tool call: three model calls, the first
+    tool call once, the second twice (its activity's attempt on the dead
+    worker, then its retry), and the run ends as in process."""
     effects = tmp_path / "effects"
     effects.touch()
     monkeypatch.setenv(EFFECTS_ENV, str(effects))
@@ -46,7 +51,7 @@ async def test_committed_turns_never_run_again(
         env={EFFECTS_ENV: str(effects), BLOCK_ENV: "tool2"},
     ) as (process, output):
         run = await Runs(client, task_queue=queue).start(
-            TURNS, Tally(), options=RunOptions(default=quick)
+            TURNS, Tally(), options=RunOptions(default=quick, calls=quick)
         )
         with anyio.fail_after(60):
             async for line in output:
@@ -58,7 +63,7 @@ async def test_committed_turns_never_run_again(
         with anyio.fail_after(120):
             final = (await run.result()).unwrap()
     assert Counter(effects.read_text().split()) == Counter(
-        {"tool1": 1, "tool2": 2}
+        {"model": 3, "tool1": 1, "tool2": 2}
     )
     effects.write_text("")
     local = (await TURNS.run(Tally())).unwrap()

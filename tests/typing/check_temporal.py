@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import assert_type
 
 import attrs
@@ -19,10 +20,12 @@ from pipeline.graph import END, Graph, GraphFailure, builder
 from pipeline.swarm import Swarm, SwarmFailure, SwarmState
 from pipeline.temporal import (
     NodeOptions,
+    PipelineWorker,
     RemoteFailure,
     Run,
     RunOptions,
     Runs,
+    calls_queue,
     replayer,
     worker,
 )
@@ -72,7 +75,22 @@ async def swarms(client: Client, s: Swarm[None], ctx: Context) -> None:
 
 
 def workers(client: Client, s: Swarm[None]) -> None:
-    assert_type(worker(client, [g, s], task_queue="q"), Worker)
-    assert_type(worker(client, {"named": g}), Worker)
+    assert_type(worker(client, [g, s], task_queue="q"), PipelineWorker)
+    assert_type(worker(client, {"named": g}), PipelineWorker)
+    assert_type(worker(client, [g]).steps, Worker)
+    assert_type(calls_queue("q"), str)
+    worker(client, [g], max_concurrent_calls="10")  # type: ignore[arg-type]  # a count
     assert_type(replayer([g]), Replayer)
     worker(client, [bump])  # type: ignore[list-item]  # a handler is not hosted
+
+
+def call_options() -> None:
+    options = RunOptions(
+        calls=NodeOptions(start_to_close=60),
+        agents={"writer": NodeOptions()},
+        tools={"refund": NodeOptions()},
+    )
+    assert_type(options.calls, NodeOptions)
+    assert_type(options.tools, Mapping[str, NodeOptions])
+    RunOptions(calls={"refund": NodeOptions()})  # type: ignore[arg-type]  # one NodeOptions
+    RunOptions(tools=NodeOptions())  # type: ignore[arg-type]  # by tool name
