@@ -41,7 +41,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from .._offload import offloading, reset
-from ..errors import InvalidState
+from ..errors import InvalidState, RunPaused
 from ..fold import Boundary, Journal, Snapshot, enter, leave
 from . import _mapped
 from ._calls import Agents, StepCalls, make_call
@@ -152,6 +152,20 @@ def _here(machine: str, fingerprint: str) -> Hosted:
     return hosted
 
 
+def _resumed(
+    base: Snapshot[Any], saved: Saved
+) -> tuple[dict[str, tuple[Any, ...]], object]:
+    """The progress a step starts from (what it saved before it paused,
+    carried by a resumed snapshot, then what earlier attempts of this task
+    saved) and the answer for the nested fold that paused, if any."""
+    progress: dict[str, tuple[Any, ...]] = dict(base.progress)
+    for k, docs in saved.progress.items():
+        progress[k] = (*progress.get(k, ()), *docs)
+    pending = base.pending
+    answered = base.progress and pending is not None and pending.answered
+    return progress, (pending.answer if answered and pending else None)
+
+
 @final
 class StepActivity:
     """The step and call activities of one worker (*kinds*: the failure
@@ -201,7 +215,7 @@ class StepActivity:
                 return StepDone(failure=self.kinds.encode(tracked.failure()))
             snap = tracked.unwrap()
         journal = _ToWorkflow(hosted, base, key, handle)
-        progress = {k: tuple(v) for k, v in saved.progress.items()}
+        progress, answer = _resumed(base, saved)
         calls = StepCalls(
             self.agents,
             handle,
@@ -209,29 +223,43 @@ class StepActivity:
             (hosted.name, hosted.fingerprint),
             self.kinds,
         )
-        token = enter(Boundary(journal, progress, None))
+        boundary = Boundary(journal, progress, answer)
+        token = enter(boundary)
         offload = offloading(calls)
         try:
-            if task.part:
-                part = await self._part(hosted, task, snap)
-                if isinstance(part, StepDone):
-                    return part
-                out: Any = part
-            elif task.branch is None:
-                out = await hosted.machine.step(snap, hosted.limits)
-            else:
-                out = await hosted.machine.branch(snap, task.branch)
-                if type(out) is not Failure:
-                    out = attrs.evolve(snap, state=out, node=task.branch)
+            out = await self._step(hosted, task, snap)
         finally:
             reset(offload)
             leave(token)
+        if isinstance(out, StepDone):
+            return out
         if type(out) is Failure:
-            return StepDone(failure=self.kinds.encode(out.failure()))
+            failure = out.failure()
+            if (
+                boundary.paused is not None
+                and isinstance(failure, RunPaused)
+                and task.branch is None
+                and not task.part
+            ):
+                return StepDone(paused=boundary.paused)
+            return StepDone(failure=self.kinds.encode(failure))
         sent = encode_delta(hosted.codec, out, base)
         if isinstance(sent, InvalidState):
             return StepDone(failure=self.kinds.encode(sent))
         return StepDone(snapshot=sent)
+
+    async def _step(
+        self, hosted: Hosted, task: StepTask, snap: Snapshot[Any]
+    ) -> Any:
+        """The machine's step (or the part of it *task* names)."""
+        if task.part:
+            return await self._part(hosted, task, snap)
+        if task.branch is None:
+            return await hosted.machine.step(snap, hosted.limits)
+        out = await hosted.machine.branch(snap, task.branch)
+        if type(out) is Failure:
+            return out
+        return attrs.evolve(snap, state=out, node=task.branch)
 
     async def _part(
         self, hosted: Hosted, task: StepTask, snap: Snapshot[Any]

@@ -69,8 +69,9 @@ class SnapshotDoc:
 
 
 def encode(codec: Codec[S], snap: Snapshot[S]) -> SnapshotDoc | InvalidState:
-    """*snap* as a document, checked as a commit is (else why not)."""
-    sealed = codec.seal(snap, None)
+    """*snap* as a document, checked as a commit is (else why not); a
+    step that paused keeps its progress (a store's paused thread does)."""
+    sealed = codec.seal(snap, None, snap.progress or None)
     if isinstance(sealed, InvalidState):
         return sealed
     return SnapshotDoc(snap.thread_id, snap.version, snap.parent, sealed[0])
@@ -294,10 +295,12 @@ class StepTask:
 @attrs.frozen
 class StepDone:
     """The step activity's answer: the next snapshot (a delta document
-    against the task's), or a failure value."""
+    against the task's), or a failure value, or the question a fold nested
+    in the step *paused* at (the step's progress is in the workflow)."""
 
     snapshot: SnapshotDoc | None = None
     failure: FailureDoc | None = None
+    paused: str | None = None
     count: int = 0
     item: ItemDone | None = None
 

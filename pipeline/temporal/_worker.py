@@ -10,6 +10,7 @@ on workers of the build it started on (:func:`build_id`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
@@ -96,62 +97,67 @@ def build_id(machines: Iterable[Hostable] | Mapping[str, Hostable]) -> str:
 
 @final
 class PipelineWorker:
-    """A worker of :mod:`pipeline.temporal`: two Temporal workers, one
-    on the task queue (the workflow and the step activity), one on its
-    calls queue (:func:`calls_queue`: agents' model calls and tool calls).
+    """A worker of :mod:`pipeline.temporal`: three Temporal workers of one
+    process, on the task queue (the workflow; the step activity) and on
+    its calls queue (:func:`calls_queue`: agents' model calls and tool
+    calls).
 
-    Steps wait for the calls their agents make; with their own queue and
-    their own slots the calls always find a slot, however many steps wait.
-    Run it with ``async with`` (it polls until the block ends) or ``await
-    worker.run()`` (until :meth:`shutdown`).
+    Steps wait for the calls their agents make and for the workflow to
+    keep their progress; with their own queue and slots the calls always
+    find a slot, however many steps wait, and on shutdown the steps in
+    flight finish first, while the calls and the workflow still run for
+    them.  Run it with ``async with`` (it polls until the block ends) or
+    ``await worker.run()`` (until :meth:`shutdown`).
 
 
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("calls", "steps")
+    __slots__ = ("_stack", "calls", "steps", "workflows")
 
-    def __init__(self, steps: Worker, calls: Worker) -> None:
+    def __init__(
+        self, workflows: Worker, steps: Worker, calls: Worker
+    ) -> None:
+        self.workflows = workflows
         self.steps = steps
         self.calls = calls
+        self._stack: contextlib.AsyncExitStack | None = None
 
     @property
     def task_queue(self) -> str:
         """The task queue runs are started on."""
-        return self.steps.task_queue
+        return self.workflows.task_queue
 
     def config(self) -> WorkerConfig:
-        """The step worker's Temporal configuration."""
-        return self.steps.config()
+        """The workflow worker's Temporal configuration."""
+        return self.workflows.config()
 
     async def run(self) -> None:
-        """Poll both queues until :meth:`shutdown` (or one fails)."""
+        """Poll until :meth:`shutdown` (or until one of the three fails)."""
         try:
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(self.steps.run())
-                tg.create_task(self.calls.run())
+                for w in (self.workflows, self.calls, self.steps):
+                    tg.create_task(w.run())
         except BaseExceptionGroup as group:
             raise group.exceptions[0] from None
 
     async def shutdown(self) -> None:
-        """Stop polling; let steps and calls in flight finish (within the
-        graceful shutdown time)."""
-        await asyncio.gather(self.steps.shutdown(), self.calls.shutdown())
+        """Stop polling; the steps in flight finish first (within the
+        graceful shutdown time), then the calls, then the workflow."""
+        for w in (self.steps, self.calls, self.workflows):
+            await w.shutdown()
 
     async def __aenter__(self) -> Self:
-        await self.calls.__aenter__()
-        try:
-            await self.steps.__aenter__()
-        except BaseException:
-            await self.calls.__aexit__(None, None, None)
-            raise
+        async with contextlib.AsyncExitStack() as stack:
+            for w in (self.workflows, self.calls, self.steps):
+                await stack.enter_async_context(w)
+            self._stack = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        try:
-            await self.steps.__aexit__(None, None, None)
-        finally:
-            await self.calls.__aexit__(None, None, None)
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()  # steps, then calls, then the workflow
 
 
 def calls_queue(task_queue: str) -> str:
@@ -217,15 +223,21 @@ def worker(
             use_worker_versioning=True,
             default_versioning_behavior=VersioningBehavior.PINNED,
         )
-    steps = Worker(
+    workflows = Worker(
         client,
         task_queue=task_queue,
         workflows=[PipelineWorkflow],
-        activities=[activity.step],
-        max_concurrent_activities=max_concurrent_activities,
         max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
         max_cached_workflows=max_cached_workflows,
         workflow_runner=_runner(),
+        deployment_config=versioning,
+        graceful_shutdown_timeout=graceful_shutdown,
+    )
+    steps = Worker(
+        client,
+        task_queue=task_queue,
+        activities=[activity.step],
+        max_concurrent_activities=max_concurrent_activities,
         deployment_config=versioning,
         graceful_shutdown_timeout=graceful_shutdown,
     )
@@ -237,7 +249,7 @@ def worker(
         deployment_config=versioning,
         graceful_shutdown_timeout=graceful_shutdown,
     )
-    return PipelineWorker(steps, calls)
+    return PipelineWorker(workflows, steps, calls)
 
 
 def replayer(

@@ -37,8 +37,8 @@ with workflow.unsafe.imports_passed_through():
 
     from returns.result import Failure, Success
 
-    from ..errors import InvalidState, RunStopped
-    from ..fold import Hooks, Snapshot, Status, drive
+    from ..errors import InvalidState, RunPaused, RunStopped
+    from ..fold import Hooks, Pending, Snapshot, Status, drive
     from ._failures import Kinds
     from ._hosted import Hosted, hosting
     from ._mapped import Mapped, mapped
@@ -106,7 +106,15 @@ class _InFlight:
 class _Remote:
     """The hosted machine, with its step run as activities."""
 
-    __slots__ = ("flying", "hosted", "last", "mapped", "options", "sent")
+    __slots__ = (
+        "flying",
+        "hosted",
+        "last",
+        "mapped",
+        "options",
+        "paused",
+        "sent",
+    )
 
     def __init__(
         self, hosted: Hosted, options: RunOptions, flying: _InFlight
@@ -117,6 +125,8 @@ class _Remote:
         self.mapped: dict[str, Mapped | None] = {}
         self.last: Snapshot[Any] | None = None
         self.sent: SnapshotDoc | None = None
+        # The snapshot a step paused at (a fold nested in it asked).
+        self.paused: Snapshot[Any] | None = None
 
     @property
     def name(self) -> str:
@@ -148,6 +158,33 @@ class _Remote:
         self.flying.tasks.add(key)
         try:
             return await self._execute(task, node, o)
+        finally:
+            self.flying.done(key)
+
+    async def _single(
+        self, snap: Snapshot[Any], task: StepTask, node: str
+    ) -> Any:
+        """One step as one activity; a pause inside it pauses the run."""
+        key = task.key
+        self.flying.tasks.add(key)
+        try:
+            done = await self._execute(task, node, self.options.for_node(node))
+            if done.paused is None:
+                return self._back(snap, done)
+            # As in process: the run waits at this step, with what the
+            # step saved; the answer resumes the fold that asked.
+            progress: dict[str, tuple[Any, ...]] = dict(snap.progress)
+            for k, docs in self.flying.progress.get(key, {}).items():
+                progress[k] = (*progress.get(k, ()), *docs)
+            self.paused = attrs.evolve(
+                snap,
+                version=snap.version + 1,
+                parent=snap.version,
+                status=Status.INTERRUPTED,
+                pending=Pending(snap.node, snap.next, done.paused),
+                progress=progress,
+            )
+            return Failure(RunPaused(done.paused, path=(self.name,)))
         finally:
             self.flying.done(key)
 
@@ -186,7 +223,7 @@ class _Remote:
             m = self.mapped[node]
             if m is not None:
                 return await self._map_reduce(snap, task, m)
-            return self._back(snap, await self._activity(task, node))
+            return await self._single(snap, task, node)
         refused = hosted.machine.refuse_fanout(snap, limits)
         if refused is not None:
             return refused
@@ -375,7 +412,14 @@ class PipelineWorkflow:
                 answer,
             )
             if type(result) is not Success:
-                raise _error(result.failure())
+                failure = result.failure()
+                if machine.paused is not None and isinstance(
+                    failure, RunPaused
+                ):
+                    snap, machine.paused = machine.paused, None
+                    snap, answer = await self._wait(snap)
+                    continue
+                raise _error(failure)
             snap = result.unwrap()
             if snap.status is Status.INTERRUPTED:
                 snap, answer = await self._wait(snap)

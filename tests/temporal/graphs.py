@@ -162,6 +162,25 @@ def approval_graph(name: str, *gates: Gate[Tally]) -> Graph[Tally, Refused]:
 APPROVAL = approval_graph("approval", approval_gate)
 
 
+def _nested_graph() -> Graph[Tally, object]:
+    """A graph whose second node is :data:`APPROVAL`'s shape as a subgraph:
+    its gate asks inside the node (a pause requested by a nested fold)."""
+    return (
+        builder(Tally)
+        .node("before", bump("before"))
+        .node("inner", approval_graph("inner", approval_gate))
+        .node("after", bump("after"))
+        .entry("before")
+        .edge("before", "inner")
+        .edge("inner", "after")
+        .edge("after", END)
+        .build(name="nested")
+    )
+
+
+NESTED = _nested_graph()
+
+
 def traced(name: str) -> Handler[Tally, Tally, Refused]:
     """:func:`bump`, recording each execution in the effects file: the
     run (the workflow id of the step activity running it), the node and

@@ -23,6 +23,7 @@ from pipeline.temporal import Hostable, RunOptions, Runs, replayer, worker
 from tests.temporal.graphs import (
     APPROVAL,
     FANOUT,
+    NESTED,
     RELAY,
     Approval,
     Tally,
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.temporal
 
 HISTORIES = Path(__file__).parent / "histories"
 LONG = chain([f"n{i}" for i in range(20)], name="long-replayed")
-RECORDED: list[Hostable] = [APPROVAL, FANOUT, RELAY, LONG]
+RECORDED: list[Hostable] = [APPROVAL, FANOUT, RELAY, LONG, NESTED]
 
 
 async def each(
@@ -56,13 +57,16 @@ async def record(client: Client, queue: str) -> list[WorkflowHistory]:
         approval = await runs.start(APPROVAL, Tally())
         (await approval.paused()).unwrap()
         (await approval.answer(Approval(approved=True, by="ada"))).unwrap()
+        nested = await runs.start(NESTED, Tally())
+        (await nested.paused()).unwrap()
+        (await nested.answer(Approval(approved=True, by="ada"))).unwrap()
         fanout = await runs.start(FANOUT, Tally())
         relay = await runs.start(RELAY, ask("hi"))
         long = await runs.start(
             LONG, Tally(), options=RunOptions(history_bound=100)
         )
         ids = []
-        for run in (approval, fanout, relay, long):
+        for run in (approval, nested, fanout, relay, long):
             (await run.result()).unwrap()
             ids.append(run.id)
     histories = []

@@ -12,7 +12,7 @@ from temporalio.client import Client
 from pipeline import handler
 from pipeline.errors import RunStopped, StepLimitExceeded
 from pipeline.fold import Status
-from pipeline.graph import END, Limits, builder
+from pipeline.graph import END, Limits, MemoryStore, builder
 from pipeline.temporal import (
     NodeOptions,
     RemoteFailure,
@@ -23,6 +23,7 @@ from pipeline.temporal import (
 )
 from tests.temporal.graphs import (
     APPROVAL,
+    NESTED,
     RELAY,
     Approval,
     Refused,
@@ -80,6 +81,34 @@ async def test_interrupt_waits_for_the_typed_answer_across_workers(
         final = (await run.result()).unwrap()
     assert final.state.trail == pvector(["draft", "publish"])
     assert final.status is Status.DONE
+
+
+async def test_a_pause_inside_a_node_waits_like_an_interrupt(
+    client: Client, queue: str
+) -> None:
+    """A subgraph's gate asks inside its node: the run waits at that node
+    with the question, the answer (kept across a worker restart) resumes
+    the subgraph where it paused, and the run ends as in process."""
+    runs = Runs(client, task_queue=queue)
+    async with worker(client, [NESTED], task_queue=queue):
+        run = await runs.start(NESTED, Tally())
+        paused = (await run.paused()).unwrap()
+        assert paused.status is Status.INTERRUPTED
+        assert paused.pending is not None
+        assert paused.pending.question == "publish?"
+        assert paused.next == ("inner",)
+        (await run.answer(Approval(approved=True, by="ada"))).unwrap()
+    async with worker(client, [NESTED], task_queue=queue):
+        final = (await run.result()).unwrap()
+    store = MemoryStore()
+    local = await NESTED.run(Tally(), store=store, thread_id="t")
+    assert local.unwrap().status is Status.INTERRUPTED
+    answer = Approval(approved=True, by="ada")
+    done = (await NESTED.resume(store, "t", answer=answer)).unwrap()
+    assert final.state == done.state
+    assert final.state.trail == pvector(
+        ["before", "draft", "publish", "after"]
+    )
 
 
 async def test_a_refusal_stops_the_run_with_run_stopped(
