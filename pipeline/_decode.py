@@ -12,10 +12,12 @@ value; these do not.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import re
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, TypeVar, get_args
 
 import attrs
@@ -69,27 +71,37 @@ JSON = json.JSONDecoder(parse_constant=no_constant)
 """A JSON decoder refusing NaN and Infinity (made once: ``json.loads``
 with options builds a decoder per call)."""
 
-_SCALARS = frozenset({int, float, bool, type(None)})
+_SCALARS = frozenset({int, bool, type(None)})
+
+MAX_PROBLEMS = 5
+"""At most this many problems are listed for one value (the rest are
+summed up in words, not counted: a count would tell the value's size)."""
 
 
 def names(keys: Sequence[str]) -> str:
     """Names (keys) untrusted data made up, as far as they are safe to show:
-    short identifiers; the others are counted."""
-    shown = sorted(k for k in keys if _NAME.fullmatch(k))
-    hidden = len(keys) - len(shown)
-    return str(shown) + (f" and {hidden} more" if hidden else "")
+    at most :data:`MAX_PROBLEMS` short identifiers; the others are
+    mentioned, not counted (a count would tell the data's size)."""
+    safe = sorted(k for k in keys if _NAME.fullmatch(k))
+    shown = safe[:MAX_PROBLEMS]
+    hidden = len(shown) < len(keys)
+    return str(shown) + (" and others" if hidden else "")
 
 
 def unsendable(value: object) -> str | None:
     """Why a decoded JSON value cannot go on (``None`` if it can): nesting
-    past :data:`MAX_DEPTH`, or text that is not Unicode (a lone
-    surrogate, which no encoder downstream would write)."""
+    past :data:`MAX_DEPTH`, text that is not Unicode (a lone surrogate,
+    which no encoder downstream would write), or a number past the float
+    range (``1e400`` reads as infinity, which JSON cannot say)."""
     if type(value) in _SCALARS:
         return None
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, str):
+        if type(item) is float:
+            if not math.isfinite(item):
+                return "a number past the float range"
+        elif isinstance(item, str):
             if not item.isascii() and not is_unicode(item):
                 return "text that is not valid Unicode (a lone surrogate)"
         elif isinstance(item, (dict, list)):
@@ -110,30 +122,41 @@ def is_unicode(text: str) -> bool:
 
 def explain(exc: BaseException, annotation: Any, path: str = "$") -> list[str]:
     """What did not fit, and where: paths and expected types, no values
-    (cattrs' own texts quote the value: they are not used)."""
+    (cattrs' own texts quote the value: they are not used).  At most
+    :data:`MAX_PROBLEMS` entries, the last saying that there are more, so
+    the text is short whatever the value's size, and does not tell it."""
+    found = list(
+        itertools.islice(_explain(exc, annotation, path), MAX_PROBLEMS + 1)
+    )
+    if len(found) > MAX_PROBLEMS:
+        found[MAX_PROBLEMS - 1 :] = ["and other problems"]
+    return found
+
+
+def _explain(exc: BaseException, annotation: Any, path: str) -> Iterator[str]:
+    # A generator: a value with a million problems is not walked past the
+    # few that are shown.
     if isinstance(exc, IterableValidationError):
-        out: list[str] = []
         with_notes, without = exc.group_exceptions()
         for sub, note in with_notes:
             # Indices are positions; mapping keys are the model's data.
             step = f"[{note.index}]" if isinstance(note.index, int) else "[…]"
-            out += explain(sub, note.type, path + step)
-        out += [_expected(annotation, path) for _ in without[:1]]
-        return out
-    if isinstance(exc, ClassValidationError):
-        out = []
+            yield from _explain(sub, note.type, path + step)
+        if without:
+            yield _expected(annotation, path)
+    elif isinstance(exc, ClassValidationError):
         by_field, rest = exc.group_exceptions()
         for sub, field in by_field:
-            out += explain(sub, field.type, f"{path}.{field.name}")
+            yield from _explain(sub, field.type, f"{path}.{field.name}")
         for sub in rest:
-            out += explain(sub, annotation, path)
-        return out
-    if isinstance(exc, ForbiddenExtraKeysError):
+            yield from _explain(sub, annotation, path)
+    elif isinstance(exc, ForbiddenExtraKeysError):
         extra = names(list(exc.extra_fields))
-        return [f"unknown field(s) {extra}{_at(path)}"]
-    if isinstance(exc, KeyError):
-        return [f"a required field is missing{_at(path)}"]
-    return [_expected(annotation, path)]
+        yield f"unknown field(s) {extra}{_at(path)}"
+    elif isinstance(exc, KeyError):
+        yield f"a required field is missing{_at(path)}"
+    else:
+        yield _expected(annotation, path)
 
 
 def _expected(t: Any, path: str) -> str:

@@ -14,10 +14,12 @@ import math
 import typing
 
 from collections.abc import Callable, Mapping
-from typing import Any, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 import cattrs
 import orjson
+
+from cattrs.cols import is_any_set, is_sequence, list_structure_factory
 
 from cattrs.preconf.json import make_converter as _json_converter
 from pyrsistent import PMap, PVector, pmap, pvector
@@ -43,6 +45,7 @@ STRUCTURE_ERRORS: tuple[type[Exception], ...] = (
     KeyError,
     AttributeError,  # cattrs' answer to, say, a list where a class belongs
     RecursionError,
+    OverflowError,  # an integer too large for a float
 )
 """What structuring untrusted data can raise; callers turn it into values."""
 
@@ -122,9 +125,26 @@ def _strict(kind: type, *accept: type) -> Callable[[Any, Any], Any]:
         if not isinstance(value, allowed):
             msg = f"expected {kind.__name__}, got {type(value).__name__}"
             raise TypeError(msg)
+        if kind is float:
+            return _in_range(value)
         return kind(value)
 
     return structure
+
+
+def _in_range(value: float) -> float:
+    """*value* as a finite float: an integer past the float range (JSON
+    allows any number of digits) and infinity (``1e400`` reads as one)
+    are refused, without quoting them."""
+    try:
+        out = float(value)
+    except OverflowError:
+        msg = "expected a number in the float range"
+        raise ValueError(msg) from None
+    if not math.isfinite(out):
+        msg = "expected a finite number"
+        raise ValueError(msg)
+    return out
 
 
 def _is_enum(t: Any) -> bool:
@@ -137,10 +157,98 @@ def _enum_structure(t: Any) -> Callable[[Any, Any], Any]:
             msg = f"expected {t.__name__}, got bool"
             raise TypeError(msg)
         try:
-            return t(value)
+            member = t(value)
         except ValueError:
+            member = None
+        # 1.0 == 1 finds the member whose value is 1: the kinds must match.
+        if member is None or type(member.value) is not type(value):
             msg = f"expected one of {t.__name__}'s values"
             raise ValueError(msg) from None
+        return member
+
+    return structure
+
+
+def _is_literal(t: Any) -> bool:
+    return get_origin(t) is Literal
+
+
+def _literal_structure(t: Any) -> Callable[[Any, Any], Any]:
+    """A ``Literal``'s own values only: ``True`` is not ``1``, nor ``1.0``
+    (``in`` says they are); an enum member stands for its value."""
+    allowed = tuple(
+        (a.value if isinstance(a, enum.Enum) else a, a) for a in get_args(t)
+    )
+
+    def structure(value: Any, _: Any) -> Any:
+        for plain, given in allowed:
+            if type(plain) is type(value) and plain == value:
+                return given
+        msg = "expected one of the literal's values"
+        raise ValueError(msg)
+
+    return structure
+
+
+def _is_array(t: Any) -> bool:
+    """A homogeneous sequence or set type (a JSON array)."""
+    return (is_sequence(t) or is_any_set(t)) and not _is_pvector(t)
+
+
+def _is_tuple_of(t: Any) -> bool:
+    """A tuple of fixed length and kinds, ``tuple[int, str]``."""
+    args = get_args(t)
+    return get_origin(t) is tuple and bool(args) and args[-1] is not Ellipsis
+
+
+_ARRAYS = (list, tuple)
+_SETS = (list, tuple, set, frozenset)
+
+
+def _array_structure(
+    conv: cattrs.Converter, t: Any
+) -> Callable[[Any, Any], Any]:
+    """Only an array is an array: cattrs would take any iterable (a
+    string's characters, an object's keys), so a value of the wrong kind
+    fails once, not once per character."""
+    args = get_args(t)
+    item = args[0] if args else Any
+    items = list_structure_factory(list[item], conv)  # type: ignore[valid-type]
+    origin = get_origin(t) or t
+    is_set = is_any_set(t)
+    accept = _SETS if is_set else _ARRAYS
+    if is_set:
+        make: Callable[[list[Any]], Any] = (
+            frozenset if origin is frozenset else set
+        )
+    elif origin is tuple:
+        make = tuple
+    else:
+        make = _same
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, accept):
+            msg = f"expected an array, got {type(value).__name__}"
+            raise TypeError(msg)
+        return make(items(value, list))
+
+    return structure
+
+
+def _same(value: list[Any]) -> list[Any]:
+    return value
+
+
+def _tuple_structure(
+    conv: cattrs.Converter, t: Any
+) -> Callable[[Any, Any], Any]:
+    base = conv.gen_structure_hetero_tuple(t)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, _ARRAYS):
+            msg = f"expected an array, got {type(value).__name__}"
+            raise TypeError(msg)
+        return base(value, t)
 
     return structure
 
@@ -210,7 +318,12 @@ def make_converter() -> cattrs.Converter:
     """A converter for states, messages and contexts, strict on the way in.
 
     * ``int``, ``float``, ``str`` and ``bool`` accept only their own JSON
-      kind (``1.5`` is not an ``int``, ``True`` is not ``1``).
+      kind (``1.5`` is not an ``int``, ``True`` is not ``1``); a ``float``
+      is finite and in range (``1e400`` and a 400-digit integer are not).
+    * A ``Literal`` or an enum takes only its own values, of their own
+      kind (``true`` and ``1.0`` are not ``Literal[1]``).
+    * Lists, tuples and sets take only arrays (a string is not a list of
+      characters, nor an object a list of its keys).
     * Extra keys in an attrs class are an error.
     * :class:`pyrsistent.PVector` and ``PMap`` fields round-trip through
       lists and objects; :class:`~pipeline.Context` has its own hooks.
@@ -223,6 +336,13 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(str, _strict(str))
     conv.register_structure_hook(bool, _strict(bool))
     conv.register_structure_hook_factory(_is_enum, _enum_structure)
+    conv.register_structure_hook_factory(_is_literal, _literal_structure)
+    conv.register_structure_hook_factory(
+        _is_array, lambda t: _array_structure(conv, t)
+    )
+    conv.register_structure_hook_factory(
+        _is_tuple_of, lambda t: _tuple_structure(conv, t)
+    )
     conv.register_unstructure_hook_factory(
         _is_enum, lambda _: _enum_unstructure
     )

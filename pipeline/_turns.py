@@ -41,7 +41,6 @@ from .models._types import (
     ToolSpec,
 )
 from .runs import ToolHook, current
-from .secrets import redact_arguments
 from .tools import Tool, run_tools
 
 
@@ -134,9 +133,7 @@ class Loop:
         self.intercept = intercept
         # Tools with secret arguments: their calls are recorded redacted.
         self.secret = {
-            name: names
-            for name, t in tools.items()
-            if (names := t.secret_arguments)
+            name: t for name, t in tools.items() if t.secret_arguments
         }
 
     def start(self) -> Snapshot[Turns]:
@@ -320,13 +317,11 @@ def _finished(
 
 
 def _redacted(
-    message: Message, secret: Mapping[str, frozenset[str]]
+    message: Message, secret: Mapping[str, Tool]
 ) -> Message:
     """*message* with the secret arguments of its tool calls redacted."""
     calls = tuple(
-        ToolCall(
-            c.id, c.name, redact_arguments(c.name, c.arguments, secret[c.name])
-        )
+        ToolCall(c.id, c.name, secret[c.name].redact(c.arguments))
         if c.name in secret
         else c
         for c in message.tool_calls

@@ -15,18 +15,23 @@ only :meth:`Secret.reveal` gives the value.  A checkpoint stores
 a key never reaches a store and a resumed run still has it.  References
 ``env:NAME`` resolve from the environment without any setup.
 
-A tool parameter annotated ``Secret[...]`` is a secret argument: the tool
-receives a :class:`Secret`, and the call as recorded (in the conversation,
-checkpoints, events and spans) holds ``{"$secret": "tool:<tool>.<name>"}``
-instead of what the model sent.
+A tool parameter whose type holds a ``Secret[...]`` (itself, or inside
+``Optional``, a list, a mapping's values or an attrs class's fields) is a
+secret argument: the tool receives a :class:`Secret` there, and the call as
+recorded (in the conversation, checkpoints, events, spans and the next
+request) holds ``{"$secret": "tool:<tool>.<name>"}`` in its place instead of
+what the model sent.
 """
 
 from __future__ import annotations
 
 import contextvars
+import functools
 import hmac
 import json
 import os
+import types
+import typing
 
 from collections.abc import Callable, Mapping
 from typing import (
@@ -36,8 +41,11 @@ from typing import (
     TypeAlias,
     TypeVar,
     final,
+    get_args,
     get_origin,
 )
+
+import attrs
 
 from .errors import ConstructionError, SecretUnresolved
 
@@ -50,7 +58,9 @@ __all__ = (
     "Secret",
     "SecretUnresolved",
     "environment",
+    "holds_secret",
     "is_secret_type",
+    "redact",
     "resolve",
     "resolver",
     "reveal",
@@ -232,17 +242,104 @@ def stored(secret: Secret[Any]) -> dict[str, str]:
     return {MARKER: secret.ref}
 
 
-def redact_arguments(tool: str, arguments: str, names: frozenset[str]) -> str:
-    """A tool call's *arguments* (JSON) with the secret ones, *names*,
-    replaced by references; arguments that do not parse are replaced whole
-    (they might hold a secret anyway)."""
+def holds_secret(t: object) -> bool:
+    """Whether a :class:`Secret` appears anywhere in the annotation *t*:
+    itself, in a union (``Secret[str] | None``), in a container's items or
+    values, or in an attrs class's fields (at any depth).
+
+    .. versionadded:: 0.1.0
+    """
+    try:
+        return _holds_secret(t)
+    except TypeError:  # an unhashable annotation: not remembered
+        return _holds_secret.__wrapped__(t)
+
+
+@functools.lru_cache(maxsize=1024)
+def _holds_secret(t: object) -> bool:
+    seen: set[int] = set()
+    stack = [t]
+    while stack:
+        item = stack.pop()
+        if is_secret_type(item):
+            return True
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        stack.extend(get_args(item))
+        if isinstance(item, type) and attrs.has(item):
+            stack.extend(_field_types(item).values())
+    return False
+
+
+def _field_types(cls: type) -> dict[str, object]:
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError):  # an annotation that does not resolve
+        hints = {}
+    return {f.name: hints.get(f.name, f.type) for f in attrs.fields(cls)}
+
+
+def redact(value: object, t: object, ref: str) -> object:
+    """*value* (decoded JSON) with every part that *t* declares a
+    :class:`Secret` replaced by ``{"$secret": ref}``.  Where the type does
+    not say which part is which (a union of several kinds, a value of
+    another shape than declared), the whole value is replaced: a secret
+    is never kept by doubt.
+
+    .. versionadded:: 0.1.0
+    """
+    try:
+        return _redact(value, t, ref)
+    except RecursionError:
+        return {MARKER: ref}
+
+
+def _redact(value: object, t: object, ref: str) -> object:  # noqa: PLR0911
+    if not holds_secret(t):
+        return value
+    hidden = {MARKER: ref}
+    if is_secret_type(t):
+        return hidden
+    origin, args = get_origin(t), get_args(t)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        kinds = [a for a in args if a is not type(None)]
+        return _redact(value, kinds[0], ref) if len(kinds) == 1 else hidden
+    if isinstance(t, type) and attrs.has(t):
+        if not isinstance(value, dict):
+            return hidden
+        fields = _field_types(t)
+        return {
+            k: _redact(v, fields[k], ref) if k in fields else v
+            for k, v in value.items()
+        }
+    if isinstance(value, dict) and len(args) == 2:  # a mapping's values
+        return {k: _redact(v, args[1], ref) for k, v in value.items()}
+    if isinstance(value, list) and args:
+        if origin is tuple and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                return hidden
+            return [_redact(v, a, ref) for v, a in zip(value, args, strict=True)]
+        return [_redact(v, args[0], ref) for v in value]
+    return hidden
+
+
+def redact_arguments(
+    tool: str, arguments: str, secret: Mapping[str, object]
+) -> str:
+    """A tool call's *arguments* (JSON) with the secrets in them replaced
+    by references: *secret* maps each argument that may hold one to its
+    type (see :func:`redact`).  Arguments that do not parse are replaced
+    whole (they might hold a secret anyway)."""
     try:
         raw = json.loads(arguments or "{}")
     except (ValueError, RecursionError):
         raw = None
     if not isinstance(raw, dict):
         return json.dumps({MARKER: f"tool:{tool}"})
-    for name in names:
+    for name, kind in secret.items():
         if name in raw:
-            raw[name] = {MARKER: f"tool:{tool}.{name}"}
+            raw[name] = redact(raw[name], kind, f"tool:{tool}.{name}")
     return json.dumps(raw, ensure_ascii=False, separators=(",", ":"))

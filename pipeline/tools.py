@@ -63,7 +63,7 @@ from ._serde import canonical, make_converter, unicode_safe
 from .errors import ConstructionError, ToolError
 from .events import ToolRaised, emit, listening
 from .models._types import ToolSpec
-from .secrets import is_secret_type
+from .secrets import holds_secret, redact_arguments
 
 
 if TYPE_CHECKING:
@@ -136,13 +136,15 @@ class Tool:
             takes_self=True,
         ),
     )
-    _secret: frozenset[str] = attrs.field(
+    _secret: Mapping[str, Any] = attrs.field(
         init=False,
         eq=False,
         default=attrs.Factory(
-            lambda self: frozenset(
-                p.name for p in self._params if is_secret_type(p.annotation)
-            ),
+            lambda self: {
+                p.name: p.annotation
+                for p in self._params
+                if holds_secret(p.annotation)
+            },
             takes_self=True,
         ),
     )
@@ -165,10 +167,21 @@ class Tool:
 
     @property
     def secret_arguments(self) -> frozenset[str]:
-        """Parameters annotated ``Secret[...]`` (see :mod:`pipeline.secrets`):
-        the function gets a :class:`~pipeline.secrets.Secret`, and recorded calls
-        show a reference instead of the value."""
-        return self._secret
+        """Parameters whose type holds a ``Secret[...]`` (see
+        :mod:`pipeline.secrets`; ``Optional``, containers and attrs fields
+        included): the function gets a :class:`~pipeline.secrets.Secret`
+        there, and recorded calls show a reference instead of the value."""
+        return frozenset(self._secret)
+
+    def redact(self, arguments: str) -> str:
+        """A call's *arguments* as recorded: every secret in them replaced
+        by its reference (see :attr:`secret_arguments`).
+
+        .. versionadded:: 0.1.0
+        """
+        if not self._secret:
+            return arguments
+        return redact_arguments(self.name, arguments, self._secret)
 
     @property
     def spec(self) -> ToolSpec:
@@ -433,6 +446,13 @@ def tool(
     return make(fn)
 
 
+def _unknown_tool(tools: Iterable[str]) -> str:
+    """The error result for a call to a tool that is not there: the tools
+    that are, never the name the model wrote (it may be anything, at any
+    length: the model's own call still shows it)."""
+    return f"error: unknown tool; available: {sorted(tools)}"
+
+
 async def run_tools(
     calls: Sequence[ToolCall],
     tools: Mapping[str, Tool],
@@ -458,10 +478,7 @@ async def run_tools(
     async def execute(call: ToolCall) -> tuple[str, bool]:
         found = tools.get(call.name)
         if found is None:
-            return (
-                f"error: unknown tool {call.name!r}; available: {sorted(tools)}",
-                True,
-            )
+            return _unknown_tool(tools), True
         return await found.call(call.arguments)
 
     async def one(i: int, call: ToolCall) -> None:

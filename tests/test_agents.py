@@ -70,7 +70,7 @@ async def test_unknown_and_failing_tools_do_not_stop_the_loop() -> None:
         await Agent("a", model, tools=[add]).run([Message.user("?")])
     ).unwrap()
     results = [m.content for m in run.messages if m.role is Role.TOOL]
-    assert results[0].startswith("error: unknown tool 'nope'")
+    assert results[0] == "error: unknown tool; available: ['add']"
     assert "argument 'a'" in results[1]
     assert run.text == "sorry"
 

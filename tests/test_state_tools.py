@@ -87,7 +87,7 @@ async def test_nothing_is_writable_unless_listed() -> None:
     assert out.state.owner == "nobody"
     assert set(offered(model.requests[0])) == {"read_state"}
     assert tool_results(out.state.messages)[0].startswith(
-        "error: unknown tool 'write_state'"
+        "error: unknown tool; available: ['read_state']"
     )
 
 

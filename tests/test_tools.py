@@ -195,7 +195,7 @@ async def test_run_tools_concurrent_in_call_order() -> None:
         results = await run_tools(calls, {"wait": wait})
     assert [m.tool_call_id for m in results] == ["1", "2", "3"]
     assert [m.content for m in results][::2] == ["a", "b"]
-    assert results[1].content.startswith("error: unknown tool 'nope'")
+    assert results[1].content == "error: unknown tool; available: ['wait']"
 
 
 @given(data=st.data())
