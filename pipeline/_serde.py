@@ -20,12 +20,11 @@ import cattrs
 import orjson
 
 from cattrs.cols import is_any_set, is_sequence, list_structure_factory
-
 from cattrs.preconf.json import make_converter as _json_converter
 from pyrsistent import PMap, PVector, pmap, pvector
 
 from ._context import Context, freeze
-from ._messages import Message
+from ._messages import Message, ToolCall
 from .secrets import MARKER, Secret, is_secret_type, resolve, stored
 
 
@@ -35,6 +34,7 @@ __all__ = (
     "canonical_exact",
     "checksum",
     "make_converter",
+    "safe_call",
     "unicode_safe",
 )
 
@@ -65,6 +65,18 @@ def unicode_safe(text: str, *, escape: bool = False) -> str:
         errors = "backslashreplace" if escape else "replace"
         return text.encode("utf-8", errors).decode()
     return text
+
+
+def safe_call(id_: str, name: str, arguments: str) -> ToolCall:
+    """A model's tool call that any encoder can write: lone surrogates in
+    its id, name and arguments become JSON escapes (see
+    :func:`unicode_safe`), so the next request still goes out; a name so
+    changed matches no tool, and the call gets an error result."""
+    return ToolCall(
+        unicode_safe(id_, escape=True),
+        unicode_safe(name, escape=True),
+        unicode_safe(arguments, escape=True),
+    )
 
 
 def canonical_exact(value: object) -> tuple[bytes, bool]:

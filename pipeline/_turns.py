@@ -316,9 +316,7 @@ def _finished(
     return on_result
 
 
-def _redacted(
-    message: Message, secret: Mapping[str, Tool]
-) -> Message:
+def _redacted(message: Message, secret: Mapping[str, Tool]) -> Message:
     """*message* with the secret arguments of its tool calls redacted."""
     calls = tuple(
         ToolCall(c.id, c.name, secret[c.name].redact(c.arguments))

@@ -10,6 +10,9 @@ another.  Every agent lifts into a handler over contexts with
 
 from __future__ import annotations
 
+import logging
+import typing
+
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import (
@@ -53,6 +56,9 @@ from .fold._journal import current_boundary
 from .fold._model import Status
 from .models._types import Model, ResponseSchema, ToolSpec
 from .tools import Tool
+
+
+_LOG = logging.getLogger("pipeline.agents")
 
 
 if TYPE_CHECKING:
@@ -544,13 +550,14 @@ def as_tool(
         return _graph_tool(agent, name=name, description=description)
     from .tools import tool  # noqa: PLC0415  # tools imports nothing from here
 
+    label = name or agent.name
+
     async def call(prompt: str) -> str:
         out = await _run_prompt(agent, prompt)
         if not ok(out):
-            _raise_for(out.failure())
+            _raise_for(out.failure(), label)
         return out.unwrap()
 
-    label = name or agent.name
     own: object = getattr(agent, "description", "")  # handlers have none
     made = tool(
         name=label,
@@ -576,16 +583,21 @@ def as_tool(
     )
 
 
-def _raise_for(failure: object) -> NoReturn:
+def _raise_for(failure: object, tool: str) -> NoReturn:
     """Why a fold used as a tool did not answer, raised inside the tool.
 
     A pause inside a checkpointed run pauses the calling agent's run too
     (and so the run around it): it must not become an error result the
-    model could talk its way past.  Anything else is an error result.
+    model could talk its way past.  Anything else is an error result that
+    names the failure's type only: its text (a provider's error body, a
+    node's message) may hold a secret, so it goes to the log instead.
     """
     if isinstance(failure, RunPaused) and current_boundary() is not None:
         raise PauseRequested(failure.question)
-    raise AgentFailed(str(failure))
+    kind = type(failure).__name__
+    _LOG.warning("tool %r: the run failed with %s: %s", tool, kind, failure)
+    msg = f"{tool!r} failed ({kind}); the details were logged"
+    raise AgentFailed(msg)
 
 
 async def _run_prompt(
@@ -609,34 +621,48 @@ async def _run_prompt(
 def _graph_tool(
     graph: Any, *, name: str | None, description: str | None
 ) -> Tool:
-    """A graph over a typed state as a tool: state in, final state out."""
+    """A graph over a typed state as a tool: state in, final state out.
+
+    Each field of the state is an argument of its own type, so a bad one
+    is named (never quoted) like any tool's argument."""
     from ._schema import schema_for  # noqa: PLC0415
-    from ._serde import STRUCTURE_ERRORS, canonical, make_converter  # noqa: PLC0415
+    from ._serde import canonical, make_converter  # noqa: PLC0415
     from .tools import Param  # noqa: PLC0415
 
     converter = make_converter()
     kind = graph.state_type
+    label = name or graph.name
+    hints = typing.get_type_hints(kind)
+    fields = attrs.fields(kind)
+    aliases = {f.name: f.alias for f in fields}
 
-    async def call(**fields: Any) -> str:
+    async def call(**given: Any) -> str:
         try:
-            state = converter.structure(fields, kind)
-        except STRUCTURE_ERRORS:
+            state = kind(**{aliases[k]: v for k, v in given.items()})
+        except (ValueError, TypeError):  # a validator's text may quote it
             msg = f"the arguments do not make a {kind.__name__}"
             raise AgentFailed(msg) from None
         out = await graph(state)
         if not ok(out):
-            _raise_for(out.failure())
+            _raise_for(out.failure(), label)
         return canonical(converter.unstructure(out.unwrap())).decode()
 
     schema = dict(schema_for(kind))
-    props = schema.get("properties", {})
     return note_fold_tool(
         Tool(
-            name or graph.name,
+            label,
             description
             or f"Run the {graph.name!r} graph on a {kind.__name__}.",
             schema,
             call,
-            tuple(Param(p, Any, False, None) for p in props),
+            tuple(
+                Param(
+                    f.name,
+                    hints.get(f.name, Any),
+                    f.default is attrs.NOTHING,
+                    None,
+                )
+                for f in fields
+            ),
         )
     )

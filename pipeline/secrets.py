@@ -295,7 +295,7 @@ def redact(value: object, t: object, ref: str) -> object:
         return {MARKER: ref}
 
 
-def _redact(value: object, t: object, ref: str) -> object:  # noqa: PLR0911
+def _redact(value: object, t: object, ref: str) -> object:
     if not holds_secret(t):
         return value
     hidden = {MARKER: ref}
@@ -321,7 +321,9 @@ def _redact(value: object, t: object, ref: str) -> object:  # noqa: PLR0911
         if origin is tuple and args[-1] is not Ellipsis:
             if len(value) != len(args):
                 return hidden
-            return [_redact(v, a, ref) for v, a in zip(value, args, strict=True)]
+            return [
+                _redact(v, a, ref) for v, a in zip(value, args, strict=True)
+            ]
         return [_redact(v, args[0], ref) for v in value]
     return hidden
 

@@ -9,6 +9,8 @@ import time
 
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from .._serde import unicode_safe
+
 
 if TYPE_CHECKING:
     import cattrs
@@ -49,7 +51,11 @@ def event_type(event: object) -> str:
 
 
 def encode(converter: cattrs.Converter, kind: str, value: object) -> bytes:
-    """A JSON line ``{"type": kind, ...fields of value}``."""
+    """A JSON line ``{"type": kind, ...fields of value}``.
+
+    An exception shows as its type only (a tool's exception text may hold
+    a secret; the log has it); lone surrogates (a file name the OS gave
+    undecoded, say) become JSON escapes, so any event can be written."""
     fields: Any = converter.unstructure(value)
     doc = (
         {"type": kind, **fields}
@@ -60,9 +66,16 @@ def encode(converter: cattrs.Converter, kind: str, value: object) -> bytes:
         }
     )
     line = json.dumps(
-        doc, ensure_ascii=False, separators=(",", ":"), default=str
+        doc, ensure_ascii=False, separators=(",", ":"), default=_shown
     )
-    return line.encode() + b"\n"
+    return unicode_safe(line, escape=True).encode() + b"\n"
+
+
+def _shown(value: object) -> str:
+    """A value JSON has no form for, as the line shows it."""
+    if isinstance(value, BaseException):
+        return type(value).__name__
+    return str(value)
 
 
 class JsonLines:

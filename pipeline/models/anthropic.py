@@ -18,7 +18,7 @@ import anyio
 from returns.result import Failure, Result, Success
 
 from .._messages import Message, Role, ToolCall, Usage
-from .._serde import unicode_safe
+from .._serde import safe_call, unicode_safe
 from ..errors import ModelError
 from ..secrets import Secret, reveal
 from ._adapter import ClientOwner, sdk_error, stop_reason
@@ -281,10 +281,7 @@ def _answer(
     forced: str | None,
 ) -> ModelResponse:
     text = unicode_safe(text)
-    calls = tuple(
-        ToolCall(c.id, c.name, unicode_safe(c.arguments, escape=True))
-        for c in calls
-    )
+    calls = tuple(safe_call(c.id, c.name, c.arguments) for c in calls)
     if forced is not None:
         # Structured output: the forced tool's input is the answer.
         structured = next(

@@ -10,8 +10,8 @@ import openai
 
 from returns.result import Failure, Result, Success
 
-from .._messages import Message, Role, ToolCall, Usage
-from .._serde import unicode_safe
+from .._messages import Message, Role, Usage
+from .._serde import safe_call, unicode_safe
 from ..errors import ModelError
 from ..secrets import Secret, reveal
 from ._adapter import ClientOwner, sdk_error, stop_reason
@@ -163,11 +163,7 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
             choice = response.choices[0]
             msg = choice.message
             calls = tuple(
-                ToolCall(
-                    c.id,
-                    c.function.name,
-                    unicode_safe(c.function.arguments or "{}", escape=True),
-                )
+                safe_call(c.id, c.function.name, c.function.arguments or "{}")
                 for c in (msg.tool_calls or ())
             )
             usage = _usage(response.usage)
@@ -237,8 +233,7 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
         message = Message.assistant(
             unicode_safe("".join(text)),
             tool_calls=[
-                ToolCall(c.id, c.name, unicode_safe(c.arguments, escape=True))
-                for c in calls.calls()
+                safe_call(c.id, c.name, c.arguments) for c in calls.calls()
             ],
             usage=usage,
         )
