@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncIterable,
+    Awaitable,
+    Callable,
+    Iterable,
+    Sequence,
+    Sized,
+)
 from typing import Any, TypeAlias, TypeVar, final
 
 import anyio
@@ -29,13 +37,18 @@ R = TypeVar("R")
 DEFAULT_CONCURRENCY = 16
 DEFAULT_MAX_ITEMS = 10_000
 
+Items: TypeAlias = Iterable[I] | AsyncIterable[I]
+"""A split's items: a sequence, or any (async) iterable, read lazily."""
+
 Split: TypeAlias = (
-    Sequence[I]
-    | Result[Sequence[I], E3]
-    | Awaitable[Sequence[I] | Result[Sequence[I], E3]]
+    Items[I]
+    | Result[Items[I], E3]
+    | Awaitable[Items[I] | Result[Items[I], E3]]
 )
 """What *split* may return: the items, a ``Result`` of them, or either
-awaited (an ``async def`` split)."""
+awaited (an ``async def`` split); the items may be an iterator or an
+async iterator (an ``async def`` generator), read no further than
+*max_items* + 1."""
 
 __all__ = ("map_reduce",)
 
@@ -57,7 +70,9 @@ def map_reduce(
 
     *split* returns the items, or a ``Result`` of them: a failing split is
     the failure of the whole (located under ``name[split]``), nothing runs.
-    *split* and *reduce* may be ``async def`` functions.
+    *split* and *reduce* may be ``async def`` functions; the items may be
+    any iterable or async iterable (a generator, endless even), of which
+    no more than *max_items* + 1 are read.
 
     A fixed pool of ``min(max_concurrency, len(items))`` tasks takes the
     items in order from one shared iterator, so at most *max_concurrency*
@@ -66,7 +81,8 @@ def map_reduce(
     does not stop the others, unless *fail_fast*: then the first failure
     cancels the rest and is returned (reduce is not called).  More than
     *max_items* items is a :class:`~pipeline.errors.FanOutLimitExceeded`
-    failure before any worker starts.  When *reduce* returns the state type,
+    failure before any worker starts (its *width* is the sequence's
+    length, or *max_items* + 1 for an iterator: the rest is never read).  When *reduce* returns the state type,
     the result is a ``Handler[S, S, ...]``: a graph node.
 
     .. versionadded:: 0.1.0
@@ -113,11 +129,26 @@ class MapReduce:
 
     async def items(self, state: Any) -> Result[list[Any], Any]:
         """The split's items (awaited if it is ``async def``), or its
-        failure, located under ``label[split]``."""
+        failure, located under ``label[split]``, or the refusal of more
+        than *max_items* (read no further than that)."""
         out = await _settled(self.split(state))
         if type(out) is Failure:
             return located(out, f"{self.label}[split]")
-        return Success(list(_unwrapped(out)))
+        given: Iterable[Any] | AsyncIterable[Any] = _unwrapped(out)
+        limit = self.max_items
+        if isinstance(given, Sized):
+            refused = self.refuse(len(given))
+            if refused is not None:
+                return refused
+        if isinstance(given, AsyncIterable):
+            got = await _taken(given, limit + 1)
+        else:
+            it = iter(given)
+            got = list(itertools.islice(it, limit + 1))
+            close = getattr(it, "close", None)
+            if close is not None:  # a generator's finally runs now
+                close()
+        return self.refuse(len(got)) or Success(got)
 
     async def reduced(
         self, state: Any, results: tuple[Result[Any, Any], ...]
@@ -139,9 +170,6 @@ class MapReduce:
                 return split_out
             items = split_out.unwrap()
             n = len(items)
-            refused = self.refuse(n)
-            if refused is not None:
-                return refused
             results = await _work_through(
                 work, items, label, min(self.max_concurrency, n), fail_fast
             )
@@ -150,6 +178,24 @@ class MapReduce:
             return await self.reduced(state, results)
 
         return run_map_reduce
+
+
+async def _taken(items: AsyncIterable[Any], n: int) -> list[Any]:
+    """The first *n* of *items* (fewer if it ends); an async generator is
+    closed after."""
+    got: list[Any] = []
+    it = aiter(items)
+    try:
+        while len(got) < n:
+            try:
+                got.append(await anext(it))
+            except StopAsyncIteration:
+                break
+    finally:
+        close = getattr(it, "aclose", None)
+        if close is not None:
+            await close()
+    return got
 
 
 async def _settled(value: Any) -> Any:

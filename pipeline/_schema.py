@@ -27,12 +27,22 @@ __all__ = ("schema_for",)
 
 def schema_for(t: Any) -> dict[str, Any]:
     """JSON schema of a Python type: scalars, containers, Literal, Enum,
-    unions, attrs classes."""
+    unions, attrs classes.
+
+    Raises:
+        ConstructionError: *t* (or a type inside it) has no JSON schema;
+            an attrs class that holds itself (a tree) is one.
+    """
+    return _schema(t, ())
+
+
+def _schema(t: Any, within: tuple[type, ...]) -> dict[str, Any]:
+    """:func:`schema_for`, inside the attrs classes *within*."""
     if t is Any or t is object:
         return {}
     if is_secret_type(t):  # the model sends the value itself
         inner = get_args(t)
-        return schema_for(inner[0] if inner else Any)
+        return _schema(inner[0] if inner else Any, within)
     if t is type(None) or t is None:
         return {"type": "null"}
     if t is bool:
@@ -48,7 +58,7 @@ def schema_for(t: Any) -> dict[str, Any]:
     if origin is Literal:
         return {"enum": list(args)}
     if origin in (typing.Union, types.UnionType):
-        return {"anyOf": [schema_for(a) for a in args]}
+        return {"anyOf": [_schema(a, within) for a in args]}
     if origin in (
         list,
         tuple,
@@ -61,23 +71,32 @@ def schema_for(t: Any) -> dict[str, Any]:
         if origin is tuple and args and args[-1] is not Ellipsis:
             return {
                 "type": "array",
-                "prefixItems": [schema_for(a) for a in args],
+                "prefixItems": [_schema(a, within) for a in args],
                 "minItems": len(args),
                 "maxItems": len(args),
             }
         item = args[0] if args else Any
-        return {"type": "array", "items": schema_for(item)}
+        return {"type": "array", "items": _schema(item, within)}
     if origin in (dict, Mapping, typing.Mapping) or t is dict:
         value = args[1] if len(args) == 2 else Any
-        return {"type": "object", "additionalProperties": schema_for(value)}
+        return {
+            "type": "object",
+            "additionalProperties": _schema(value, within),
+        }
     if isinstance(t, type) and issubclass(t, enum.Enum):
         return {"enum": [m.value for m in t]}
     if isinstance(t, type) and attrs.has(t):
+        if t in within:
+            msg = (
+                f"{t.__name__} holds itself (a recursive type, directly or "
+                "through its fields): it has no JSON schema to give a model"
+            )
+            raise ConstructionError(msg)
         hints = typing.get_type_hints(t)
         props: dict[str, Any] = {}
         required: list[str] = []
         for f in attrs.fields(t):
-            props[f.name] = schema_for(hints.get(f.name, Any))
+            props[f.name] = _schema(hints.get(f.name, Any), (*within, t))
             if f.default is attrs.NOTHING:
                 required.append(f.name)
         out: dict[str, Any] = {

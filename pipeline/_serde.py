@@ -138,7 +138,7 @@ def _strict(kind: type, *accept: type) -> Callable[[Any, Any], Any]:
             msg = f"expected {kind.__name__}, got {type(value).__name__}"
             raise TypeError(msg)
         if kind is float:
-            return _in_range(value)
+            return _in_range(typing.cast("float", value))
         return kind(value)
 
     return structure

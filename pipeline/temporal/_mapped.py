@@ -88,17 +88,11 @@ def mapped(hosted: Hosted, node: str) -> Mapped | None:
 
 async def split(m: Mapped, state: Any, kinds: Kinds) -> StepDone:
     """How many items there are (or the node's failure: a failing split,
-    too many items)."""
+    too many items, see :meth:`MapReduce.items`)."""
     items = await m.spec.items(state)
     if type(items) is not Success:
         return StepDone(failure=kinds.encode(located(items, m.node).failure()))
-    n = len(items.unwrap())
-    refused = m.spec.refuse(n)
-    if refused is not None:
-        return StepDone(
-            failure=kinds.encode(located(refused, m.node).failure())
-        )
-    return StepDone(count=n)
+    return StepDone(count=len(items.unwrap()))
 
 
 async def item(
