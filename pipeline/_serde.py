@@ -168,6 +168,8 @@ def _enum_structure(t: Any) -> Callable[[Any, Any], Any]:
         if type(value) is bool:  # True is not the member whose value is 1
             msg = f"expected {t.__name__}, got bool"
             raise TypeError(msg)
+        if isinstance(value, t):  # a member already (a StrEnum is a str)
+            return value
         try:
             member = t(value)
         except ValueError:
