@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+
+from collections.abc import AsyncIterator, Iterator
+
 import anyio
 import pytest
 
@@ -215,3 +219,60 @@ async def test_reduce_must_return_a_result() -> None:
         TypeError, match="mr reduce returned an object of type int"
     ):
         await map_reduce(upto, double, reduce, name="mr")(2)
+
+
+# -- a lazy split is read no further than the limit -----------------------------
+
+
+async def test_endless_split_is_refused_after_max_items_plus_one() -> None:
+    """An endless generator or async generator split is read for
+    max_items + 1 items, refused, and closed; no worker runs."""
+    read: list[int] = []
+    closed: list[str] = []
+
+    def endless(_: int) -> Iterator[int]:
+        try:
+            for i in itertools.count():
+                read.append(i)
+                yield i
+        finally:
+            closed.append("sync")
+
+    async def endless_later(_: int) -> AsyncIterator[int]:
+        try:
+            for i in itertools.count():
+                read.append(i)
+                yield i
+        finally:
+            closed.append("async")
+
+    started: list[int] = []
+
+    @handler
+    async def work(i: int) -> Result[int, str]:
+        started.append(i)  # pragma: no cover
+        return Success(i)  # pragma: no cover
+
+    for split in (endless, endless_later):
+        read.clear()
+        out = await map_reduce(split, work, collect, max_items=5, name="mr")(0)
+        assert out == Failure(FanOutLimitExceeded(6, 5, path=("mr",)))
+        assert read == list(range(6))
+    assert closed == ["sync", "async"]
+    assert started == []
+
+
+async def test_lazy_split_within_the_limit_runs_every_item() -> None:
+    """A generator or async generator split within max_items runs each
+    item once, in order."""
+
+    def some(k: int) -> Iterator[int]:
+        yield from range(k)
+
+    async def some_later(k: int) -> AsyncIterator[int]:
+        for i in range(k):
+            yield i
+
+    for split in (some, some_later):
+        out = await map_reduce(split, double, collect, max_items=5)(5)
+        assert out == Success(tuple(Success(2 * i) for i in range(5)))

@@ -25,12 +25,14 @@ import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from returns.result import Failure, Result, Success
 
-from pipeline import Context, Message, Role
+from pipeline import Context, Message, Role, Secret, graph, handler
 from pipeline.agents import Agent, as_tool
 from pipeline.errors import ConstructionError, ToolError
 from pipeline.events import ToolCallFinished, ToolRaised, stream
-from pipeline.graph import state_tools
+from pipeline.graph import END, state_tools
+from pipeline.models import ResponseSchema
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, Tool, tool
 
@@ -40,6 +42,13 @@ class Mode(enum.Enum):
 
     FAST = "fast"
     SLOW = "slow"
+
+
+class Level(enum.Enum):
+    """A closed set of numbers."""
+
+    LOW = 1
+    HIGH = 2
 
 
 @attrs.frozen
@@ -58,6 +67,14 @@ class Outer:
     mode: Literal["x", "y"]
 
 
+@attrs.frozen
+class Login:
+    """An object holding a secret."""
+
+    user: str
+    password: Secret[str]
+
+
 SHAPES: dict[str, Any] = {
     "integer": int,
     "number": float,
@@ -72,8 +89,22 @@ SHAPES: dict[str, Any] = {
     "mapping": dict[str, float],
     "pair": tuple[int, str],
     "optional": int | None,
+    "int_enum": Level,
+    "strings": list[str],
+    "string_set": set[str],
+    "secret": Secret[str],
+    "optional_secret": Secret[str] | None,
+    "secret_list": list[Secret[str]],
+    "secret_values": dict[str, Secret[str]],
+    "secret_attrs": Login,
 }
 """Every kind of parameter a tool can declare."""
+
+WHOLE = frozenset({"integer", "optional"})
+"""Kinds a JSON integer of any size fits."""
+
+OBJECTS = frozenset({"attrs", "nested_attrs", "secret_attrs"})
+"""Kinds whose unknown keys an error may name (short identifiers)."""
 
 
 def shape_tool(kind: str) -> Tool:
@@ -130,7 +161,7 @@ TARGETS: dict[str, tuple[Tool, str, str]] = {
 
 def wrong_type(kind: str, canary: str) -> object:
     """A value of the wrong type for *kind*, holding *canary*."""
-    if kind == "string":
+    if kind in {"string", "secret", "optional_secret", "secret_values"}:
         return [canary]
     if kind == "nested_attrs":
         return {"inner": {"n": canary, "tags": [canary]}, "mode": canary}
@@ -141,24 +172,58 @@ def wrong_type(kind: str, canary: str) -> object:
     return canary
 
 
+def _huge_number(kind: str, canary: str, _: int) -> object:
+    # Past the float range, and holding the canary's digits.
+    digits = "".join(str(ord(c) % 10) for c in canary)
+    big = int("9" + digits * (400 // len(digits) + 1))
+    return [big] if kind in WHOLE else big
+
+
+def _array_lookalike(kind: str, canary: str, size: int) -> object:
+    # A string or an object where an array belongs.
+    if kind in OBJECTS:
+        return [canary]
+    if kind in {"string", "secret", "optional_secret"}:
+        return {canary: 1}
+    if kind in {"mapping", "secret_values"}:
+        return canary
+    return canary if size % 2 else {canary: 1}
+
+
+def _number_lookalike(kind: str, _: str, size: int) -> object:
+    # true for 1, 1.0 for 1 (1 for true).
+    if kind == "boolean":
+        return 1
+    return 1.0 if size % 2 and kind != "number" else True
+
+
+VALUES = {
+    "wrong_type": lambda kind, canary, _: wrong_type(kind, canary),
+    "escaped_surrogate": lambda _, canary, __: canary + "\ud800",
+    "surrogate_in_list": lambda _, canary, __: [canary, "\udfff" + canary],
+    "huge_number": _huge_number,
+    "array_lookalike": _array_lookalike,
+    "number_lookalike": _number_lookalike,
+}
+"""Malformations that are JSON values: (kind, canary, size) -> value."""
+
+
 def arguments(
     kind: str, canary: str, how: str, size: int, param: str = "x"
 ) -> str:
     """The argument text for a malformation *how* of a parameter *param*
     of shape *kind*."""
     key = json.dumps(param)
-    if how == "wrong_type":
-        return json.dumps({param: wrong_type(kind, canary)})
-    if how == "escaped_surrogate":
-        return json.dumps({param: canary + "\ud800"})
+    if how in VALUES:
+        return json.dumps({param: VALUES[how](kind, canary, size)})
     if how == "raw_surrogate":
         return "{" + key + ': "' + canary + '\ud800"}'
-    if how == "surrogate_in_list":
-        return json.dumps({param: [canary, "\udfff" + canary]})
     if how == "nan":
         return "{" + key + ': [NaN, "' + canary + '"]}'
     if how == "infinity":
         return "{" + key + ': -Infinity, "y": "' + canary + '"}'
+    if how == "infinite_number":  # 1e400 reads as infinity
+        return "{" + key + ": " + "-" * (size % 2) + "1e400}"
     if how == "deep":
         depth = MAX_ARGUMENT_DEPTH + size
         nested = "[" * depth + json.dumps(canary) + "]" * depth
@@ -177,6 +242,10 @@ MALFORMATIONS = (
     "infinity",
     "deep",
     "huge",
+    "huge_number",
+    "infinite_number",
+    "array_lookalike",
+    "number_lookalike",
 )
 
 
@@ -186,7 +255,7 @@ MALFORMATIONS = (
     token=st.text("abcdefghijklmnopqrstuvwxyz", min_size=8, max_size=16),
     size=st.integers(0, 4000),
 )
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 async def test_malformed_arguments_give_an_error_without_the_value(
     target: str, how: str, token: str, size: int
 ) -> None:
@@ -199,9 +268,14 @@ async def test_malformed_arguments_give_an_error_without_the_value(
     assert failed, (target, how, out)
     assert out.startswith("error: ")
     assert canary not in out
+    assert "".join(str(ord(c) % 10) for c in canary) not in out
     assert "\ud800" not in out
     assert "\udfff" not in out
     assert len(out) < 1000
+    # Nor its size: a longer value gives the same error.
+    longer = canary + token * 3
+    again, _ = await made.call(arguments(kind, longer, how, size, param))
+    assert again == out
 
 
 @pytest.mark.parametrize("kind", sorted(SHAPES))
@@ -446,3 +520,236 @@ async def test_native_task_cancel_leaves_a_timed_sync_tool_behind() -> None:
             await task
     finally:
         release.set()
+
+
+# -- red-team findings on issue 10 (5, 6, 8, 9, 11-14, 16) ----------------------
+
+BIG = "9" * 400
+"""A JSON integer past the float range."""
+
+
+@attrs.frozen
+class Quote:
+    """A state with a float field."""
+
+    price: float = 0.0
+
+
+async def test_numbers_past_the_float_range_are_error_results() -> None:
+    """A 400-digit integer or 1e400 for a float parameter (bare, optional,
+    secret, a state field) is an error result naming the argument: the
+    agent and the graph run on, the tool never sees infinity."""
+    seen: list[object] = []
+
+    @tool
+    async def scale(
+        a: float = 1.0,
+        b: float | None = None,
+        c: Secret[float] | None = None,
+    ) -> str:
+        """Scale."""
+        seen.append((a, b, c))
+        return "ok"
+
+    for name in ("a", "b", "c"):
+        for number in (BIG, "1e400", "-1e400"):
+            out, failed = await scale.call(f'{{"{name}": {number}}}')
+            assert failed
+            where = f"invalid arguments for 'scale': argument {name!r}: "
+            assert out.startswith(f"error: {where}")
+            assert "number" in out
+            assert "999" not in out
+    assert seen == []
+    with ScriptedModel(
+        Reply.tool_call("scale", f'{{"a": {BIG}}}'), Reply.text("done")
+    ) as model:
+        run = (await Agent("ag", model, tools=[scale]).run([])).unwrap()
+    assert run.text == "done"
+    assert run.messages[1].content.startswith("error: ")
+
+    holder = Holder(Quote())
+    _, write = state_tools(holder, Quote, writable=["price"])
+    for number in (BIG, "1e400"):
+        out, failed = await write.call(f'{{"price": {number}}}')
+        assert failed
+        assert "'price'" in out
+    assert holder.value == Quote()
+
+
+async def test_secrets_inside_arguments_are_redacted() -> None:
+    """A secret anywhere in a parameter's type (optional, list, mapping
+    values, attrs field) reaches the tool as a Secret and never appears in
+    the recorded messages, the events or the next request; the rest of the
+    argument stays as the model sent it."""
+    got: list[object] = []
+
+    @tool
+    async def login(
+        creds: Login,
+        backup: Secret[str] | None = None,
+        keys: list[Secret[str]] | None = None,
+        named: dict[str, Secret[str]] | None = None,
+    ) -> str:
+        """Log in."""
+        got.extend(
+            [creds.password, backup, *(keys or ()), *(named or {}).values()]
+        )
+        return "in"
+
+    assert login.secret_arguments == {"creds", "backup", "keys", "named"}
+    arguments = {
+        "creds": {"user": "ann", "password": "CANARY1"},
+        "backup": "CANARY2",
+        "keys": ["CANARY3"],
+        "named": {"main": "CANARY4"},
+    }
+    model = ScriptedModel(
+        Reply.tool_call("login", arguments), Reply.text("ok")
+    )
+    finished: list[ToolCallFinished] = []
+    async with stream(Agent("a", model, tools=[login]), Context()) as events:
+        async for event in events:
+            if isinstance(event, ToolCallFinished):
+                finished.append(event)
+    assert all(isinstance(s, Secret) for s in got)
+    assert [s.reveal() for s in got if isinstance(s, Secret)] == [
+        "CANARY1", "CANARY2", "CANARY3", "CANARY4"
+    ]  # fmt: skip
+    recorded = model.requests[1].messages[-2].tool_calls[0]
+    assert "CANARY" not in repr(model.requests[1].messages)
+    assert "CANARY" not in repr(finished)
+    assert json.loads(recorded.arguments) == {
+        "creds": {"user": "ann", "password": {"$secret": "tool:login.creds"}},
+        "backup": {"$secret": "tool:login.backup"},
+        "keys": [{"$secret": "tool:login.keys"}],
+        "named": {"main": {"$secret": "tool:login.named"}},
+    }
+
+
+async def test_error_text_is_bounded_and_does_not_tell_the_size() -> None:
+    """A string for a list is one short error (not one per character); a
+    list of many wrong items lists a few and says there are more."""
+    out, _ = await TOOLS["list"].call(json.dumps({"x": "x" * 1_000_000}))
+    assert out == (
+        "error: invalid arguments for 't_list': argument 'x': expected an array"
+    )
+    few, _ = await TOOLS["list"].call(json.dumps({"x": ["a"] * 10}))
+    many, _ = await TOOLS["list"].call(json.dumps({"x": ["a"] * 100_000}))
+    assert few == many
+    assert many.endswith("expected an integer at $[3]; and other problems")
+
+
+@pytest.mark.parametrize(
+    "kind", ["list", "strings", "string_set", "secret_list"]
+)
+async def test_arrays_take_only_arrays(kind: str) -> None:
+    """A string is not a list of its characters, nor an object a list of
+    its keys: both are refused, and the tool does not run."""
+    for value in ('"SECRET"', '{"k1": 1, "k2": 2}'):
+        out, failed = await TOOLS[kind].call(f'{{"x": {value}}}')
+        assert failed
+        assert out == (
+            f"error: invalid arguments for 't_{kind}': argument 'x': "
+            "expected an array"
+        )
+
+
+async def test_literals_and_enums_refuse_lookalikes() -> None:
+    """true and 1.0 are not Literal[1, 2]'s 1, nor 1.0 an enum's 1: the
+    static type holds at run time."""
+    for value in ("true", "1.0"):
+        out, failed = await TOOLS["int_literal"].call(f'{{"x": {value}}}')
+        assert failed
+        assert out.endswith("argument 'x': expected one of [1, 2]")
+        out, failed = await TOOLS["int_enum"].call(f'{{"x": {value}}}')
+        assert failed
+        assert out.endswith("argument 'x': expected one of [1, 2]")
+    assert await TOOLS["int_literal"].call('{"x": 1}') == ("ran", False)
+    assert await TOOLS["int_enum"].call('{"x": 2}') == ("ran", False)
+
+
+async def test_unknown_tool_names_are_not_echoed() -> None:
+    """A call to a tool that is not there gets the list of tools, never
+    the name the model wrote (it may be anything, at any length)."""
+    name = "sk-live-CANARY-" + "x" * 200_000
+    with ScriptedModel(Reply.tool_call(name, {}), Reply.text("ok")) as model:
+        run = (
+            await Agent("a", model, tools=[TOOLS["integer"]]).run([])
+        ).unwrap()
+    assert run.messages[1].content == (
+        "error: unknown tool; available: ['t_integer']"
+    )
+
+
+@attrs.frozen
+class Query:
+    """A state for a graph used as a tool."""
+
+    kind: Literal["a", "b"]
+    n: int = 0
+
+
+async def test_as_tool_shows_the_failure_type_not_its_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sub-run's failure reaches the calling model as its type (the text
+    may hold a provider's error body or a secret: it is logged); a graph
+    over a state names the bad field without its value."""
+    caplog.set_level(logging.WARNING, "pipeline.agents")
+    sub = Agent(
+        "sub", ScriptedModel(Reply.error("401: key sk-CANARY", status=401))
+    )
+    out, failed = await as_tool(sub).call('{"prompt": "hi"}')
+    assert (out, failed) == (
+        "error: 'sub' failed (ModelError); the details were logged",
+        True,
+    )
+    assert "sk-CANARY" in caplog.text
+
+    @handler
+    async def leaky(c: Context) -> Result[Context, str]:
+        del c
+        return Failure("token=CANARY-2")
+
+    @handler
+    async def work(q: Query) -> Result[Query, str]:
+        return Success(attrs.evolve(q, n=q.n + 1))
+
+    cg = graph.builder(Context).node("w", leaky).entry("w").edge("w", END)
+    out, failed = await as_tool(cg.build(), name="cg").call('{"prompt": "x"}')
+    assert failed
+    assert "CANARY" not in out
+    qg = graph.builder(Query).node("w", work).entry("w").edge("w", END).build()
+    made = as_tool(qg, name="qg")
+    out, failed = await made.call('{"kind": "a", "n": "SECRET"}')
+    assert (out, failed) == (
+        "error: invalid arguments for 'qg': argument 'n': expected an integer",
+        True,
+    )
+    out, failed = await made.call('{"kind": "c"}')
+    assert out.endswith('argument \'kind\': expected one of ["a", "b"]')
+    assert await made.call('{"kind": "b", "n": 1}') == (
+        '{"kind":"b","n":2}',
+        False,
+    )
+
+
+@attrs.frozen
+class Tree:
+    """A type that holds itself."""
+
+    label: str
+    children: list[Tree] = attrs.field(factory=list)
+
+
+def test_recursive_types_are_refused_by_name() -> None:
+    """A parameter or an answer type that holds itself is a
+    ConstructionError naming the class, not a RecursionError."""
+
+    async def outline(root: Tree) -> str:
+        return root.label
+
+    with pytest.raises(ConstructionError, match=r"^Tree holds itself"):
+        tool(outline)
+    with pytest.raises(ConstructionError, match=r"^Tree holds itself"):
+        ResponseSchema.of(Tree)

@@ -13,11 +13,12 @@ import attrs
 
 from returns.result import Result, Success
 
-from pipeline import Context, Message, Usage, handler, swarm
+from pipeline import Context, Message, Note, Usage, emit, handler, swarm
 from pipeline import graph as g
 from pipeline.agents import Agent
 from pipeline.graph import END, Continue, Interrupt, Stop, Transition
 from pipeline.testing import Reply, ScriptedModel
+from pipeline.tools import tool
 
 
 @attrs.frozen
@@ -148,3 +149,27 @@ async def tag(ctx: Context) -> Result[Context, str]:
 
 tagged = helper >> tag
 """A handler over contexts that is not an agent: needs --context."""
+
+
+@handler
+async def listing(n: int) -> Result[int, str]:
+    """Announce a file name as the OS gives it (not valid UTF-8: a lone
+    surrogate)."""
+    name = b"report-\xff.txt".decode("utf-8", "surrogateescape")
+    await emit(Note("files", f"found {name}"))
+    return Success(n + 1)
+
+
+@tool
+async def lookup(customer: str) -> str:
+    """Look a customer up."""
+    raise KeyError(f"customer {customer}@example.com")
+
+
+clerk = Agent(
+    "clerk",
+    ScriptedModel(
+        Reply.tool_call("lookup", {"customer": "jane"}), Reply.text("sorry")
+    ),
+    tools=[lookup],
+)

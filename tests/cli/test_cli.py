@@ -156,6 +156,35 @@ def test_json_events(tmp_path: Path, store: str) -> None:
     assert ran.stderr == ""
 
 
+def test_json_events_with_lone_surrogates(tmp_path: Path) -> None:
+    """--json writes an event holding a lone surrogate (a file name the OS
+    gave undecoded) as a JSON escape, and the run goes on."""
+    ran = cli(
+        "run", f"{FLOWS}:listing", "--input", "1", "--json", cwd=tmp_path
+    )
+    assert ran.returncode == ExitCode.OK, ran.stderr
+    assert "\\udcff" in ran.stdout
+    events = lines(ran.stdout)
+    note = next(e for e in events if e["type"] == "note")
+    assert note["text"] == "found report-\udcff.txt"
+    assert events[-1]["status"] == "done"
+
+
+def test_json_tool_raised_shows_the_type_only(tmp_path: Path) -> None:
+    """--json shows a tool's exception by its type, never its text."""
+    ran = cli(
+        "run", f"{FLOWS}:clerk", "--input", '"help"', "--json", cwd=tmp_path
+    )
+    assert ran.returncode == ExitCode.OK, ran.stderr
+    raised = next(e for e in lines(ran.stdout) if e["type"] == "tool_raised")
+    assert raised == {
+        "type": "tool_raised",
+        "tool": "lookup",
+        "exception": "KeyError",
+    }
+    assert "example.com" not in ran.stdout
+
+
 def test_json_pause_result(tmp_path: Path, store: str) -> None:
     """A pause under --json ends with a result line saying so."""
     ran = cli(

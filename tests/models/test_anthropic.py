@@ -370,3 +370,30 @@ async def test_deeply_nested_streamed_input_is_an_error_result(
     )
     second = llm.requests[1][1]["messages"]
     assert second[1]["content"][0]["input"] == {}
+
+
+async def test_lone_surrogate_in_tool_name_or_id_is_an_error_result(
+    llm: FakeLLM, model: AnthropicModel
+) -> None:
+    """A tool_use block whose name and id hold lone surrogates is an
+    unknown tool; the next request goes out, the id escaped alike in the
+    call and its result."""
+
+    @tool
+    async def add(a: int = 1) -> int:
+        """Add."""
+        return a
+
+    llm.reply(
+        Json(message([tool_use("toolu_\ud800", "ad\ud800d", {})], "tool_use")),
+        Json(message([text("done")])),
+    )
+    run = (
+        await Agent("a", model, tools=[add]).run([Message.user("hi")])
+    ).unwrap()
+    assert run.text == "done"
+    assert run.messages[1].content == "error: unknown tool; available: ['add']"
+    sent = llm.requests[1][1]["messages"]
+    use = sent[-2]["content"][0]
+    assert use["id"] == sent[-1]["content"][0]["tool_use_id"] == "toolu_\\ud800"
+    assert use["name"] == "ad\\ud800d"

@@ -352,3 +352,31 @@ async def test_lone_surrogate_in_arguments_is_an_error_result(
     assert "SECRET" not in result.content
     sent = llm.requests[1][1]["messages"]
     assert sent[-1]["content"] == result.content
+
+
+async def test_lone_surrogate_in_tool_name_or_id_is_an_error_result(
+    llm: FakeLLM, model: OpenAIModel
+) -> None:
+    """A tool call whose name and id hold lone surrogates is an unknown
+    tool (its error result does not repeat the name); the next request
+    goes out, with the id escaped the same way in the call and its result."""
+
+    @tool
+    async def add(a: int = 1) -> int:
+        """Add."""
+        return a
+
+    llm.reply(
+        Json(completion(None, [("call_\ud800", "ad\ud800d", "{}")])),
+        Json(completion("done")),
+    )
+    run = (
+        await Agent("a", model, tools=[add]).run([Message.user("hi")])
+    ).unwrap()
+    assert run.text == "done"
+    result = run.messages[1]
+    assert result.content == "error: unknown tool; available: ['add']"
+    sent = llm.requests[1][1]["messages"]
+    call = sent[-2]["tool_calls"][0]
+    assert call["id"] == sent[-1]["tool_call_id"] == "call_\\ud800"
+    assert call["function"]["name"] == "ad\\ud800d"

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from typing import Literal, Never, assert_type
 
 import attrs
@@ -133,3 +134,32 @@ def not_items(s: State) -> int:
 
 
 map_reduce(not_items, square, total)  # type: ignore[arg-type]  # split gives no items
+
+
+# -- map_reduce: a lazy split (a generator, an async generator) -----------------
+
+
+def items_lazily(s: State) -> Iterator[int]:
+    yield from range(s.n)
+
+
+async def items_streamed(s: State) -> AsyncIterator[int]:
+    for i in range(s.n):
+        yield i
+
+
+assert_type(
+    map_reduce(items_lazily, square, total),
+    Handler[State, State, Boom | KeyError | FanOutLimitExceeded],
+)
+assert_type(
+    map_reduce(items_streamed, square, total),
+    Handler[State, State, Boom | KeyError | FanOutLimitExceeded],
+)
+
+
+def strings_lazily(s: State) -> Iterator[str]:
+    yield str(s.n)
+
+
+map_reduce(strings_lazily, square, total)  # type: ignore[arg-type]  # square takes ints
