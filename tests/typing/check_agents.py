@@ -34,6 +34,7 @@ from pipeline.llm import BadVerdict, PolicyViolation, llm_condition, policy
 from pipeline.models import Model, ModelError, ResponseSchema
 from pipeline.models.anthropic import AnthropicModel
 from pipeline.models.openai import OpenAIModel
+from pipeline.secrets import Secret, holds_secret, redact
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import Tool, tool
 
@@ -157,3 +158,19 @@ async def closing(anthropic_model: AnthropicModel) -> None:
         assert_type(m, AnthropicModel)
         assert_type(m.client, anthropic.AsyncAnthropic)
     assert_type(await anthropic_model.aclose(), None)
+
+
+# -- secrets inside tool arguments -----------------------------------------------
+
+
+@tool
+async def sign_in(password: Secret[str] | None = None) -> str:
+    return "in" if password is not None else "out"
+
+
+assert_type(sign_in.redact('{"password": "x"}'), str)
+assert_type(sign_in.secret_arguments, frozenset[str])
+assert_type(holds_secret(list[Secret[str]]), bool)
+assert_type(redact({"password": "x"}, dict[str, Secret[str]], "ref"), object)
+sign_in.redact({"password": "x"})  # type: ignore[arg-type]  # JSON text, not a dict
+redact("x", str)  # type: ignore[call-arg]  # the reference is required
