@@ -315,17 +315,23 @@ def _redact(value: object, t: object, ref: str) -> object:
             k: _redact(v, fields[k], ref) if k in fields else v
             for k, v in value.items()
         }
+    return _redact_items(value, origin, args, ref)
+
+
+def _redact_items(
+    value: object, origin: object, args: tuple[Any, ...], ref: str
+) -> object:
+    """A container's items or values (:func:`redact` of each)."""
     if isinstance(value, dict) and len(args) == 2:  # a mapping's values
         return {k: _redact(v, args[1], ref) for k, v in value.items()}
     if isinstance(value, list) and args:
-        if origin is tuple and args[-1] is not Ellipsis:
-            if len(value) != len(args):
-                return hidden
+        if origin is not tuple or args[-1] is Ellipsis:
+            return [_redact(v, args[0], ref) for v in value]
+        if len(value) == len(args):
             return [
                 _redact(v, a, ref) for v, a in zip(value, args, strict=True)
             ]
-        return [_redact(v, args[0], ref) for v in value]
-    return hidden
+    return {MARKER: ref}
 
 
 def redact_arguments(

@@ -299,4 +299,6 @@ async def test_agent_as_tool_has_its_own_history() -> None:
     broken = as_tool(ScriptedAgent("broken", [ModelError("x", "down")]))
     out, failed = await broken.call('{"prompt": "?"}')
     assert failed
-    assert out == "error: 'broken' failed (ModelError); the details were logged"
+    assert (
+        out == "error: 'broken' failed (ModelError); the details were logged"
+    )

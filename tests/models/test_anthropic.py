@@ -395,5 +395,7 @@ async def test_lone_surrogate_in_tool_name_or_id_is_an_error_result(
     assert run.messages[1].content == "error: unknown tool; available: ['add']"
     sent = llm.requests[1][1]["messages"]
     use = sent[-2]["content"][0]
-    assert use["id"] == sent[-1]["content"][0]["tool_use_id"] == "toolu_\\ud800"
+    assert (
+        use["id"] == sent[-1]["content"][0]["tool_use_id"] == "toolu_\\ud800"
+    )
     assert use["name"] == "ad\\ud800d"
