@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 import json
+import math
+
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import attrs
 import cattrs
@@ -18,6 +23,41 @@ from tests.strategies import contexts, messages
 
 
 CONV = make_converter()
+
+
+class Level(enum.Enum):
+    """Numbered members."""
+
+    LOW = 1
+    HIGH = 2
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "expected"),
+    [
+        ([1, 2], tuple[int, ...], (1, 2)),
+        ([1, "a"], tuple[int, str], (1, "a")),
+        (["a", "a"], set[str], {"a"}),
+        (("a",), frozenset[str], frozenset({"a"})),
+        ({"a"}, set[str], {"a"}),
+        ([1], Sequence[int], [1]),
+        (1, Literal[1, 2], 1),
+        (True, Literal[True, 1], True),
+        (1, Literal[Level.LOW], Level.LOW),
+        (2, Level, Level.HIGH),
+        (Level.LOW, Level, Level.LOW),
+        (1e308, float, 1e308),
+        (10**300, float, 1e300),
+    ],
+)
+def test_what_fits_still_decodes(
+    value: object, kind: Any, expected: object
+) -> None:
+    """Strictness refuses look-alikes only: arrays, literals, enums and
+    floats in range decode as before, to the declared type."""
+    out = CONV.structure(value, kind)
+    assert out == expected
+    assert type(out) is type(expected)
 
 
 @given(ctx=contexts())
@@ -83,10 +123,28 @@ def test_canonical_bytes_ignore_insertion_order() -> None:
         (1, bool),
         ("x", float),
         ([1], Bag),
+        (10**400, float),
+        (math.inf, float),
+        (-math.inf, float | None),
+        ("ab", list[str]),
+        ({"a": 1}, list[str]),
+        ("ab", set[str]),
+        ({"a": 1}, frozenset[str]),
+        ("ab", tuple[str, ...]),
+        ("ab", tuple[str, str]),
+        ({"a": 1}, Sequence[str]),
+        (True, Literal[1, 2]),
+        (1.0, Literal[1, 2]),
+        (1, Literal[True]),
+        (1.0, Level),
+        (True, Level),
+        (1.0, Literal[Level.LOW]),
     ],
 )
-def test_primitives_are_strict(value: object, kind: type) -> None:
-    """No silent coercion: bools are not ints, floats are not ints.
+def test_primitives_are_strict(value: object, kind: Any) -> None:
+    """No silent coercion: bools are not ints, floats are not ints, floats
+    are finite and in range, strings and objects are not arrays, a
+    Literal's or an enum's values are of their own kind.
 
     (A list where a class is expected surfaces from cattrs as an
     AttributeError; every caller in the package catches that too.)

@@ -686,7 +686,7 @@ class Query:
     """A state for a graph used as a tool."""
 
     kind: Literal["a", "b"]
-    n: int = 0
+    n: int = attrs.field(default=0, validator=attrs.validators.ge(0))
 
 
 async def test_as_tool_shows_the_failure_type_not_its_text(
@@ -726,6 +726,8 @@ async def test_as_tool_shows_the_failure_type_not_its_text(
         "error: invalid arguments for 'qg': argument 'n': expected an integer",
         True,
     )
+    out, failed = await made.call('{"kind": "a", "n": -987654}')
+    assert (out, failed) == ("error: the arguments do not make a Query", True)
     out, failed = await made.call('{"kind": "c"}')
     assert out.endswith('argument \'kind\': expected one of ["a", "b"]')
     assert await made.call('{"kind": "b", "n": 1}') == (

@@ -39,7 +39,13 @@ from pipeline.errors import ConstructionError
 from pipeline.events import Event
 from pipeline.graph import END, Interrupt, Transition
 from pipeline.middleware import log, trace
-from pipeline.secrets import SecretUnresolved, resolve, resolver
+from pipeline.secrets import (
+    SecretUnresolved,
+    holds_secret,
+    redact,
+    resolve,
+    resolver,
+)
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import tool
 
@@ -350,3 +356,57 @@ async def test_model_clients_take_secret_keys() -> None:
     ) as model:
         assert model.client.api_key == CANARY
         assert CANARY not in repr(model)
+
+
+@attrs.frozen
+class Vault:
+    """An attrs class holding secrets at two depths."""
+
+    name: str
+    key: Secret[str]
+    spares: tuple[Secret[str], int] = (Secret("x", ref="x"), 0)
+
+
+HIDDEN = {"$secret": "r"}
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "expected"),
+    [
+        ("v", Secret[str], HIDDEN),
+        (None, Secret[str] | None, None),
+        ("v", Secret[str] | None, HIDDEN),
+        ("v", Secret[str] | int, HIDDEN),  # which part is which: unknown
+        (["v", "w"], list[Secret[str]], [HIDDEN, HIDDEN]),
+        ("v", list[Secret[str]], HIDDEN),  # not the declared shape
+        ({"a": "v"}, dict[str, Secret[str]], {"a": HIDDEN}),
+        (["v", 1], tuple[Secret[str], int], [HIDDEN, 1]),
+        (["v"], tuple[Secret[str], int], HIDDEN),
+        (["v", "w"], tuple[Secret[str], ...], [HIDDEN, HIDDEN]),
+        (
+            {"name": "n", "key": "v", "spares": ["w", 2], "zzz": 1},
+            Vault,
+            {"name": "n", "key": HIDDEN, "spares": [HIDDEN, 2], "zzz": 1},
+        ),
+        (["v"], Vault, HIDDEN),
+        ({"k": "v"}, dict[str, int], {"k": "v"}),  # no secret: as it is
+    ],
+)
+def test_redact_replaces_each_secret_part(
+    value: object, kind: Any, expected: object
+) -> None:
+    """Only the parts a type declares secret are replaced; where the type
+    cannot tell, the whole value is."""
+    assert holds_secret(kind) is (kind != dict[str, int])
+    assert redact(value, kind, "r") == expected
+
+
+def test_redact_never_keeps_a_secret_by_doubt() -> None:
+    """A value nested past the interpreter's depth is replaced whole."""
+    deep: object = "v"
+    for _ in range(1_500):
+        deep = [deep]
+    kind: Any = Secret[str]
+    for _ in range(1_500):
+        kind = list[kind]
+    assert redact(deep, kind, "r") == HIDDEN
