@@ -27,6 +27,7 @@ from ._devserver import dev_server as dev_server
 from ._devserver import dev_server_path as dev_server_path
 from ._hosted import Hostable as Hostable
 from ._wire import DEFAULT_HISTORY_BOUND as DEFAULT_HISTORY_BOUND
+from ._wire import MAX_PAYLOAD as MAX_PAYLOAD
 from ._wire import NodeOptions as NodeOptions
 from ._wire import Retry as Retry
 from ._wire import RunOptions as RunOptions
@@ -43,6 +44,7 @@ __all__ = (
     "DATA_CONVERTER",
     "DEFAULT_HISTORY_BOUND",
     "DEFAULT_TASK_QUEUE",
+    "MAX_PAYLOAD",
     "CattrsJSONPayloadConverter",
     "Hostable",
     "NodeOptions",

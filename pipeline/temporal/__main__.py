@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import math
 import os
 import signal
 import sys
@@ -94,9 +95,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE)
     run.add_argument(
         "--max-activities",
-        type=int,
+        type=_count,
         default=100,
         help="steps this worker runs at once (default 100)",
+    )
+    run.add_argument(
+        "--max-calls",
+        type=_count,
+        default=100,
+        help="agents' model and tool calls it makes at once (default 100)",
     )
     run.add_argument(
         "--failures",
@@ -112,11 +119,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--grace",
-        type=float,
+        type=_seconds,
         default=30.0,
         help="seconds to let steps in flight finish on shutdown",
     )
     return parser
+
+
+def _count(text: str) -> int:
+    """A positive whole number (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = "must be a whole number, at least 1"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _seconds(text: str) -> float:
+    """A finite number of seconds, zero or more (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (math.isfinite(value) and value >= 0):
+        msg = "must be a number of seconds, zero or more"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -132,6 +163,7 @@ async def _serve(args: argparse.Namespace) -> None:
         machines,
         task_queue=args.task_queue,
         max_concurrent_activities=args.max_activities,
+        max_concurrent_calls=args.max_calls,
         failures=[k for k in failures if isinstance(k, type)],
         deployment=args.deployment,
         graceful_shutdown=timedelta(seconds=args.grace),

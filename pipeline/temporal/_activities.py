@@ -41,7 +41,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from .._offload import offloading, reset
-from ..errors import InvalidState, RunPaused
+from .._serde import canonical
+from ..errors import InvalidAnswer, InvalidState, RunPaused
 from ..fold import Boundary, Journal, Snapshot, enter, leave
 from . import _mapped
 from ._calls import Agents, StepCalls, make_call
@@ -50,6 +51,7 @@ from ._hosted import Hosted, hosting
 from ._mapped import mapped
 from ._wire import (
     CALL_ACTIVITY,
+    MAX_PAYLOAD,
     PROGRESS,
     SAVED,
     STEP_ACTIVITY,
@@ -61,6 +63,7 @@ from ._wire import (
     StepTask,
     decode,
     encode_delta,
+    too_big,
 )
 
 
@@ -114,6 +117,11 @@ class _ToWorkflow(Journal[Any]):
             if isinstance(sent, InvalidState):
                 return Failure(sent)
             state = sent
+        size = len(canonical(doc))
+        if state is not None:
+            size += len(canonical(state.doc))
+        if size > MAX_PAYLOAD:
+            return Failure(too_big(self.task, size))
         try:
             await self.handle.execute_update(
                 PROGRESS, Progress(self.task, key, doc, state)
@@ -228,6 +236,11 @@ class StepActivity:
         offload = offloading(calls)
         try:
             out = await self._step(hosted, task, snap)
+        except InvalidAnswer:
+            # A nested gate refused the answer it was given: ask again.
+            if base.pending is None:
+                raise
+            return StepDone(paused=base.pending.question)
         finally:
             reset(offload)
             leave(token)

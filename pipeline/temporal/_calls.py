@@ -29,6 +29,8 @@ and tools with secret arguments (a secret never enters a history).
 
 from __future__ import annotations
 
+import logging
+
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, final
@@ -41,7 +43,7 @@ from .._offload import runs_a_fold
 from .._serde import canonical, checksum, make_converter
 from ..models import ModelError, ModelRequest, ModelResponse
 from ._failures import Kinds
-from ._wire import CALL, CallDone, CallTask
+from ._wire import CALL, MAX_PAYLOAD, CallDone, CallTask
 
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = ("Agents", "StepCalls", "agent_key")
 
 _CONVERTER = make_converter()
+_LOG = logging.getLogger("pipeline.temporal")
 
 
 def agent_key(agent: Agent) -> str:
@@ -207,9 +210,16 @@ class _RemoteModel:
     ) -> Result[ModelResponse, ModelError]:
         del on_delta  # the activity's model does not stream back
         messages = tuple(request.messages)
-        asked = [messages, request.tools, request.use_tools]
+        asked = canonical(
+            _CONVERTER.unstructure(
+                [messages, request.tools, request.use_tools]
+            )
+        )
+        if len(asked) > MAX_PAYLOAD:
+            # Too big to cross Temporal: the call is made here, in the step.
+            return await self.agent.model.generate(request)
         done = await self.calls.ask(
-            f"m:{self.key}:{_digest(asked)}",
+            f"m:{self.key}:{checksum(asked)[:16]}",
             agent=self.key,
             messages=messages,
             tool_specs=request.tools,
@@ -244,6 +254,15 @@ async def make_call(agents: Agents, task: CallTask, kinds: Kinds) -> CallDone:
             msg = f"agent {agent.name!r} has no tool {task.tool!r}"
             raise ApplicationError(msg, type="pipeline.NotHosted")
         content, failed = await found.call(task.arguments)
+        size = len(content.encode("utf-8", "surrogatepass"))
+        if size > MAX_PAYLOAD:
+            # Temporal would refuse the answer and retry the call forever.
+            _LOG.error("tool %r returned %d bytes", found.name, size)
+            failed = True
+            content = (
+                f"error: tool {found.name!r} returned {size} bytes, more than "
+                f"a Temporal run carries ({MAX_PAYLOAD})"
+            )
         return CallDone(content=content, is_error=failed)
     request = ModelRequest(
         task.messages,

@@ -18,10 +18,12 @@ import attrs
 from returns.result import Failure, Result, Success
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from .._context import Context
@@ -107,10 +109,24 @@ class Run(Generic[S_co, E_co]):
                     WAIT, result_type=Waited
                 )
             except (RPCError, WorkflowUpdateFailedError) as exc:
+                final = await self._final()
+                if final is not None:  # it had ended: its final snapshot
+                    return final
                 return Failure(RemoteFailure(type(exc).__name__, str(exc)))
             if waited.snapshot is not None:
                 return self._decoded(waited.snapshot)
             # The run continued as new: ask the new one.
+
+    async def _final(self) -> Result[Snapshot[S_co], RemoteFailure] | None:
+        """The final snapshot of a run that completed, else ``None``."""
+        try:
+            described = await self._handle.describe()
+            if described.status is not WorkflowExecutionStatus.COMPLETED:
+                return None
+            sent = await self._handle.result()
+        except (RPCError, WorkflowFailureError):
+            return None
+        return self._decoded(sent)
 
     def _decoded(
         self, sent: SnapshotDoc
@@ -130,14 +146,22 @@ class Run(Generic[S_co, E_co]):
         Like a resumed thread's answer, *answer* is stored as JSON (an
         attrs value as its fields); it is part of the run's history, so no
         worker restart loses it.  A run that is not waiting refuses it
-        (``RemoteFailure`` of kind ``NotWaiting``).
+        (``RemoteFailure`` of kind ``NotWaiting``); so does a gate that
+        finds it of the wrong type (kind ``InvalidAnswer``: the run waits
+        for another answer).
         """
         stored = stored_answer(self._codec, answer)
         if isinstance(stored, InvalidState):
             return Failure(stored)
         try:
             await self._handle.execute_update(ANSWER, Answer(stored))
-        except WorkflowUpdateFailedError:
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type == (
+                "InvalidAnswer"
+            ):
+                # The gate refused it; the run waits for another answer.
+                return Failure(RemoteFailure("InvalidAnswer", cause.message))
             return Failure(
                 RemoteFailure(
                     "NotWaiting", "the run is not waiting for an answer"

@@ -8,6 +8,8 @@ and one that arrives is rebuilt exactly as a resumed checkpoint is.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping
 from datetime import timedelta
 from types import MappingProxyType
@@ -33,6 +35,13 @@ Temporal warns at 10,240 events and terminates a run at 51,200; a node
 costs about six events (its activity and a workflow task), so a run
 continues as new after roughly 1,600 nodes, carrying only its snapshot.
 """
+
+MAX_PAYLOAD: Final = 1_800_000
+"""Bytes a snapshot, a step's result, a saved turn or a tool's result may
+take on the wire.  Temporal refuses payloads over 2 MB (its default blob
+limit) and retries what carried one forever: a step whose result is
+bigger ends the run with ``InvalidState`` instead (room is left for the
+envelope)."""
 
 STEP_ACTIVITY: Final = "pipeline.step"
 """The activity that runs one step (a node, a fan-out branch, an agent's
@@ -74,7 +83,29 @@ def encode(codec: Codec[S], snap: Snapshot[S]) -> SnapshotDoc | InvalidState:
     sealed = codec.seal(snap, None, snap.progress or None)
     if isinstance(sealed, InvalidState):
         return sealed
-    return SnapshotDoc(snap.thread_id, snap.version, snap.parent, sealed[0])
+    return _bounded(snap, sealed) or SnapshotDoc(
+        snap.thread_id, snap.version, snap.parent, sealed[0]
+    )
+
+
+def _bounded(
+    snap: Snapshot[Any], sealed: tuple[dict[str, Any], bytes]
+) -> InvalidState | None:
+    """Why *sealed* cannot cross Temporal (too big), if it cannot."""
+    size = len(sealed[1])
+    if size <= MAX_PAYLOAD:
+        return None
+    return too_big(snap.node or "<start>", size)
+
+
+def too_big(where: str, size: int) -> InvalidState:
+    """The failure of a payload of *size* bytes made at *where*."""
+    return InvalidState(
+        where,
+        "$",
+        f"at most {MAX_PAYLOAD} bytes on the wire",
+        f"{size} bytes: past Temporal's payload limit",
+    )
 
 
 def encode_delta(
@@ -85,7 +116,9 @@ def encode_delta(
     sealed = codec.seal(snap, parent)
     if isinstance(sealed, InvalidState):
         return sealed
-    return SnapshotDoc(snap.thread_id, snap.version, snap.parent, sealed[0])
+    return _bounded(snap, sealed) or SnapshotDoc(
+        snap.thread_id, snap.version, snap.parent, sealed[0]
+    )
 
 
 def decode(
@@ -114,6 +147,23 @@ class Retry:
     maximum: float = 60.0
     attempts: int = 0
     non_retryable: tuple[str, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        problems = []
+        if not (math.isfinite(self.initial) and self.initial > 0):
+            problems.append("initial must be a positive number of seconds")
+        if not (math.isfinite(self.backoff) and self.backoff >= 1):
+            problems.append("backoff must be at least 1")
+        if not (math.isfinite(self.maximum) and self.maximum >= self.initial):
+            problems.append("maximum must be at least initial")
+        given: object = self.attempts  # the annotation is not a check
+        if isinstance(given, bool) or not (
+            isinstance(given, int) and given >= 0
+        ):
+            problems.append("attempts must be a count (0: unbounded)")
+        if problems:
+            msg = "Retry: " + "; ".join(problems)
+            raise ValueError(msg)
 
     def policy(self) -> RetryPolicy:
         """The Temporal retry policy."""
@@ -148,8 +198,10 @@ class NodeOptions:
     def __attrs_post_init__(self) -> None:
         for name in ("start_to_close", "heartbeat", "schedule_to_close"):
             value = getattr(self, name)
-            if value is not None and not value > 0:
-                msg = f"NodeOptions.{name} must be positive"
+            if value is not None and not (math.isfinite(value) and value > 0):
+                msg = (
+                    f"NodeOptions.{name} must be a positive number of seconds"
+                )
                 raise ValueError(msg)
 
 

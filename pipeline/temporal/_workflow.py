@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import asyncio
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Final, final
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 
 with workflow.unsafe.imports_passed_through():
@@ -37,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
 
     from returns.result import Failure, Success
 
-    from ..errors import InvalidState, RunPaused, RunStopped
+    from ..errors import InvalidAnswer, InvalidState, RunPaused, RunStopped
     from ..fold import Hooks, Pending, Snapshot, Status, drive
     from ._failures import Kinds
     from ._hosted import Hosted, hosting
@@ -114,6 +116,7 @@ class _Remote:
         "options",
         "paused",
         "sent",
+        "stepped",
     )
 
     def __init__(
@@ -127,6 +130,7 @@ class _Remote:
         self.sent: SnapshotDoc | None = None
         # The snapshot a step paused at (a fold nested in it asked).
         self.paused: Snapshot[Any] | None = None
+        self.stepped: Callable[[], None] = _nothing  # a step starts
 
     @property
     def name(self) -> str:
@@ -209,6 +213,7 @@ class _Remote:
         return back.unwrap() if type(back) is Success else back
 
     async def step(self, snap: Snapshot[Any], limits: Any, /) -> Any:
+        self.stepped()
         sent = self.doc(snap)
         if isinstance(sent, InvalidState):
             return Failure(sent)
@@ -309,6 +314,10 @@ class _Remote:
         return tuple(outs)
 
 
+def _nothing() -> None:
+    pass
+
+
 def _timing(o: NodeOptions) -> dict[str, Any]:
     """An activity's timeouts and retry policy, from its options."""
     return {
@@ -344,6 +353,11 @@ class PipelineWorkflow:
         self._current: Snapshot[Any] | None = None
         self._answer: Answer | None = None
         self._waiting = False
+        # Answers received, answers settled (taken or refused), refusals.
+        self._answers = 0
+        self._settled = 0
+        self._refused: dict[int, str] = {}
+        self._waited: Snapshot[Any] | None = None
         self._ended = False
         self._moving = False
         self._flying = _InFlight()
@@ -400,17 +414,28 @@ class PipelineWorkflow:
         answer: object = None
         if snap.pending is not None and snap.pending.answered:
             answer = snap.pending.answer
+        machine.stepped = self._settle
         while True:
-            result = await drive(
-                machine,
-                snap,
-                None,
-                hosted.limits,
-                hooks,
-                None,
-                hosted.max_steps,
-                answer,
-            )
+            try:
+                result = await drive(
+                    machine,
+                    snap,
+                    None,
+                    hosted.limits,
+                    hooks,
+                    None,
+                    hosted.max_steps,
+                    answer,
+                )
+            except InvalidAnswer as exc:
+                if self._waited is None or self._settled == self._answers:
+                    raise  # not the answer's fault: a bug in a gate
+                # The gate refused the answer: wait for another one.
+                self._refused[self._answers] = str(exc)
+                self._settle()
+                snap, answer = await self._wait(self._waited)
+                continue
+            self._settle()
             if type(result) is not Success:
                 failure = result.failure()
                 if machine.paused is not None and isinstance(
@@ -432,8 +457,13 @@ class PipelineWorkflow:
             self._current = snap
             return sent
 
+    def _settle(self) -> None:
+        """The answers received so far are taken (or refused)."""
+        self._settled = self._answers
+
     async def _wait(self, snap: Snapshot[Any]) -> tuple[Snapshot[Any], object]:
         """Show the paused snapshot; wait for the answer; the answered one."""
+        self._waited = snap
         self._current = snap
         self._waiting = True
         await workflow.wait_condition(lambda: self._answer is not None)
@@ -485,7 +515,9 @@ class PipelineWorkflow:
             msg = "that step is not in flight"
             raise ValueError(msg)
 
-    @workflow.update(name=CALL)
+    @workflow.update(
+        name=CALL, unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON
+    )
     async def call(self, task: CallTask) -> CallDone:
         """Make one call an agent of a step in flight asked for, as the
         call activity; a call made before under its key is not made
@@ -531,8 +563,17 @@ class PipelineWorkflow:
 
     @workflow.update(name=ANSWER)
     async def answer(self, answer: Answer) -> None:
-        """Answer the interrupt the run waits at."""
+        """Answer the interrupt the run waits at; once the run took it
+        (or its gate refused it: the run waits again)."""
+        self._answers += 1
+        n = self._answers
         self._answer = answer
+        await workflow.wait_condition(lambda: self._settled >= n)
+        refused = self._refused.pop(n, None)
+        if refused is not None:
+            raise ApplicationError(
+                refused, type="InvalidAnswer", non_retryable=True
+            )
 
     @answer.validator
     def _can_answer(self, answer: Answer) -> None:

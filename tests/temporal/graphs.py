@@ -162,6 +162,31 @@ def approval_graph(name: str, *gates: Gate[Tally]) -> Graph[Tally, Refused]:
 APPROVAL = approval_graph("approval", approval_gate)
 
 
+def huge(name: str) -> Handler[Tally, Tally, Refused]:
+    """:func:`recorded`, adding a note of two megabytes."""
+    base = recorded(name)
+
+    @handler(name=name)
+    async def run(s: Tally) -> Result[Tally, Refused]:
+        out = await base(s)
+        if type(out) is not Success:
+            return out
+        t = out.unwrap()
+        return Success(attrs.evolve(t, notes=t.notes.append("x" * 2_000_000)))
+
+    return run
+
+
+HUGE = (
+    builder(Tally)
+    .node("grow", huge("grow"))
+    .entry("grow")
+    .edge("grow", END)
+    .build(name="huge")
+)
+"""One node whose result is past Temporal's payload limit."""
+
+
 def _nested_graph() -> Graph[Tally, object]:
     """A graph whose second node is :data:`APPROVAL`'s shape as a subgraph:
     its gate asks inside the node (a pause requested by a nested fold)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import attrs
@@ -99,8 +101,45 @@ def test_run_options_round_trip(
         heartbeat=heartbeat,
         retry=Retry(attempts=attempts, non_retryable=("OSError",)),
     )
-    options = RunOptions(default=node, nodes={"x": node}, history_bound=bound)
+    options = RunOptions(
+        default=node,
+        nodes={"x": node},
+        history_bound=bound,
+        calls=node,
+        agents={"writer": node},
+        tools={"refund": node},
+    )
     assert through(options, RunOptions) == options
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"initial": 0},
+        {"initial": -1},
+        {"initial": math.inf},
+        {"backoff": 0.5},
+        {"backoff": math.nan},
+        {"maximum": 0.5},
+        {"attempts": -1},
+        {"attempts": True},
+    ],
+)
+def test_retries_temporal_would_refuse_are_refused_when_made(
+    bad: dict[str, float],
+) -> None:
+    """A retry policy Temporal cannot run would fail every workflow task
+    of the run (it would hang): refused at construction, by name."""
+    with pytest.raises(ValueError, match="Retry: ") as caught:
+        Retry(**bad)  # type: ignore[arg-type]
+    assert str(next(iter(bad.values()))) not in str(caught.value).split(":")[0]
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, math.nan])
+def test_timeouts_must_be_finite_and_positive(bad: float) -> None:
+    """``inf`` would pass a ``> 0`` check and fail when the run starts."""
+    with pytest.raises(ValueError, match="start_to_close"):
+        NodeOptions(start_to_close=bad)
 
 
 def test_values_json_cannot_hold_are_refused_by_type() -> None:

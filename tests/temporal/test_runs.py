@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import anyio
 import attrs
 import pytest
 
@@ -10,7 +13,11 @@ from returns.result import Failure, Result, Success
 from temporalio.client import Client
 
 from pipeline import handler
-from pipeline.errors import RunStopped, StepLimitExceeded
+from pipeline.errors import (
+    InvalidState,
+    RunStopped,
+    StepLimitExceeded,
+)
 from pipeline.fold import Status
 from pipeline.graph import END, Limits, MemoryStore, builder
 from pipeline.temporal import (
@@ -23,6 +30,8 @@ from pipeline.temporal import (
 )
 from tests.temporal.graphs import (
     APPROVAL,
+    EFFECTS_ENV,
+    HUGE,
     NESTED,
     RELAY,
     Approval,
@@ -109,6 +118,53 @@ async def test_a_pause_inside_a_node_waits_like_an_interrupt(
     assert final.state.trail == pvector(
         ["before", "draft", "publish", "after"]
     )
+
+
+async def test_an_answer_of_the_wrong_type_is_refused_and_the_run_waits(
+    client: Client, queue: str
+) -> None:
+    """The gate's ``answer_as`` refuses the answer: the client gets
+    ``InvalidAnswer``, the run waits again, and a good answer ends it."""
+    runs = Runs(client, task_queue=queue)
+    async with worker(client, [APPROVAL], task_queue=queue):
+        run = await runs.start(APPROVAL, Tally())
+        (await run.paused()).unwrap()
+        refused = await run.answer("yes")
+        failure = refused.failure()
+        assert isinstance(failure, RemoteFailure)
+        assert failure.kind == "InvalidAnswer"
+        again = (await run.paused()).unwrap()
+        assert again.status is Status.INTERRUPTED
+        (await run.answer(Approval(approved=True, by="ada"))).unwrap()
+        final = (await run.result()).unwrap()
+    assert final.state.trail == pvector(["draft", "publish"])
+
+
+async def test_paused_after_the_end_gives_the_final_snapshot(
+    client: Client, queue: str
+) -> None:
+    """``paused()`` on a run that already ended: its final snapshot."""
+    g = chain(["a", "b"], name="ended")
+    async with worker(client, [g], task_queue=queue):
+        run = await Runs(client, task_queue=queue).start(g, Tally())
+        final = (await run.result()).unwrap()
+        assert await run.paused() == Success(final)
+
+
+async def test_a_step_result_past_the_payload_limit_ends_the_run(
+    client: Client, queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose result Temporal would refuse (and retry forever): the
+    run ends with ``InvalidState`` naming the size; the node ran once."""
+    effects = tmp_path / "effects"
+    monkeypatch.setenv(EFFECTS_ENV, str(effects))
+    async with worker(client, [HUGE], task_queue=queue):
+        run = await Runs(client, task_queue=queue).start(HUGE, Tally())
+        out = await run.result()
+    failure = out.failure()
+    assert isinstance(failure, InvalidState)
+    assert "payload limit" in failure.reason
+    assert (await anyio.Path(effects).read_text()).split() == ["grow"]
 
 
 async def test_a_refusal_stops_the_run_with_run_stopped(
