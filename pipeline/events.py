@@ -202,14 +202,17 @@ class ToolCallFinished:
 class ToolRaised:
     """A tool raised an exception, which the model got as an error result.
 
-    *exception* is the exception itself (its traceback is also logged on
-    the ``pipeline.tools`` logger); the model saw only its type.
+    *exception_type* is the exception's type, which is all the model saw
+    too.  The exception itself is not carried, nor its message: its text
+    may quote a secret argument (``int(pin.reveal())`` raises a
+    ``ValueError`` that does).  Its traceback, messages withheld, is
+    logged on the ``pipeline.tools`` logger.
 
     .. versionadded:: 0.1.0
     """
 
     tool: str
-    exception: Exception
+    exception_type: type[Exception]
 
 
 @final

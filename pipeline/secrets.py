@@ -30,6 +30,7 @@ import functools
 import hmac
 import json
 import os
+import traceback
 import types
 import typing
 
@@ -61,6 +62,7 @@ __all__ = (
     "holds_secret",
     "is_secret_type",
     "redact",
+    "redacted_traceback",
     "resolve",
     "resolver",
     "reveal",
@@ -72,6 +74,9 @@ MARKER = "$secret"
 Resolver: TypeAlias = Callable[[str], object]
 """Turns a reference into its value; raises :class:`LookupError` (a
 ``KeyError``, say) for a reference it does not know."""
+
+
+_UNPICKLABLE = "a Secret cannot be pickled (store its reference instead)"
 
 
 @final
@@ -146,8 +151,7 @@ class Secret(Generic[T_co]):
         return hash(("Secret", self._ref))
 
     def __reduce__(self) -> NoReturn:
-        msg = "a Secret cannot be pickled (store its reference instead)"
-        raise TypeError(msg)
+        raise TypeError(_UNPICKLABLE)
 
     def __copy__(self) -> Secret[T_co]:
         return self
@@ -351,3 +355,50 @@ def redact_arguments(
         if name in raw:
             raw[name] = redact(raw[name], kind, f"tool:{tool}.{name}")
     return json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+
+
+def redacted_traceback(exc: BaseException) -> str:
+    """*exc*'s traceback, and those of the exceptions that led to it, with
+    every exception's message withheld: only types and frames (files,
+    lines, functions, source lines), since a message may quote a secret
+    (``int(pin.reveal())`` puts the PIN in its ``ValueError``).
+
+    >>> pin = Secret("12x4", ref="pin")
+    >>> try:
+    ...     int(pin.reveal())
+    ... except ValueError as exc:
+    ...     text = redacted_traceback(exc)
+    >>> "12x4" in text, text.splitlines()[-1]
+    (False, 'ValueError (message withheld: it may hold a secret)')
+
+    .. versionadded:: 0.1.0
+    """
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or (
+            None if current.__suppress_context__ else current.__context__
+        )
+    parts: list[str] = []
+    for cause in reversed(chain):
+        if parts:
+            parts.append("\nwhich led to:\n\n")
+        if cause.__traceback__ is not None:
+            parts.append("Traceback (most recent call last):\n")
+            parts.extend(traceback.format_tb(cause.__traceback__))
+        parts.append(f"{_type_name(cause)} ")
+        if isinstance(cause, BaseExceptionGroup):
+            inner = ", ".join(_type_name(e) for e in cause.exceptions)
+            parts.append(f"of {inner} ")
+        parts.append("(message withheld: it may hold a secret)\n")
+    return "".join(parts).rstrip("\n")
+
+
+def _type_name(exc: BaseException) -> str:
+    kind = type(exc)
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"

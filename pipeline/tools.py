@@ -63,7 +63,7 @@ from ._serde import canonical, make_converter, unicode_safe
 from .errors import ConstructionError, ToolError
 from .events import ToolRaised, emit, listening
 from .models._types import ToolSpec
-from .secrets import holds_secret, redact_arguments
+from .secrets import holds_secret, redact_arguments, redacted_traceback
 
 
 if TYPE_CHECKING:
@@ -273,11 +273,17 @@ class Tool:
     async def _raised(self, exc: Exception) -> str:
         # A tool's own exception may be a bug: never silent, never echoed
         # (its text may hold a secret).
+        # Frames and types only: the record's traceback would quote the
+        # message (and a handler without one, e.g. logging's last resort,
+        # would print it).
         _LOG.error(
-            "tool %r raised %s", self.name, type(exc).__name__, exc_info=exc
+            "tool %r raised %s\n%s",
+            self.name,
+            type(exc).__name__,
+            redacted_traceback(exc),
         )
         if listening():
-            await emit(ToolRaised(self.name, exc))
+            await emit(ToolRaised(self.name, type(exc)))
         return (
             f"error: tool {self.name!r} raised {type(exc).__name__}; "
             "the tool failed, and its details were logged"
@@ -382,8 +388,9 @@ def tool(
     on in the background; its result is dropped).  *errors* are the
     exception types that become an error result for the model (default:
     every :class:`Exception`); others propagate out of the agent's run.  An
-    exception's text is never shown to the model (only its type; the
-    traceback is logged on the ``pipeline.tools`` logger and a
+    exception's text is never shown to the model, logged or put in an
+    event (only its type; the traceback, messages withheld, is logged on
+    the ``pipeline.tools`` logger and a
     :class:`~pipeline.events.ToolRaised` event is emitted), except a
     :class:`~pipeline.errors.ToolError`'s, which is meant for it (and
     always becomes an error result, listed or not).

@@ -46,12 +46,14 @@ def _go(
     import anyio  # noqa: PLC0415
 
     from ._commands import Settings  # noqa: PLC0415
+    from ._output import logs  # noqa: PLC0415
     from ._stores import resolve  # noqa: PLC0415
 
     settings = Settings(
         resolve(store), json=as_json, traceback=ctx.obj["traceback"]
     )
-    return int(anyio.run(make, settings, backend=ctx.obj["backend"]))
+    with logs(traceback=settings.traceback):
+        return int(anyio.run(make, settings, backend=ctx.obj["backend"]))
 
 
 @click.group(

@@ -72,9 +72,14 @@ def encode(converter: cattrs.Converter, kind: str, value: object) -> bytes:
 
 
 def _shown(value: object) -> str:
-    """A value JSON has no form for, as the line shows it."""
+    """A value JSON has no form for, as the line shows it: an exception by
+    its type, a type (``ToolRaised``'s exception type) by its name."""
     if isinstance(value, BaseException):
         return type(value).__name__
+    if isinstance(value, type):
+        if value.__module__ == "builtins":
+            return value.__qualname__
+        return f"{value.__module__}.{value.__qualname__}"
     return str(value)
 
 

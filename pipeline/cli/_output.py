@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import sys
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 
@@ -17,6 +19,45 @@ if TYPE_CHECKING:
 def say(line: str) -> None:
     """A status line for people, on stderr (stdout is for results)."""
     print(line, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def logs(*, traceback: bool) -> Iterator[None]:
+    """Log records (warnings and worse) on stderr while a command runs, one
+    line each (in full with ``--traceback``), unless the program set up
+    logging itself.  Without a handler, :mod:`logging`'s last resort
+    would print each record whole."""
+    root = logging.getLogger()
+    if root.handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_Concise(full=traceback))
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
+class _Concise(logging.Formatter):
+    def __init__(self, *, full: bool) -> None:
+        super().__init__()
+        self._full = full
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        first, _, rest = text.partition("\n")
+        line = f"pipeline: {record.levelname.lower()}: {first}"
+        if not self._full:
+            more = rest or record.exc_info
+            return f"{line} (--traceback shows more)" if more else line
+        if record.exc_info:
+            rest = "\n".join(
+                filter(None, (rest, self.formatException(record.exc_info)))
+            )
+        return f"{line}\n{rest}" if rest else line
 
 
 def emit_json(doc: object, *, pretty: bool = False) -> None:

@@ -36,13 +36,14 @@ from pipeline import (
 from pipeline._serde import canonical, make_converter
 from pipeline.agents import Agent
 from pipeline.errors import ConstructionError
-from pipeline.events import Event
+from pipeline.events import Event, ToolRaised
 from pipeline.graph import END, Interrupt, Transition
 from pipeline.middleware import log, trace
 from pipeline.secrets import (
     SecretUnresolved,
     holds_secret,
     redact,
+    redacted_traceback,
     resolve,
     resolver,
 )
@@ -115,6 +116,7 @@ def test_repr_str_format_and_pickle() -> None:
         pickle.dumps(key)
     assert CANARY not in str(caught.value)
     assert copy.deepcopy(key) is key
+    assert copy.copy(key) is key
     with pytest.raises(AttributeError):
         key._value = "x"
     assert key == Secret(CANARY, ref="api-key")
@@ -410,3 +412,63 @@ def test_redact_never_keeps_a_secret_by_doubt() -> None:
     for _ in range(1_500):
         kind = list[kind]
     assert redact(deep, kind, "r") == HIDDEN
+
+
+@tool
+async def unlock(pin: Secret[str]) -> str:
+    """Unlock with a numeric PIN: ``int()`` quotes a bad one in its error."""
+    return "open" if int(pin.reveal()) == 1234 else "shut"
+
+
+async def test_a_tool_exception_quoting_a_secret_shows_nowhere(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A tool's own exception whose message holds its secret argument: the
+    value is in no event, log record (formatted, traceback included), span,
+    or conversation."""
+    provider, exporter = spans
+    caplog.set_level(logging.DEBUG)
+    model = ScriptedModel(
+        Reply.tool_call("unlock", {"pin": CANARY}), Reply.text("still shut")
+    )
+    agent = Agent("a", model, tools=[unlock])
+    events: list[Event] = []
+    with scope(tracer_provider=provider):
+        async with stream(agent, Context.of(Message.user("open"))) as seen:
+            events.extend([e async for e in seen])
+    assert seen.result is not None
+    out = seen.result.unwrap()
+    assert "raised ValueError" in out.messages[2].content
+    raised = [e for e in events if isinstance(e, ToolRaised)]
+    assert raised == [ToolRaised("unlock", ValueError)]
+    assert all(CANARY not in repr(e) for e in events)
+    formatted = [logging.Formatter().format(r) for r in caplog.records]
+    assert any("ValueError" in text for text in formatted)
+    assert all(CANARY not in text for text in formatted)
+    assert CANARY not in span_text(exporter.get_finished_spans())
+    assert CANARY not in repr(out)
+
+
+def test_redacted_traceback_keeps_frames_and_types_only() -> None:
+    """Chained exceptions: every message withheld, every frame kept."""
+
+    def convert(pin: Secret[str]) -> int:
+        try:
+            return int(pin.reveal())
+        except ValueError as exc:
+            raise LookupError(pin.reveal()) from exc
+
+    with pytest.raises(LookupError) as caught:
+        convert(Secret(CANARY, ref="pin"))
+    text = redacted_traceback(caught.value)
+    assert CANARY not in text
+    assert "in convert" in text
+    assert text.index("ValueError (message withheld") < text.index(
+        "LookupError (message withheld"
+    )
+    group = ExceptionGroup("many", [KeyError(CANARY), OSError(CANARY)])
+    assert redacted_traceback(group) == (
+        "ExceptionGroup of KeyError, OSError "
+        "(message withheld: it may hold a secret)"
+    )

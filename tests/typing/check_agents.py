@@ -109,7 +109,8 @@ tool(errors=ValueError)  # type: ignore[call-overload]  # a sequence of types
 
 def on_event(event: Event) -> None:
     if isinstance(event, ToolRaised):
-        assert_type(event.exception, Exception)
+        assert_type(event.exception_type, type[Exception])
+        event.exception  # type: ignore[attr-defined]  # only the type is carried
         assert_type(event.tool, str)
 
 

@@ -1,0 +1,90 @@
+"""Targets for the CLI's guard tests (``tests.cli.guarded:NAME``): secrets
+in tool arguments and graph state, gates that read typed answers."""
+
+from __future__ import annotations
+
+import attrs
+
+from returns.result import Result, Success
+
+from pipeline import Message, Secret, handler
+from pipeline import graph as g
+from pipeline.agents import Agent
+from pipeline.graph import END, Continue, Interrupt, Stop, Transition
+from pipeline.testing import Reply, ScriptedModel
+from pipeline.tools import tool
+
+
+GUARDED = "tests.cli.guarded"
+CANARY = "canary-cli-4e1d-do-not-leak"
+
+
+@tool
+async def unlock(pin: Secret[str]) -> str:
+    """Unlock with a numeric PIN: ``int()`` quotes a bad one in its error."""
+    return "open" if int(pin.reveal()) == 1234 else "shut"
+
+
+@attrs.frozen
+class Door:
+    """What the locksmith said."""
+
+    note: str = ""
+
+
+locksmith = Agent(
+    "locksmith",
+    ScriptedModel(
+        Reply.tool_call("unlock", {"pin": CANARY}),
+        Reply.text("Could not unlock."),
+        cycle=True,
+    ),
+    tools=[unlock],
+)
+door = (
+    g.builder(Door)
+    .agent(
+        "talk",
+        locksmith,
+        messages=lambda _: [Message.user("unlock it")],
+        update=lambda d, run: attrs.evolve(d, note=run.text or ""),
+    )
+    .entry("talk")
+    .edge("talk", END)
+    .build()
+)
+"""A graph whose agent's tool raises an error quoting its secret PIN."""
+
+
+@attrs.frozen
+class Order:
+    """An order that needs a typed approval."""
+
+    item: str
+    quantity: int = 0
+
+
+async def how_many(t: Transition[Order]) -> g.Decision:
+    """Asks for a quantity, read with ``answer_as(int)``."""
+    if t.targets != ("ship",):
+        return Continue()
+    quantity = t.answer_as(int)
+    if quantity is None:
+        return Interrupt("how many?")
+    return Continue() if quantity > 0 else Stop("none wanted")
+
+
+@handler
+async def ship(o: Order) -> Result[Order, str]:
+    return Success(attrs.evolve(o, item=o.item.strip()))
+
+
+orders = (
+    g.builder(Order)
+    .node("ship", ship)
+    .entry("ship")
+    .edge("ship", END)
+    .gate(how_many)
+    .build()
+)
+"""(a quantity, typed) -> ship."""

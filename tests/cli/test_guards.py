@@ -1,0 +1,58 @@
+"""The command line's guards: secrets it never prints, mistakes that are
+usage errors (exit 2) and never leave a thread stuck, Ctrl-C at any time.
+Each runs the real command in a subprocess."""
+
+from __future__ import annotations
+
+import json
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import ExitCode
+from tests.cli.guarded import CANARY, GUARDED
+from tests.cli.runner import cli
+
+
+@pytest.fixture(name="store")
+def _store(tmp_path: Path) -> str:
+    return str(tmp_path / "threads.sqlite3")
+
+
+def test_tool_exception_quoting_a_secret(tmp_path: Path, store: str) -> None:
+    """A tool raising an error that quotes its secret argument: one log
+    line naming the type, the value nowhere (plain, --json, --traceback,
+    the store file)."""
+    plain = cli("run", f"{GUARDED}:door", "--store", store, cwd=tmp_path)
+    assert plain.returncode == ExitCode.OK, plain.stderr
+    logged = [line for line in plain.stderr.splitlines() if "raised" in line]
+    assert logged == [
+        (
+            "pipeline: error: tool 'unlock' raised ValueError "
+            "(--traceback shows more)"
+        )
+    ]
+    assert "Traceback" not in plain.stderr
+    as_json = cli(
+        "run", f"{GUARDED}:door", "--store", store, "--json", cwd=tmp_path
+    )
+    raised = [
+        doc
+        for doc in map(json.loads, as_json.stdout.splitlines())
+        if doc["type"] == "tool_raised"
+    ]
+    assert raised == [
+        {
+            "type": "tool_raised",
+            "tool": "unlock",
+            "exception_type": "ValueError",
+        }
+    ]
+    full = cli(
+        "--traceback", "run", f"{GUARDED}:door", "--store", store, cwd=tmp_path
+    )
+    assert "in unlock" in full.stderr  # the frames, messages withheld
+    for done in (plain, as_json, full):
+        assert CANARY not in done.stdout + done.stderr
+    assert CANARY.encode() not in Path(store).read_bytes()
