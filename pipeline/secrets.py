@@ -39,6 +39,7 @@ from typing import (
     Any,
     Generic,
     NoReturn,
+    SupportsIndex,
     TypeAlias,
     TypeVar,
     final,
@@ -151,6 +152,13 @@ class Secret(Generic[T_co]):
         return hash(("Secret", self._ref))
 
     def __reduce__(self) -> NoReturn:
+        raise TypeError(_UNPICKLABLE)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise TypeError(_UNPICKLABLE)
+
+    def __getstate__(self) -> NoReturn:
+        # object's own would hand over the slots, value included.
         raise TypeError(_UNPICKLABLE)
 
     def __copy__(self) -> Secret[T_co]:

@@ -125,6 +125,22 @@ def test_repr_str_format_and_pickle() -> None:
     assert hash(key) == hash(Secret("else", ref="api-key"))
 
 
+@pytest.mark.parametrize(
+    "hook",
+    [
+        lambda s: s.__getstate__(),
+        lambda s: s.__reduce__(),
+        *(lambda s, p=p: s.__reduce_ex__(p) for p in range(6)),
+    ],
+)
+def test_no_state_hook_hands_over_the_value(hook: Any) -> None:
+    """The copy/pickle protocol's state hooks refuse, as pickling does
+    (object's own ``__getstate__`` would return the slots, value included)."""
+    with pytest.raises(TypeError, match="cannot be pickled") as caught:
+        hook(Secret(CANARY, ref="k"))
+    assert CANARY not in str(caught.value)
+
+
 def test_env_secret_and_default_resolver(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
