@@ -32,6 +32,7 @@ from returns.result import Result, Success
 from pipeline import Context, Message, graph, handler
 from pipeline.errors import (
     CheckpointDecodeError,
+    InvalidAnswer,
     InvalidState,
     InvalidThreadId,
     ThreadBusy,
@@ -282,20 +283,7 @@ async def test_typed_answers() -> None:
             return Interrupt("approve?")
         return Continue() if approval.ok else Stop(f"refused by {approval.by}")
 
-    @handler(name="a")
-    async def a(c: Context) -> Result[Context, str]:
-        return Success(c)
-
-    g = (
-        graph.builder(Context)
-        .node("a", a)
-        .node("b", a)
-        .entry("a")
-        .edge("a", "b")
-        .edge("b", END)
-        .gate(approve)
-        .build()
-    )
+    g = _two_steps(approve)
     store = graph.MemoryStore()
     await g.run(Context(), store=store, thread_id="t")
     done = (
@@ -303,6 +291,69 @@ async def test_typed_answers() -> None:
     ).unwrap()
     assert done.done
     assert seen == [None, Approval(ok=True, by="ana")]
+
+
+async def _count(t: Transition[Context]) -> graph.Decision:
+    """Asks how many before "b"; reads the answer as an int."""
+    if t.targets != ("b",):
+        return Continue()
+    n = t.answer_as(int)
+    return Interrupt("how many?") if n is None else Continue()
+
+
+def _two_steps(gate: graph.Gate[Context]) -> graph.Graph[Context, Any]:
+    """a -> (gate) -> b, each adding an assistant message "a"."""
+
+    @handler(name="a")
+    async def a(c: Context) -> Result[Context, str]:
+        return Success(c.append(Message.assistant("a")))
+
+    return (
+        graph.builder(Context)
+        .node("a", a)
+        .node("b", a)
+        .entry("a")
+        .edge("a", "b")
+        .edge("b", END)
+        .gate(gate)
+        .build()
+    )
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["top", "nested"])
+async def test_an_answer_that_does_not_fit_leaves_the_thread_waiting(
+    tmp_path: Path, *, nested: bool
+) -> None:
+    """A gate refusing the answer (InvalidAnswer from answer_as) pauses the
+    thread again at the same question before the error propagates: the
+    human answers anew, nothing bricked (a gate of a nested graph too)."""
+    inner = _two_steps(_count)
+    if nested:
+        outer = (
+            graph.builder(Context)
+            .node("inner", inner)
+            .entry("inner")
+            .edge("inner", END)
+            .build()
+        )
+    else:
+        outer = inner
+    async with graph.SQLiteStore(tmp_path / "t.sqlite3") as store:
+        paused = (
+            await outer.run(Context(), store=store, thread_id="t")
+        ).unwrap()
+        assert paused.status is graph.Status.INTERRUPTED
+        for wrong in ("many", [1], {"n": 1}):
+            with pytest.raises(InvalidAnswer, match="the answer is not a int"):
+                await outer.resume(store, "t", answer=wrong)
+            head = (await outer.load(store, "t")).unwrap()
+            assert head.status is graph.Status.INTERRUPTED
+            assert head.pending is not None
+            assert not head.pending.answered
+            assert head.pending.question == "how many?"
+        done = (await outer.resume(store, "t", answer=3)).unwrap()
+        assert done.done
+        assert [m.content for m in done.state.messages] == ["a", "a"]
 
 
 # -- one runner per thread --------------------------------------------------------

@@ -137,7 +137,21 @@ async def resume(
                 store, thread_id, version=version, answer=answer
             )
 
-        result = await _watch(settings, target, work)
+        from ..errors import InvalidAnswer  # noqa: PLC0415
+
+        try:
+            result = await _watch(settings, target, work)
+        except InvalidAnswer as exc:
+            if answer_text is None:  # an answer stored before: code's to fix
+                raise
+            # The engine paused the thread again: nothing is lost.
+            raise UserError(
+                f"malformed answer: {exc}",
+                hint=f"thread {thread_id} still waits; answer again with "
+                f"`pipeline answer {thread_id} ANSWER{_store_flag(settings)}`"
+                " (an answer that parses as JSON is that value: quote text "
+                """that looks like JSON, '"123"')""",
+            ) from None
         return await _finish(settings, target, (store, thread_id), result)
 
 

@@ -23,6 +23,7 @@ from returns.result import Failure, Result, Success
 from .._serde import canonical, checksum
 from ..errors import (
     IncompatibleGraph,
+    InvalidAnswer,
     InvalidState,
     RunPaused,
     RunStopped,
@@ -483,12 +484,17 @@ async def _drive(
             # the nested fold that paused inside it.
             inner_answer, answer = answer, None
         elif gates and machine.gated(snap):
-            decision = await decide(
-                gates,
-                Transition(
-                    snap.node, snap.next, snap.state, snap.step, answer
-                ),
-            )
+            try:
+                decision = await decide(
+                    gates,
+                    Transition(
+                        snap.node, snap.next, snap.state, snap.step, answer
+                    ),
+                )
+            except InvalidAnswer:
+                if answer is not None:
+                    await _ask_again(snap, journal, on_event, NO_PROGRESS)
+                raise
             answer = None
             if isinstance(decision, Stop):
                 if on_event is not None:
@@ -513,6 +519,10 @@ async def _drive(
             token = enter(boundary)
             try:
                 new = await step(snap, context)
+            except InvalidAnswer:
+                if inner_answer is not None:  # a nested gate refused it
+                    await _ask_again(snap, journal, on_event, boundary.now())
+                raise
             finally:
                 leave(token)
             if type(new) is Failure:
@@ -541,6 +551,26 @@ async def _drive(
     if snap.status is Status.DONE:
         return Success(snap)
     return Success(attrs.evolve(snap, status=Status.DONE))
+
+
+async def _ask_again(
+    snap: Snapshot[S],
+    journal: Journal[S] | None,
+    on_event: EventSink | None,
+    progress: Any,
+) -> None:
+    """A gate refused the answer *snap* was resumed with
+    (:class:`~pipeline.errors.InvalidAnswer`): pause again at the same
+    question, so the human can answer anew, before the error propagates.
+
+    Only the level that holds the question re-pauses (a resumed thread
+    keeps its answered question until its next step); a nested fold
+    restored from a pause has none, and leaves it to the level above.
+    """
+    if snap.pending is not None:
+        # (Should the record fail to commit, the thread stays answered,
+        # as before: the InvalidAnswer still propagates.)
+        await _pause(snap, journal, on_event, snap.pending.question, progress)
 
 
 async def _pause(

@@ -13,6 +13,7 @@ import pytest
 from pipeline.cli import ExitCode
 from tests.cli.guarded import CANARY, GUARDED
 from tests.cli.runner import cli
+from tests.cli.test_cli import assert_one_line_error
 
 
 @pytest.fixture(name="store")
@@ -56,3 +57,28 @@ def test_tool_exception_quoting_a_secret(tmp_path: Path, store: str) -> None:
     for done in (plain, as_json, full):
         assert CANARY not in done.stdout + done.stderr
     assert CANARY.encode() not in Path(store).read_bytes()
+
+
+def test_an_answer_of_the_wrong_type_keeps_the_thread_waiting(
+    tmp_path: Path, store: str
+) -> None:
+    """`pipeline answer` with an answer the gate refuses (answer_as(int)
+    gets text): exit 2, one line and a hint; the thread still waits, and
+    the right answer then finishes it."""
+    order = '{"item": " tea "}'
+    ran = cli(
+        "run", f"{GUARDED}:orders", "--input", order, "--thread", "o",
+        *("--store", store),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == ExitCode.PAUSED, ran.stderr
+    wrong = cli("answer", "o", "plenty", "--store", store, cwd=tmp_path)
+    assert wrong.returncode == ExitCode.USAGE
+    assert_one_line_error(wrong.stderr)
+    assert "malformed answer: the answer is not a int" in wrong.stderr
+    assert "thread o still waits" in wrong.stderr
+    shown = cli("show", "o", "--store", store, "--json", cwd=tmp_path)
+    assert json.loads(shown.stdout)["status"] == "interrupted"
+    right = cli("answer", "o", "3", "--store", store, cwd=tmp_path)
+    assert right.returncode == ExitCode.OK, right.stderr
+    assert json.loads(right.stdout) == {"item": "tea", "quantity": 0}
