@@ -51,7 +51,7 @@ def main() -> None:
         "durable": lambda: w9_durable.cases(settings, quick=args.quick),
         "servers": lambda: w_servers.cases(settings),
         "import": lambda: w8_import.cases(reps),
-        "cli": lambda: cli_startup.cases(max(reps, 11)),
+        "cli": lambda: cli_startup.cases(max(reps, 20)),
         "observe": lambda: w_observe.cases(settings, quick=args.quick),
         "temporal": lambda: w11_temporal.cases(settings, quick=args.quick),
     }

@@ -1,52 +1,60 @@
 """Typed, async, functional pipelines for LLM-agent workflows.
 
 Graphs live in :mod:`pipeline.graph` (``from pipeline import graph``), which
-is imported on first use so that ``import pipeline`` stays light.
+is imported on first use so that ``import pipeline`` stays light.  So is
+every name below: ``import pipeline`` loads none of them (the ``pipeline``
+command starts fast), the first use of one loads its module, and type
+checkers see each name's own type.
 """
 
-from . import errors as errors
-from . import middleware as middleware
-from ._combinators import DEFAULT_LOOP_LIMIT as DEFAULT_LOOP_LIMIT
-from ._combinators import Condition as Condition
-from ._combinators import Item as Item
-from ._combinators import condition as condition
-from ._combinators import first as first
-from ._combinators import for_each as for_each
-from ._combinators import if_ as if_
-from ._combinators import loop as loop
-from ._combinators import metadata_equals as metadata_equals
-from ._combinators import must as must
-from ._combinators import noop as noop
-from ._combinators import sequential as sequential
-from ._combinators import switch as switch
-from ._combinators import when as when
-from ._context import Context as Context
-from ._context import MergeStrategy as MergeStrategy
-from ._context import merge_branches as merge_branches
-from ._context import merge_metadata as merge_metadata
-from ._handler import Handler as Handler
-from ._handler import Par as Par
-from ._handler import Race as Race
-from ._lift import handler as handler
-from ._lift import safe as safe
-from ._mapreduce import map_reduce as map_reduce
-from ._messages import Message as Message
-from ._messages import Role as Role
-from ._messages import ToolCall as ToolCall
-from ._messages import Usage as Usage
+from typing import TYPE_CHECKING
+
 from ._version import __version__ as __version__
-from .budgets import Budget as Budget
-from .budgets import Price as Price
-from .budgets import RunUsage as RunUsage
-from .errors import BudgetExceeded as BudgetExceeded
-from .events import Note as Note
-from .events import emit as emit
-from .events import stream as stream
-from .runs import RunResult as RunResult
-from .runs import Scope as Scope
-from .runs import run as run
-from .runs import scope as scope
-from .secrets import Secret as Secret
+
+
+if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
+    from . import errors as errors
+    from . import middleware as middleware
+    from ._combinators import DEFAULT_LOOP_LIMIT as DEFAULT_LOOP_LIMIT
+    from ._combinators import Condition as Condition
+    from ._combinators import Item as Item
+    from ._combinators import condition as condition
+    from ._combinators import first as first
+    from ._combinators import for_each as for_each
+    from ._combinators import if_ as if_
+    from ._combinators import loop as loop
+    from ._combinators import metadata_equals as metadata_equals
+    from ._combinators import must as must
+    from ._combinators import noop as noop
+    from ._combinators import sequential as sequential
+    from ._combinators import switch as switch
+    from ._combinators import when as when
+    from ._context import Context as Context
+    from ._context import MergeStrategy as MergeStrategy
+    from ._context import merge_branches as merge_branches
+    from ._context import merge_metadata as merge_metadata
+    from ._handler import Handler as Handler
+    from ._handler import Par as Par
+    from ._handler import Race as Race
+    from ._lift import handler as handler
+    from ._lift import safe as safe
+    from ._mapreduce import map_reduce as map_reduce
+    from ._messages import Message as Message
+    from ._messages import Role as Role
+    from ._messages import ToolCall as ToolCall
+    from ._messages import Usage as Usage
+    from .budgets import Budget as Budget
+    from .budgets import Price as Price
+    from .budgets import RunUsage as RunUsage
+    from .errors import BudgetExceeded as BudgetExceeded
+    from .events import Note as Note
+    from .events import emit as emit
+    from .events import stream as stream
+    from .runs import RunResult as RunResult
+    from .runs import Scope as Scope
+    from .runs import run as run
+    from .runs import scope as scope
+    from .secrets import Secret as Secret
 
 
 __all__ = (
@@ -94,3 +102,70 @@ __all__ = (
     "switch",
     "when",
 )
+
+
+# Each public name, and the module that defines it: ``import pipeline``
+# imports none of them, so the ``pipeline`` command starts fast; the first
+# use of a name imports its module (PEP 562).
+_HOMES = {
+    "errors": ".errors",
+    "middleware": ".middleware",
+    "DEFAULT_LOOP_LIMIT": "._combinators",
+    "Condition": "._combinators",
+    "Item": "._combinators",
+    "condition": "._combinators",
+    "first": "._combinators",
+    "for_each": "._combinators",
+    "if_": "._combinators",
+    "loop": "._combinators",
+    "metadata_equals": "._combinators",
+    "must": "._combinators",
+    "noop": "._combinators",
+    "sequential": "._combinators",
+    "switch": "._combinators",
+    "when": "._combinators",
+    "Context": "._context",
+    "MergeStrategy": "._context",
+    "merge_branches": "._context",
+    "merge_metadata": "._context",
+    "Handler": "._handler",
+    "Par": "._handler",
+    "Race": "._handler",
+    "handler": "._lift",
+    "safe": "._lift",
+    "map_reduce": "._mapreduce",
+    "Message": "._messages",
+    "Role": "._messages",
+    "ToolCall": "._messages",
+    "Usage": "._messages",
+    "Budget": ".budgets",
+    "Price": ".budgets",
+    "RunUsage": ".budgets",
+    "BudgetExceeded": ".errors",
+    "Note": ".events",
+    "emit": ".events",
+    "stream": ".events",
+    "RunResult": ".runs",
+    "Scope": ".runs",
+    "run": ".runs",
+    "scope": ".runs",
+    "Secret": ".secrets",
+}
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and no more
+
+    def __getattr__(name: str) -> object:
+        home = _HOMES.get(name)
+        if home is None:
+            msg = f"module 'pipeline' has no attribute {name!r}"
+            raise AttributeError(msg)
+        from importlib import import_module  # noqa: PLC0415
+
+        module = import_module(home, __name__)
+        value = module if home == f".{name}" else getattr(module, name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

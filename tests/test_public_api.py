@@ -85,7 +85,14 @@ def _public_names(module: object) -> set[str]:
     """Names the module's own source defines or re-exports (``X as X``)."""
     path = Path(inspect.getfile(module))  # type: ignore[arg-type]
     names: set[str] = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    body = ast.parse(path.read_text(encoding="utf-8")).body
+    # ``if TYPE_CHECKING:`` blocks too (pipeline/__init__.py's imports).
+    nodes = [
+        n
+        for top in body
+        for n in ([*top.body] if isinstance(top, ast.If) else [top])
+    ]
+    for node in nodes:
         if isinstance(
             node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
         ):
@@ -146,6 +153,40 @@ def test_public_classes_are_final(name: str) -> None:
         ):
             continue
         assert getattr(obj, "__final__", False), f"{name}.{attr} is not @final"
+
+
+def test_import_pipeline_loads_names_on_first_use() -> None:
+    """``import pipeline`` loads no module of its own but the version (the
+    command line starts fast); each name, on first use, is the object its
+    module defines, and the type checkers' imports name the same homes."""
+    code = (
+        "import sys, pipeline; "
+        "print(sorted(m for m in sys.modules if m.startswith('pipeline')))"
+    )
+    loaded = subprocess.run(  # noqa: S603  # our own interpreter
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert loaded.strip() == "['pipeline', 'pipeline._version']"
+    homes = pipeline._HOMES
+    assert set(homes) == set(pipeline.__all__) - {"__version__"}
+    for name, home in homes.items():
+        module = importlib.import_module(home, "pipeline")
+        expected = module if home == f".{name}" else getattr(module, name)
+        assert getattr(pipeline, name) is expected, name
+    source = Path(inspect.getfile(pipeline)).read_text(encoding="utf-8")
+    checked = {
+        alias.name: f".{node.module}" if node.module else f".{alias.name}"
+        for top in ast.parse(source).body
+        if isinstance(top, ast.If)
+        for node in top.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert checked == homes
+    assert {*pipeline.__all__} <= set(dir(pipeline))
 
 
 def test_note_is_exported_beside_emit() -> None:

@@ -27,7 +27,6 @@ def main(argv: list[str] | None = None) -> int:
     """
     import click  # noqa: PLC0415
 
-    from ..errors import InvalidThreadId  # noqa: PLC0415  # loaded already
     from ._app import cli  # noqa: PLC0415
 
     traceback = "--traceback" in (sys.argv[1:] if argv is None else argv)
@@ -36,9 +35,6 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         _error(exc.message, exc.hint)
         return exc.code
-    except InvalidThreadId as exc:  # its message never shows the id
-        _error(str(exc), "a thread id is 1 to 256 characters, without NUL")
-        return ExitCode.USAGE
     except click.exceptions.Abort:
         _error("cancelled", "")
         return ExitCode.CANCELLED
@@ -51,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
         _error("cancelled", "")
         return ExitCode.CANCELLED
     except Exception as exc:
+        # (Imported here: ``pipeline --help`` never loads the errors.)
+        from ..errors import InvalidThreadId  # noqa: PLC0415
+
+        if isinstance(exc, InvalidThreadId):  # its message never shows the id
+            _error(str(exc), "a thread id is 1 to 256 characters, without NUL")
+            return ExitCode.USAGE
         if traceback:
             raise
         _error(
