@@ -93,8 +93,8 @@ async def run(
         if await store.head(tid) is not None:
             raise UserError(
                 f"thread {tid!r} already exists",
-                hint=f"continue it with `pipeline resume {tid}`, "
-                "or pick another --thread",
+                hint=f"continue it with `pipeline resume {tid}"
+                f"{_store_flag(settings)}`, or pick another --thread",
             )
         await note_target(store, tid, target.ref)
         if not settings.json:

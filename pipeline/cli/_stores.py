@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
+from urllib.parse import unquote_plus
 
 import orjson
 
@@ -43,12 +45,39 @@ def resolve(spec: str | None) -> str:
 
 
 def describe(spec: str) -> str:
-    """*spec* for messages and hints, without a password a URL may hold."""
+    """*spec* for messages and hints, its passwords shown as ``***``: the
+    one in ``user:password@`` (the user is kept) and query parameters
+    that may hold one (``password=``, ``sslpassword=``, ``token=``, any
+    name with ``pass``, ``secret``, ``token``, ``auth`` or ``cred`` in it).
+
+    >>> describe("postgresql://ann:pw@db:5432/app?user=ann&password=pw&x=1")
+    'postgresql://ann:***@db:5432/app?user=ann&password=***&x=1'
+    """
     scheme, sep, rest = spec.partition("://")
     if not sep:
         return spec
-    _, at, host = rest.rpartition("@")
-    return f"{scheme}://{host}" if at else spec
+    before, question, query = rest.partition("?")
+    userinfo, at, where = before.rpartition("@")
+    if at:
+        user, colon, _ = userinfo.partition(":")
+        if "/" in user:  # not a user name: hide it all
+            user, colon = "***", ""
+        before = f"{user}{':***' if colon else ''}@{where}"
+    if question:
+        query, hash_, fragment = query.partition("#")
+        query = "&".join(_masked(item) for item in query.split("&"))
+        query += hash_ + fragment
+    return f"{scheme}://{before}{question}{query}"
+
+
+_SECRET_PARAMETER = re.compile(r"pass|secret|token|auth|cred", re.IGNORECASE)
+
+
+def _masked(item: str) -> str:
+    name, eq, _ = item.partition("=")
+    if eq and _SECRET_PARAMETER.search(unquote_plus(name)):
+        return f"{name}=***"
+    return item
 
 
 @asynccontextmanager

@@ -463,7 +463,7 @@ BAD = [
     (
         ["threads", "--store", "redis://u:hunter2@127.0.0.1:1"],
         ExitCode.UNAVAILABLE,
-        "cannot reach the store at redis://127.0.0.1:1",
+        "cannot reach the store at redis://u:***@127.0.0.1:1",
     ),
     # resume, answer
     (["resume", "nope"], ExitCode.NOT_FOUND, "no thread 'nope'"),

@@ -82,3 +82,61 @@ def test_an_answer_of_the_wrong_type_keeps_the_thread_waiting(
     right = cli("answer", "o", "3", "--store", store, cwd=tmp_path)
     assert right.returncode == ExitCode.OK, right.stderr
     assert json.loads(right.stdout) == {"item": "tea", "quantity": 0}
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            f"postgresql://127.0.0.1:1/db?user=ann&password={CANARY}",
+            "postgresql://127.0.0.1:1/db?user=ann&password=***",
+        ),
+        (
+            f"postgresql://ann:{CANARY}@127.0.0.1:1/db?sslpassword={CANARY}",
+            "postgresql://ann:***@127.0.0.1:1/db?sslpassword=***",
+        ),
+        (
+            f"redis://127.0.0.1:1/0?password={CANARY}",
+            "redis://127.0.0.1:1/0?password=***",
+        ),
+        (f"redis://:{CANARY}@127.0.0.1:1/0", "redis://:***@127.0.0.1:1/0"),
+    ],
+)
+def test_store_passwords_are_never_printed(
+    tmp_path: Path, url: str, shown: str
+) -> None:
+    """A password in a store URL, as user:password@ or as a query
+    parameter, shows as ***; the user and everything else stay."""
+    done = cli("threads", "--store", url, cwd=tmp_path)
+    assert done.returncode == ExitCode.UNAVAILABLE
+    assert f"cannot reach the store at {shown} " in done.stderr
+    assert CANARY not in done.stdout + done.stderr
+
+
+def test_store_password_on_a_live_server(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """On a server that takes the URL (trust auth ignores the password):
+    the thread line and the hints show *** for it."""
+    url = (
+        f"{postgres_url}{'&' if '?' in postgres_url else '?'}password={CANARY}"
+    )
+    thread = f"pw-{tmp_path.name[-12:]}"
+    ran = cli(
+        "run", f"{GUARDED}:orders", "--input", '{"item": "tea"}',
+        *("--store", url, "--thread", thread),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == ExitCode.PAUSED, ran.stderr
+    assert "password=***" in ran.stderr
+    assert f"--store {postgres_url}" in ran.stderr  # the hint keeps the rest
+    again = cli(
+        "run", f"{GUARDED}:orders", "--input", '{"item": "tea"}',
+        *("--store", url, "--thread", thread),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert again.returncode == ExitCode.USAGE
+    assert f"`pipeline resume {thread} --store {postgres_url}" in again.stderr
+    for done in (ran, again):
+        assert CANARY not in done.stdout + done.stderr
+    assert cli("delete", thread, "--store", url, cwd=tmp_path).returncode == 0
