@@ -7,9 +7,12 @@ command starts fast), the first use of one loads its module, and type
 checkers see each name's own type.
 """
 
-from typing import TYPE_CHECKING
-
 from ._version import __version__ as __version__
+
+
+# Not typing's: importing typing takes long enough for a Ctrl-C to land in
+# it (``pipeline`` would print a traceback).  Type checkers know the name.
+TYPE_CHECKING = False
 
 
 if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__

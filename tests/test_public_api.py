@@ -221,8 +221,8 @@ def test_demo_runs_offline() -> None:
 
 
 def test_cli_version() -> None:
-    """python -m pipeline version prints the version."""
-    from pipeline.__main__ import main  # noqa: PLC0415
+    """pipeline version prints the version."""
+    from pipeline.cli import main  # noqa: PLC0415
 
     assert main(["version"]) == 0
 

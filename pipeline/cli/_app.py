@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ._exits import ExitCode
+from ._exits import ExitCode, UserError
 
 
 _STORE_HELP = (
@@ -56,7 +56,19 @@ def _go(
         return int(anyio.run(make, settings, backend=ctx.obj["backend"]))
 
 
+class _Commands(click.Group):
+    """The command group; Ctrl-C before a run watches for it (while a
+    command loads) is one line, not click's blank line and "Aborted!"."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise UserError("cancelled", code=ExitCode.CANCELLED) from None
+
+
 @click.group(
+    cls=_Commands,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.option(

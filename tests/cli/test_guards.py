@@ -5,6 +5,8 @@ Each runs the real command in a subprocess."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 
 from pipeline.cli import ExitCode
 from tests.cli.guarded import CANARY, GUARDED
-from tests.cli.runner import cli
+from tests.cli.runner import cli, environment
 from tests.cli.test_cli import assert_one_line_error
 
 
@@ -140,3 +142,48 @@ def test_store_password_on_a_live_server(
     for done in (ran, again):
         assert CANARY not in done.stdout + done.stderr
     assert cli("delete", thread, "--store", url, cwd=tmp_path).returncode == 0
+
+
+# The ``pipeline`` console script, with a Ctrl-C (SIGINT to itself) at a
+# chosen moment: while a module is imported (an audit hook sees it start),
+# or at exit, after the command printed its result.
+_CONSOLE = """
+import atexit, os, signal, sys
+when, *argv = sys.argv[1:]
+def interrupt():
+    os.kill(os.getpid(), signal.SIGINT)
+if when == "exit":
+    atexit.register(interrupt)
+else:
+    sys.addaudithook(
+        lambda event, args: event == "import" and args[0] == when and interrupt()
+    )
+sys.argv = ["pipeline", *argv]
+from pipeline.__main__ import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize(
+    "when", ["pipeline.cli", "click", "pipeline.cli._app", "anyio", "exit"]
+)
+def test_ctrl_c_at_any_moment(tmp_path: Path, when: str) -> None:
+    """Ctrl-C while the command line loads: one line, exit 130, never a
+    traceback; after the result is printed: exit 0 (nothing to cancel),
+    never death by signal."""
+    done = subprocess.run(  # noqa: S603  # our own interpreter and code
+        [sys.executable, "-c", _CONSOLE, when, "run", f"{GUARDED}:door"],
+        cwd=tmp_path,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr
+    if when == "exit":
+        assert done.returncode == ExitCode.OK, done.stderr
+        assert json.loads(done.stdout) == {"note": "Could not unlock."}
+    else:
+        assert done.returncode == ExitCode.CANCELLED, done.stderr
+        assert done.stderr == "pipeline: error: cancelled\n"
