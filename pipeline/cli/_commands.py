@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from ._stores import (
 )
 from ._target import (
     Target,
+    UnfitJSON,
     as_context,
     load,
     parse_json,
@@ -82,7 +84,7 @@ async def run(
             None,
             await _watch(settings, target, lambda: handler(arg)),
         )
-    tid = thread_id or uuid.uuid4().hex[:16]
+    tid = uuid.uuid4().hex[:16] if thread_id is None else thread_id
     if is_companion(tid):
         raise UserError(
             "thread ids starting 'pipeline-cli:' are the CLI's own",
@@ -157,11 +159,44 @@ async def resume(
 
 def _answer(text: str) -> object:
     """An answer is JSON when it parses as JSON, else the text itself
-    (``pipeline answer t1 yes`` answers ``"yes"``)."""
+    (``pipeline answer t1 yes`` answers ``"yes"``, ``NaN`` ``"NaN"``)."""
     try:
         return parse_json(text)
-    except ValueError:  # not JSON (nor are NaN and Infinity): the text
-        return text
+    except json.JSONDecodeError:  # not JSON: the text
+        pass
+    except UnfitJSON as exc:
+        if not exc.nan:
+            raise UserError(
+                f"malformed answer: {exc}", hint=exc.hint
+            ) from None
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # undecodable bytes on the command line
+        raise UserError(
+            "malformed answer: it is not UTF-8 text",
+            hint="give the answer as UTF-8 text",
+        ) from None
+    return text
+
+
+def _write(path: Path, text: str) -> None:
+    """*text* into the file *path* (``draw -o``), or a usage error."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except FileNotFoundError:
+        raise _no_directory(path) from None
+    except OSError as exc:
+        raise UserError(
+            f"-o: cannot write {str(path)!r} ({type(exc).__name__})",
+            hint="pick a file you can write",
+        ) from None
+
+
+def _no_directory(path: Path) -> UserError:
+    return UserError(
+        f"-o: no directory {str(path.parent)!r}",
+        hint="create it first, or write elsewhere",
+    )
 
 
 async def _watch(
@@ -479,7 +514,7 @@ def draw(
         if output is None:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
         else:
-            Path(output).write_text(text, encoding="utf-8")
+            _write(Path(output), text)
         return ExitCode.OK
     renderer = shutil.which("mmdc")
     if renderer is None:
@@ -491,6 +526,8 @@ def draw(
             code=ExitCode.UNAVAILABLE,
         )
     dest = Path(output or f"{ref.rpartition(':')[2]}.{fmt}")
+    if not dest.parent.is_dir():
+        raise _no_directory(dest)
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "graph.mmd"
         source.write_text(text, encoding="utf-8")

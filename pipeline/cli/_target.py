@@ -158,27 +158,52 @@ def read_json(text: str, what: str) -> object:
             hint="strings need JSON quotes: --input '\"hello\"'; "
             "or pass @FILE",
         ) from None
-    except ValueError:
-        raise UserError(
-            f"{what}: NaN and Infinity are not JSON numbers",
-            hint="give a number, or null",
-        ) from None
+    except UnfitJSON as exc:
+        raise UserError(f"{what}: {exc}", hint=exc.hint) from None
+
+
+@final
+class UnfitJSON(ValueError):
+    """JSON that parses but cannot be taken: NaN or Infinity, an integer
+    longer than Python reads, nesting deeper than it can follow, a string
+    with a lone surrogate (no UTF-8 form).  The message never quotes it."""
+
+    def __init__(self, message: str, hint: str, *, nan: bool = False) -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.nan = nan  # NaN or Infinity: as an answer, that text
 
 
 def parse_json(text: str) -> object:
-    """Strict JSON: integers of any size stay exact (the standard library,
-    not orjson, which turns them into floats), NaN and Infinity refused.
+    """Strict JSON: integers stay exact (the standard library, not orjson,
+    which turns them into floats) up to Python's limit on digits; NaN,
+    Infinity and strings with lone surrogates refused.
 
     Raises:
-        ValueError: *text* is not JSON (a ``json.JSONDecodeError`` with
-            its position, when it does not parse at all).
+        json.JSONDecodeError: *text* is not JSON (with its position).
+        UnfitJSON: it is, but not one this program can take.
     """
-    return json.loads(text, parse_constant=_refuse_constant)
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+        json.dumps(value, ensure_ascii=False).encode()  # has a UTF-8 form
+    except (UnfitJSON, json.JSONDecodeError):
+        raise
+    except RecursionError:
+        msg = "nests too deeply"
+        raise UnfitJSON(msg, "a few hundred levels at most") from None
+    except UnicodeEncodeError:
+        msg = "has a string with a lone surrogate (no UTF-8 form)"
+        raise UnfitJSON(msg, "pair each surrogate, or drop it") from None
+    except ValueError:  # int("1" * 5000): over sys.get_int_max_str_digits()
+        limit = sys.get_int_max_str_digits()
+        msg = f"has an integer of more than {limit} digits"
+        raise UnfitJSON(msg, "give it as a string") from None
+    return value
 
 
-def _refuse_constant(name: str) -> object:
-    msg = f"{name} is not JSON"
-    raise ValueError(msg)
+def _refuse_constant(_: str) -> object:
+    msg = "NaN and Infinity are not JSON numbers"
+    raise UnfitJSON(msg, "give a number, or null", nan=True)
 
 
 def structure_input(target: Target, value: object) -> object:

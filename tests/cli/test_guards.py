@@ -187,3 +187,78 @@ def test_ctrl_c_at_any_moment(tmp_path: Path, when: str) -> None:
     else:
         assert done.returncode == ExitCode.CANCELLED, done.stderr
         assert done.stderr == "pipeline: error: cancelled\n"
+
+
+_DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--input", _DEEP], "--input: nests too deeply"),
+        (
+            ["--input", "1" * 5000],
+            f"--input: has an integer of more than {sys.get_int_max_str_digits()} digits",
+        ),
+        (
+            ["--input", '"\\ud800"'],
+            "--input: has a string with a lone surrogate",
+        ),
+        (["--input", "NaN"], "--input: NaN and Infinity are not JSON numbers"),
+        (
+            ["--input", '{"item": "x"}', "--thread", ""],
+            "cannot name a thread: 0 characters",
+        ),
+    ],
+    ids=["deep", "long-int", "surrogate", "nan", "empty-thread"],
+)
+def test_input_mistakes_are_usage_errors(
+    tmp_path: Path, store: str, args: list[str], message: str
+) -> None:
+    """Input the program cannot take is exit 2 and one line naming why,
+    never "your code raised"."""
+    done = cli(
+        "run", f"{GUARDED}:orders", "--store", store, *args, cwd=tmp_path
+    )
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    assert_one_line_error(done.stderr)
+    assert message in done.stderr
+    assert not Path(store).exists()  # nothing started
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (_DEEP, "malformed answer: nests too deeply"),
+        ('"\\udc00"', "malformed answer: has a string with a lone surrogate"),
+        ("1" * 5000, "malformed answer: has an integer of more than"),
+    ],
+    ids=["deep", "surrogate", "long-int"],
+)
+def test_answer_mistakes_are_usage_errors(
+    tmp_path: Path, store: str, answer: str, message: str
+) -> None:
+    """An answer the program cannot take: exit 2, the thread still waits."""
+    ran = cli(
+        "run", f"{GUARDED}:orders", "--input", '{"item": "tea"}',
+        *("--thread", "o", "--store", store),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == ExitCode.PAUSED, ran.stderr
+    done = cli("answer", "o", answer, "--store", store, cwd=tmp_path)
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    assert_one_line_error(done.stderr)
+    assert message in done.stderr
+    right = cli("answer", "o", "2", "--store", store, cwd=tmp_path)
+    assert right.returncode == ExitCode.OK, right.stderr
+
+
+def test_draw_into_a_missing_directory(tmp_path: Path) -> None:
+    """`draw -o` into a directory that does not exist: exit 2, one line."""
+    done = cli(
+        "draw", f"{GUARDED}:orders", "-o", str(tmp_path / "no" / "g.mmd"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == ExitCode.USAGE
+    assert_one_line_error(done.stderr)
+    assert "-o: no directory" in done.stderr
