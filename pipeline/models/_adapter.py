@@ -7,7 +7,7 @@ import functools
 import logging
 import os
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Generic, Protocol, Self, TypeVar
 
 import anyio
@@ -26,24 +26,28 @@ def sdk_error(
     name: str,
     status_error: type[Exception],
     connection_error: type[Exception],
+    withheld: Sequence[str] = (),
 ) -> ModelError:
-    """A typed failure for an exception an SDK (or its HTTP library) raised."""
+    """A typed failure for an exception an SDK (or its HTTP library) raised.
+
+    Its message never holds a string of *withheld* (the adapter's API key:
+    a provider or proxy may quote the key it was sent, "Invalid API key:
+    sk-..."); each shows as ``<api key>``.
+    """
     path = (name,)
+    status: int | None = None
     if isinstance(exc, status_error):
         status = getattr(exc, "status_code", None)
-        message = getattr(exc, "message", None) or str(exc)
-        return ModelError(provider, str(message), status, path=path)
-    if isinstance(exc, connection_error):
-        return ModelError(provider, f"connection failed: {exc}", path=path)
-    if isinstance(exc, TRANSPORT_ERRORS):
-        return ModelError(
-            provider,
-            f"connection lost: {type(exc).__name__}: {exc}",
-            path=path,
-        )
-    return ModelError(
-        provider, f"malformed response: {type(exc).__name__}: {exc}", path=path
-    )
+        message = str(getattr(exc, "message", None) or exc)
+    elif isinstance(exc, connection_error):
+        message = f"connection failed: {exc}"
+    elif isinstance(exc, TRANSPORT_ERRORS):
+        message = f"connection lost: {type(exc).__name__}: {exc}"
+    else:
+        message = f"malformed response: {type(exc).__name__}: {exc}"
+    for secret in withheld:
+        message = message.replace(secret, "<api key>")
+    return ModelError(provider, message, status, path=path)
 
 
 def stop_reason(
@@ -61,6 +65,7 @@ class _Closable(Protocol):
 C = TypeVar("C", bound=_Closable)
 
 _LOG = logging.getLogger("pipeline.models")
+_KEY_MIN = 8  # a shorter "key" is a placeholder; replacing it would garble
 _REAPERS: set[object] = set()  # asyncio keeps only weak references to tasks
 
 
@@ -75,6 +80,7 @@ class ClientOwner(Generic[C]):
     """
 
     _given: C | None
+    _key: str
     _make: Callable[[], C]
     _clients: dict[EventLoopToken, _Made[C]]
 
@@ -92,6 +98,7 @@ class ClientOwner(Generic[C]):
         """Use *given*, or make *sdk* clients with these settings (the API
         key falls back to the environment's *key_variable*)."""
         key = api_key or os.environ.get(key_variable) or "not-set"
+        self._key = key
         self._given = given
         self._make = functools.partial(
             sdk,
@@ -101,6 +108,17 @@ class ClientOwner(Generic[C]):
             timeout=timeout,
         )
         self._clients = {}
+
+    @property
+    def withheld(self) -> tuple[str, ...]:
+        """The API key this adapter's client sends, which no error message
+        may show (none for a placeholder or a key too short to tell)."""
+        key = (
+            self._key
+            if self._given is None
+            else getattr(self._given, "api_key", None)
+        )
+        return (key,) if isinstance(key, str) and len(key) >= _KEY_MIN else ()
 
     @property
     def client(self) -> C:

@@ -152,6 +152,7 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
             name=self.name,
             status_error=anthropic.APIStatusError,
             connection_error=anthropic.APIConnectionError,
+            withheld=self.withheld,
         )
 
     async def generate(

@@ -143,6 +143,7 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
             name=self.name,
             status_error=openai.APIStatusError,
             connection_error=openai.APIConnectionError,
+            withheld=self.withheld,
         )
 
     async def generate(

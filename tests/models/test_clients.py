@@ -17,7 +17,7 @@ import pytest
 
 from returns.result import Failure
 
-from pipeline import Context, Message
+from pipeline import Context, Message, Secret
 from pipeline.agents import Agent, AgentRun
 from pipeline.errors import ConstructionError, InvalidOutput
 from pipeline.middleware import retry
@@ -208,3 +208,48 @@ async def test_bad_structured_output_is_typed_and_quiet() -> None:
     assert garbage.reason == "not valid JSON"
     assert "SECRET" not in str(wrong)
     assert "SECRET" not in str(garbage)
+
+
+KEY = "sk-canary-key-5e7d-do-not-leak"
+
+
+def _given_client(kind: str, llm: FakeLLM) -> Any:
+    """The SDK's own client, made by the caller with the key."""
+    if kind == "openai":
+        import openai  # noqa: PLC0415
+
+        return openai.AsyncOpenAI(
+            base_url=f"{llm.url}/v1", api_key=KEY, max_retries=0
+        )
+    import anthropic  # noqa: PLC0415
+
+    return anthropic.AsyncAnthropic(
+        base_url=llm.url, api_key=KEY, max_retries=0
+    )
+
+
+@pytest.mark.parametrize("how", ["secret", "text", "client"])
+@pytest.mark.parametrize("kind", sorted(ADAPTERS))
+async def test_a_key_the_provider_quotes_is_withheld(
+    llm: FakeLLM, kind: str, how: str
+) -> None:
+    """A 401 whose message quotes the API key sent (as some proxies do):
+    the ModelError shows <api key>, whether the adapter got the key as a
+    Secret, as text, or inside a client it was given."""
+    key: Any = Secret(KEY, ref="env:KEY") if how == "secret" else KEY
+    cls: Any = OpenAIModel if kind == "openai" else AnthropicModel
+    base = f"{llm.url}/v1" if kind == "openai" else llm.url
+    model = (
+        cls("m", client=_given_client(kind, llm))
+        if how == "client"
+        else cls("m", base_url=base, api_key=key, max_retries=0)
+    )
+    quoted = {"type": "invalid_request_error", "message": f"bad key: {KEY}"}
+    llm.reply(Json({"error": quoted}, status=401))
+    async with model:
+        out = await model.generate(ModelRequest((Message.user("hi"),)))
+    error = out.failure()
+    assert isinstance(error, ModelError)
+    assert error.status == 401
+    assert "bad key: <api key>" in str(error)
+    assert KEY not in str(error) + repr(error)
