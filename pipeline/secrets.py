@@ -347,14 +347,19 @@ def _redact_items(
 
 
 def redact_arguments(
-    tool: str, arguments: str, secret: Mapping[str, object]
+    tool: str,
+    arguments: str,
+    secret: Mapping[str, object],
+    *,
+    whole: bool = False,
 ) -> str:
     """A tool call's *arguments* (JSON) with the secrets in them replaced
     by references: *secret* maps each argument that may hold one to its
-    type (see :func:`redact`).  Arguments that do not parse are replaced
-    whole (they might hold a secret anyway)."""
+    type (see :func:`redact`).  Arguments that do not parse, or *whole*
+    (the call does not decode: its secret may sit under a misspelt name),
+    are replaced whole (they might hold a secret anyway)."""
     try:
-        raw = json.loads(arguments or "{}")
+        raw = None if whole else json.loads(arguments or "{}")
     except (ValueError, RecursionError):
         raw = None
     if not isinstance(raw, dict):

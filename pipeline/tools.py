@@ -175,13 +175,19 @@ class Tool:
 
     def redact(self, arguments: str) -> str:
         """A call's *arguments* as recorded: every secret in them replaced
-        by its reference (see :attr:`secret_arguments`).
+        by its reference (see :attr:`secret_arguments`); a call that does
+        not decode, replaced whole (``{"$secret": "tool:<name>"}``).
 
         .. versionadded:: 0.1.0
         """
         if not self._secret:
             return arguments
-        return redact_arguments(self.name, arguments, self._secret)
+        # A call that does not decode (a misspelt name: "Code" for code)
+        # may hold its secret anywhere: nothing of it is kept.
+        whole = isinstance(self.decode(arguments), str)
+        return redact_arguments(
+            self.name, arguments, self._secret, whole=whole
+        )
 
     @property
     def spec(self) -> ToolSpec:

@@ -488,3 +488,43 @@ def test_redacted_traceback_keeps_frames_and_types_only() -> None:
         "ExceptionGroup of KeyError, OSError "
         "(message withheld: it may hold a secret)"
     )
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"user": "ann", "Password": CANARY},  # a misspelt name
+        {"user": CANARY},  # the secret in the wrong place, one missing
+        {
+            "user": ["ann"],
+            "password": "x",
+            "note": CANARY,
+        },  # unknown, wrong type
+    ],
+    ids=["misspelt", "misplaced", "unknown"],
+)
+async def test_a_secret_call_that_does_not_decode_is_redacted_whole(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+    arguments: dict[str, Any],
+) -> None:
+    """A call to a tool with secret parameters that does not decode keeps
+    nothing the model sent: the value may sit under any name."""
+    provider, exporter = spans
+    model = ScriptedModel(
+        Reply.tool_call("sign_in", arguments), Reply.text("sorry")
+    )
+    events: list[Event] = []
+    with scope(tracer_provider=provider):
+        async with stream(
+            Agent("a", model, tools=[sign_in]), Context.of(Message.user("x"))
+        ) as received:
+            events.extend([e async for e in received])
+    assert received.result is not None
+    out = received.result.unwrap()
+    (call,) = out.messages[1].tool_calls
+    assert call.arguments == '{"$secret": "tool:sign_in"}'
+    assert out.messages[2].content.startswith("error: ")
+    assert CANARY not in repr(out)
+    assert all(CANARY not in repr(e) for e in events)
+    assert CANARY not in span_text(exporter.get_finished_spans())
+    assert CANARY not in repr(model.requests[1].messages)
