@@ -23,6 +23,7 @@ flight when it was reached (one per concurrent branch).
 
 from __future__ import annotations
 
+import logging
 import math
 
 from collections.abc import Mapping
@@ -36,14 +37,22 @@ from .errors import BudgetExceeded, ConstructionError
 
 __all__ = ("Budget", "Price", "RunUsage")
 
+_LOG = logging.getLogger("pipeline.budgets")
+
 
 def _number(value: object) -> bool:
-    return (
-        type(value) is not bool
-        and isinstance(value, (int, float))
-        and math.isfinite(value)
-        and value >= 0
-    )
+    """A finite number >= 0 that a float can hold (10**400 cannot)."""
+    if type(value) is bool or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:  # an int past float's range
+        return False
+
+
+def _count(value: object) -> bool:
+    """A whole number >= 0, of any size."""
+    return type(value) is not bool and isinstance(value, int) and value >= 0
 
 
 def _non_negative(
@@ -57,6 +66,14 @@ def _non_negative(
 def _limit(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and not _number(value):
         msg = f"Budget({attribute.name}=...): a limit must be a finite number >= 0 or None"
+        raise ConstructionError(msg)
+
+
+def _count_limit(
+    _: object, attribute: attrs.Attribute[Any], value: object
+) -> None:
+    if value is not None and not _count(value):
+        msg = f"Budget({attribute.name}=...): a limit must be a whole number >= 0 or None"
         raise ConstructionError(msg)
 
 
@@ -99,10 +116,10 @@ class Budget:
     .. versionadded:: 0.1.0
     """
 
-    tokens: int | None = attrs.field(default=None, validator=_limit)
+    tokens: int | None = attrs.field(default=None, validator=_count_limit)
     cost: float | None = attrs.field(default=None, validator=_limit)
-    model_calls: int | None = attrs.field(default=None, validator=_limit)
-    tool_calls: int | None = attrs.field(default=None, validator=_limit)
+    model_calls: int | None = attrs.field(default=None, validator=_count_limit)
+    tool_calls: int | None = attrs.field(default=None, validator=_count_limit)
     wall_time: float | None = attrs.field(default=None, validator=_limit)
     prices: Mapping[str, Price] = attrs.field(factory=dict, converter=_prices)
 
@@ -195,7 +212,20 @@ class Ledger:
         return refused
 
     def spend(self, model: str, input_tokens: int, output_tokens: int) -> None:
-        """Add a finished model call's tokens and cost."""
+        """Add a finished model call's tokens and cost.
+
+        A count a model reports that is not a whole number >= 0 counts as
+        0 (and is logged): a malformed response must not lower the ledger
+        and let later calls past a limit.
+        """
+        if not (_count(input_tokens) and _count(output_tokens)):
+            _LOG.warning(
+                "model %r reported token usage that is not a count >= 0; "
+                "counted as 0",
+                model,
+            )
+            input_tokens = input_tokens if _count(input_tokens) else 0
+            output_tokens = output_tokens if _count(output_tokens) else 0
         ledger: Ledger | None = self
         while ledger is not None:
             ledger.input_tokens += input_tokens

@@ -282,14 +282,60 @@ async def test_llm_handlers_are_budgeted() -> None:
     assert model.requests == []
 
 
-def test_budget_validation() -> None:
-    """Negative, non-finite and boolean limits are refused by name."""
-    for bad in ({"tokens": -1}, {"cost": math.nan}, {"model_calls": True}):
-        with pytest.raises(ConstructionError, match=next(iter(bad))):
-            Budget(**bad)
-    with pytest.raises(ConstructionError, match="input"):
-        Price(input=-1.0, output=0.0)
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"tokens": -1},
+        {"cost": math.nan},
+        {"model_calls": True},
+        {"model_calls": 2.5},  # a count is whole
+        {"tokens": 3.0},
+        {"tool_calls": "3"},
+        {"cost": 10**400},  # no float holds it (was OverflowError)
+        {"wall_time": -(10**400)},
+    ],
+    ids=lambda bad: (
+        f"{next(iter(bad))}-{type(next(iter(bad.values()))).__name__}"
+    ),
+)
+def test_budget_validation(bad: dict[str, Any]) -> None:
+    """Negative, non-finite, boolean, fractional counts and numbers past a
+    float's range are refused by name, as ConstructionError."""
+    with pytest.raises(ConstructionError, match=next(iter(bad))):
+        Budget(**bad)
+
+
+def test_price_validation_and_large_counts() -> None:
+    """Prices are finite floats (10**400 is refused, not OverflowError);
+    count limits take whole numbers of any size."""
+    for bad in (-1.0, 10**400, math.inf, True):
+        with pytest.raises(ConstructionError, match="input"):
+            Price(input=bad, output=0.0)
     assert Budget(prices={"m": Price(1, 2)}).prices["m"].cost(1, 1) == 3e-6
+    huge = Budget(tokens=10**400, model_calls=10**400, cost=1)
+    assert huge.tokens == 10**400
+
+
+@pytest.mark.parametrize("reported", [(-1000, 0), (0, -5), (-1, -1)], ids=repr)
+async def test_negative_usage_does_not_lower_the_ledger(
+    reported: tuple[int, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A model reporting negative token counts (a malformed response)
+    counts 0 for them, with a warning: later calls cannot spend past the
+    limit on the credit."""
+    model = ScriptedModel(
+        Reply.text("x", usage=Usage(*reported)),
+        Reply.text("y", usage=Usage(50, 50)),
+        Reply.text("z", usage=Usage(50, 50)),
+    )
+    agent = Agent("a", model)
+    done = await run(agent >> agent >> agent, HI, budget=Budget(tokens=100))
+    failure = done.result.failure()
+    assert isinstance(failure, BudgetExceeded)
+    assert failure.limit == "tokens"
+    assert done.usage.model_calls == 2
+    assert done.usage.total_tokens == 100
+    assert "not a count >= 0; counted as 0" in caplog.text
 
 
 async def test_no_scope_no_checks() -> None:
