@@ -52,8 +52,27 @@ def _go(
     settings = Settings(
         resolve(store), json=as_json, traceback=ctx.obj["traceback"]
     )
+    body = make
+    if ctx.obj["resolver"]:
+        from ._target import load_resolver  # noqa: PLC0415
+
+        body = _resolving(load_resolver(ctx.obj["resolver"]), make)
     with logs(traceback=settings.traceback):
-        return int(anyio.run(make, settings, backend=ctx.obj["backend"]))
+        return int(anyio.run(body, settings, backend=ctx.obj["backend"]))
+
+
+def _resolving(
+    found: Callable[[str], object], make: Callable[[Any], Awaitable[ExitCode]]
+) -> Callable[[Any], Awaitable[ExitCode]]:
+    """*make* inside a scope whose secrets *found* resolves."""
+
+    async def body(settings: Any) -> ExitCode:
+        from ..runs import scope  # noqa: PLC0415
+
+        with scope(secrets=found):
+            return await make(settings)
+
+    return body
 
 
 class _Commands(click.Group):
@@ -83,8 +102,18 @@ class _Commands(click.Group):
     is_flag=True,
     help="show the traceback when your code raises",
 )
+@click.option(
+    "--resolver",
+    metavar="MODULE:OBJECT",
+    envvar="PIPELINE_RESOLVER",
+    help="resolves the secret references a thread stores: a function from "
+    "a reference to its value, or a mapping (default: $PIPELINE_RESOLVER, "
+    "else env:NAME references only)",
+)
 @click.pass_context
-def cli(ctx: click.Context, backend: str, traceback: bool) -> None:
+def cli(
+    ctx: click.Context, backend: str, traceback: bool, resolver: str | None
+) -> None:
     """Run, watch, resume and inspect pipelines, graphs and swarms.
 
     \b
@@ -94,7 +123,11 @@ def cli(ctx: click.Context, backend: str, traceback: bool) -> None:
       6  unavailable (store, busy thread, renderer, extra)
       130  cancelled with Ctrl-C (the checkpoint is kept)
     """
-    ctx.obj = {"backend": backend, "traceback": traceback}
+    ctx.obj = {
+        "backend": backend,
+        "traceback": traceback,
+        "resolver": resolver,
+    }
 
 
 @cli.command()

@@ -29,6 +29,8 @@ from ._stores import (
     open_store,
 )
 from ._target import (
+    RESOLVER_HINT,
+    UNRESOLVED,
     Target,
     UnfitJSON,
     as_context,
@@ -302,6 +304,9 @@ def _failure_error(failure: object, settings: Settings) -> UserError | None:
     )
 
     flag = _store_flag(settings)
+    unresolved = _unresolved(failure)
+    if unresolved is not None:
+        return unresolved
     if isinstance(failure, IncompatibleGraph):
         return UserError(
             "the thread was written by another version of this graph "
@@ -381,12 +386,28 @@ def _found(
             "lists its versions",
             code=ExitCode.NOT_FOUND,
         )
+    unresolved = _unresolved(failure)
+    if unresolved is not None:
+        raise unresolved
     raise UserError(
         f"cannot read thread {thread_id!r}: {failure}",
         hint="was it written by another version of this graph? "
         "--target names the one that wrote it",
         code=ExitCode.FAILED,
     )
+
+
+def _unresolved(failure: object) -> UserError | None:
+    """A checkpoint or state holding a secret reference no resolver in force
+    knows: the command needs ``--resolver`` (a usage mistake, not a bug)."""
+    from ..errors import CheckpointDecodeError, InvalidState  # noqa: PLC0415
+
+    if not isinstance(failure, CheckpointDecodeError | InvalidState):
+        return None
+    text = str(failure)  # names references, never values
+    if UNRESOLVED not in text:
+        return None
+    return UserError(f"a secret is missing: {text}", hint=RESOLVER_HINT)
 
 
 async def threads(settings: Settings) -> ExitCode:

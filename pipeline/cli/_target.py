@@ -7,8 +7,9 @@ import importlib
 import json
 import sys
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, final
+from typing import Any, Literal, TypeAlias, cast, final
 
 import attrs
 import cattrs
@@ -55,6 +56,30 @@ def load(ref: str, *, traceback: bool = False) -> Target:
     The current directory is put first on ``sys.path``, as ``python -m``
     does, so a project's own modules are found.
     """
+    obj = load_object(ref, traceback=traceback)
+    return Target(ref, _kind(ref, obj), obj)
+
+
+def load_resolver(ref: str) -> Callable[[str], object]:
+    """``--resolver MODULE:OBJECT``: a resolver (a function from a
+    reference to its value) or a mapping of references to values (then
+    ``env:`` references still come from the environment)."""
+    from ..secrets import resolver  # noqa: PLC0415
+
+    obj = load_object(ref)
+    if isinstance(obj, Mapping):
+        return resolver(obj)
+    if callable(obj):
+        return cast("Callable[[str], object]", obj)
+    raise UserError(
+        f"--resolver {ref} is a {type(obj).__name__}, not a resolver",
+        hint="name a function from a reference to its value, or a mapping "
+        "of references to values",
+    )
+
+
+def load_object(ref: str, *, traceback: bool = False) -> Any:
+    """The value ``MODULE:OBJECT`` names (a mistake is a usage error)."""
     module_name, sep, attr_path = ref.partition(":")
     if not sep or not module_name or not attr_path:
         raise UserError(
@@ -87,10 +112,9 @@ def load(ref: str, *, traceback: bool = False) -> Target:
         except AttributeError:
             raise UserError(
                 f"module {module_name!r} has no attribute {attr_path!r}",
-                hint="OBJECT names a graph, swarm or handler defined at "
-                "the module's top level",
+                hint="OBJECT names a value defined at the module's top level",
             ) from None
-    return Target(ref, _kind(ref, obj), obj)
+    return obj
 
 
 def _kind(ref: str, obj: object) -> Kind:
@@ -241,25 +265,77 @@ def as_context(target: Target, value: object) -> object:
     return _structure(target, value, Context, "a Context")
 
 
+class SecretByValue(ValueError):
+    """A secret given by value on the command line: refused (it would show
+    in the shell's history and the process list, and no resolver could
+    give it back when the thread is loaded)."""
+
+
+def _by_reference(converter: cattrs.Converter) -> cattrs.Converter:
+    """*converter*, taking secrets only as references,
+    ``{"$secret": "REF"}`` (resolved by the resolver in force)."""
+    from ..secrets import MARKER, is_secret_type  # noqa: PLC0415
+
+    strict = converter.copy()
+
+    def factory(t: Any) -> Callable[[Any, Any], Any]:
+        hook = converter.get_structure_hook(t)
+
+        def structure(value: Any, _: Any) -> Any:
+            if isinstance(value, dict) and set(value) == {MARKER}:
+                return hook(value, t)
+            raise SecretByValue
+
+        return structure
+
+    strict.register_structure_hook_factory(is_secret_type, factory)
+    return strict
+
+
 def _structure(target: Target, value: object, kind: Any, name: str) -> object:
     from cattrs.errors import BaseValidationError  # noqa: PLC0415
 
     try:
-        return target.converter.structure(value, kind)
+        return _by_reference(target.converter).structure(value, kind)
     except BaseValidationError as exc:
         where = "; ".join(
             cattrs.transform_error(exc, format_exception=_expected)
         )
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         where = f"{type(exc).__name__} @ $"
-    raise UserError(
-        f"--input does not fit {name}: {where}",
-        hint=f"give the fields of {name} as a JSON object",
-    )
+    hint = f"give the fields of {name} as a JSON object"
+    if UNRESOLVED in where:
+        hint = RESOLVER_HINT
+    elif _BY_VALUE in where:
+        hint = BY_REFERENCE
+    raise UserError(f"--input does not fit {name}: {where}", hint=hint)
+
+
+UNRESOLVED = "cannot be resolved"
+"""How a secret reference no resolver knows is described (by
+:class:`~pipeline.errors.SecretUnresolved` too)."""
+
+_BY_VALUE = "a secret, given by value"
+
+RESOLVER_HINT = (
+    "name a resolver that knows it: --resolver MODULE:OBJECT (or "
+    "$PIPELINE_RESOLVER); env:NAME references need none"
+)
+
+BY_REFERENCE = (
+    'a secret is given by reference, {"$secret": "env:NAME"} (from the '
+    "environment) or one --resolver MODULE:OBJECT knows"
+)
 
 
 def _expected(exc: BaseException, kind: type | None) -> str:
     """One failure, without the value (it may be a secret)."""
+    from ..errors import SecretUnresolved  # noqa: PLC0415
+
+    if isinstance(exc, SecretByValue):
+        return f'{_BY_VALUE}: give its reference, {{"$secret": REF}}'
+    if isinstance(exc, SecretUnresolved):
+        return f"secret {exc.ref!r} {UNRESOLVED}"  # a reference, no value
     if isinstance(exc, KeyError):
         return "required field missing"
     extra = getattr(exc, "extra_fields", None)

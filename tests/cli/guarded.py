@@ -88,3 +88,37 @@ orders = (
     .build()
 )
 """(a quantity, typed) -> ship."""
+
+
+@attrs.frozen
+class Login:
+    """A state holding a secret."""
+
+    token: Secret[str]
+    length: int = 0
+
+
+@handler
+async def measure(s: Login) -> Result[Login, str]:
+    return Success(attrs.evolve(s, length=len(s.token.reveal())))
+
+
+login = (
+    g.builder(Login)
+    .node("measure", measure)
+    .entry("measure")
+    .edge("measure", END)
+    .build()
+)
+"""A graph whose state has a secret field."""
+
+VAULT = {"crm": CANARY}
+"""A resolver for ``--resolver``: references to values."""
+
+
+def vault(ref: str) -> str:
+    """A resolver function (raises KeyError for a reference it lacks)."""
+    return VAULT[ref]
+
+
+not_a_resolver = 3

@@ -262,3 +262,59 @@ def test_draw_into_a_missing_directory(tmp_path: Path) -> None:
     assert done.returncode == ExitCode.USAGE
     assert_one_line_error(done.stderr)
     assert "-o: no directory" in done.stderr
+
+
+def test_secret_state_from_the_command_line(
+    tmp_path: Path, store: str
+) -> None:
+    """A graph with a Secret state field: --input takes the stored form
+    {"$secret": REF}, never the value; --resolver (or PIPELINE_RESOLVER)
+    gives the references' values to run, show and history; without it
+    reading the thread is a usage error naming the reference."""
+    by_value = cli(
+        "run", f"{GUARDED}:login", "--input", json.dumps({"token": CANARY}),
+        *("--store", store), cwd=tmp_path,
+    )  # fmt: skip
+    assert by_value.returncode == ExitCode.USAGE
+    assert_one_line_error(by_value.stderr)
+    assert "a secret, given by value" in by_value.stderr
+    assert "@ $.token" in by_value.stderr
+    stored = json.dumps({"token": {"$secret": "crm"}})
+    unknown = cli(
+        "run", f"{GUARDED}:login", "--input", stored,
+        *("--store", store), cwd=tmp_path,
+    )  # fmt: skip
+    assert unknown.returncode == ExitCode.USAGE
+    assert "secret 'crm' cannot be resolved @ $.token" in unknown.stderr
+    assert "--resolver MODULE:OBJECT" in unknown.stderr
+    ran = cli(
+        "--resolver", f"{GUARDED}:VAULT",
+        "run", f"{GUARDED}:login", "--input", stored, "--thread", "s",
+        *("--store", store), cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == ExitCode.OK, ran.stderr
+    assert json.loads(ran.stdout) == {
+        "token": {"$secret": "crm"},
+        "length": len(CANARY),
+    }
+    for command in ("show", "history"):
+        blind = cli(command, "s", "--store", store, cwd=tmp_path)
+        assert blind.returncode == ExitCode.USAGE, blind.stderr
+        assert_one_line_error(blind.stderr)
+        assert "secret 'crm' cannot be resolved" in blind.stderr
+        assert "--resolver MODULE:OBJECT" in blind.stderr
+        seen = cli(
+            command, "s", "--store", store, cwd=tmp_path,
+            env=environment(PIPELINE_RESOLVER=f"{GUARDED}:vault"),
+        )  # fmt: skip
+        assert seen.returncode == ExitCode.OK, seen.stderr
+        assert CANARY not in seen.stdout + seen.stderr
+    wrong = cli(
+        "--resolver", f"{GUARDED}:not_a_resolver", "show", "s",
+        *("--store", store), cwd=tmp_path,
+    )  # fmt: skip
+    assert wrong.returncode == ExitCode.USAGE
+    assert "is a int, not a resolver" in wrong.stderr
+    for done in (by_value, unknown, ran):
+        assert CANARY not in done.stdout + done.stderr
+    assert CANARY.encode() not in Path(store).read_bytes()
