@@ -54,6 +54,7 @@ OPEN_CLASSES = {"Handler", "Journal", "PipelineError"}
 # Helpers a public module shares with the rest of the package without
 # offering them to users (their home is the tools work's call).
 SHARED_INTERNALS = {
+    "pipeline": {"TYPE_CHECKING"},  # typing's, without importing typing
     "pipeline.tools": {"Param"},
     "pipeline.budgets": {"Ledger"},
     "pipeline.runs": {

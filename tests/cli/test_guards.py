@@ -5,6 +5,7 @@ Each runs the real command in a subprocess."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import ExitCode
+from pipeline.cli import ExitCode, main
 from tests.cli.guarded import CANARY, GUARDED
 from tests.cli.runner import cli, environment
 from tests.cli.test_cli import assert_one_line_error
@@ -318,3 +319,100 @@ def test_secret_state_from_the_command_line(
     for done in (by_value, unknown, ran):
         assert CANARY not in done.stdout + done.stderr
     assert CANARY.encode() not in Path(store).read_bytes()
+
+
+_LOGIN = f"{GUARDED}:login"
+_STORED = json.dumps({"token": {"$secret": "crm"}})
+
+IN_PROCESS = [
+    (
+        ["run", _LOGIN, "--input", json.dumps({"token": CANARY})],
+        "given by value",
+    ),
+    (["run", _LOGIN, "--input", _STORED], "secret 'crm' cannot be resolved"),
+    (
+        ["--resolver", f"{GUARDED}:not_a_resolver", "run", _LOGIN],
+        "is a int, not a resolver",
+    ),
+    (["run", _LOGIN, "--input", _DEEP], "nests too deeply"),
+    (["run", _LOGIN, "--input", '["\\ud800"]'], "lone surrogate"),
+    (["run", _LOGIN, "--input", "9" * 5000], "digits"),
+    (["run", _LOGIN, "--input", "[NaN]"], "NaN and Infinity"),
+    (
+        [
+            "run",
+            f"{GUARDED}:orders",
+            "--input",
+            '{"item": "x"}',
+            "--thread",
+            "",
+        ],
+        "0 characters",
+    ),
+    (["draw", _LOGIN, "-o", "no/such/dir/g.mmd"], "-o: no directory"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), IN_PROCESS)
+def test_guards_in_process(
+    tmp_path: Path,
+    store: str,
+    args: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same mistakes through the entry point the script calls, in
+    this process: exit 2, one line, nothing secret."""
+    monkeypatch.chdir(tmp_path)
+    extra = [] if args[0] == "draw" else ["--store", store]
+    assert main([*args, *extra]) == ExitCode.USAGE
+    out = capsys.readouterr()
+    assert_one_line_error(out.err)
+    assert message in out.err
+    assert CANARY not in out.out + out.err
+
+
+def test_resolver_and_answers_in_process(
+    tmp_path: Path,
+    store: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--resolver in this process: a run with a stored secret, then a
+    paused thread refusing answers it cannot take, then finishing."""
+    monkeypatch.chdir(tmp_path)
+    resolver = ["--resolver", f"{GUARDED}:VAULT"]
+    ran = main(
+        [*resolver, "run", _LOGIN, "--input", _STORED, "--store", store]
+    )
+    assert ran == ExitCode.OK
+    assert CANARY not in capsys.readouterr().out
+    order = ["run", f"{GUARDED}:orders", "--input", '{"item": "tea"}']
+    assert main([*order, "--thread", "o", "--store", store]) == ExitCode.PAUSED
+    for answer in ("lots", _DEEP, "NaN"):
+        capsys.readouterr()
+        code = main(["answer", "o", answer, "--store", store])
+        assert code == ExitCode.USAGE
+        assert "malformed answer" in capsys.readouterr().err
+    assert main(["answer", "o", "2", "--store", store]) == ExitCode.OK
+    url = f"redis://u:{CANARY}@127.0.0.1:1/0?token={CANARY}"
+    assert main(["threads", "--store", url]) == ExitCode.UNAVAILABLE
+    assert "redis://u:***@127.0.0.1:1/0?token=***" in capsys.readouterr().err
+
+
+def test_program_entry_in_process(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pipeline.__main__.main runs the command line on sys.argv, and once
+    it is done ignores Ctrl-C (restored here: this process goes on)."""
+    from pipeline.__main__ import main as program  # noqa: PLC0415
+
+    monkeypatch.setattr(sys, "argv", ["pipeline", "version"])
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        assert program() == ExitCode.OK
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert capsys.readouterr().out.strip()
