@@ -180,7 +180,7 @@ def test_json_tool_raised_shows_the_type_only(tmp_path: Path) -> None:
     assert raised == {
         "type": "tool_raised",
         "tool": "lookup",
-        "exception": "KeyError",
+        "exception_type": "KeyError",
     }
     assert "example.com" not in ran.stdout
 
