@@ -97,28 +97,25 @@ def build_id(machines: Iterable[Hostable] | Mapping[str, Hostable]) -> str:
 
 @final
 class PipelineWorker:
-    """A worker of :mod:`pipeline.temporal`: three Temporal workers of one
-    process, on the task queue (the workflow; the step activity) and on
-    its calls queue (:func:`calls_queue`: agents' model calls and tool
-    calls).
+    """A worker of :mod:`pipeline.temporal`: two Temporal workers of one
+    process, one on the task queue (the workflow and the step activity,
+    together, so Temporal can hand a step to the worker that scheduled it
+    without a trip through its queue), one on its calls queue
+    (:func:`calls_queue`: agents' model calls and tool calls).
 
-    Steps wait for the calls their agents make and for the workflow to
-    keep their progress; with their own queue and slots the calls always
-    find a slot, however many steps wait, and on shutdown the steps in
-    flight finish first, while the calls and the workflow still run for
-    them.  Run it with ``async with`` (it polls until the block ends) or
-    ``await worker.run()`` (until :meth:`shutdown`).
+    Steps wait for the calls their agents make; with their own queue and
+    slots the calls always find a slot, however many steps wait, and on
+    shutdown the calls worker stops last, so the steps in flight still get
+    their calls made.  Run it with ``async with`` (it polls until the
+    block ends) or ``await worker.run()`` (until :meth:`shutdown`).
 
 
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_stack", "calls", "steps", "workflows")
+    __slots__ = ("_stack", "calls", "steps")
 
-    def __init__(
-        self, workflows: Worker, steps: Worker, calls: Worker
-    ) -> None:
-        self.workflows = workflows
+    def __init__(self, steps: Worker, calls: Worker) -> None:
         self.steps = steps
         self.calls = calls
         self._stack: contextlib.AsyncExitStack | None = None
@@ -126,30 +123,30 @@ class PipelineWorker:
     @property
     def task_queue(self) -> str:
         """The task queue runs are started on."""
-        return self.workflows.task_queue
+        return self.steps.task_queue
 
     def config(self) -> WorkerConfig:
-        """The workflow worker's Temporal configuration."""
-        return self.workflows.config()
+        """The step worker's Temporal configuration."""
+        return self.steps.config()
 
     async def run(self) -> None:
-        """Poll until :meth:`shutdown` (or until one of the three fails)."""
+        """Poll until :meth:`shutdown` (or until one of the two fails)."""
         try:
             async with asyncio.TaskGroup() as tg:
-                for w in (self.workflows, self.calls, self.steps):
+                for w in (self.calls, self.steps):
                     tg.create_task(w.run())
         except BaseExceptionGroup as group:
             raise group.exceptions[0] from None
 
     async def shutdown(self) -> None:
         """Stop polling; the steps in flight finish first (within the
-        graceful shutdown time), then the calls, then the workflow."""
-        for w in (self.steps, self.calls, self.workflows):
+        graceful shutdown time), then the calls."""
+        for w in (self.steps, self.calls):
             await w.shutdown()
 
     async def __aenter__(self) -> Self:
         async with contextlib.AsyncExitStack() as stack:
-            for w in (self.workflows, self.calls, self.steps):
+            for w in (self.calls, self.steps):
                 await stack.enter_async_context(w)
             self._stack = stack.pop_all()
         return self
@@ -157,7 +154,7 @@ class PipelineWorker:
     async def __aexit__(self, *exc: object) -> None:
         stack, self._stack = self._stack, None
         if stack is not None:
-            await stack.aclose()  # steps, then calls, then the workflow
+            await stack.aclose()  # the steps, then the calls
 
 
 def calls_queue(task_queue: str) -> str:
@@ -223,21 +220,15 @@ def worker(
             use_worker_versioning=True,
             default_versioning_behavior=VersioningBehavior.PINNED,
         )
-    workflows = Worker(
-        client,
-        task_queue=task_queue,
-        workflows=[PipelineWorkflow],
-        max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
-        max_cached_workflows=max_cached_workflows,
-        workflow_runner=_runner(),
-        deployment_config=versioning,
-        graceful_shutdown_timeout=graceful_shutdown,
-    )
     steps = Worker(
         client,
         task_queue=task_queue,
+        workflows=[PipelineWorkflow],
         activities=[activity.step],
         max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
+        max_cached_workflows=max_cached_workflows,
+        workflow_runner=_runner(),
         deployment_config=versioning,
         graceful_shutdown_timeout=graceful_shutdown,
     )
@@ -249,7 +240,7 @@ def worker(
         deployment_config=versioning,
         graceful_shutdown_timeout=graceful_shutdown,
     )
-    return PipelineWorker(workflows, steps, calls)
+    return PipelineWorker(steps, calls)
 
 
 def replayer(
