@@ -15,6 +15,7 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from ._concurrency import checkpoint_if_cancelled
 from ._context import Context, MergeStrategy, MetaMerge, MetaValue
 from ._handler import Handler, composite
 from ._runners import (
@@ -316,7 +317,7 @@ def _loop_builder(
         async def run_loop(value: Any) -> Result[Any, Any]:
             # Already cancelled: run no iteration (a body that never
             # suspends would otherwise run to the end).
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            await checkpoint_if_cancelled()
             i = 0
             while True:
                 if times and i >= times:
@@ -382,7 +383,7 @@ def for_each(
         step = calls[0]
 
         async def run_for_each(state: Any) -> Result[Any, Any]:
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            await checkpoint_if_cancelled()
             items = tuple(source(state)) if source is not None else fixed
             assert items is not None  # noqa: S101  # one of the two is set
             for i, v in enumerate(items):

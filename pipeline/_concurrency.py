@@ -8,6 +8,8 @@
   among those that reported in the same scheduling round: the failure of a
   fail-fast fan-out, the winner of a race.
 * :func:`collapse`: the one exception inside nested single-member groups.
+* :func:`checkpoint_if_cancelled`: raise the caller's cancellation, if it
+  has one pending, before a composite runs anything.
 
 Exceptions leave these helpers as themselves: a lone exception is never
 wrapped in an :class:`ExceptionGroup`.
@@ -26,6 +28,8 @@ every such count inside the branch's own task.  See
 
 from __future__ import annotations
 
+import asyncio
+
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, Generic, TypeVar, final
 
@@ -34,7 +38,37 @@ import anyio
 
 T = TypeVar("T")
 
-__all__ = ("Earliest", "Siblings", "collapse", "run_all", "run_pool")
+__all__ = (
+    "Earliest",
+    "Siblings",
+    "checkpoint_if_cancelled",
+    "collapse",
+    "run_all",
+    "run_pool",
+)
+
+
+async def checkpoint_if_cancelled() -> None:
+    """Raise the caller's cancellation now if it has one pending.
+
+    :func:`anyio.lowlevel.checkpoint_if_cancelled` sees cancelled anyio
+    scopes (and everything on trio), but not a native asyncio
+    ``Task.cancel()`` that has not been delivered yet (``asyncio.timeout``,
+    ``wait_for`` or a direct ``task.cancel()`` before the call): that one
+    only lands at the next real suspension, and a composite whose steps
+    never suspend would run them all and return a value to a cancelled
+    caller.  On asyncio a task with cancel requests counted
+    (``cancelling()``) suspends once, which delivers a pending one; a
+    request already delivered and caught does not raise again.  Costs
+    nothing measurable when there is nothing to deliver.
+    """
+    await anyio.lowlevel.checkpoint_if_cancelled()
+    loop = asyncio._get_running_loop()  # noqa: SLF001  # None on trio; in asyncio.__all__
+    if loop is None:
+        return
+    task = asyncio.current_task(loop)
+    if task is not None and task.cancelling():
+        await asyncio.sleep(0)
 
 
 def collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:

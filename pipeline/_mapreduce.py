@@ -15,12 +15,11 @@ from collections.abc import (
 )
 from typing import Any, TypeAlias, TypeVar, final
 
-import anyio
 import attrs
 
 from returns.result import Failure, Result, Success
 
-from ._concurrency import Earliest, Siblings, run_pool
+from ._concurrency import Earliest, Siblings, checkpoint_if_cancelled, run_pool
 from ._handler import Handler, composite
 from ._runners import AnyCall, bad_result, located
 from .errors import ConstructionError, FanOutLimitExceeded
@@ -164,7 +163,7 @@ class MapReduce:
         label, fail_fast = self.label, self.fail_fast
 
         async def run_map_reduce(state: Any) -> Result[Any, Any]:
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            await checkpoint_if_cancelled()
             split_out = await self.items(state)
             if type(split_out) is not Success:
                 return split_out

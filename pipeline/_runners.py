@@ -11,11 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeAlias
 
-import anyio
-
 from returns.result import Failure, Result, Success
 
-from ._concurrency import Earliest, Siblings, run_all
+from ._concurrency import Earliest, Siblings, checkpoint_if_cancelled, run_all
 from ._context import Context, MergeStrategy, MetaMerge, merge_branches
 from .errors import AllFailed, PipelineError
 
@@ -80,7 +78,7 @@ def then_builder(label: str) -> Builder:
         async def run_then(value: Any) -> Result[Any, Any]:
             # A caller that is already cancelled runs no step: steps that
             # never suspend would otherwise all run and return a value.
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            await checkpoint_if_cancelled()
             for i, call in enumerate(calls):
                 r = await call(value)
                 if type(r) is not Success:
@@ -139,7 +137,7 @@ def both_builder(label: str, aggregate: Aggregate) -> Builder:
         async def run_both(value: Any) -> Result[Any, Any]:
             # Spawning is a checkpoint on every backend: a caller that is
             # already cancelled sees its cancellation, never a result.
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            await checkpoint_if_cancelled()
             outs = [_MISSING] * len(calls)
             failed: Earliest[Result[Any, Any]] = Earliest()
 
@@ -166,7 +164,7 @@ def race_builder(label: str) -> Builder:
 
     def build(calls: Sequence[AnyCall]) -> AnyCall:
         async def run_race(value: Any) -> Result[Any, Any]:
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            await checkpoint_if_cancelled()
             failures: list[Any] = [_MISSING] * len(calls)
             winner: Earliest[Any] = Earliest()
 

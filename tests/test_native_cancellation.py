@@ -4,8 +4,11 @@ A native asyncio cancellation (``task.cancel()``, ``asyncio.wait_for``,
 ``asyncio.timeout``) that lands just after a branch of ``&``, ``must`` or a
 fail-fast ``map_reduce`` hit ``timeout()`` used to come back as a
 ``Failure``: anyio's task group erased it (see
-``docs/upstream/anyio-taskgroup-cancel.md``).  And composites that never
-suspend used to run to the end in an already-cancelled scope.
+``docs/upstream/anyio-taskgroup-cancel.md``); an agent's tools ran in a
+bare task group with the same fault.  Composites that never suspend used
+to run to the end for an already-cancelled caller.  Leaving a ``stream()``
+while a fan-out's branches emitted raised out of the block.  The tests at
+the end cancel the backend's own way on both backends (``tests/cancelling.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ from pipeline import (
 from pipeline.events import Note, emit, stream
 from pipeline.middleware import timeout
 from pipeline.typing import Call
+from tests.cancelling import (
+    call_pre_cancelled,
+)
 
 
 Shape = Literal["and", "must", "map_reduce", "first", "nested"]
@@ -296,3 +302,19 @@ async def test_stream_exit_keeps_a_native_cancellation() -> None:
     task = asyncio.get_running_loop().create_task(consume())
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+# -- the backend's own cancellation, on both backends ---------------------------
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [">>", "sequential", "loop", "for_each", "&", "|", "must", "map_reduce"],
+)
+async def test_pre_cancelled_native_caller_runs_nothing(shape: str) -> None:
+    """A ``Task.cancel()`` not yet delivered (asyncio) or a cancelled trio
+    scope: no step runs, the caller sees its cancellation, never a value."""
+    ran, step = _counting()
+    composite = _pre_cancelled_shapes(step)[shape]
+    assert await call_pre_cancelled(lambda: composite(1)) == "cancelled"
+    assert ran == []
