@@ -12,7 +12,11 @@
   has one pending, before a composite runs anything.
 
 Exceptions leave these helpers as themselves: a lone exception is never
-wrapped in an :class:`ExceptionGroup`.
+wrapped in an :class:`ExceptionGroup`.  A branch that ends in a
+cancellation that is not the group's (a *stray* one: it awaited a future
+something else cancelled) makes the group raise it once every branch has
+stopped, as a lone handler would: the group never returns with a branch
+that did not finish.
 
 Why each branch runs in a shielded scope of its own, which the group
 cancels explicitly: on asyncio, anyio (4.16 and older) hands the cancel
@@ -116,16 +120,33 @@ class Siblings:
 async def _run_group(
     tasks: int, body: Callable[[Siblings], Coroutine[Any, Any, None]]
 ) -> None:
-    """Run *tasks* copies of *body* in one task group, as siblings."""
+    """Run *tasks* copies of *body* in one task group, as siblings.
+
+    Returns only once every branch finished: a stray cancellation in a
+    branch is raised here, after the others were stopped.
+    """
     siblings = Siblings()
     remaining = tasks
     done = anyio.Event()
+    strays: list[BaseException] = []
+    cancelled = anyio.get_cancelled_exc_class()
 
     async def branch() -> None:
         nonlocal remaining
+        scope = siblings.scope()
         try:
-            with siblings.scope():
+            with scope:
                 await body(siblings)
+        except cancelled as exc:
+            # Not the group's own cancellation (the branch's scope takes
+            # those): a stray one.  Ending the task with it would make
+            # anyio cancel the group's own scope, which swallows it, and
+            # the group would return with this branch unfinished.  Unless
+            # the branch was being stopped anyway, stop the others and
+            # hand it to the host instead.
+            if not scope.cancel_called:
+                strays.append(exc)
+                siblings.cancel()
         finally:
             remaining -= 1
             if not remaining:
@@ -144,6 +165,8 @@ async def _run_group(
                     siblings.cancel()
     except BaseExceptionGroup as group:
         raise collapse(group) from None
+    if strays:
+        raise strays[0]
 
 
 async def run_all(

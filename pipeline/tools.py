@@ -48,7 +48,7 @@ from cattrs.errors import (
     CattrsError,
 )
 
-from ._concurrency import collapse
+from ._concurrency import run_all
 from ._decode import (
     DECODE_ERRORS,
     JSON,
@@ -508,10 +508,10 @@ async def run_tools(
     if len(calls) == 1:
         await one(0, calls[0])
     else:
-        try:
-            async with anyio.create_task_group() as tg:
-                for i, call in enumerate(calls):
-                    tg.start_soon(one, i, call)
-        except BaseExceptionGroup as group:
-            raise collapse(group) from None
-    return tuple(m for m in results if m is not None)
+        # The shared kit, never a bare task group: it keeps a native
+        # cancellation of the caller (see pipeline/_concurrency.py) and
+        # raises a tool's stray cancellation instead of dropping results.
+        await run_all(len(calls), lambda i, _: one(i, calls[i]))
+    out = tuple(m for m in results if m is not None)
+    assert len(out) == len(calls)  # noqa: S101  # run_all: every call finished
+    return out

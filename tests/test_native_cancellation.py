@@ -14,6 +14,7 @@ the end cancel the backend's own way on both backends (``tests/cancelling.py``).
 from __future__ import annotations
 
 import asyncio
+import time
 
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal
@@ -24,7 +25,9 @@ import pytest
 from returns.result import Failure, Result, Success
 
 from pipeline import (
+    Context,
     Handler,
+    Message,
     first,
     for_each,
     handler,
@@ -33,11 +36,16 @@ from pipeline import (
     must,
     sequential,
 )
+from pipeline.agents import Agent
 from pipeline.events import Note, emit, stream
 from pipeline.middleware import timeout
+from pipeline.testing import Reply, ScriptedModel
+from pipeline.tools import tool
 from pipeline.typing import Call
 from tests.cancelling import (
     call_pre_cancelled,
+    deadline_error,
+    native_deadline,
 )
 
 
@@ -318,3 +326,37 @@ async def test_pre_cancelled_native_caller_runs_nothing(shape: str) -> None:
     composite = _pre_cancelled_shapes(step)[shape]
     assert await call_pre_cancelled(lambda: composite(1)) == "cancelled"
     assert ran == []
+
+
+@tool(timeout=0.05)
+async def slow() -> str:
+    """Times out (its own timeout) while the loop is blocked."""
+    await anyio.sleep(10)
+    return "late"
+
+
+@tool
+async def blocker() -> str:
+    """An async tool that blocks the event loop (a careless one)."""
+    # The blocked loop is the scenario: when it resumes, the tool's timeout,
+    # the agent's timeout() and the caller's deadline are all due at once,
+    # and fire in that order.
+    time.sleep(0.2)  # noqa: ASYNC251
+    return "ok"
+
+
+async def test_run_tools_keeps_the_callers_native_deadline() -> None:
+    """The red team's case: the agent's tools ran in a bare task group, so
+    the tool's timeout handed its cancel count to the group, which erased
+    the caller's expired ``asyncio.timeout`` and returned a Failure."""
+    model = ScriptedModel(
+        Reply.tool_calls(("slow", {}, "c1"), ("blocker", {}, "c2")),
+        Reply.text("done"),
+        strict=False,
+    )
+    agent = Agent("ag", model, tools=[slow, blocker]).use(timeout(0.10))
+    returned = None
+    with pytest.raises(deadline_error()):
+        async with native_deadline(0.15):
+            returned = await agent(Context.of(Message.user("go")))
+    assert returned is None
