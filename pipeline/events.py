@@ -20,6 +20,7 @@ nothing when nobody listens.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 
@@ -369,7 +370,12 @@ class EventStream(Generic[Out, Err]):
     async def _run(self, send: MemoryObjectSendStream[Event]) -> None:
         async def deliver(event: Event) -> None:
             self._sent += 1
-            await send.send(event)
+            # The reader left the block: the run is being stopped, but a
+            # fan-out's branches (each in a shielded scope of its own) only
+            # stop once the run forwards that to them.  What they emit until
+            # then has nobody to go to.  (send is a checkpoint either way.)
+            with contextlib.suppress(anyio.BrokenResourceError):
+                await send.send(event)
 
         _SINK.set(deliver)  # this task's context only
         _GATE.set(self._caught_up)

@@ -20,8 +20,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
 import anyio
+import attrs
 import pytest
 
+from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
 from pipeline import (
@@ -30,14 +32,16 @@ from pipeline import (
     Message,
     first,
     for_each,
+    graph,
     handler,
     loop,
     map_reduce,
     must,
     sequential,
 )
-from pipeline.agents import Agent
-from pipeline.events import Note, emit, stream
+from pipeline.agents import Agent, ParallelAgent
+from pipeline.events import Event, MessageComplete, Note, emit, stream
+from pipeline.graph import END
 from pipeline.middleware import timeout
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import tool
@@ -360,3 +364,136 @@ async def test_run_tools_keeps_the_callers_native_deadline() -> None:
         async with native_deadline(0.15):
             returned = await agent(Context.of(Message.user("go")))
     assert returned is None
+
+
+@handler
+async def chatty(x: int) -> Result[int, str]:
+    """Emits five notes and finishes (checkpoints only in emit)."""
+    for i in range(5):
+        await emit(Note("chatty", f"step {i}"))
+    return Success(x)
+
+
+@handler
+async def endless(x: int) -> Result[int, str]:
+    """Emits until cancelled."""
+    i = 0
+    while True:
+        await emit(Note("endless", str(i)))
+        i += 1
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@attrs.frozen
+class Trail:
+    log: PVector[str] = attrs.field(factory=pvector)
+
+
+def _emitting_node(name: str, notes: int | None) -> Handler[Trail, Trail, str]:
+    """A node emitting *notes* notes (``None``: until cancelled)."""
+
+    @handler(name=name)
+    async def node(s: Trail) -> Result[Trail, str]:
+        i = 0
+        while notes is None or i < notes:
+            await emit(Note(name, str(i)))
+            i += 1
+        return Success(attrs.evolve(s, log=s.log.append(name)))
+
+    return node
+
+
+def _fan_out_graph(notes: int | None) -> Any:
+    return (
+        graph.builder(Trail)
+        .node("start", _emitting_node("start", 5))
+        .node("a", _emitting_node("a", notes))
+        .node("b", _emitting_node("b", notes))
+        .node("j", _emitting_node("j", 5))
+        .entry("start")
+        .fan_out("start", ["a", "b"], join="j")
+        .edge("j", END)
+        .build()
+    )
+
+
+def _parallel_agents() -> Any:
+    def scripted() -> ScriptedModel:
+        return ScriptedModel(
+            Reply.tool_call("add", {"a": 1, "b": 2}),
+            Reply.text("x"),
+            strict=False,
+        )
+
+    return ParallelAgent(
+        "p",
+        [
+            Agent("a1", scripted(), tools=[add]),
+            Agent("a2", scripted(), tools=[add]),
+        ],
+    )
+
+
+def _leaving_cases() -> dict[str, tuple[Any, Any, Callable[[Event], bool]]]:
+    """Fan-outs whose branches emit, and the event after which to leave."""
+    in_branch: Callable[[Event], bool] = lambda e: (  # noqa: E731
+        isinstance(e, Note) and e.source in {"a", "b"}
+    )
+    note: Callable[[Event], bool] = lambda e: isinstance(e, Note)  # noqa: E731
+    message: Callable[[Event], bool] = lambda e: isinstance(  # noqa: E731
+        e, MessageComplete
+    )
+    ctx = Context.of(Message.user("hi"))
+    return {
+        "chatty & chatty": (chatty & chatty, 1, note),
+        "endless & endless": (endless & endless, 1, note),
+        "ParallelAgent": (_parallel_agents(), ctx, message),
+        "graph fan-out": (_fan_out_graph(5), Trail(), in_branch),
+        "endless graph fan-out": (_fan_out_graph(None), Trail(), in_branch),
+    }
+
+
+@pytest.mark.parametrize("case", list(_leaving_cases()))
+async def test_leaving_a_stream_while_branches_emit_is_clean(
+    case: str,
+) -> None:
+    """The red team's case: the branches' next emit hit the closed stream
+    and ``BrokenResourceError`` (in a group) escaped the block.  Now what
+    they emit after the reader left is dropped, they are cancelled (an
+    endless emitter included), and the block exits as left."""
+    for _ in range(20):  # the interleavings differ from run to run
+        h, value, leave_after = _leaving_cases()[case]
+        with anyio.fail_after(30):  # a guard: a hang fails, never waits
+            async with stream(h, value) as events:
+                async for event in events:
+                    if leave_after(event):
+                        break
+
+
+@pytest.mark.parametrize("after", range(1, 13))
+async def test_a_native_deadline_around_a_stream_reader_stays_a_timeout(
+    after: int,
+) -> None:
+    """``asyncio.timeout`` (``trio.fail_after`` on trio) expiring while the
+    reader reads a fan-out's events raises the deadline's own error: never
+    an ``ExceptionGroup`` or ``BrokenResourceError``."""
+    seen: list[Event] = []
+    with pytest.raises(deadline_error()):
+        await _read_and_expire(endless & endless, after, seen)
+    assert len(seen) >= after
+
+
+async def _read_and_expire(
+    h: Handler[int, Any, Any], after: int, seen: list[Event]
+) -> None:
+    """Read *h*'s stream; expire a native deadline after *after* events."""
+    async with native_deadline() as expire, stream(h, 1) as events:
+        async for event in events:
+            seen.append(event)
+            if len(seen) == after:
+                expire()  # lands while both branches emit
