@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from types import TracebackType
 from typing import Any, Generic, TypeVar, final
 
 import anyio
@@ -43,6 +44,7 @@ import anyio
 T = TypeVar("T")
 
 __all__ = (
+    "BranchScope",
     "Earliest",
     "Siblings",
     "checkpoint_if_cancelled",
@@ -91,22 +93,31 @@ class Siblings:
     :meth:`scope`; :meth:`cancel` cancels every one of them.  Cancelling
     the caller cancels them too (the runners forward it), but never through
     the task group's own scope (see the module docstring).
+
+    A branch that ends in a cancellation that is not the group's (a
+    *stray* one) never ends its task with it: anyio would cancel the task
+    group's own scope, which swallows it, and the group would return with
+    that branch unfinished.  Its scope keeps it in :attr:`stray` and
+    cancels the others; whoever waits for the group raises it with
+    :meth:`raise_stray`, as a lone handler would have.
     """
 
-    __slots__ = ("_scopes", "cancel_called")
+    __slots__ = ("_scopes", "cancel_called", "stray")
 
     def __init__(self) -> None:
         self._scopes: list[anyio.CancelScope] = []
         self.cancel_called = False
         """Whether :meth:`cancel` was called."""
+        self.stray: BaseException | None = None
+        """The first stray cancellation a branch ended in, if any."""
 
-    def scope(self) -> anyio.CancelScope:
+    def scope(self) -> BranchScope:
         """A new branch's scope (already cancelled if the group is)."""
         scope = anyio.CancelScope(shield=True)
         if self.cancel_called:
             scope.cancel()
         self._scopes.append(scope)
-        return scope
+        return BranchScope(self, scope)
 
     def cancel(self) -> None:
         """Cancel every branch (a no-op once called)."""
@@ -115,6 +126,51 @@ class Siblings:
         self.cancel_called = True
         for scope in self._scopes:
             scope.cancel()
+
+    def raise_stray(self) -> None:
+        """Raise the :attr:`stray` cancellation, if a branch ended in one
+        (call once every branch has stopped)."""
+        if self.stray is not None:
+            raise self.stray
+
+
+@final
+class BranchScope:
+    """One branch's shielded scope, made by :meth:`Siblings.scope`.
+
+    Used as ``with``: a cancellation leaving the branch never leaves the
+    block.  The group's own (this scope was cancelled) ends the branch; a
+    stray one is kept for :meth:`Siblings.raise_stray` and stops the
+    other branches.
+    """
+
+    __slots__ = ("_scope", "_siblings")
+
+    def __init__(self, siblings: Siblings, scope: anyio.CancelScope) -> None:
+        self._siblings = siblings
+        self._scope = scope
+
+    def __enter__(self) -> anyio.CancelScope:
+        return self._scope.__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        if self._scope.__exit__(exc_type, exc, tb):
+            return True
+        if not isinstance(exc, anyio.get_cancelled_exc_class()):
+            return False
+        if not self._scope.cancel_called:
+            siblings = self._siblings
+            if siblings.stray is None:
+                siblings.stray = exc
+            siblings.cancel()
+        # Being stopped anyway (the branch was cancelled), a stray one is
+        # just how it stopped.
+        return True
 
 
 async def _run_group(
@@ -128,25 +184,12 @@ async def _run_group(
     siblings = Siblings()
     remaining = tasks
     done = anyio.Event()
-    strays: list[BaseException] = []
-    cancelled = anyio.get_cancelled_exc_class()
 
     async def branch() -> None:
         nonlocal remaining
-        scope = siblings.scope()
         try:
-            with scope:
+            with siblings.scope():
                 await body(siblings)
-        except cancelled as exc:
-            # Not the group's own cancellation (the branch's scope takes
-            # those): a stray one.  Ending the task with it would make
-            # anyio cancel the group's own scope, which swallows it, and
-            # the group would return with this branch unfinished.  Unless
-            # the branch was being stopped anyway, stop the others and
-            # hand it to the host instead.
-            if not scope.cancel_called:
-                strays.append(exc)
-                siblings.cancel()
         finally:
             remaining -= 1
             if not remaining:
@@ -165,8 +208,7 @@ async def _run_group(
                     siblings.cancel()
     except BaseExceptionGroup as group:
         raise collapse(group) from None
-    if strays:
-        raise strays[0]
+    siblings.raise_stray()
 
 
 async def run_all(

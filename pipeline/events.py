@@ -37,7 +37,7 @@ from anyio.streams.memory import (
 )
 from returns.result import Result
 
-from ._concurrency import collapse
+from ._concurrency import Siblings, collapse
 from ._handler import Handler
 from ._messages import Message, ToolCall
 
@@ -356,8 +356,10 @@ class EventStream(Generic[Out, Err]):
         self._asked = 0
         self._more = anyio.Event()
         # The run's own scope, shielded and cancelled explicitly: never the
-        # group's scope (see pipeline/_concurrency.py for why).
-        self._scope = anyio.CancelScope(shield=True)
+        # group's scope (see pipeline/_concurrency.py for why).  It keeps
+        # a stray cancellation the run ends in, raised when the block ends.
+        self._siblings = Siblings()
+        self._scope = self._siblings.scope()
 
     async def __aenter__(self) -> Self:
         send, receive = anyio.create_memory_object_stream[Event](self._buffer)
@@ -411,12 +413,15 @@ class EventStream(Generic[Out, Err]):
         assert self._group is not None  # noqa: S101
         assert self._receive is not None  # noqa: S101
         # Leaving early (or finishing) stops the run; a no-op if it is done.
-        self._scope.cancel()
+        self._siblings.cancel()
         self._receive.close()
         try:
-            return await self._group.__aexit__(exc_type, exc, tb)
+            suppressed = await self._group.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
             raise collapse(group) from None
+        if exc is None:
+            self._siblings.raise_stray()
+        return suppressed
 
 
 def stream(

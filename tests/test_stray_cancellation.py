@@ -5,7 +5,8 @@ a future that something else cancelled.  A lone handler (and ``>>``)
 raises it; every fan-out must too, once its other branches stopped, and
 never return a result with a branch missing (anyio's task group used to
 swallow it: ``a & b`` returned sentinels, ``map_reduce`` reduced
-``(None, None)``, ``run_tools`` returned fewer messages than calls).
+``(None, None)``, ``run_tools`` returned fewer messages than calls, and
+``stream()`` ended quietly without a result).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pipeline import (
     must,
 )
 from pipeline.agents import Agent
+from pipeline.events import Event, Finished, stream
 from pipeline.graph import END
 from pipeline.testing import Reply, ScriptedModel
 from pipeline.tools import run_tools, tool
@@ -201,3 +203,21 @@ async def test_run_tools_answers_every_call() -> None:
     out = await run_tools(calls, {"echo": echo})
     assert [m.tool_call_id for m in out] == [c.id for c in calls]
     assert [m.content for m in out] == [str(i) for i in range(5)]
+
+
+# -- streams -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["lone", "stray & waits"])
+async def test_a_stream_raises_its_runs_stray_cancellation(shape: str) -> None:
+    """The run ends in it: the events end, and the block raises it."""
+    h = stray if shape == "lone" else stray & waits
+    seen: list[Event] = []
+    with pytest.raises(anyio.get_cancelled_exc_class()):
+        await _read_all(h, seen)
+    assert not any(isinstance(e, Finished) for e in seen)
+
+
+async def _read_all(h: Handler[int, Any, Any], seen: list[Event]) -> None:
+    async with stream(h, 1) as events:
+        seen.extend([e async for e in events])
