@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from types import TracebackType
 from typing import Any, Generic, TypeVar, final
 
 import anyio
@@ -44,7 +43,6 @@ import anyio
 T = TypeVar("T")
 
 __all__ = (
-    "BranchScope",
     "Earliest",
     "Siblings",
     "checkpoint_if_cancelled",
@@ -103,11 +101,11 @@ class Siblings:
     the task group's own scope (see the module docstring).
 
     A branch that ends in a cancellation that is not the group's (a
-    *stray* one) never ends its task with it: anyio would cancel the task
+    *stray* one) must not end its task with it: anyio would cancel the task
     group's own scope, which swallows it, and the group would return with
-    that branch unfinished.  Its scope keeps it in :attr:`stray` and
-    cancels the others; whoever waits for the group raises it with
-    :meth:`raise_stray`, as a lone handler would have.
+    that branch unfinished.  The branch catches it and hands it to
+    :meth:`keep_stray`, which cancels the others; whoever waits for the
+    group raises it with :meth:`raise_stray`, as a lone handler would have.
     """
 
     __slots__ = ("_scopes", "cancel_called", "stray")
@@ -119,13 +117,13 @@ class Siblings:
         self.stray: BaseException | None = None
         """The first stray cancellation a branch ended in, if any."""
 
-    def scope(self) -> BranchScope:
+    def scope(self) -> anyio.CancelScope:
         """A new branch's scope (already cancelled if the group is)."""
         scope = anyio.CancelScope(shield=True)
         if self.cancel_called:
             scope.cancel()
         self._scopes.append(scope)
-        return BranchScope(self, scope)
+        return scope
 
     def cancel(self) -> None:
         """Cancel every branch (a no-op once called)."""
@@ -135,50 +133,27 @@ class Siblings:
         for scope in self._scopes:
             scope.cancel()
 
+    def keep_stray(self, scope: anyio.CancelScope, exc: BaseException) -> None:
+        """A cancellation *exc* left the branch whose scope is *scope*.
+
+        Call it from ``except anyio.get_cancelled_exc_class()`` around the
+        branch's ``with scope:`` (the group's own cancellations never get
+        there: the scope takes them), and do not re-raise.  Unless the
+        branch was being stopped anyway (*scope* was cancelled, and this is
+        how it stopped), *exc* is stray: kept for :meth:`raise_stray`, and
+        the other branches are cancelled.
+        """
+        if scope.cancel_called:
+            return
+        if self.stray is None:
+            self.stray = exc
+        self.cancel()
+
     def raise_stray(self) -> None:
-        """Raise the :attr:`stray` cancellation, if a branch ended in one
-        (call once every branch has stopped)."""
+        """Raise the stray cancellation a branch ended in, if any (call
+        once every branch has stopped)."""
         if self.stray is not None:
             raise self.stray
-
-
-@final
-class BranchScope:
-    """One branch's shielded scope, made by :meth:`Siblings.scope`.
-
-    Used as ``with``: a cancellation leaving the branch never leaves the
-    block.  The group's own (this scope was cancelled) ends the branch; a
-    stray one is kept for :meth:`Siblings.raise_stray` and stops the
-    other branches.
-    """
-
-    __slots__ = ("_scope", "_siblings")
-
-    def __init__(self, siblings: Siblings, scope: anyio.CancelScope) -> None:
-        self._siblings = siblings
-        self._scope = scope
-
-    def __enter__(self) -> anyio.CancelScope:
-        return self._scope.__enter__()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        if self._scope.__exit__(exc_type, exc, tb):
-            return True
-        if not isinstance(exc, anyio.get_cancelled_exc_class()):
-            return False
-        if not self._scope.cancel_called:
-            siblings = self._siblings
-            if siblings.stray is None:
-                siblings.stray = exc
-            siblings.cancel()
-        # Being stopped anyway (the branch was cancelled), a stray one is
-        # just how it stopped.
-        return True
 
 
 async def _run_group(
@@ -195,9 +170,12 @@ async def _run_group(
 
     async def branch() -> None:
         nonlocal remaining
+        scope = siblings.scope()
         try:
-            with siblings.scope():
+            with scope:
                 await body(siblings)
+        except anyio.get_cancelled_exc_class() as exc:  # not the group's
+            siblings.keep_stray(scope, exc)
         finally:
             remaining -= 1
             if not remaining:

@@ -356,8 +356,9 @@ class EventStream(Generic[Out, Err]):
         self._asked = 0
         self._more = anyio.Event()
         # The run's own scope, shielded and cancelled explicitly: never the
-        # group's scope (see pipeline/_concurrency.py for why).  It keeps
-        # a stray cancellation the run ends in, raised when the block ends.
+        # group's scope (see pipeline/_concurrency.py for why).  A stray
+        # cancellation the run ends in is kept, and raised when the block
+        # ends.
         self._siblings = Siblings()
         self._scope = self._siblings.scope()
 
@@ -381,10 +382,13 @@ class EventStream(Generic[Out, Err]):
 
         _SINK.set(deliver)  # this task's context only
         _GATE.set(self._caught_up)
-        with self._scope, send:
-            result = await self._handler(self._value)
-            self.result = result
-            await send.send(Finished(result))
+        try:
+            with self._scope, send:
+                result = await self._handler(self._value)
+                self.result = result
+                await send.send(Finished(result))
+        except anyio.get_cancelled_exc_class() as exc:  # not the stream's
+            self._siblings.keep_stray(self._scope, exc)
 
     async def _caught_up(self) -> None:
         while self._asked <= self._sent:
