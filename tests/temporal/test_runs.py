@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import anyio
@@ -99,7 +100,12 @@ async def test_a_pause_inside_a_node_waits_like_an_interrupt(
     with the question, the answer (kept across a worker restart) resumes
     the subgraph where it paused, and the run ends as in process."""
     runs = Runs(client, task_queue=queue)
-    async with worker(client, [NESTED], task_queue=queue):
+    # The resumed step may be in flight as this worker stops: it is
+    # cancelled a second later and retried by the next worker.
+    quick = timedelta(seconds=1)
+    async with worker(
+        client, [NESTED], task_queue=queue, graceful_shutdown=quick
+    ):
         run = await runs.start(NESTED, Tally())
         paused = (await run.paused()).unwrap()
         assert paused.status is Status.INTERRUPTED
