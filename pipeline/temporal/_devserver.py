@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +56,20 @@ def dev_server_path() -> Path:
         f"(or point {ADDRESS_ENV} at a server of your own)"
     )
     raise FileNotFoundError(msg)
+
+
+def _listening(port: int, proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the server that said it is ready accepts connections on
+    *port* (it announces itself a moment before its frontend listens, and
+    a port taken meanwhile makes it exit): tried for up to 30 s."""
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            time.sleep(0.05)  # an external process, not our work
+    return False
 
 
 def _free_port() -> int:
@@ -118,14 +133,15 @@ def dev_server(
             stdin=subprocess.DEVNULL,
         )
         assert proc.stdout is not None  # noqa: S101  # piped above
-        # The server says when it listens (no polling); it exits if it
-        # cannot, which ends its output.
+        # The server says when it is up, then its frontend listens; it
+        # exits if it cannot, which ends its output.
         for line in proc.stdout:
             log.append(line)
             if line.startswith(_READY):
                 break
-        if proc.poll() is None:
+        if _listening(port, proc):
             break
+        proc.kill()
         proc.wait()
         proc.stdout.close()
     else:
