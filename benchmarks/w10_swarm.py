@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from returns.result import Result, Success
 
 from benchmarks._harness import Case, Settings, measure
-from pipeline import Context, Message, swarm
-from pipeline.agents import Agent
-from pipeline.models import ModelError, ModelRequest, ModelResponse
+from pipeline import Agent, Context, Message, swarm
+from pipeline.failures import ModelError
+from pipeline.models import ModelRequest, ModelResponse
 from pipeline.models._types import DeltaSink
 from pipeline.testing import Reply
 
@@ -62,7 +62,7 @@ def _ours(k: int) -> Callable[[], Awaitable[int]]:
     b = swarm.builder()
     for i, n in enumerate(NAMES):
         b = b.agent(n, Agent(n, model), handoffs=[NAMES[(i + 1) % 3]])
-    team = b.entry("a0").limits(swarm.Limits(max_handoffs=k)).build()
+    team = b.entry("a0").limits(swarm.SwarmLimits(max_handoffs=k)).build()
 
     async def run() -> int:
         model.left = k

@@ -33,8 +33,8 @@ from temporalio.worker import Worker
 
 from benchmarks._harness import Case, Settings
 from benchmarks._w11_baseline import NODES, Chain, inc
-from pipeline import Handler, handler
-from pipeline.graph import END, Builder, Graph, builder
+from pipeline import Graph, Handler, handler
+from pipeline.graph import END, GraphBuilder, builder
 from pipeline.temporal import Runs, connect, dev_server, worker
 
 
@@ -55,7 +55,7 @@ def _inc(name: str) -> Handler[Counter, Counter, str]:
 
 def _graph() -> Graph[Counter, str]:
     names = [f"n{i}" for i in range(NODES)]
-    b: Builder[Counter, str] = builder(Counter).entry(names[0])
+    b: GraphBuilder[Counter, str] = builder(Counter).entry(names[0])
     for name in names:
         b = b.node(name, _inc(name))
     for a, z in zip(names, [*names[1:], END], strict=True):

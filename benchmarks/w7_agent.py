@@ -8,10 +8,8 @@ import json
 from collections.abc import Awaitable, Callable
 
 from benchmarks._harness import Case, Settings, measure
-from pipeline import Context, Message, graph
-from pipeline.agents import Agent
+from pipeline import Agent, Context, Message, graph, stores, tool
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 
 
 @tool
@@ -47,7 +45,7 @@ def _ours_checkpointed(turns: int) -> Callable[[], Awaitable[int]]:
     )
 
     async def run() -> int:
-        store = graph.MemoryStore()
+        store = stores.MemoryStore()
         out = await g.run(
             Context.of(Message.user("go"), run_id="r"),
             store=store,

@@ -20,7 +20,7 @@ import anyio
 
 from benchmarks._harness import Case, Settings, measure
 from benchmarks.w_graph import Counter, chain_graph
-from pipeline import graph
+from pipeline import stores
 
 
 NODES = 10
@@ -34,7 +34,7 @@ def _ours(folder: Path, c: int) -> Callable[[], Awaitable[int]]:
         rounds[0] += 1
         path = folder / f"ours{c}-{rounds[0]}.db"
         total = 0
-        async with graph.SQLiteStore(path) as store:
+        async with stores.SQLiteStore(path) as store:
 
             async def one(i: int) -> None:
                 nonlocal total

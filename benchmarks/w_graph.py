@@ -14,7 +14,16 @@ import attrs
 from returns.result import Result, Success
 
 from benchmarks._harness import Case, Settings, measure
-from pipeline import Context, Handler, Message, graph, handler, map_reduce
+from pipeline import (
+    Context,
+    Graph,
+    Handler,
+    Message,
+    graph,
+    handler,
+    map_reduce,
+    stores,
+)
 from pipeline._serde import canonical, make_converter
 from pipeline.graph import END
 
@@ -34,9 +43,9 @@ def _inc(name: str) -> Handler[Counter, Counter, str]:
     return run
 
 
-def chain_graph(n: int) -> graph.Graph[Counter, str]:
+def chain_graph(n: int) -> Graph[Counter, str]:
     """N distinct nodes with static edges."""
-    b: graph.Builder[Counter, str] = graph.builder(Counter)
+    b: graph.GraphBuilder[Counter, str] = graph.builder(Counter)
     for i in range(n):
         b = b.node(f"s{i}", _inc(f"s{i}"))
     b = b.entry("s0")
@@ -45,7 +54,7 @@ def chain_graph(n: int) -> graph.Graph[Counter, str]:
     return b.edge(f"s{n - 1}", END).build()
 
 
-def loop_graph(bound: list[int]) -> graph.Graph[Counter, str]:
+def loop_graph(bound: list[int]) -> Graph[Counter, str]:
     """One node looping on itself until the counter reaches ``bound[0]``."""
 
     def again(s: Counter) -> str:
@@ -60,7 +69,7 @@ def loop_graph(bound: list[int]) -> graph.Graph[Counter, str]:
     )
 
 
-def fan_graph(n: int) -> graph.Graph[Counter, str]:
+def fan_graph(n: int) -> Graph[Counter, str]:
     """One node fanning out to N branches; a join sums them."""
 
     def branch(i: int) -> Handler[Counter, Counter, str]:
@@ -74,7 +83,9 @@ def fan_graph(n: int) -> graph.Graph[Counter, str]:
     async def src(s: Counter) -> Result[Counter, str]:
         return Success(s)
 
-    b: graph.Builder[Counter, str] = graph.builder(Counter).node("src", src)
+    b: graph.GraphBuilder[Counter, str] = graph.builder(Counter).node(
+        "src", src
+    )
     for i in range(n):
         b = b.node(f"b{i}", branch(i))
 
@@ -93,7 +104,7 @@ async def say(ctx: Context) -> Result[Context, str]:
     return Success(ctx.append(Message.assistant("x")))
 
 
-def history_graph(k: int) -> graph.Graph[Context, str]:
+def history_graph(k: int) -> Graph[Context, str]:
     """A loop of K steps, each appending one message."""
 
     def again(c: Context) -> str:
@@ -128,10 +139,12 @@ def w1(sizes: list[int], settings: Settings) -> list[Case]:
     out: list[Case] = []
     for n in sizes:
         g = chain_graph(n)
-        limits = graph.Limits(max_steps=n + 1)  # the default is 1,000 steps
+        limits = graph.GraphLimits(
+            max_steps=n + 1
+        )  # the default is 1,000 steps
 
         async def ours(
-            g: graph.Graph[Counter, str] = g, limits: graph.Limits = limits
+            g: Graph[Counter, str] = g, limits: graph.GraphLimits = limits
         ) -> int:
             return (await g.run(Counter(), limits=limits)).unwrap().state.n
 
@@ -167,10 +180,10 @@ def w2(sizes: list[int], settings: Settings) -> list[Case]:
     out: list[Case] = []
     for n in sizes:
         g = fan_graph(n)
-        limits = graph.Limits(max_fanout=max(n, 1))
+        limits = graph.GraphLimits(max_fanout=max(n, 1))
 
         async def ours(
-            g: graph.Graph[Counter, str] = g, limits: graph.Limits = limits
+            g: Graph[Counter, str] = g, limits: graph.GraphLimits = limits
         ) -> int:
             return (await g.run(Counter(), limits=limits)).unwrap().state.n
 
@@ -259,9 +272,9 @@ def w3(sizes: list[int], settings: Settings) -> list[Case]:
     bound = [0]
     g = loop_graph(bound)
     for k in sizes:
-        limits = graph.Limits(max_steps=k + 1)
+        limits = graph.GraphLimits(max_steps=k + 1)
 
-        async def ours(k: int = k, limits: graph.Limits = limits) -> int:
+        async def ours(k: int = k, limits: graph.GraphLimits = limits) -> int:
             bound[0] = k
             return (await g.run(Counter(), limits=limits)).unwrap().state.n
 
@@ -306,10 +319,10 @@ def w4(sizes: list[int], settings: Settings) -> list[Case]:
     out: list[Case] = []
     for k in sizes:
         g = history_graph(k)
-        limits = graph.Limits(max_steps=k + 1)
+        limits = graph.GraphLimits(max_steps=k + 1)
 
         async def ours(
-            g: graph.Graph[Context, str] = g, limits: graph.Limits = limits
+            g: Graph[Context, str] = g, limits: graph.GraphLimits = limits
         ) -> int:
             return len(
                 (await g.run(Context(), limits=limits)).unwrap().state.messages
@@ -386,14 +399,14 @@ def w5(settings: Settings, quick: bool) -> list[Case]:
     payload = b'{"n":1}' * 30
 
     async def memory_chain() -> int:
-        store = graph.MemoryStore()
+        store = stores.MemoryStore()
         return (await chain.run(Counter(), store=store)).unwrap().state.n
 
     async def sqlite_chain() -> int:
         path = tmp / "chain.db"
         for p in tmp.glob("chain.db*"):
             p.unlink()
-        async with graph.SQLiteStore(path) as store:
+        async with stores.SQLiteStore(path) as store:
             return (await chain.run(Counter(), store=store)).unwrap().state.n
 
     few = Settings(max(3, settings.reps // 2), 1, settings.backend)
@@ -446,11 +459,11 @@ def w5(settings: Settings, quick: bool) -> list[Case]:
         )
     )
 
-    limits = graph.Limits(max_steps=k + 1)
+    limits = graph.GraphLimits(max_steps=k + 1)
     stored: list[int] = []
 
     async def memory_hist() -> int:
-        store = graph.MemoryStore()
+        store = stores.MemoryStore()
         done = (
             await hist.run(
                 Context(), store=store, thread_id="h", limits=limits

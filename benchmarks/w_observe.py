@@ -21,10 +21,8 @@ from opentelemetry.sdk.trace.export import (
 from returns.result import Result, Success
 
 from benchmarks._harness import Case, Settings, measure
-from pipeline import Budget, Message, Price, graph, handler, scope
-from pipeline.agents import Agent
+from pipeline import Agent, Budget, Message, Price, graph, handler, scope, tool
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 
 
 class _Drop(SpanExporter):
@@ -92,7 +90,7 @@ def _graph_run(
     for i in range(n - 1):
         builder = builder.edge(f"n{i}", f"n{i + 1}")
     g = builder.edge(f"n{n - 1}", graph.END).build(name="chain")
-    limits = graph.Limits(max_steps=n + 1)
+    limits = graph.GraphLimits(max_steps=n + 1)
 
     async def run() -> int:
         if provider is None:

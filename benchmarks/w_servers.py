@@ -19,7 +19,7 @@ import anyio
 
 from benchmarks._harness import Case, Settings, measure
 from benchmarks.w_graph import Counter, chain_graph
-from pipeline.fold import CheckpointStore
+from pipeline.stores import CheckpointStore
 from tests import servers
 
 

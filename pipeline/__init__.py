@@ -1,8 +1,11 @@
 """Typed, async, functional pipelines for LLM-agent workflows.
 
-Graphs live in :mod:`pipeline.graph` (``from pipeline import graph``), which
-is imported on first use so that ``import pipeline`` stays light.  So is
-every name below: ``import pipeline`` loads none of them (the ``pipeline``
+The names most code needs live here (the algebra, :class:`Agent`,
+:class:`Graph`, :class:`Swarm`, :class:`Tool`); each subpackage holds what
+only its concept has (:mod:`pipeline.graph`, :mod:`pipeline.swarm`,
+:mod:`pipeline.fold`, :mod:`pipeline.stores`, ...).  Every public name has
+one import path (docs/api.md lists them).  ``import pipeline`` loads none
+of the names below: ``import pipeline`` loads none of them (the ``pipeline``
 command starts fast), the first use of one loads its module, and type
 checkers see each name's own type.
 """
@@ -17,6 +20,7 @@ TYPE_CHECKING = False
 
 if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
     from . import errors as errors
+    from . import failures as failures
     from . import middleware as middleware
     from ._combinators import DEFAULT_LOOP_LIMIT as DEFAULT_LOOP_LIMIT
     from ._combinators import Condition as Condition
@@ -46,26 +50,31 @@ if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
     from ._messages import Role as Role
     from ._messages import ToolCall as ToolCall
     from ._messages import Usage as Usage
+    from ._usage import RunUsage as RunUsage
+    from .agents import Agent as Agent
     from .budgets import Budget as Budget
     from .budgets import Price as Price
-    from .budgets import RunUsage as RunUsage
-    from .errors import BudgetExceeded as BudgetExceeded
     from .events import Note as Note
     from .events import emit as emit
     from .events import stream as stream
+    from .graph._graph import Graph as Graph
     from .runs import RunResult as RunResult
     from .runs import Scope as Scope
     from .runs import run as run
     from .runs import scope as scope
     from .secrets import Secret as Secret
+    from .swarm._swarm import Swarm as Swarm
+    from .tools import Tool as Tool
+    from .tools import tool as tool
 
 
 __all__ = (
     "DEFAULT_LOOP_LIMIT",
+    "Agent",
     "Budget",
-    "BudgetExceeded",
     "Condition",
     "Context",
+    "Graph",
     "Handler",
     "Item",
     "MergeStrategy",
@@ -79,12 +88,15 @@ __all__ = (
     "RunUsage",
     "Scope",
     "Secret",
+    "Swarm",
+    "Tool",
     "ToolCall",
     "Usage",
     "__version__",
     "condition",
     "emit",
     "errors",
+    "failures",
     "first",
     "for_each",
     "handler",
@@ -103,6 +115,7 @@ __all__ = (
     "sequential",
     "stream",
     "switch",
+    "tool",
     "when",
 )
 
@@ -112,6 +125,7 @@ __all__ = (
 # use of a name imports its module (PEP 562).
 _HOMES = {
     "errors": ".errors",
+    "failures": ".failures",
     "middleware": ".middleware",
     "DEFAULT_LOOP_LIMIT": "._combinators",
     "Condition": "._combinators",
@@ -141,10 +155,10 @@ _HOMES = {
     "Role": "._messages",
     "ToolCall": "._messages",
     "Usage": "._messages",
+    "Agent": ".agents",
     "Budget": ".budgets",
     "Price": ".budgets",
-    "RunUsage": ".budgets",
-    "BudgetExceeded": ".errors",
+    "RunUsage": "._usage",
     "Note": ".events",
     "emit": ".events",
     "stream": ".events",
@@ -153,7 +167,15 @@ _HOMES = {
     "run": ".runs",
     "scope": ".runs",
     "Secret": ".secrets",
+    "Graph": ".graph._graph",
+    "Swarm": ".swarm._swarm",
+    "Tool": ".tools",
+    "tool": ".tools",
 }
+
+
+# Names that moved: they still work, with a DeprecationWarning.
+_MOVED = {"BudgetExceeded": "pipeline.failures:BudgetExceeded"}
 
 
 if not TYPE_CHECKING:  # type checkers see the imports above, and no more
@@ -161,8 +183,9 @@ if not TYPE_CHECKING:  # type checkers see the imports above, and no more
     def __getattr__(name: str) -> object:
         home = _HOMES.get(name)
         if home is None:
-            msg = f"module 'pipeline' has no attribute {name!r}"
-            raise AttributeError(msg)
+            from ._moved import moved  # noqa: PLC0415
+
+            return moved(__name__, _MOVED)(name)
         from importlib import import_module  # noqa: PLC0415
 
         module = import_module(home, __name__)

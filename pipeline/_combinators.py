@@ -28,12 +28,8 @@ from ._runners import (
     race_builder,
     then_builder,
 )
-from .errors import (
-    AllFailed,
-    ConditionError,
-    ConstructionError,
-    LimitExceeded,
-)
+from .errors import ConstructionError
+from .failures import AllFailed, ConditionError, LimitExceeded
 
 
 A = TypeVar("A")

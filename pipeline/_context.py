@@ -8,7 +8,6 @@ history of *n* messages shares the *n* existing ones instead of copying them.
 from __future__ import annotations
 
 import enum
-import operator
 import uuid
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -18,6 +17,7 @@ import attrs
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
+from ._fields import LINEAGE, READ_BACK, extends
 from ._messages import Message
 
 
@@ -180,6 +180,14 @@ def _new_run_id() -> str:
     return uuid.uuid4().hex
 
 
+def _stored_metadata(value: object) -> Metadata:
+    """Metadata from a record's JSON object."""
+    if not isinstance(value, dict):
+        msg = f"expected an object, got {type(value).__name__}"
+        raise TypeError(msg)
+    return _to_metadata(value)
+
+
 @final
 @attrs.frozen
 class Context:
@@ -194,10 +202,14 @@ class Context:
     """
 
     messages: PVector[Message] = attrs.field(
-        factory=pvector, converter=_to_messages
+        factory=pvector,
+        converter=_to_messages,
+        metadata={LINEAGE: "_lineage"},
     )
     metadata: Metadata = attrs.field(
-        factory=_no_metadata, converter=_to_metadata
+        factory=_no_metadata,
+        converter=_to_metadata,
+        metadata={READ_BACK: _stored_metadata},
     )
     run_id: str = attrs.field(factory=_new_run_id)
     # The message vectors this one was appended to (newest first, a few):
@@ -298,31 +310,6 @@ def _make(
     object.__setattr__(ctx, "run_id", run_id)
     object.__setattr__(ctx, "_lineage", lineage)
     return ctx
-
-
-def extends(
-    old: Sequence[object],
-    new: Sequence[object],
-    lineage: Sequence[object] = (),
-) -> bool:
-    """Whether *new* starts with exactly *old*'s items (the same objects).
-
-    *lineage* lists vectors *new* is known to extend (a context's appends
-    record them): a hit answers at once.  Otherwise every item of *old* is
-    compared by identity, in C: linear, but never fooled by an edit in the
-    middle (the identity of the last item alone would be).
-    """
-    if new is old:
-        return True
-    n = len(old)
-    if len(new) < n:
-        return False
-    if n == 0:
-        return True
-    for known in lineage:
-        if known is old:
-            return True
-    return all(map(operator.is_, old, new))
 
 
 def lineage(ctx: Context) -> tuple[PVector[Message], ...]:

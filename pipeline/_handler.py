@@ -43,7 +43,7 @@ from ._runners import (
     then_builder,
     tuple_of_outputs,
 )
-from .errors import AllFailed
+from .failures import AllFailed
 
 
 In = TypeVar("In")

@@ -10,7 +10,7 @@ from typing import Any, TypeVar, overload
 from returns.result import Failure, Result, Success
 
 from ._handler import Handler
-from .errors import Raised
+from .failures import Raised
 
 
 In = TypeVar("In")

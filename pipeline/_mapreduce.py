@@ -22,7 +22,8 @@ from returns.result import Failure, Result, Success
 from ._concurrency import Earliest, Siblings, checkpoint_if_cancelled, run_pool
 from ._handler import Handler, composite
 from ._runners import AnyCall, bad_result, located
-from .errors import ConstructionError, FanOutLimitExceeded
+from .errors import ConstructionError
+from .failures import FanOutLimitExceeded
 
 
 S = TypeVar("S")

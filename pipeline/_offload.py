@@ -24,15 +24,13 @@ import contextvars
 import weakref
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from ._agent_spec import AgentSpec
 from .models._types import Model
 from .runs import ToolHook
 from .tools import Tool
 
-
-if TYPE_CHECKING:
-    from .agents import Agent
 
 __all__ = (
     "Offload",
@@ -48,13 +46,13 @@ __all__ = (
 class Offload(Protocol):
     """Takes some of an agent's calls out of the step that runs it."""
 
-    def model(self, agent: Agent, /) -> Model:
+    def model(self, agent: AgentSpec, /) -> Model:
         """The model *agent*'s turns call: a stand-in that makes each call
         elsewhere, or ``agent.model`` itself (this call stays here)."""
         ...
 
     def tools(
-        self, agent: Agent, tools: Mapping[str, Tool], /
+        self, agent: AgentSpec, tools: Mapping[str, Tool], /
     ) -> ToolHook | None:
         """The hook *agent*'s tool calls go through (*tools*: every tool
         the turn offers, the agent's own and any its host added), or
@@ -84,17 +82,17 @@ def reset(token: contextvars.Token[Offload | None]) -> None:
     _OFFLOAD.reset(token)
 
 
-_AGENTS: weakref.WeakSet[Agent] = weakref.WeakSet()
+_AGENTS: weakref.WeakSet[AgentSpec] = weakref.WeakSet()
 # Tools compare by value (and may hold unhashable schemas): by identity.
 _FOLD_TOOLS: dict[int, weakref.ref[Tool]] = {}
 
 
-def note_agent(agent: Agent) -> None:
+def note_agent(agent: AgentSpec) -> None:
     """Note that *agent* exists (called as it is made)."""
     _AGENTS.add(agent)
 
 
-def known_agents() -> tuple[Agent, ...]:
+def known_agents() -> tuple[AgentSpec, ...]:
     """The agents that exist in this process now."""
     return tuple(_AGENTS)
 

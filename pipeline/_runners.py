@@ -15,7 +15,7 @@ from returns.result import Failure, Result, Success
 
 from ._concurrency import Earliest, Siblings, checkpoint_if_cancelled, run_all
 from ._context import Context, MergeStrategy, MetaMerge, merge_branches
-from .errors import AllFailed, PipelineError
+from .failures import AllFailed, PipelineError
 
 
 AnyCall: TypeAlias = Callable[[Any], Coroutine[Any, Any, Result[Any, Any]]]

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
 
     from ._messages import ToolCall
-    from .budgets import RunUsage
+    from ._usage import RunUsage
     from .models._types import ModelRequest, ModelResponse
 
 __all__ = ("Tracing",)

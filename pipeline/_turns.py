@@ -10,18 +10,19 @@ committed never runs again and a crash loses at most the turn in flight.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias, final
+from typing import Any, TypeAlias, final
 
 import attrs
 
 from pyrsistent import PVector, pvector
 from returns.result import Failure, Result
 
+from ._agent_spec import AgentSpec
+from ._fields import APPEND_ONLY
 from ._messages import Message, ToolCall, Usage
 from ._offload import current_offload
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
-from .errors import BudgetExceeded, ModelError, RunPaused, TurnLimitExceeded
 from .events import (
     MessageComplete,
     MessageDelta,
@@ -31,8 +32,8 @@ from .events import (
     listening,
     reader_caught_up,
 )
-from .fold._codec import APPEND_ONLY, Codec
-from .fold._model import Snapshot, Status
+from .failures import BudgetExceeded, ModelError, RunPaused, TurnLimitExceeded
+from .fold import Codec, Snapshot, Status
 from .models._types import (
     ModelDelta,
     ModelRequest,
@@ -43,9 +44,6 @@ from .models._types import (
 from .runs import ToolHook, current
 from .tools import Tool, run_tools
 
-
-if TYPE_CHECKING:
-    from .agents import Agent
 
 __all__ = ("Intercept", "Loop", "TurnLimitExceeded", "Turns")
 
@@ -114,7 +112,7 @@ class Loop:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: AgentSpec,
         view: Sequence[Message],
         tools: Mapping[str, Tool],
         intercept: Intercept | None = None,

@@ -11,7 +11,6 @@ another.  Every agent lifts into a handler over contexts with
 from __future__ import annotations
 
 import logging
-import typing
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
@@ -25,6 +24,7 @@ from typing import (
     TypeVar,
     final,
     overload,
+    runtime_checkable,
 )
 
 import attrs
@@ -40,20 +40,17 @@ from ._offload import note_agent, note_fold_tool
 from ._runners import ok
 from ._turns import Intercept, Loop, PauseRequested, digest
 from ._views import joined
-from .errors import (
-    AgentFailed,
+from .errors import AgentFailed, ConstructionError
+from .events import MessageComplete, emit
+from .failures import (
     BudgetExceeded,
-    ConstructionError,
     HistoryBudgetExceeded,
     InvalidOutput,
     ModelError,
     RunPaused,
     TurnLimitExceeded,
 )
-from .events import MessageComplete, emit
-from .fold import _engine
-from .fold._journal import current_boundary
-from .fold._model import Status
+from .fold import Status, current_boundary, run_machine
 from .models._types import Model, ResponseSchema, ToolSpec
 from .tools import Tool
 
@@ -62,19 +59,17 @@ _LOG = logging.getLogger("pipeline.agents")
 
 
 if TYPE_CHECKING:
-    from .graph import Graph
     from .history import HistoryPolicy
 
 
 __all__ = (
-    "Agent",
     "AgentError",
     "AgentLike",
     "AgentOutput",
     "AgentRun",
     "ParallelAgent",
     "SequentialAgent",
-    "TurnLimitExceeded",
+    "ToolSource",
     "as_tool",
     "default_merge",
 )
@@ -134,6 +129,21 @@ class AgentRun:
             name = getattr(kind, "__name__", str(kind))
             return Failure(InvalidOutput(name, reason, path=(self.agent,)))
         return Success(decoded.unwrap())
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Something that makes a tool of itself, as :func:`as_tool` asks: a
+    graph over a typed state (:meth:`pipeline.Graph.as_tool`).
+
+    .. versionadded:: 0.1.0
+    """
+
+    def as_tool(
+        self, *, name: str | None = None, description: str | None = None
+    ) -> Tool:
+        """A tool a model can call to run this."""
+        ...
 
 
 class AgentLike(Protocol):
@@ -270,7 +280,7 @@ class Agent(Handler[Context, Context, AgentError]):
         if self.instructions:
             view = joined((Message.system(self.instructions),), view)
         loop = Loop(self, view, tools, intercept, specs)
-        out = await _engine.run(
+        out = await run_machine(
             loop,
             loop.start(),
             None,
@@ -520,7 +530,7 @@ def as_tool(
 
 @overload
 def as_tool(
-    agent: Graph[Any, Any],
+    agent: ToolSource,
     *,
     name: str | None = None,
     description: str | None = None,
@@ -528,7 +538,7 @@ def as_tool(
 
 
 def as_tool(
-    agent: AgentLike | Handler[Context, Context, Any] | Graph[Any, Any],
+    agent: AgentLike | Handler[Context, Context, Any] | ToolSource,
     *,
     name: str | None = None,
     description: str | None = None,
@@ -544,10 +554,19 @@ def as_tool(
 
     .. versionadded:: 0.1.0
     """
-    from .graph import Graph  # noqa: PLC0415  # graphs load on use
+    if isinstance(agent, ToolSource):
+        return agent.as_tool(name=name, description=description)
+    return prompt_tool(agent, name=name, description=description)
 
-    if isinstance(agent, Graph) and agent.state_type is not Context:
-        return _graph_tool(agent, name=name, description=description)
+
+def prompt_tool(
+    agent: AgentLike | Handler[Context, Context, Any],
+    *,
+    name: str | None,
+    description: str | None,
+) -> Tool:
+    """*agent* as a tool that takes ``{"prompt": "..."}`` and returns the
+    final text (see :func:`as_tool`)."""
     from .tools import tool  # noqa: PLC0415  # tools imports nothing from here
 
     label = name or agent.name
@@ -555,7 +574,7 @@ def as_tool(
     async def call(prompt: str) -> str:
         out = await _run_prompt(agent, prompt)
         if not ok(out):
-            _raise_for(out.failure(), label)
+            raise_for(out.failure(), label)
         return out.unwrap()
 
     own: object = getattr(agent, "description", "")  # handlers have none
@@ -583,7 +602,7 @@ def as_tool(
     )
 
 
-def _raise_for(failure: object, tool: str) -> NoReturn:
+def raise_for(failure: object, tool: str) -> NoReturn:
     """Why a fold used as a tool did not answer, raised inside the tool.
 
     A pause inside a checkpointed run pauses the calling agent's run too
@@ -616,53 +635,3 @@ async def _run_prompt(
         return Failure(out.failure())
     added = tuple(out.unwrap().messages[1:])
     return Success(AgentRun(agent.name, added).text)
-
-
-def _graph_tool(
-    graph: Any, *, name: str | None, description: str | None
-) -> Tool:
-    """A graph over a typed state as a tool: state in, final state out.
-
-    Each field of the state is an argument of its own type, so a bad one
-    is named (never quoted) like any tool's argument."""
-    from ._schema import schema_for  # noqa: PLC0415
-    from ._serde import canonical, make_converter  # noqa: PLC0415
-    from .tools import Param  # noqa: PLC0415
-
-    converter = make_converter()
-    kind = graph.state_type
-    label = name or graph.name
-    hints = typing.get_type_hints(kind)
-    fields = attrs.fields(kind)
-    aliases = {f.name: f.alias for f in fields}
-
-    async def call(**given: Any) -> str:
-        try:
-            state = kind(**{aliases[k]: v for k, v in given.items()})
-        except (ValueError, TypeError):  # a validator's text may quote it
-            msg = f"the arguments do not make a {kind.__name__}"
-            raise AgentFailed(msg) from None
-        out = await graph(state)
-        if not ok(out):
-            _raise_for(out.failure(), label)
-        return canonical(converter.unstructure(out.unwrap())).decode()
-
-    schema = dict(schema_for(kind))
-    return note_fold_tool(
-        Tool(
-            label,
-            description
-            or f"Run the {graph.name!r} graph on a {kind.__name__}.",
-            schema,
-            call,
-            tuple(
-                Param(
-                    f.name,
-                    hints.get(f.name, Any),
-                    f.default is attrs.NOTHING,
-                    None,
-                )
-                for f in fields
-            ),
-        )
-    )

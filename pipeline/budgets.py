@@ -11,11 +11,11 @@
 >>> budget.prices["openai:gpt-4o-mini"].cost(1_000_000, 0)
 0.15
 
-A budget is given to :func:`pipeline.runs.scope` (or :func:`pipeline.runs.run`); every
+A budget is given to :func:`pipeline.scope` (or :func:`pipeline.run`); every
 model and tool call made inside it, in any branch of ``&``, ``|``, a graph's
 fan-out, a swarm or :func:`~pipeline.map_reduce`, is checked against one
 shared ledger *before it starts*: once a limit is reached, no further call
-starts and each branch fails with :class:`~pipeline.errors.BudgetExceeded`
+starts and each branch fails with :class:`~pipeline.failures.BudgetExceeded`
 at its next call.  Tokens and cost are known only when a call returns, so a
 run may end above its token or cost limit by at most the calls that were in
 flight when it was reached (one per concurrent branch).
@@ -32,10 +32,12 @@ from typing import Any, final
 
 import attrs
 
-from .errors import BudgetExceeded, ConstructionError
+from ._usage import RunUsage
+from .errors import ConstructionError
+from .failures import BudgetExceeded
 
 
-__all__ = ("Budget", "Price", "RunUsage")
+__all__ = ()
 
 _LOG = logging.getLogger("pipeline.budgets")
 
@@ -122,27 +124,6 @@ class Budget:
     tool_calls: int | None = attrs.field(default=None, validator=_count_limit)
     wall_time: float | None = attrs.field(default=None, validator=_limit)
     prices: Mapping[str, Price] = attrs.field(factory=dict, converter=_prices)
-
-
-@final
-@attrs.frozen
-class RunUsage:
-    """What a run spent: tokens, cost, calls and elapsed seconds.
-
-    .. versionadded:: 0.1.0
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    model_calls: int = 0
-    tool_calls: int = 0
-    elapsed: float = 0.0
-
-    @property
-    def total_tokens(self) -> int:
-        """Input plus output tokens."""
-        return self.input_tokens + self.output_tokens
 
 
 @final

@@ -28,7 +28,7 @@ from . import (
     safe,
     switch,
 )
-from .errors import Raised
+from .failures import Raised
 from .middleware import retry, timeout
 
 
@@ -101,7 +101,9 @@ async def graph_demo() -> None:
     """A checkpointed graph: agent node, approval gate, crash-free resume."""
     from . import graph  # noqa: PLC0415  # graphs load on first use
     from .agents import Agent, AgentRun  # noqa: PLC0415
-    from .graph import END, Continue, Interrupt, Transition  # noqa: PLC0415
+    from .fold import Continue, Decision, Interrupt, Transition  # noqa: PLC0415
+    from .graph import END  # noqa: PLC0415
+    from .stores import SQLiteStore  # noqa: PLC0415
     from .testing import Reply, ScriptedModel  # noqa: PLC0415
 
     model = ScriptedModel(
@@ -138,7 +140,7 @@ async def graph_demo() -> None:
         .build()
     )
 
-    async def approval(t: Transition[Ticket]) -> graph.Decision:
+    async def approval(t: Transition[Ticket]) -> Decision:
         if t.targets == ("refund",) and t.answer is None:
             return Interrupt("Issue the refund?")
         return Continue()
@@ -147,7 +149,7 @@ async def graph_demo() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "runs.db"
         start = Ticket(pvector([Message.user("I was charged twice")]))
-        async with graph.SQLiteStore(path) as store:
+        async with SQLiteStore(path) as store:
             paused = (
                 await g.run(
                     start, store=store, thread_id="ticket-1", gates=[approval]
@@ -157,7 +159,7 @@ async def graph_demo() -> None:
                 f"paused at v{paused.version}: {paused.pending.question if paused.pending else ''}"
             )
         # A new store object on the same file: as if the process restarted.
-        async with graph.SQLiteStore(path) as store:
+        async with SQLiteStore(path) as store:
             done = (
                 await g.resume(
                     store, "ticket-1", answer="yes", gates=[approval]

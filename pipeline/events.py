@@ -61,15 +61,12 @@ __all__ = (
     "MessageDelta",
     "NodeFinished",
     "NodeStarted",
-    "Note",
     "Stopped",
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolRaised",
-    "emit",
     "listening",
     "reader_caught_up",
-    "stream",
 )
 
 

@@ -49,7 +49,8 @@ from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
 from ._messages import Message, Role
-from .errors import ConstructionError, HistoryBudgetExceeded, ModelError
+from .errors import ConstructionError
+from .failures import HistoryBudgetExceeded, ModelError
 from .models._types import Model, ModelRequest
 from .runs import generate
 

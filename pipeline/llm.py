@@ -18,7 +18,7 @@ from ._handler import Handler
 from ._messages import Message
 from ._runners import ok
 from ._serde import make_converter
-from .errors import (
+from .failures import (
     BadVerdict,
     BudgetExceeded,
     ModelError,
@@ -30,9 +30,7 @@ from .runs import generate
 
 
 __all__ = (
-    "BadVerdict",
     "PolicyResult",
-    "PolicyViolation",
     "llm_condition",
     "policy",
     "summarize",

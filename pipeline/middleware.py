@@ -25,7 +25,8 @@ from ._handler import Call, Middleware
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
-from .errors import BudgetExceeded, ConstructionError, TimedOut
+from .errors import ConstructionError
+from .failures import BudgetExceeded, TimedOut
 from .runs import tracing_now
 
 

@@ -41,8 +41,9 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from .budgets import Budget, Ledger, RunUsage
-from .errors import BudgetExceeded
+from ._usage import RunUsage
+from .budgets import Budget, Ledger
+from .failures import BudgetExceeded
 from .secrets import Resolver, reset_resolver, use_resolver
 
 
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from ._handler import Handler
     from ._messages import ToolCall
     from ._tracing import Tracing
-    from .errors import ModelError
+    from .failures import ModelError
     from .models._types import (
         DeltaSink,
         Model,
@@ -66,7 +67,7 @@ Err = TypeVar("Err")
 Out_co = TypeVar("Out_co", covariant=True)
 Err_co = TypeVar("Err_co", covariant=True)
 
-__all__ = ("RunResult", "Scope", "run", "scope")
+__all__ = ()
 
 ToolHook = Callable[
     ["ToolCall", Callable[[], Awaitable[tuple[str, bool]]]],

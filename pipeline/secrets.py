@@ -57,8 +57,6 @@ T_co = TypeVar("T_co", covariant=True)
 __all__ = (
     "MARKER",
     "Resolver",
-    "Secret",
-    "SecretUnresolved",
     "environment",
     "holds_secret",
     "is_secret_type",

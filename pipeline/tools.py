@@ -73,9 +73,7 @@ if TYPE_CHECKING:
 __all__ = (
     "MAX_ARGUMENT_BYTES",
     "MAX_ARGUMENT_DEPTH",
-    "Tool",
     "run_tools",
-    "tool",
 )
 
 MAX_ARGUMENT_BYTES = 1 << 20

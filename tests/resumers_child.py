@@ -10,8 +10,8 @@ import anyio
 
 from returns.result import Success
 
-from pipeline.errors import ThreadBusy
-from pipeline.fold import DEFAULT_LEASE_TTL
+from pipeline.failures import ThreadBusy
+from pipeline.stores import DEFAULT_LEASE_TTL
 from tests.graph.store_urls import open_store
 from tests.test_durability import _stop_before_b, counting_graph
 

@@ -19,8 +19,8 @@ import anyio
 
 from returns.pipeline import is_successful
 
-from pipeline.errors import ConcurrentModification
-from pipeline.fold import Record
+from pipeline.failures import ConcurrentModification
+from pipeline.stores import Record
 from tests import servers
 
 

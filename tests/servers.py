@@ -31,11 +31,12 @@ from typing import IO, TYPE_CHECKING
 import anyio
 import pytest
 
-from pipeline.fold import DEFAULT_LEASE_TTL
+from pipeline import stores
+from pipeline.stores import DEFAULT_LEASE_TTL
 
 
 if TYPE_CHECKING:
-    from pipeline.fold import CheckpointStore
+    from pipeline.stores import CheckpointStore
     from pipeline.stores.postgres import PostgresStore
     from pipeline.stores.redis import RedisStore
 
@@ -415,21 +416,20 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
     """Each store under test, freshly made (SQLite in a real file, also
     signed with a key; the server stores in a schema or key prefix of their own, on servers the
     session starts)."""
-    from pipeline import graph  # noqa: PLC0415  # keep this module light
 
     @contextlib.asynccontextmanager
     async def memory() -> AsyncIterator[CheckpointStore]:
-        yield graph.MemoryStore()
+        yield stores.MemoryStore()
 
     @contextlib.asynccontextmanager
     async def sqlite() -> AsyncIterator[CheckpointStore]:
-        async with graph.SQLiteStore(tmp_path / "store.db") as store:
+        async with stores.SQLiteStore(tmp_path / "store.db") as store:
             yield store
 
     @contextlib.asynccontextmanager
     async def signed() -> AsyncIterator[CheckpointStore]:
         async with sqlite() as store:
-            yield graph.SignedStore(store, key=b"k" * 32)
+            yield stores.SignedStore(store, key=b"k" * 32)
 
     kind = str(request.param)
     if kind in {"postgres", "redis"}:

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from returns.result import Result
 
-from pipeline.errors import ConcurrentModification, LeaseLost, ThreadBusy
-from pipeline.fold import CheckpointStore, Lease, Record
+from pipeline.failures import ConcurrentModification, LeaseLost, ThreadBusy
+from pipeline.stores import CheckpointStore, Lease, Record
 
 
 CommitResult = Result[None, ConcurrentModification | LeaseLost]

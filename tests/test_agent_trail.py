@@ -7,18 +7,11 @@ import attrs
 
 from pyrsistent import PVector, pvector
 
-from pipeline import Context, Message, Role, graph, swarm
-from pipeline.agents import (
-    Agent,
-    AgentRun,
-    ParallelAgent,
-    SequentialAgent,
-    as_tool,
-)
-from pipeline.events import MessageComplete, ToolCallFinished, stream
+from pipeline import Agent, Context, Message, Role, graph, stream, swarm, tool
+from pipeline.agents import AgentRun, ParallelAgent, SequentialAgent, as_tool
+from pipeline.events import MessageComplete, ToolCallFinished
 from pipeline.graph import END
 from pipeline.testing import Reply, ScriptedAgent, ScriptedModel
-from pipeline.tools import tool
 
 
 @tool

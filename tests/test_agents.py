@@ -9,27 +9,19 @@ import pytest
 
 from returns.result import Failure, Result
 
-from pipeline import Context, Message, Role, Usage
+from pipeline import Agent, Context, Message, Role, Usage, tool
 from pipeline.agents import (
-    Agent,
     AgentError,
     AgentOutput,
     AgentRun,
     ParallelAgent,
     SequentialAgent,
-    TurnLimitExceeded,
     as_tool,
 )
-from pipeline.errors import ConstructionError
-from pipeline.models import ModelError, ModelRequest, ModelResponse
-from pipeline.testing import (
-    Reply,
-    ScriptedAgent,
-    ScriptedModel,
-    Unconsumed,
-    UnexpectedCall,
-)
-from pipeline.tools import tool
+from pipeline.errors import ConstructionError, Unconsumed, UnexpectedCall
+from pipeline.failures import ModelError, TurnLimitExceeded
+from pipeline.models import ModelRequest, ModelResponse
+from pipeline.testing import Reply, ScriptedAgent, ScriptedModel
 
 
 @tool

@@ -33,13 +33,8 @@ from pipeline import (
     switch,
     when,
 )
-from pipeline.errors import (
-    AllFailed,
-    ConditionError,
-    ConstructionError,
-    LimitExceeded,
-    Raised,
-)
+from pipeline.errors import ConstructionError
+from pipeline.failures import AllFailed, ConditionError, LimitExceeded, Raised
 from pipeline.typing import MetaValue
 
 

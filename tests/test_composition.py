@@ -21,17 +21,22 @@ from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
 from pipeline import (
+    Agent,
     Context,
+    Graph,
     Handler,
     Message,
     Role,
+    Swarm,
+    fold,
     graph,
     handler,
     must,
+    stores,
+    stream,
     swarm,
 )
-from pipeline.agents import Agent, AgentRun, as_tool
-from pipeline.errors import AllFailed, RunPaused, RunStopped, TimedOut
+from pipeline.agents import AgentRun, as_tool
 from pipeline.events import (
     Event,
     Finished,
@@ -39,10 +44,15 @@ from pipeline.events import (
     MessageComplete,
     NodeFinished,
     NodeStarted,
-    stream,
 )
-from pipeline.graph import (
-    END,
+from pipeline.failures import (
+    AllFailed,
+    ModelError,
+    RunPaused,
+    RunStopped,
+    TimedOut,
+)
+from pipeline.fold import (
     Continue,
     Decision,
     Interrupt,
@@ -50,8 +60,9 @@ from pipeline.graph import (
     Stop,
     Transition,
 )
+from pipeline.graph import END
 from pipeline.middleware import log, retry, timeout
-from pipeline.models import ModelError, ModelRequest, ModelResponse
+from pipeline.models import ModelRequest, ModelResponse
 from pipeline.testing import Reply, ScriptedModel
 
 
@@ -90,7 +101,7 @@ async def broken(c: Count) -> Result[Count, str]:
     return Failure("broken node")
 
 
-def counter(name: str = "counter") -> graph.Graph[Count, str]:
+def counter(name: str = "counter") -> Graph[Count, str]:
     """inc (+1), then double: 3 -> 8."""
     return (
         graph.builder(Count)
@@ -103,7 +114,7 @@ def counter(name: str = "counter") -> graph.Graph[Count, str]:
     )
 
 
-def doomed() -> graph.Graph[Count, str]:
+def doomed() -> Graph[Count, str]:
     """A graph whose only node fails."""
     return (
         graph.builder(Count)
@@ -155,7 +166,7 @@ def front() -> Agent:
     )
 
 
-def relay() -> swarm.Swarm[None]:
+def relay() -> Swarm[None]:
     """front hands over to back, which answers."""
     return (
         swarm.builder()
@@ -166,7 +177,7 @@ def relay() -> swarm.Swarm[None]:
     )
 
 
-def failing_swarm() -> swarm.Swarm[None]:
+def failing_swarm() -> Swarm[None]:
     """A swarm whose only agent's provider is down."""
     down = Agent("down", ScriptedModel(Reply.error("down", status=503)))
     return swarm.builder().agent("down", down).entry("down").build()
@@ -419,7 +430,7 @@ async def test_graph_as_a_node_of_another_graph() -> None:
         (1 + 10 + 1) * 2 + 100, pvector(["pre", "inc", "double", "post"])
     )
     assert done.step == 3  # the subgraph is one step of the outer graph
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     kept = (await outer.run(Count(1), store=store, thread_id="t")).unwrap()
     assert kept.state == done.state
     assert kept.status is Status.DONE
@@ -437,7 +448,7 @@ async def test_subgraph_failure_is_located_in_the_outer_graph() -> None:
     assert await outer(Count()) == Failure("broken node")
 
 
-def approval(answers: list[object]) -> graph.Gate[Count]:
+def approval(answers: list[object]) -> fold.Gate[Count]:
     """Interrupt before "risky" until a human answered; record answers."""
 
     async def gate(t: Transition[Count]) -> Decision:
@@ -453,9 +464,7 @@ def approval(answers: list[object]) -> graph.Gate[Count]:
     return gate
 
 
-def gated_sub(
-    runs: Counter[str], answers: list[object]
-) -> graph.Graph[Count, str]:
+def gated_sub(runs: Counter[str], answers: list[object]) -> Graph[Count, str]:
     return (
         graph.builder(Count)
         .node("safe", bump("safe", 1, runs))
@@ -469,8 +478,8 @@ def gated_sub(
 
 
 def parent_of(
-    sub: graph.Graph[Count, str], runs: Counter[str]
-) -> graph.Graph[Count, str | graph.GraphFailure]:
+    sub: Graph[Count, str], runs: Counter[str]
+) -> Graph[Count, str | graph.GraphFailure]:
     return (
         graph.builder(Count)
         .node("pre", bump("pre", 10, runs))
@@ -491,7 +500,7 @@ async def test_interrupt_inside_a_subgraph_pauses_and_resumes_the_parent() -> (
     resumes the inner graph where it stopped, and the parent finishes."""
     runs = Counter[str]()
     answers: list[object] = []
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     parent = parent_of(gated_sub(runs, answers), runs)
 
     paused = (await parent.run(Count(), store=store, thread_id="t")).unwrap()
@@ -517,7 +526,7 @@ async def test_inner_refusal_after_resume_stops_the_parent() -> None:
     """Answering "no" makes the inner gate stop; the parent fails with it."""
     runs = Counter[str]()
     answers: list[object] = []
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     parent = parent_of(gated_sub(runs, answers), runs)
     await parent.run(Count(), store=store, thread_id="t")
     out = await parent.resume(store, "t", answer="no")
@@ -530,7 +539,7 @@ async def test_inner_refusal_after_resume_stops_the_parent() -> None:
 
 def approved_relay(
     answers: list[object], models: list[ScriptedModel]
-) -> swarm.Swarm[None]:
+) -> Swarm[None]:
     """relay() whose handoff waits for a human's "yes"."""
 
     async def gate(t: Transition[swarm.SwarmState[None]]) -> Decision:
@@ -557,9 +566,9 @@ async def test_interrupt_inside_a_swarm_node_pauses_the_parent() -> None:
     the answer resumes the swarm at the handoff (front is not asked again)."""
     answers: list[object] = []
     models: list[ScriptedModel] = []
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
 
-    def parent() -> graph.Graph[Context, object]:
+    def parent() -> Graph[Context, object]:
         return (
             graph.builder(Context)
             .node("team", approved_relay(answers, models))
@@ -588,9 +597,9 @@ async def test_interrupt_inside_a_swarm_agent_node_pauses_the_parent() -> None:
     """The same through .agent(): the answer reaches the swarm's gate."""
     answers: list[object] = []
     models: list[ScriptedModel] = []
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
 
-    def parent() -> graph.Graph[Chat, object]:
+    def parent() -> Graph[Chat, object]:
         return (
             graph.builder(Chat)
             .agent(
@@ -736,7 +745,7 @@ async def triple(s: Score) -> Result[Score, str]:
     return Success(Score(s.n * 3, (*s.notes, "tripled")))
 
 
-def scorer() -> graph.Graph[Score, str]:
+def scorer() -> Graph[Score, str]:
     return (
         graph.builder(Score)
         .node("triple", triple)

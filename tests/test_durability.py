@@ -29,16 +29,12 @@ from hypothesis import strategies as st
 from pyrsistent import PVector, pvector
 from returns.result import Result, Success
 
-from pipeline import Context, Message, graph, handler
-from pipeline.errors import (
-    CheckpointDecodeError,
-    InvalidAnswer,
-    InvalidState,
-    InvalidThreadId,
-    ThreadBusy,
-)
-from pipeline.fold import DEFAULT_LEASE_TTL, CheckpointStore, Lease, Record
-from pipeline.graph import END, Continue, Interrupt, Stop, Transition
+from pipeline import Context, Graph, Message, fold, graph, handler, stores
+from pipeline.errors import InvalidAnswer, InvalidThreadId
+from pipeline.failures import CheckpointDecodeError, InvalidState, ThreadBusy
+from pipeline.fold import Continue, Interrupt, Stop, Transition
+from pipeline.graph import END
+from pipeline.stores import DEFAULT_LEASE_TTL, CheckpointStore, Lease, Record
 from tests.graph.store_urls import open_store
 from tests.servers import StoreFactory
 from tests.stores import CommitResult, DelegatingStore
@@ -163,10 +159,10 @@ def test_a_state_that_does_not_fit_is_never_committed(
     async def main() -> None:
         if use_sqlite:
             path = tmp_path_factory.mktemp("v") / "s.db"
-            async with graph.SQLiteStore(path) as store:
+            async with stores.SQLiteStore(path) as store:
                 await scenario(store)
         else:
-            await scenario(graph.MemoryStore())
+            await scenario(stores.MemoryStore())
 
     anyio.run(main)
 
@@ -185,7 +181,7 @@ async def test_integer_keys_and_enums_round_trip() -> None:
         .edge("fill", END)
         .build()
     )
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     done = (await g.run(Order(), store=store, thread_id="t")).unwrap()
     assert (await g.load(store, "t")).unwrap().state == done.state
 
@@ -217,7 +213,7 @@ async def test_a_crash_after_answering_never_asks_again() -> None:
     asked: list[object] = []
     refunds: Counter[str] = Counter()
 
-    async def approve(t: Transition[Context]) -> graph.Decision:
+    async def approve(t: Transition[Context]) -> fold.Decision:
         if t.targets != ("refund",):
             return Continue()
         asked.append(t.answer)
@@ -244,9 +240,9 @@ async def test_a_crash_after_answering_never_asks_again() -> None:
         .gate(approve)
         .build()
     )
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     paused = (await g.run(Context(), store=store, thread_id="t")).unwrap()
-    assert paused.status is graph.Status.INTERRUPTED
+    assert paused.status is fold.Status.INTERRUPTED
     answered = paused.version + 1
     crashing = DieAfter(store, answered)  # dies right after the answer
     with pytest.raises(Crash):
@@ -274,7 +270,7 @@ async def test_typed_answers() -> None:
     as the type it declares, and one that does not fit is refused."""
     seen: list[Approval | None] = []
 
-    async def approve(t: Transition[Context]) -> graph.Decision:
+    async def approve(t: Transition[Context]) -> fold.Decision:
         if t.source is None:
             return Continue()
         approval = t.answer_as(Approval)
@@ -284,7 +280,7 @@ async def test_typed_answers() -> None:
         return Continue() if approval.ok else Stop(f"refused by {approval.by}")
 
     g = _two_steps(approve)
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await g.run(Context(), store=store, thread_id="t")
     done = (
         await g.resume(store, "t", answer=Approval(ok=True, by="ana"))
@@ -293,7 +289,7 @@ async def test_typed_answers() -> None:
     assert seen == [None, Approval(ok=True, by="ana")]
 
 
-async def _count(t: Transition[Context]) -> graph.Decision:
+async def _count(t: Transition[Context]) -> fold.Decision:
     """Asks how many before "b"; reads the answer as an int."""
     if t.targets != ("b",):
         return Continue()
@@ -301,7 +297,7 @@ async def _count(t: Transition[Context]) -> graph.Decision:
     return Interrupt("how many?") if n is None else Continue()
 
 
-def _two_steps(gate: graph.Gate[Context]) -> graph.Graph[Context, Any]:
+def _two_steps(gate: fold.Gate[Context]) -> Graph[Context, Any]:
     """a -> (gate) -> b, each adding an assistant message "a"."""
 
     @handler(name="a")
@@ -338,16 +334,16 @@ async def test_an_answer_that_does_not_fit_leaves_the_thread_waiting(
         )
     else:
         outer = inner
-    async with graph.SQLiteStore(tmp_path / "t.sqlite3") as store:
+    async with stores.SQLiteStore(tmp_path / "t.sqlite3") as store:
         paused = (
             await outer.run(Context(), store=store, thread_id="t")
         ).unwrap()
-        assert paused.status is graph.Status.INTERRUPTED
+        assert paused.status is fold.Status.INTERRUPTED
         for wrong in ("many", [1], {"n": 1}):
             with pytest.raises(InvalidAnswer, match="the answer is not a int"):
                 await outer.resume(store, "t", answer=wrong)
             head = (await outer.load(store, "t")).unwrap()
-            assert head.status is graph.Status.INTERRUPTED
+            assert head.status is fold.Status.INTERRUPTED
             assert head.pending is not None
             assert not head.pending.answered
             assert head.pending.question == "how many?"
@@ -359,7 +355,7 @@ async def test_an_answer_that_does_not_fit_leaves_the_thread_waiting(
 # -- one runner per thread --------------------------------------------------------
 
 
-def counting_graph(log: Path) -> graph.Graph[Context, Any]:
+def counting_graph(log: Path) -> Graph[Context, Any]:
     """Three nodes whose side effects are lines in *log* (an external
     counter that survives the process)."""
 
@@ -395,7 +391,7 @@ async def test_hundred_concurrent_resumers_run_each_node_once(
     log = tmp_path / "effects.log"
     g = counting_graph(log)
 
-    async def stop_before_b(t: Transition[Context]) -> graph.Decision:
+    async def stop_before_b(t: Transition[Context]) -> fold.Decision:
         return (
             Interrupt("go?")
             if t.targets == ("b",) and t.answer is None
@@ -408,7 +404,7 @@ async def test_hundred_concurrent_resumers_run_each_node_once(
                 Context(), store=store, thread_id="t", gates=[stop_before_b]
             )
         ).unwrap()
-        assert paused.status is graph.Status.INTERRUPTED
+        assert paused.status is fold.Status.INTERRUPTED
         outcomes: list[str] = []
 
         async def resumer() -> None:
@@ -443,7 +439,7 @@ def test_two_processes_resuming_one_thread_run_each_node_once(
             out = await counting_graph(log).run(
                 Context(), store=store, thread_id="t", gates=[_stop_before_b]
             )
-            assert out.unwrap().status is graph.Status.INTERRUPTED
+            assert out.unwrap().status is fold.Status.INTERRUPTED
 
     anyio.run(pause)
     env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
@@ -459,7 +455,7 @@ def test_two_processes_resuming_one_thread_run_each_node_once(
     assert Counter(log.read_text().split()) == {"a": 1, "b": 1, "c": 1}
 
 
-async def _stop_before_b(t: Transition[Context]) -> graph.Decision:
+async def _stop_before_b(t: Transition[Context]) -> fold.Decision:
     if t.targets == ("b",) and t.answer is None:
         return Interrupt("go?")
     return Continue()
@@ -467,7 +463,7 @@ async def _stop_before_b(t: Transition[Context]) -> graph.Decision:
 
 async def test_failure_type_of_a_busy_thread_names_it() -> None:
     """ThreadBusy says which thread, and when its lease lapses at most."""
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     lease = (await store.acquire("t", "someone-else", ttl=60)).unwrap()
     g = counting_graph(Path(os.devnull))
     out = await g.run(Context(), store=store, thread_id="t")
@@ -494,7 +490,7 @@ async def test_an_answer_json_would_change_is_refused(answer: object) -> None:
     """The gate must see the same answer live as after a crash: a value
     that JSON gives back as something else is an InvalidState naming the
     answer (never its value), and no record is written."""
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     g = counting_graph(Path(os.devnull))
     paused = await g.run(
         Context(), store=store, thread_id="t", gates=[_stop_before_b]
@@ -513,7 +509,7 @@ async def test_a_typed_answer_is_seen_alike_live_and_after_a_crash() -> None:
     JSON value live and when the run resumes after a crash."""
     seen: list[object] = []
 
-    async def gate(t: Transition[Context]) -> graph.Decision:
+    async def gate(t: Transition[Context]) -> fold.Decision:
         if t.targets != ("b",):
             return Continue()
         if t.answer is None:
@@ -521,7 +517,7 @@ async def test_a_typed_answer_is_seen_alike_live_and_after_a_crash() -> None:
         seen.append(t.answer)
         return Continue()
 
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     g = counting_graph(Path(os.devnull))
     await g.run(Context(), store=store, thread_id="t", gates=[gate])
     head = await store.head("t")
@@ -561,7 +557,7 @@ async def test_records_missing_below_the_head_are_never_skipped(
     records than its head: no committed node runs again."""
     log = tmp_path / "effects.log"
     g = counting_graph(log)
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await g.run(Context(), store=store, thread_id="t")
     ran = log.read_text()
     lossy = Hides(store, keep=2)
@@ -601,7 +597,7 @@ async def test_a_claim_cancelled_after_the_store_granted_it_is_given_up(
     """Cancelled while the store had already granted the lease (natively,
     with task.cancel(), on asyncio): the thread is free at once, not busy
     until the lease expires."""
-    store = graph.MemoryStore(lease_ttl=60)
+    store = stores.MemoryStore(lease_ttl=60)
     stalls = Stalls(store)
     g = counting_graph(Path(os.devnull))
     await g.run(Context(), store=store, thread_id="t", gates=[_stop_before_b])
@@ -634,7 +630,7 @@ async def test_a_thread_id_no_store_can_keep_is_refused(
 ) -> None:
     """Before anything runs or is written: InvalidThreadId, never showing
     the id; the store stays empty."""
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     g = counting_graph(Path(os.devnull))
     calls: list[Callable[[], Awaitable[object]]] = [
         lambda: g.resume(store, thread_id),

@@ -7,8 +7,18 @@ import pytest
 
 from returns.result import Result, Success
 
-from pipeline import Context, Message, graph, handler
-from pipeline.agents import Agent
+from pipeline import (
+    Agent,
+    Context,
+    Message,
+    Note,
+    emit,
+    graph,
+    handler,
+    stores,
+    stream,
+    tool,
+)
 from pipeline.events import (
     CheckpointSaved,
     Event,
@@ -17,17 +27,14 @@ from pipeline.events import (
     MessageDelta,
     NodeFinished,
     NodeStarted,
-    Note,
     ToolCallFinished,
     ToolCallStarted,
-    emit,
     listening,
-    stream,
 )
+from pipeline.failures import ModelError
 from pipeline.graph import END
-from pipeline.models import DeltaSink, ModelError, ModelRequest, ModelResponse
+from pipeline.models import DeltaSink, ModelRequest, ModelResponse
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 
 
 @tool
@@ -142,7 +149,7 @@ async def test_graph_events_reach_the_stream() -> None:
         .edge("bump", END)
         .build()
     )
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
 
     @handler
     async def run_graph(n: int) -> Result[int, object]:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
 from pipeline import Handler, first, handler, must
-from pipeline.errors import AllFailed
+from pipeline.failures import AllFailed
 from tests.virtual_clock import VirtualClock
 
 

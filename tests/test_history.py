@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from returns.result import Failure, Success
 
 from pipeline import Message, Role, ToolCall
-from pipeline.errors import ConstructionError, HistoryBudgetExceeded
+from pipeline.errors import ConstructionError
+from pipeline.failures import HistoryBudgetExceeded, ModelError
 from pipeline.history import (
     DEFAULT_SUMMARY_INSTRUCTIONS,
     Full,
@@ -29,7 +30,7 @@ from pipeline.history import (
     token_budget,
     window,
 )
-from pipeline.models import ModelError, ModelResponse
+from pipeline.models import ModelResponse
 from pipeline.testing import Reply, ScriptedAgent, ScriptedModel
 
 

@@ -7,16 +7,14 @@ import anyio
 from returns.result import Result, Success
 
 from pipeline import Context, Message, switch
-from pipeline.errors import ConditionError, PipelineError
-from pipeline.llm import (
+from pipeline.failures import (
     BadVerdict,
-    PolicyResult,
+    ConditionError,
+    ModelError,
+    PipelineError,
     PolicyViolation,
-    llm_condition,
-    policy,
-    summarize,
 )
-from pipeline.models import ModelError
+from pipeline.llm import PolicyResult, llm_condition, policy, summarize
 from pipeline.testing import Reply, ScriptedModel
 from tests.test_combinators import _tag
 

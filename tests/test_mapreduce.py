@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
 from pipeline import Handler, handler, map_reduce
-from pipeline.errors import ConstructionError, FanOutLimitExceeded
+from pipeline.errors import ConstructionError
+from pipeline.failures import FanOutLimitExceeded
 from tests.virtual_clock import VirtualClock
 
 

@@ -12,7 +12,8 @@ import pytest
 from returns.result import Failure, Result, Success
 
 from pipeline import handler, loop, must, sequential
-from pipeline.errors import ConstructionError, TimedOut
+from pipeline.errors import ConstructionError
+from pipeline.failures import TimedOut
 from pipeline.middleware import Backoff, log, retry, timeout
 from pipeline.typing import Call, Middleware
 

@@ -27,9 +27,12 @@ from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
 from pipeline import (
+    Agent,
     Context,
     Handler,
     Message,
+    Note,
+    emit,
     first,
     for_each,
     graph,
@@ -38,13 +41,14 @@ from pipeline import (
     map_reduce,
     must,
     sequential,
+    stream,
+    tool,
 )
-from pipeline.agents import Agent, ParallelAgent
-from pipeline.events import Event, MessageComplete, Note, emit, stream
+from pipeline.agents import ParallelAgent
+from pipeline.events import Event, MessageComplete
 from pipeline.graph import END
 from pipeline.middleware import timeout
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 from pipeline.typing import Call
 from tests.cancelling import (
     call_pre_cancelled,

@@ -17,15 +17,29 @@ import pytest
 
 from returns.result import Failure, Result, Success
 
-from pipeline import Context, Message, graph, handler, swarm
-from pipeline.agents import Agent, AgentRun, as_tool
-from pipeline.errors import ConstructionError, IncompatibleGraph
+from pipeline import (
+    Agent,
+    Context,
+    Graph,
+    Message,
+    Swarm,
+    Tool,
+    fold,
+    graph,
+    handler,
+    stores,
+    swarm,
+    tool,
+)
+from pipeline.agents import AgentRun, as_tool
+from pipeline.errors import ConstructionError
+from pipeline.failures import IncompatibleGraph
+from pipeline.fold import Continue, Interrupt, Status, Transition
 from pipeline.graph import END
 from pipeline.history import summarizing, window
 from pipeline.models import ModelRequest, ModelResponse
-from pipeline.swarm import Continue, Interrupt, Status, SwarmState, Transition
+from pipeline.swarm import SwarmState
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import Tool, tool
 
 
 class Crash(BaseException):
@@ -75,10 +89,10 @@ async def test_a_pause_inside_a_tool_pauses_the_enclosing_run() -> None:
     payment happens once, after approval."""
     paid: list[int] = []
 
-    async def approve(t: Transition[SwarmState[None]]) -> swarm.Decision:
+    async def approve(t: Transition[SwarmState[None]]) -> fold.Decision:
         return Continue() if t.answer == "yes" else Interrupt("refund 500?")
 
-    def refunds() -> swarm.Swarm[None]:
+    def refunds() -> Swarm[None]:
         desk = Agent(
             "desk", ScriptedModel(Reply.tool_call("transfer_to_payer"))
         )
@@ -98,13 +112,13 @@ async def test_a_pause_inside_a_tool_pauses_the_enclosing_run() -> None:
             .build(name="refunds")
         )
 
-    def front(*replies: ModelResponse) -> swarm.Swarm[None]:
+    def front(*replies: ModelResponse) -> Swarm[None]:
         agent = Agent(
             "front", ScriptedModel(*replies), tools=[as_tool(refunds())]
         )
         return swarm.builder().agent("front", agent).entry("front").build()
 
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     ask = Reply.tool_call("refunds", {"prompt": "refund 500"}, call_id="r1")
     first = front(ask)
     paused = (
@@ -130,7 +144,7 @@ async def test_a_pause_inside_a_tool_outside_checkpoints_is_an_error_result() ->
     """Outside any checkpointed run there is nowhere to wait: the tool's
     pause is an error result the calling model sees."""
 
-    async def ask(_: Transition[SwarmState[None]]) -> swarm.Decision:
+    async def ask(_: Transition[SwarmState[None]]) -> fold.Decision:
         return Interrupt("ok?")
 
     inner = (
@@ -181,7 +195,7 @@ async def test_summarising_policy_does_not_repeat_committed_tool_calls() -> (
         .entry("cashier")
         .build()
     )
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     ctx = Context.of(
         Message.user("hello"), Message.assistant("hi"), Message.user("charge")
     )
@@ -223,7 +237,7 @@ async def test_a_context_made_anew_on_each_attempt_is_the_same_input() -> None:
         .edge("checkout", END)
         .build()
     )
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     with pytest.raises(Crash):
         await g.run(Order(), store=store, thread_id="t")
     done = (await g.resume(store, "t")).unwrap()
@@ -236,7 +250,7 @@ async def test_a_changed_nested_swarm_is_refused_on_resume() -> None:
     is IncompatibleGraph, not a fresh start that charges again."""
     charges: list[int] = []
 
-    def outer(version: str, armed: list[bool]) -> graph.Graph[Context, Any]:
+    def outer(version: str, armed: list[bool]) -> Graph[Context, Any]:
         cashier = Agent(
             "cashier",
             ScriptedModel(charge_then_answer(armed), cycle=True),
@@ -256,7 +270,7 @@ async def test_a_changed_nested_swarm_is_refused_on_resume() -> None:
             .build()
         )
 
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     with pytest.raises(Crash):
         await outer("1", [True]).run(
             Context.of(Message.user("x")), store=store, thread_id="t"

@@ -20,7 +20,7 @@ from pipeline import (
     noop,
     safe,
 )
-from pipeline.errors import AllFailed, Raised
+from pipeline.failures import AllFailed, Raised
 
 
 @handler

@@ -5,9 +5,11 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import pkgutil
 import re
 import subprocess
 import sys
+import warnings
 
 from pathlib import Path
 
@@ -15,40 +17,31 @@ import pytest
 
 import pipeline
 
+from pipeline import Note, emit
 
-PUBLIC_MODULES = [
-    "pipeline",
-    "pipeline.agents",
-    "pipeline.budgets",
-    "pipeline.cli",
-    "pipeline.errors",
-    "pipeline.events",
-    "pipeline.fold",
-    "pipeline.graph",
-    "pipeline.history",
-    "pipeline.llm",
-    "pipeline.middleware",
-    "pipeline.models",
-    "pipeline.models.anthropic",
-    "pipeline.models.openai",
-    "pipeline.runs",
-    "pipeline.secrets",
-    "pipeline.stores",
-    "pipeline.stores.postgres",
-    "pipeline.stores.redis",
-    "pipeline.swarm",
-    "pipeline.temporal",
-    "pipeline.testing",
-    "pipeline.testing.strategies",
-    "pipeline.tools",
-    "pipeline.typing",
-]
+
+def _public_modules() -> list[str]:
+    """Every module whose dotted name has no private part (entry points
+    aside): the list grows with the package, never by hand."""
+    found = ["pipeline"]
+    for info in pkgutil.walk_packages(pipeline.__path__, "pipeline."):
+        parts = info.name.split(".")
+        if (
+            not any(p.startswith("_") for p in parts)
+            and info.name != "pipeline.demo"
+        ):
+            found.append(info.name)
+    return sorted(found)
+
+
+PUBLIC_MODULES = _public_modules()
 
 # Handler is subclassed by Par and Race (flat fan-out and race types);
 # PipelineError is the base every failure value extends; Journal is where
 # a fold commits, subclassed by engines that keep records elsewhere
-# (pipeline.temporal sends them to a workflow).
-OPEN_CLASSES = {"Handler", "Journal", "PipelineError"}
+# (pipeline.temporal sends them to a workflow); Runnable is the base of the
+# folds users run (Graph, Swarm).
+OPEN_CLASSES = {"Handler", "Journal", "PipelineError", "Runnable"}
 
 
 # Helpers a public module shares with the rest of the package without
@@ -56,6 +49,7 @@ OPEN_CLASSES = {"Handler", "Journal", "PipelineError"}
 SHARED_INTERNALS = {
     "pipeline": {"TYPE_CHECKING"},  # typing's, without importing typing
     "pipeline.tools": {"Param"},
+    "pipeline.agents": {"prompt_tool", "raise_for"},  # Graph.as_tool's
     "pipeline.budgets": {"Ledger"},
     "pipeline.runs": {
         "ToolHook",
@@ -137,8 +131,87 @@ def test_every_public_name_is_exported(name: str) -> None:
     """A name a public module defines without an underscore is in __all__."""
     module = importlib.import_module(name)
     shared = SHARED_INTERNALS.get(name, set())
-    missing = _public_names(module) - set(module.__all__) - shared
+    at_top = {
+        top
+        for top, home in pipeline._HOMES.items()
+        if importlib.import_module(home, "pipeline") is module
+    }
+    missing = _public_names(module) - set(module.__all__) - shared - at_top
     assert not missing, f"{name} defines but does not export {missing}"
+
+
+def _exports() -> dict[int, list[str]]:
+    """Every exported object, by identity: the paths it is exported at."""
+    paths: dict[int, list[str]] = {}
+    for name in PUBLIC_MODULES:
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            obj = getattr(module, attr)
+            if isinstance(obj, type(pipeline)):  # a module: pipeline.errors
+                continue
+            if isinstance(obj, int | float | str | tuple):
+                continue  # a constant: its value may equal another's
+            paths.setdefault(id(obj), []).append(f"{name}.{attr}")
+    return paths
+
+
+def test_one_public_path_per_object() -> None:
+    """No object is exported at two paths: each has one canonical import
+    path (the names most code needs at the top level, the rest in the one
+    module of their concept)."""
+    twice = [p for p in _exports().values() if len(p) > 1]
+    assert not twice, twice
+
+
+def test_distinct_classes_have_distinct_names() -> None:
+    """Two different public classes never share a name (GraphLimits and
+    SwarmLimits, not two Limits)."""
+    seen: dict[str, str] = {}
+    for name in PUBLIC_MODULES:
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            if not inspect.isclass(getattr(module, attr)):
+                continue
+            assert attr not in seen, f"{name}.{attr} and {seen[attr]}.{attr}"
+            seen[attr] = name
+
+
+def _moved() -> list[tuple[str, str, str]]:
+    """(module, old name, "new.module:Name") of every deprecated path."""
+    out = []
+    for name in PUBLIC_MODULES:
+        module = importlib.import_module(name)
+        for old, new in getattr(module, "_MOVED", {}).items():
+            out.append((name, old, new))
+    return out
+
+
+@pytest.mark.parametrize(("module", "old", "new"), _moved())
+def test_old_paths_warn_and_lead_to_the_one_path(
+    module: str, old: str, new: str
+) -> None:
+    """An old path still gives the object, with a DeprecationWarning that
+    names its one path; that path exports it, and the old module does not."""
+    where, _, attr = new.partition(":")
+    home = importlib.import_module(where)
+    assert attr in home.__all__
+    old_module = importlib.import_module(module)
+    assert old not in old_module.__all__
+    with pytest.warns(
+        DeprecationWarning, match=re.escape(f"use {where}.{attr}") + "$"
+    ):
+        value = getattr(old_module, old)
+    assert value is getattr(home, attr)
+
+
+def test_unknown_names_are_still_errors() -> None:
+    """The deprecation hooks do not swallow typos."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in PUBLIC_MODULES:
+            module = importlib.import_module(name)
+            with pytest.raises(AttributeError, match="no attribute"):
+                module.not_a_name
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)
@@ -192,10 +265,9 @@ def test_import_pipeline_loads_names_on_first_use() -> None:
 
 def test_note_is_exported_beside_emit() -> None:
     """pipeline exports Note with emit: the event your own handlers send."""
-    from pipeline import events  # noqa: PLC0415
 
-    assert pipeline.Note is events.Note
-    assert pipeline.emit is events.emit
+    assert pipeline.Note is Note
+    assert pipeline.emit is emit
 
 
 def test_version() -> None:

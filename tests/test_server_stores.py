@@ -25,9 +25,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from returns.pipeline import is_successful
 from returns.result import Success
 
-from pipeline import graph
-from pipeline.errors import LeaseLost, ThreadBusy
-from pipeline.fold import Lease, Record
+from pipeline import stores
+from pipeline.failures import LeaseLost, ThreadBusy
+from pipeline.stores import Lease, Record
 from tests import servers
 
 
@@ -263,7 +263,7 @@ async def test_postgres_stores_create_one_schema_at_once(
     name = servers.namespace()
     try:
         async with contextlib.AsyncExitStack() as stack:
-            opened: list[graph.CheckpointStore] = []
+            opened: list[stores.CheckpointStore] = []
 
             async def open_one() -> None:
                 store = await stack.enter_async_context(

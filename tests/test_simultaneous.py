@@ -18,7 +18,7 @@ import pytest
 from returns.result import Failure, Result, Success
 
 from pipeline import Handler, first, handler, map_reduce, must
-from pipeline.errors import AllFailed, TimedOut
+from pipeline.failures import AllFailed, TimedOut
 from pipeline.middleware import timeout
 
 

@@ -21,13 +21,12 @@ import pytest
 
 from pyrsistent import PVector, pvector
 
-from pipeline import Context, Message, Role, graph, swarm
-from pipeline.agents import Agent, AgentRun
+from pipeline import Agent, Context, Graph, Message, Role, graph, swarm, tool
+from pipeline.agents import AgentRun
 from pipeline.errors import ConstructionError
 from pipeline.graph import END, state_tools
 from pipeline.models import ModelRequest
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 
 
 class Level(enum.Enum):
@@ -57,7 +56,7 @@ def keep(t: Ticket, run: AgentRun) -> Ticket:
     return attrs.evolve(t, messages=t.messages.extend(run.messages))
 
 
-def desk(model: ScriptedModel, **options: Any) -> graph.Graph[Ticket, object]:
+def desk(model: ScriptedModel, **options: Any) -> Graph[Ticket, object]:
     return (
         graph.builder(Ticket)
         .agent(
@@ -178,9 +177,7 @@ async def test_concurrent_writes_in_one_turn_lose_nothing() -> None:
         assert (state.queue, state.owner) == ("back", "ann")
 
 
-def contexts(
-    model: ScriptedModel, **options: Any
-) -> graph.Graph[Context, object]:
+def contexts(model: ScriptedModel, **options: Any) -> Graph[Context, object]:
     def messages(c: Context) -> tuple[Message, ...]:
         return tuple(c.messages)
 

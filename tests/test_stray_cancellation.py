@@ -21,6 +21,7 @@ from pyrsistent import PVector, pvector
 from returns.result import Result, Success
 
 from pipeline import (
+    Agent,
     Handler,
     Message,
     ToolCall,
@@ -29,12 +30,13 @@ from pipeline import (
     handler,
     map_reduce,
     must,
+    stream,
+    tool,
 )
-from pipeline.agents import Agent
-from pipeline.events import Event, Finished, stream
+from pipeline.events import Event, Finished
 from pipeline.graph import END
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import run_tools, tool
+from pipeline.tools import run_tools
 from tests.cancelling import stray_cancellation
 
 

@@ -27,14 +27,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
-from pipeline import Context, Message, Role, Secret, graph, handler
-from pipeline.agents import Agent, as_tool
+from pipeline import (
+    Agent,
+    Context,
+    Message,
+    Role,
+    Secret,
+    Tool,
+    graph,
+    handler,
+    stream,
+    tool,
+)
+from pipeline.agents import as_tool
 from pipeline.errors import ConstructionError, ToolError
-from pipeline.events import ToolCallFinished, ToolRaised, stream
+from pipeline.events import ToolCallFinished, ToolRaised
 from pipeline.graph import END, state_tools
 from pipeline.models import ResponseSchema
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, Tool, tool
+from pipeline.tools import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH
 
 
 class Mode(enum.Enum):

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import ToolCall
+from pipeline import Tool, ToolCall, tool
 from pipeline.errors import ConstructionError
 from pipeline.testing.strategies import tool_arguments
-from pipeline.tools import Tool, run_tools, tool
+from pipeline.tools import run_tools
 
 
 class Unit(enum.Enum):

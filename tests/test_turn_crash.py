@@ -35,20 +35,30 @@ import pytest
 from pyrsistent import PVector, pvector
 from returns.result import Result, Success
 
-from pipeline import Context, Message, Role, graph, handler, swarm
-from pipeline.agents import Agent, AgentRun
-from pipeline.fold import (
+from pipeline import (
+    Agent,
+    Context,
+    Message,
+    Role,
+    Swarm,
+    Tool,
+    graph,
+    handler,
+    swarm,
+    tool,
+)
+from pipeline.agents import AgentRun
+from pipeline.fold import Snapshot
+from pipeline.graph import END
+from pipeline.models import ModelRequest, ModelResponse
+from pipeline.stores import (
     CheckpointStore,
     Lease,
     MemoryStore,
     Record,
-    Snapshot,
     SQLiteStore,
 )
-from pipeline.graph import END
-from pipeline.models import ModelRequest, ModelResponse
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import Tool, tool
 from tests.stores import CommitResult, DelegatingStore
 
 
@@ -311,7 +321,7 @@ def agents_of(plan: Plan, world: World) -> dict[str, Agent]:
 def desk_graph(plan: Plan, world: World) -> Subject:
     """Agent nodes in a row (state tools over Desk), a plain node between."""
     agents = agents_of(plan, world)
-    b: graph.Builder[Desk, object] = graph.builder(Desk)
+    b: graph.GraphBuilder[Desk, object] = graph.builder(Desk)
     names = list(agents)
     for name in names:
         b = b.agent(
@@ -332,7 +342,7 @@ def desk_graph(plan: Plan, world: World) -> Subject:
     return Subject(run, resume)
 
 
-def chain_swarm(agents: dict[str, Agent]) -> swarm.Swarm[Ledger]:
+def chain_swarm(agents: dict[str, Agent]) -> Swarm[Ledger]:
     """*agents* handing over in order, sharing a Ledger."""
     names = list(agents)
     b = swarm.builder(state=Ledger())

@@ -23,10 +23,11 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from pipeline import (
+    Agent,
     Budget,
-    BudgetExceeded,
     Handler,
     Message,
+    Note,
     Price,
     RunUsage,
     Secret,
@@ -36,9 +37,8 @@ from pipeline import (
     scope,
     stream,
 )
-from pipeline.agents import Agent, AgentError
-from pipeline.errors import FanOutLimitExceeded
-from pipeline.events import Note
+from pipeline.agents import AgentError
+from pipeline.failures import BudgetExceeded, FanOutLimitExceeded
 from pipeline.models import Model, ModelRequest, ModelResponse
 from pipeline.testing import Reply, ScriptedModel
 

@@ -21,12 +21,10 @@ from typing import Any
 
 import anyio
 
-from pipeline import Context, Message, swarm
-from pipeline.agents import Agent
+from pipeline import Agent, Context, Message, Swarm, swarm, tool
 from pipeline.history import token_budget, window
 from pipeline.models import Model, from_env
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 
 
 LIBRARY = {
@@ -87,7 +85,7 @@ def scripted_models() -> tuple[Model, Model, Model]:
 
 def build(
     lead_model: Model, researcher_model: Model, writer_model: Model
-) -> swarm.Swarm[Any]:
+) -> Swarm[Any]:
     """The team over these three models."""
     return (
         swarm.builder()
@@ -118,7 +116,7 @@ def build(
             history=token_budget(1500),
         )
         .entry("lead")
-        .limits(swarm.Limits(max_handoffs=4))
+        .limits(swarm.SwarmLimits(max_handoffs=4))
         .build(name="research")
     )
 

@@ -24,12 +24,13 @@ import attrs
 
 from returns.result import Result, Success
 
-from pipeline import Handler, Message, handler, switch, when
+from pipeline import Agent, Graph, Handler, Message, handler, switch, when
 from pipeline import graph as g
-from pipeline.agents import Agent, AgentError, AgentRun
-from pipeline.fold import SQLiteStore
-from pipeline.graph import END, Continue, Interrupt, Stop, Transition
+from pipeline.agents import AgentError, AgentRun
+from pipeline.fold import Continue, Decision, Interrupt, Stop, Transition
+from pipeline.graph import END
 from pipeline.models import Model, from_env
+from pipeline.stores import SQLiteStore
 from pipeline.testing import Reply, ScriptedModel
 
 
@@ -100,7 +101,7 @@ async def send(t: Ticket) -> Result[Ticket, AgentError]:
     return Success(attrs.evolve(t, sent=True))
 
 
-async def approve(t: Transition[Ticket]) -> g.Decision:
+async def approve(t: Transition[Ticket]) -> Decision:
     """Billing replies promise money: a human approves them."""
     if t.targets != ("send",) or t.state.category != "billing":
         return Continue()
@@ -111,7 +112,7 @@ async def approve(t: Transition[Ticket]) -> g.Decision:
 
 def build(
     triage_model: Model, billing_model: Model, tech_model: Model
-) -> g.Graph[Ticket, Any]:
+) -> Graph[Ticket, Any]:
     """The desk's graph over these three models."""
     triage = g.agent_node(
         Agent("triage", triage_model, instructions=TRIAGE),

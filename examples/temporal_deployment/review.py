@@ -11,9 +11,9 @@ import attrs
 from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
-from pipeline import handler
+from pipeline import Graph, handler
 from pipeline.fold import Continue, Decision, Interrupt, Stop, Transition
-from pipeline.graph import END, Graph, builder
+from pipeline.graph import END, builder
 
 
 @attrs.frozen

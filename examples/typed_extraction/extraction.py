@@ -27,9 +27,9 @@ import attrs
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
-from pipeline import Handler, Message, handler
-from pipeline.agents import Agent, AgentError
-from pipeline.errors import InvalidOutput
+from pipeline import Agent, Handler, Message, handler
+from pipeline.agents import AgentError
+from pipeline.failures import InvalidOutput
 from pipeline.models import Model, ResponseSchema, from_env
 from pipeline.testing import Reply, ScriptedModel
 

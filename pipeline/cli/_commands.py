@@ -42,7 +42,7 @@ from ._target import (
 
 
 if TYPE_CHECKING:
-    from ..fold import CheckpointStore
+    from ..stores import CheckpointStore
 
 
 @attrs.frozen
@@ -296,7 +296,7 @@ async def _finish(
 
 def _failure_error(failure: object, settings: Settings) -> UserError | None:
     """A failure that is about the thread, not the run: one line, a hint."""
-    from ..errors import (  # noqa: PLC0415
+    from ..failures import (  # noqa: PLC0415
         IncompatibleGraph,
         LeaseLost,
         SnapshotNotFound,
@@ -371,7 +371,7 @@ async def _thread_target(
 def _found(
     loaded: Result[Any, Any], thread_id: str, settings: Settings
 ) -> Any:
-    from ..errors import SnapshotNotFound  # noqa: PLC0415
+    from ..failures import SnapshotNotFound  # noqa: PLC0415
 
     if type(loaded) is Success:
         return loaded.unwrap()
@@ -400,7 +400,7 @@ def _found(
 def _unresolved(failure: object) -> UserError | None:
     """A checkpoint or state holding a secret reference no resolver in force
     knows: the command needs ``--resolver`` (a usage mistake, not a bug)."""
-    from ..errors import CheckpointDecodeError, InvalidState  # noqa: PLC0415
+    from ..failures import CheckpointDecodeError, InvalidState  # noqa: PLC0415
 
     if not isinstance(failure, CheckpointDecodeError | InvalidState):
         return None

@@ -25,7 +25,7 @@ from ._exits import ExitCode, UserError
 
 
 if TYPE_CHECKING:
-    from ..fold import CheckpointStore
+    from ..stores import CheckpointStore
 
 
 DEFAULT_STORE: Final = "pipeline-threads.sqlite3"
@@ -109,7 +109,7 @@ async def open_store(
             "`pipeline run` wrote",
             code=ExitCode.NOT_FOUND,
         )
-    from ..fold import SQLiteStore  # noqa: PLC0415
+    from ..stores import SQLiteStore  # noqa: PLC0415
 
     try:
         sqlite = SQLiteStore(path)
@@ -172,7 +172,7 @@ async def note_target(
     store: CheckpointStore, thread_id: str, ref: str
 ) -> None:
     """Remember that *ref* runs *thread_id* (replacing an older note)."""
-    from ..fold import Record  # noqa: PLC0415
+    from ..stores import Record  # noqa: PLC0415
 
     await store.delete(COMPANION + thread_id)
     data = orjson.dumps({"target": ref})

@@ -119,8 +119,8 @@ def load_object(ref: str, *, traceback: bool = False) -> Any:
 
 def _kind(ref: str, obj: object) -> Kind:
     from .. import Handler  # noqa: PLC0415
-    from ..graph import Graph  # noqa: PLC0415
-    from ..swarm import Swarm  # noqa: PLC0415
+    from ..graph._graph import Graph  # noqa: PLC0415
+    from ..swarm._swarm import Swarm  # noqa: PLC0415
 
     if isinstance(obj, Graph):
         return "graph"

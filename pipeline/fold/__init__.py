@@ -5,22 +5,30 @@ snapshot has nowhere left to go; this package runs that fold once for all
 of them: limits, gates, observers, events, checkpoint records, resume,
 fork, history, and folds nested inside the step of another.
 
-The values users meet (snapshots, transitions, gate decisions, stores) are
-re-exported by :mod:`pipeline.graph` and :mod:`pipeline.swarm` too.
+The values users meet with graphs and swarms (snapshots, statuses, gates
+and their decisions, observers) live here and only here; checkpoint stores
+live in :mod:`pipeline.stores`.
 """
 
+from typing import TYPE_CHECKING
+
+from .._moved import moved
 from .._serde import make_converter as make_converter
-from ..errors import InvalidAnswer as InvalidAnswer
-from ..events import FoldEvent as FoldEvent
 from ._codec import Codec as Codec
+from ._codec import check_document as check_document
 from ._engine import EventSink as EventSink
 from ._engine import Hooks as Hooks
 from ._engine import Machine as Machine
 from ._engine import Migration as Migration
 from ._engine import drive as drive
+from ._engine import run_machine as run_machine
 from ._engine import stored_answer as stored_answer
+from ._fingerprint import fingerprint as fingerprint
+from ._fingerprint import same_shape as same_shape
 from ._journal import Boundary as Boundary
+from ._journal import Cell as Cell
 from ._journal import Journal as Journal
+from ._journal import branch_key as branch_key
 from ._journal import current_boundary as current_boundary
 from ._journal import enter as enter
 from ._journal import leave as leave
@@ -35,47 +43,58 @@ from ._model import Snapshot as Snapshot
 from ._model import Status as Status
 from ._model import Stop as Stop
 from ._model import Transition as Transition
-from ._signed import SignedStore as SignedStore
-from ._sqlite import SQLiteStore as SQLiteStore
-from ._store import DEFAULT_LEASE_TTL as DEFAULT_LEASE_TTL
-from ._store import CheckpointStore as CheckpointStore
-from ._store import Lease as Lease
-from ._store import MemoryStore as MemoryStore
-from ._store import Record as Record
+from ._runnable import Runnable as Runnable
+from ._runnable import handler_call as handler_call
+from ._runnable import new_thread as new_thread
 
 
 __all__ = (
-    "DEFAULT_LEASE_TTL",
     "Boundary",
-    "CheckpointStore",
+    "Cell",
     "Codec",
     "Continue",
     "Decision",
     "EventSink",
-    "FoldEvent",
     "Gate",
     "Hooks",
     "Interrupt",
-    "InvalidAnswer",
     "Journal",
-    "Lease",
     "Machine",
-    "MemoryStore",
     "Migration",
     "Observer",
     "Pending",
     "Progress",
-    "Record",
-    "SQLiteStore",
-    "SignedStore",
+    "Runnable",
     "Snapshot",
     "Status",
     "Stop",
     "Transition",
+    "branch_key",
+    "check_document",
     "current_boundary",
     "drive",
     "enter",
+    "fingerprint",
+    "handler_call",
     "leave",
     "make_converter",
+    "new_thread",
+    "run_machine",
+    "same_shape",
     "stored_answer",
 )
+
+
+_MOVED = {
+    "CheckpointStore": "pipeline.stores:CheckpointStore",
+    "DEFAULT_LEASE_TTL": "pipeline.stores:DEFAULT_LEASE_TTL",
+    "Lease": "pipeline.stores:Lease",
+    "MemoryStore": "pipeline.stores:MemoryStore",
+    "Record": "pipeline.stores:Record",
+    "SQLiteStore": "pipeline.stores:SQLiteStore",
+    "SignedStore": "pipeline.stores:SignedStore",
+    "FoldEvent": "pipeline.events:FoldEvent",
+    "InvalidAnswer": "pipeline.errors:InvalidAnswer",
+}
+if not TYPE_CHECKING:  # type checkers refuse the old paths
+    __getattr__ = moved(__name__, _MOVED)

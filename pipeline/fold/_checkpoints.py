@@ -11,7 +11,7 @@ import logging
 import uuid
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -19,16 +19,16 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from ..errors import (
+from ..events import CheckpointSkipped
+from ..failures import (
     CheckpointDecodeError,
     ConcurrentModification,
     LeaseLost,
     SnapshotNotFound,
 )
-from ..events import CheckpointSkipped
+from ..stores import CheckpointStore, Record, check_thread_id
 from ._codec import Acc, Codec
 from ._model import Snapshot
-from ._store import CheckpointStore, Record, check_thread_id
 
 
 Sink = Callable[[Any], Awaitable[None]]
@@ -291,10 +291,12 @@ class Threads(Generic[S]):
 
     __slots__ = ()
 
-    @property
-    def codec(self) -> Codec[S]:
-        """Encodes this machine's snapshots to records and back."""
-        raise NotImplementedError  # pragma: no cover  # every machine has one
+    if TYPE_CHECKING:  # a property of the class this is mixed into
+
+        @property
+        def codec(self) -> Codec[S]:
+            """Encodes this machine's snapshots to records and back."""
+            ...
 
     async def load(
         self,

@@ -30,7 +30,6 @@ a chain costs what its records hold, not what every snapshot holds.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 
@@ -44,22 +43,18 @@ from pyrsistent import PMap, PVector, pvector
 from pyrsistent._pvector import PythonPVector
 from returns.result import Failure, Result, Success
 
-from .._context import Context, extends, lineage
+from .._fields import APPEND_ONLY, LINEAGE, extends
 from .._serde import (
     STRUCTURE_ERRORS,
     canonical,
     canonical_exact,
     make_converter,
 )
-from ..errors import (
-    CheckpointDecodeError,
-    ConstructionError,
-    InvalidState,
-    SecretUnresolved,
-)
+from ..errors import ConstructionError, SecretUnresolved
+from ..failures import CheckpointDecodeError, InvalidState
+from ..stores import Record, record_checksum
 from ._model import NO_PROGRESS, Pending, Progress, Snapshot, Status
 from ._plan import Plan, plan_for, type_name
-from ._store import Record
 
 
 S = TypeVar("S")
@@ -72,23 +67,6 @@ Doc = dict[str, Any]
 ENCODE_ERRORS = (ValueError, TypeError, RecursionError, OverflowError)
 """What turning a value into JSON may raise (a non-finite float, a lone
 surrogate, an integer past the digit limit, a structure too deep)."""
-
-
-def record_checksum(
-    thread_id: str,
-    version: int,
-    parent: int | None,
-    data: bytes,
-    key: bytes | None = None,
-) -> str:
-    """SHA-256 over the record's identity and bytes, hex; an HMAC with
-    *key* when one is given (see :class:`~pipeline.fold.SignedStore`)."""
-    head = f"{thread_id}\n{version}\n{parent}\n".encode()
-    if key is not None:
-        return hmac.new(key, head + data, hashlib.sha256).hexdigest()
-    h = hashlib.sha256(head)
-    h.update(data)
-    return h.hexdigest()
 
 
 def alike(converter: cattrs.Converter, back: Any, live: Any) -> bool:
@@ -153,11 +131,6 @@ def _appended(old: PVector[Any], new: PVector[Any]) -> bool:
     return n == 0 or new[n - 1] is old[n - 1]
 
 
-APPEND_ONLY = "pipeline_append_only"
-"""attrs field metadata key: the machine that owns this persistent-vector
-field only ever appends to it, so a checkpoint may trust its last item."""
-
-
 @final
 class Codec(Generic[S]):
     """Encodes snapshots of state type *S* to records and back.
@@ -206,12 +179,16 @@ class Codec(Generic[S]):
         self._fields: tuple[str, ...] | None = (
             tuple(f.name for f in self._plan.fields) if self._plan else None
         )
+        declared = attrs.fields(cls) if attrs.has(cls) else ()
         self._trusted = frozenset(
-            f.name
-            for f in (attrs.fields(cls) if attrs.has(cls) else ())
-            if f.metadata.get(APPEND_ONLY)
+            f.name for f in declared if f.metadata.get(APPEND_ONLY)
         )
-        self._context = cls is Context
+        # Logs whose state lists vectors they are known to extend.
+        self._lineage: dict[str, str] = {
+            f.name: f.metadata[LINEAGE]
+            for f in declared
+            if f.metadata.get(LINEAGE)
+        }
 
     # -- encoding -----------------------------------------------------------
 
@@ -303,8 +280,9 @@ class Codec(Generic[S]):
         """Whether log *name* only had items appended since *before*."""
         if name in self._trusted:
             return _appended(before, value)
-        if self._context and name == "messages":
-            return extends(before, value, lineage(state))
+        known = self._lineage.get(name)
+        if known is not None:
+            return extends(before, value, getattr(state, known))
         return extends(before, value)
 
     def encode(
@@ -675,7 +653,10 @@ class Acc:
 
 
 def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
-    """*doc* if it has the shape of a record document, else why not."""
+    """*doc* if it has the shape of a record document, else why not.
+
+    .. versionadded:: 0.1.0
+    """
     if not isinstance(doc, dict):
         return Failure(CheckpointDecodeError("$", "not an object"))
     doc = cast("Doc", doc)

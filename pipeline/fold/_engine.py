@@ -21,14 +21,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from .._serde import canonical, checksum
-from ..errors import (
-    IncompatibleGraph,
-    InvalidAnswer,
-    InvalidState,
-    RunPaused,
-    RunStopped,
-    StepLimitExceeded,
-)
+from ..errors import InvalidAnswer
 from ..events import (
     FoldEvent,
     Interrupted,
@@ -38,7 +31,15 @@ from ..events import (
     emit,
     listening,
 )
+from ..failures import (
+    IncompatibleGraph,
+    InvalidState,
+    RunPaused,
+    RunStopped,
+    StepLimitExceeded,
+)
 from ..runs import tracing_now
+from ..stores import CheckpointStore, Lease, check_thread_id, leased
 from . import _checkpoints
 from ._codec import Codec, alike
 from ._fingerprint import same_shape
@@ -51,7 +52,6 @@ from ._journal import (
     enter,
     leave,
 )
-from ._lease import leased
 from ._model import (
     NO_PROGRESS,
     Continue,
@@ -65,7 +65,6 @@ from ._model import (
     Stop,
     Transition,
 )
-from ._store import CheckpointStore, Lease, check_thread_id
 
 
 S = TypeVar("S")
@@ -161,7 +160,7 @@ async def decide(
     return Continue()
 
 
-async def run(
+async def run_machine(
     machine: Machine[S, C_contra],
     snap: Snapshot[S],
     context: C_contra,
@@ -181,6 +180,9 @@ async def run(
     on the same input: *digest* identifies the input, by default the
     admission snapshot's own).  *announce*: whether a listening stream
     gets the engine's events (an agent's loop has events of its own).
+
+
+    .. versionadded:: 0.1.0
     """
     on_event = sink(hooks.on_event) if announce else hooks.on_event
     journal: Journal[S] | None = None

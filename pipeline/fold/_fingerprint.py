@@ -17,7 +17,10 @@ __all__ = ("fingerprint", "same_shape")
 
 
 def fingerprint(shape: Mapping[str, object]) -> str:
-    """The fingerprint of *shape* (a JSON-shaped mapping of named parts)."""
+    """The fingerprint of *shape* (a JSON-shaped mapping of named parts).
+
+    .. versionadded:: 0.1.0
+    """
     # 64 bits: plenty to tell shapes apart, short in records.
     whole = checksum(canonical(dict(shape)))[:16]
     parts = "/".join(
@@ -32,5 +35,8 @@ def same_shape(stored: str, current: str) -> bool:
 
     Decided on the whole digest, so a record written before the per-part
     digests existed still matches its graph.
+
+
+    .. versionadded:: 0.1.0
     """
     return stored.partition("/")[0] == current.partition("/")[0]

@@ -30,11 +30,11 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from ..errors import ConcurrentModification, LeaseLost
 from ..events import CheckpointSaved
-from ._codec import Codec, Doc, check_document, record_checksum
+from ..failures import ConcurrentModification, LeaseLost
+from ..stores import CheckpointStore, Lease, Record, record_checksum
+from ._codec import Codec, Doc, check_document
 from ._model import Progress, Snapshot, Status
-from ._store import CheckpointStore, Lease, Record
 
 
 S = TypeVar("S")
@@ -76,7 +76,10 @@ def fold_key(name: str, occurrence: int) -> str:
 
 
 def branch_key(name: str) -> str:
-    """The progress key of fan-out branch *name*'s output."""
+    """The progress key of fan-out branch *name*'s output.
+
+    .. versionadded:: 0.1.0
+    """
     return f"b:{quote(name, safe='')}"
 
 
@@ -420,6 +423,9 @@ class Cell(Generic[S]):
     there; :meth:`enter` makes the folds started next save through the
     cell, each of their records carrying the cell's current value.
     Without a boundary the cell is a plain holder.
+
+
+    .. versionadded:: 0.1.0
     """
 
     __slots__ = ("_boundary", "_journal", "value")

@@ -20,8 +20,7 @@ import cattrs
 
 from pyrsistent import PVector
 
-from .._context import Context, to_metadata
-from .._messages import Message
+from .._fields import READ_BACK
 
 
 Structure = Callable[[Any], Any]
@@ -72,8 +71,6 @@ def plan_for(state_type: Any, converter: cattrs.Converter) -> Plan | None:
     cls = get_origin(state_type) or state_type
     if not (isinstance(cls, type) and attrs.has(cls)):
         return None
-    if cls is Context:
-        return _context_plan(converter)
     hints = typing.get_type_hints(cls)
     params = getattr(cls, "__parameters__", ())
     mapping = dict(zip(params, get_args(state_type), strict=False))
@@ -82,7 +79,11 @@ def plan_for(state_type: Any, converter: cattrs.Converter) -> Plan | None:
         if not f.init:
             continue
         hint = _substitute(hints.get(f.name, Any), mapping)
-        fields.append(_field(f.name, f.alias or f.name, hint, converter))
+        plan = _field(f.name, f.alias or f.name, hint, converter)
+        read_back = f.metadata.get(READ_BACK)
+        if read_back is not None:  # the type says how it is read back
+            plan = attrs.evolve(plan, structure=read_back)
+        fields.append(plan)
     return Plan(cls, tuple(fields), {f.name: f for f in fields})
 
 
@@ -112,38 +113,6 @@ def _field(
 
 def _as_is(value: Any) -> Any:
     return value
-
-
-def _context_plan(converter: cattrs.Converter) -> Plan:
-    message = converter.get_structure_hook(Message)
-    text = converter.get_structure_hook(str)
-
-    def messages(value: Any) -> Any:
-        if not isinstance(value, list):
-            msg = f"expected a list, got {type(value).__name__}"
-            raise TypeError(msg)
-        from pyrsistent import pvector  # noqa: PLC0415
-
-        return pvector(message(v, Message) for v in value)
-
-    def metadata(value: Any) -> Any:
-        if not isinstance(value, dict):
-            msg = f"expected an object, got {type(value).__name__}"
-            raise TypeError(msg)
-        return to_metadata(value)
-
-    fields = (
-        FieldPlan(
-            "messages",
-            "messages",
-            messages,
-            lambda v: message(v, Message),
-            "PVector[Message]",
-        ),
-        FieldPlan("metadata", "metadata", metadata, None, "metadata"),
-        FieldPlan("run_id", "run_id", lambda v: text(v, str), None, "str"),
-    )
-    return Plan(Context, fields, {f.name: f for f in fields})
 
 
 def _substitute(hint: Any, mapping: dict[Any, Any]) -> Any:

@@ -23,8 +23,7 @@ from ..agents import (
     SequentialAgent,
 )
 from ..errors import ConstructionError
-from ..fold._codec import Codec
-from ..fold._journal import Cell
+from ..fold import Cell, Codec
 from ..tools import Tool
 
 

@@ -15,12 +15,12 @@ from .._context import Context
 from .._handler import Handler
 from .._messages import Message
 from ..errors import ConstructionError, GraphDefects
-from ..fold._model import Gate, Observer
+from ..fold import Gate, Observer
 from ._checks import Plan, defects
 from ._edges import Edge, FanOut, Reducer, Route, Static
 from ._graph import Graph
 from ._machine import GraphMachine
-from ._model import Limits
+from ._model import GraphLimits
 
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ E_co = TypeVar("E_co", covariant=True)
 
 @final
 @attrs.frozen
-class Builder(Generic[S, E_co]):
+class GraphBuilder(Generic[S, E_co]):
     """An immutable graph description; :meth:`build` validates it.
 
     >>> from pipeline import graph
@@ -49,13 +49,13 @@ class Builder(Generic[S, E_co]):
     _nodes: tuple[tuple[str, Handler[S, S, Any]], ...] = ()
     _edges: tuple[tuple[str, Edge], ...] = ()
     _entry: str | None = None
-    _limits: Limits = Limits()
+    _limits: GraphLimits = GraphLimits()
     _gates: tuple[Gate[S], ...] = ()
     _observers: tuple[Observer[S], ...] = ()
 
     def node(
-        self: Builder[S, E], name: str, action: Handler[S, S, E2]
-    ) -> Builder[S, E | E2]:
+        self: GraphBuilder[S, E], name: str, action: Handler[S, S, E2]
+    ) -> GraphBuilder[S, E | E2]:
         """Add an action node: a handler from state to new state.
 
         Any handler fits, a graph or a swarm over the same state included
@@ -66,7 +66,7 @@ class Builder(Generic[S, E_co]):
 
     @overload
     def agent(
-        self: Builder[S, E],
+        self: GraphBuilder[S, E],
         name: str,
         agent: Handler[Context, Context, E2],
         *,
@@ -74,11 +74,11 @@ class Builder(Generic[S, E_co]):
         update: Callable[[S, AgentRun], S],
         fields: Sequence[str] | None = None,
         writable: Writable = (),
-    ) -> Builder[S, E | E2]: ...
+    ) -> GraphBuilder[S, E | E2]: ...
 
     @overload
     def agent(
-        self: Builder[S, E],
+        self: GraphBuilder[S, E],
         name: str,
         agent: AgentLike,
         *,
@@ -86,10 +86,10 @@ class Builder(Generic[S, E_co]):
         update: Callable[[S, AgentRun], S],
         fields: Sequence[str] | None = None,
         writable: Writable = (),
-    ) -> Builder[S, E | AgentError]: ...
+    ) -> GraphBuilder[S, E | AgentError]: ...
 
     def agent(
-        self: Builder[S, E],
+        self: GraphBuilder[S, E],
         name: str,
         agent: AgentLike | Handler[Context, Context, Any],
         *,
@@ -97,7 +97,7 @@ class Builder(Generic[S, E_co]):
         update: Callable[[S, AgentRun], S],
         fields: Sequence[str] | None = None,
         writable: Writable = (),
-    ) -> Builder[S, Any]:
+    ) -> GraphBuilder[S, Any]:
         """Add an agent node (see :func:`~pipeline.graph.agent_node`).
 
         *agent* is an agent, or any handler over contexts (a swarm, say).
@@ -117,7 +117,7 @@ class Builder(Generic[S, E_co]):
         )
         return self.node(name, node)
 
-    def edge(self, source: str, target: str) -> Builder[S, E_co]:
+    def edge(self, source: str, target: str) -> GraphBuilder[S, E_co]:
         """After *source*, go to *target* (a node name or ``END``)."""
         return attrs.evolve(
             self, edges=(*self._edges, (source, Static(target)))
@@ -128,7 +128,7 @@ class Builder(Generic[S, E_co]):
         source: str,
         router: Callable[[S], str],
         to: Sequence[str] | None = None,
-    ) -> Builder[S, E_co]:
+    ) -> GraphBuilder[S, E_co]:
         """After *source*, go where *router* says: one of *to*.
 
         List ``END`` (``"__end__"``) in *to* if the router may end the run.
@@ -155,7 +155,7 @@ class Builder(Generic[S, E_co]):
         join: str,
         merge: Callable[[S, tuple[S, ...]], S] | None = None,
         reducers: Mapping[str, Reducer] | None = None,
-    ) -> Builder[S, E_co]:
+    ) -> GraphBuilder[S, E_co]:
         """After *source*, run *to* concurrently from the same snapshot.
 
         Their states merge, then the run goes on at *join* (a node or
@@ -171,15 +171,15 @@ class Builder(Generic[S, E_co]):
         edge = FanOut(tuple(to), join, merge, dict(reducers or {}))
         return attrs.evolve(self, edges=(*self._edges, (source, edge)))
 
-    def entry(self, name: str) -> Builder[S, E_co]:
+    def entry(self, name: str) -> GraphBuilder[S, E_co]:
         """Start runs at *name*."""
         return attrs.evolve(self, entry=name)
 
-    def limits(self, limits: Limits) -> Builder[S, E_co]:
+    def limits(self, limits: GraphLimits) -> GraphBuilder[S, E_co]:
         """Default limits for runs of the built graph."""
         return attrs.evolve(self, limits=limits)
 
-    def gate(self, *gates: Gate[S]) -> Builder[S, E_co]:
+    def gate(self, *gates: Gate[S]) -> GraphBuilder[S, E_co]:
         """Ask *gates* before every transition of every run.
 
         Runs' own ``gates=`` come after these.  Gates given here also apply
@@ -187,7 +187,7 @@ class Builder(Generic[S, E_co]):
         """
         return attrs.evolve(self, gates=(*self._gates, *gates))
 
-    def observe(self, *observers: Observer[S]) -> Builder[S, E_co]:
+    def observe(self, *observers: Observer[S]) -> GraphBuilder[S, E_co]:
         """Show *observers* the snapshot after every step of every run
         (each node, or fan-out), once committed."""
         return attrs.evolve(self, observers=(*self._observers, *observers))
@@ -229,12 +229,12 @@ class Builder(Generic[S, E_co]):
         return Graph.make(machine, self._limits, self._gates, self._observers)
 
 
-def builder(state_type: type[S]) -> Builder[S, Never]:
+def builder(state_type: type[S]) -> GraphBuilder[S, Never]:
     """Start describing a graph over *state_type* (an attrs class, say).
 
     .. versionadded:: 0.1.0
     """
-    return Builder(state_type)
+    return GraphBuilder(state_type)
 
 
 def _literal_targets(router: Callable[..., object]) -> tuple[str, ...] | None:

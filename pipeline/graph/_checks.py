@@ -18,7 +18,7 @@ import attrs
 from .._handler import Handler
 from ..errors import GraphDefect
 from ._edges import Edge, FanOut, Route, targets
-from ._model import END, Limits
+from ._model import END, GraphLimits
 
 
 @final
@@ -29,7 +29,7 @@ class Plan:
     nodes: tuple[tuple[str, Handler[Any, Any, Any]], ...]
     edges: tuple[tuple[str, Edge], ...]
     entry: str | None
-    limits: Limits
+    limits: GraphLimits
 
 
 @final

@@ -9,7 +9,7 @@ import attrs
 
 from returns.result import Failure
 
-from ..errors import UnknownRoute
+from ..failures import UnknownRoute
 from ._model import END
 
 

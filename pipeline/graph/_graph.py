@@ -9,8 +9,6 @@ snapshots and the checkpoints.
 
 from __future__ import annotations
 
-import uuid
-
 from collections.abc import Sequence
 from typing import Any, Generic, TypeAlias, TypeVar, final
 
@@ -18,8 +16,10 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from .._handler import Call, Handler
-from ..errors import (
+from .._context import Context
+from .._handler import Handler
+from ..agents import prompt_tool
+from ..failures import (
     CheckpointDecodeError,
     ConcurrentModification,
     FanOutLimitExceeded,
@@ -34,15 +34,22 @@ from ..errors import (
     ThreadBusy,
     UnknownRoute,
 )
-from ..fold import _engine
-from ..fold._checkpoints import Threads
-from ..fold._codec import Codec
-from ..fold._engine import EventSink, Hooks, Migration
-from ..fold._model import Gate, Observer, Snapshot
-from ..fold._store import CheckpointStore, check_thread_id
+from ..fold import (
+    EventSink,
+    Gate,
+    Hooks,
+    Observer,
+    Runnable,
+    Snapshot,
+    handler_call,
+    new_thread,
+)
+from ..stores import CheckpointStore
+from ..tools import Tool
 from ._draw import mermaid
 from ._machine import GraphMachine
-from ._model import Limits
+from ._model import GraphLimits
+from ._tool import state_tool
 
 
 S = TypeVar("S")
@@ -66,25 +73,17 @@ GraphFailure: TypeAlias = (
 """Failures the graph machinery itself can return."""
 
 
-def _handler_call(
-    machine: GraphMachine[S], limits: Limits, hooks: Hooks[S]
-) -> Call[S, S, Any]:
-    async def run_graph(state: S) -> Result[S, Any]:
-        out = await _engine.run(
-            machine,
-            machine.start(state, uuid.uuid4().hex),
-            limits,
-            hooks=hooks,
-            max_steps=limits.max_steps,
-        )
-        return _engine.outcome(out, machine.name)
-
-    return run_graph
+def _same(state: S) -> S:
+    return state
 
 
 @final
 @attrs.frozen(eq=False, repr=False)
-class Graph(Handler[S, S, E_co | GraphFailure], Threads[S], Generic[S, E_co]):
+class Graph(
+    Handler[S, S, E_co | GraphFailure],
+    Runnable[S, GraphLimits, E_co | GraphFailure, GraphMachine[S]],
+    Generic[S, E_co],
+):
     """A validated graph over state *S* whose nodes fail with *E*.
 
     Make one with :func:`~pipeline.graph.builder`.  Immutable; one graph
@@ -99,7 +98,7 @@ class Graph(Handler[S, S, E_co | GraphFailure], Threads[S], Generic[S, E_co]):
 
     state_type: type[S]
     _machine: GraphMachine[S] = attrs.field(alias="machine")
-    limits: Limits
+    limits: GraphLimits
     gates: tuple[Gate[S], ...] = ()
     observers: tuple[Observer[S], ...] = ()
 
@@ -107,14 +106,25 @@ class Graph(Handler[S, S, E_co | GraphFailure], Threads[S], Generic[S, E_co]):
     def make(
         cls,
         machine: GraphMachine[S],
-        limits: Limits,
+        limits: GraphLimits,
         gates: Sequence[Gate[S]] = (),
         observers: Sequence[Observer[S]] = (),
     ) -> Graph[S, Any]:
         """A graph over *machine* (see :func:`~pipeline.graph.builder`)."""
-        hooks = Hooks(tuple(gates), tuple(observers))
+
+        def start(state: S) -> Snapshot[S]:
+            return machine.start(state, new_thread(None))
+
+        call = handler_call(
+            machine,
+            limits,
+            Hooks(tuple(gates), tuple(observers)),
+            limits.max_steps,
+            start,
+            _same,
+        )
         return cls(
-            _handler_call(machine, limits, hooks),
+            call,
             machine.name,
             machine.state_type,
             machine,
@@ -128,21 +138,6 @@ class Graph(Handler[S, S, E_co | GraphFailure], Threads[S], Generic[S, E_co]):
         """Node names, in the order they were added."""
         return tuple(self._machine.nodes)
 
-    @property
-    def entry(self) -> str:
-        """The node runs start at."""
-        return self._machine.entry
-
-    @property
-    def fingerprint(self) -> str:
-        """Identifies the graph's shape (and version); stored in records."""
-        return self._machine.fingerprint
-
-    @property
-    def codec(self) -> Codec[S]:
-        """Encodes this graph's snapshots to records and back."""
-        return self._machine.codec
-
     def __repr__(self) -> str:
         return (
             f"Graph({self.name!r}, {len(self._machine.nodes)} nodes, "
@@ -153,12 +148,7 @@ class Graph(Handler[S, S, E_co | GraphFailure], Threads[S], Generic[S, E_co]):
 
     def start(self, state: S, *, thread_id: str | None = None) -> Snapshot[S]:
         """The admission snapshot: *state* before the entry node runs."""
-        return self._machine.start(
-            state,
-            uuid.uuid4().hex
-            if thread_id is None
-            else check_thread_id(thread_id),
-        )
+        return self._machine.start(state, new_thread(thread_id))
 
     async def step(
         self, snap: Snapshot[S]
@@ -173,15 +163,10 @@ class Graph(Handler[S, S, E_co | GraphFailure], Threads[S], Generic[S, E_co]):
 
     # -- running ----------------------------------------------------------------
 
-    def _hooks(
-        self,
-        gates: Sequence[Gate[S]],
-        observers: Sequence[Observer[S]],
-        on_event: EventSink | None,
-    ) -> Hooks[S]:
-        return Hooks(
-            (*self.gates, *gates), (*self.observers, *observers), on_event
-        )
+    @staticmethod
+    def max_steps(limits: GraphLimits, /) -> int:
+        """Steps a run under *limits* may take: ``limits.max_steps``."""
+        return limits.max_steps
 
     async def run(
         self,
@@ -192,58 +177,38 @@ class Graph(Handler[S, S, E_co | GraphFailure], Threads[S], Generic[S, E_co]):
         gates: Sequence[Gate[S]] = (),
         observers: Sequence[Observer[S]] = (),
         on_event: EventSink | None = None,
-        limits: Limits | None = None,
+        limits: GraphLimits | None = None,
     ) -> Result[Snapshot[S], E_co | GraphFailure]:
         """Run from *state* to END (or a limit, a stop, an interrupt).
 
         With a *store*, an admission record (version 0) is committed first,
         then one record per transition, before the next node starts.  The
         result is the last snapshot; its status says how the run ended.
-        *gates* and *observers* run after the graph's own.
+        *gates* and *observers* run after the graph's own; *limits*
+        replace the graph's for this run.  :meth:`resume` continues a
+        thread.
         """
-        limits = limits or self.limits
-        return await _engine.run(
-            self._machine,
+        return await self.fold(
             self.start(state, thread_id=thread_id),
-            limits,
             store=store,
-            hooks=self._hooks(gates, observers, on_event),
-            max_steps=limits.max_steps,
+            gates=gates,
+            observers=observers,
+            on_event=on_event,
+            limits=limits,
         )
 
-    async def resume(
-        self,
-        store: CheckpointStore,
-        thread_id: str,
-        *,
-        version: int | None = None,
-        answer: object = None,
-        migrate: Migration | None = None,
-        gates: Sequence[Gate[S]] = (),
-        observers: Sequence[Observer[S]] = (),
-        on_event: EventSink | None = None,
-        limits: Limits | None = None,
-    ) -> Result[Snapshot[S], E_co | GraphFailure]:
-        """Continue a thread from its latest (or a chosen) checkpoint.
-
-        Resuming from an older *version* grows a new branch inside the
-        thread; older records never change.  A checkpoint written by a
-        graph with another fingerprint is refused with
-        :class:`~pipeline.errors.IncompatibleGraph` unless *migrate* maps
-        it to this graph.  *answer* goes to the gate of an interrupted
-        transition (or to the nested run that paused inside it).
-        """
-        limits = limits or self.limits
-        return await _engine.resume_thread(
-            self._machine,
-            limits,
-            store=store,
-            thread_id=thread_id,
-            version=version,
-            answer=answer,
-            migrate=migrate,
-            hooks=self._hooks(gates, observers, on_event),
-            max_steps=limits.max_steps,
+    def as_tool(
+        self, *, name: str | None = None, description: str | None = None
+    ) -> Tool:
+        """This graph as a tool a model calls (see
+        :func:`pipeline.agents.as_tool`): over contexts, it takes a prompt
+        and answers with the final text; over another state, it takes the
+        state's fields as arguments and answers with the final state as
+        JSON."""
+        if self.state_type is Context:
+            return prompt_tool(self, name=name, description=description)  # type: ignore[arg-type]  # S is Context here
+        return state_tool(
+            self, self.state_type, name=name, description=description
         )
 
     # -- drawing ----------------------------------------------------------------

@@ -21,21 +21,24 @@ from returns.result import Failure, Result, Success
 from .._concurrency import Earliest, Siblings, run_pool
 from .._handler import Handler
 from .._runners import AnyCall, located
-from ..errors import FanOutLimitExceeded
-from ..fold._codec import Codec, check_document
-from ..fold._fingerprint import fingerprint, same_shape
-from ..fold._journal import (
+from ..failures import FanOutLimitExceeded
+from ..fold import (
     Boundary,
+    Codec,
+    Snapshot,
+    Status,
     branch_key,
+    check_document,
     current_boundary,
     enter,
+    fingerprint,
     leave,
+    same_shape,
 )
-from ..fold._model import Snapshot, Status
 from ..runs import tracing_now
 from ._edges import Edge, FanOut, Where, advancer, targets
 from ._merge import merge_states
-from ._model import END, Limits
+from ._model import END, GraphLimits
 
 
 S = TypeVar("S")
@@ -117,7 +120,7 @@ class GraphMachine(Generic[S]):
             fingerprint=self.fingerprint,
         )
 
-    async def step(self, snap: Snapshot[S], limits: Limits, /) -> Any:
+    async def step(self, snap: Snapshot[S], limits: GraphLimits, /) -> Any:
         """The transition; the new snapshot or a ``Failure``."""
         nodes = snap.next
         if snap.join is None and len(nodes) == 1:
@@ -155,7 +158,7 @@ class GraphMachine(Generic[S]):
         )
 
     def refuse_fanout(
-        self, snap: Snapshot[S], limits: Limits
+        self, snap: Snapshot[S], limits: GraphLimits
     ) -> Failure[FanOutLimitExceeded] | None:
         """Why *snap*'s fan-out may not start (too wide), or ``None``."""
         if len(snap.next) > limits.max_fanout:
@@ -200,7 +203,7 @@ class GraphMachine(Generic[S]):
             _RUNNING if nxt else _DONE,
         )
 
-    async def _branches(self, snap: Snapshot[S], limits: Limits) -> Any:
+    async def _branches(self, snap: Snapshot[S], limits: GraphLimits) -> Any:
         names = snap.next
         base = snap.state
         outs: list[Any] = [_MISSING] * len(names)

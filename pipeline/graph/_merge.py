@@ -10,13 +10,9 @@ import attrs
 from pyrsistent import PVector
 from returns.result import Failure, Result, Success
 
-from .._context import (
-    Context,
-    context_extends,
-    extends,
-    merge_branches,
-)
-from ..errors import MergeConflict
+from .._context import Context, context_extends, merge_branches
+from .._fields import extends
+from ..failures import MergeConflict
 from ._edges import Reducer
 
 

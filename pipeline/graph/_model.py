@@ -17,7 +17,7 @@ DEFAULT_CONCURRENCY: Final = 16
 
 @final
 @attrs.frozen
-class Limits:
+class GraphLimits:
     """Finite limits, checked before the work they guard starts.
 
     *max_steps* bounds a thread's transitions, counted from its start (a
@@ -35,5 +35,5 @@ class Limits:
     def __attrs_post_init__(self) -> None:
         for name in ("max_steps", "max_fanout", "concurrency"):
             if getattr(self, name) < 1:
-                msg = f"Limits.{name} must be at least 1"
+                msg = f"GraphLimits.{name} must be at least 1"
                 raise ValueError(msg)

@@ -6,7 +6,9 @@ Adapters live in their own modules so that their SDKs load only when used:
 :func:`from_env` picks one of them when its API key is set.
 """
 
-from ..errors import ModelError as ModelError
+from typing import TYPE_CHECKING
+
+from .._moved import moved
 from ._env import from_env as from_env
 from ._types import DeltaSink as DeltaSink
 from ._types import Model as Model
@@ -24,7 +26,6 @@ __all__ = (
     "DeltaSink",
     "Model",
     "ModelDelta",
-    "ModelError",
     "ModelRequest",
     "ModelResponse",
     "ResponseSchema",
@@ -34,3 +35,11 @@ __all__ = (
     "ToolSpec",
     "from_env",
 )
+
+if not TYPE_CHECKING:  # type checkers refuse the old paths
+    __getattr__ = moved(
+        __name__,
+        {
+            "ModelError": "pipeline.failures:ModelError",
+        },
+    )

@@ -15,7 +15,7 @@ import attrs
 
 from anyio.lowlevel import EventLoopToken, current_token
 
-from ..errors import ModelError
+from ..failures import ModelError
 from ._transport import TRANSPORT_ERRORS
 
 

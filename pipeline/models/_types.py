@@ -11,7 +11,8 @@ from returns.result import Result
 
 from .._messages import Message, ToolCall, Usage
 from .._schema import schema_for
-from ..errors import ConstructionError, ModelError
+from ..errors import ConstructionError
+from ..failures import ModelError
 
 
 @final

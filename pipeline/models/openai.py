@@ -12,7 +12,7 @@ from returns.result import Failure, Result, Success
 
 from .._messages import Message, Role, Usage
 from .._serde import safe_call, unicode_safe
-from ..errors import ModelError
+from ..failures import ModelError
 from ..secrets import Secret, reveal
 from ._adapter import ClientOwner, sdk_error, stop_reason
 from ._transport import TRANSPORT_ERRORS

@@ -1,15 +1,63 @@
-"""Checkpoint stores on database servers, for runners on several machines.
+"""Checkpoint stores: where a fold's records live.
 
-Each lives in a module of its own, which imports its client library (an
-extra) only when it is imported itself; ``import pipeline`` never does:
+A store keeps opaque records (bytes and a checksum) per thread, commits
+them by compare-and-set on the thread's head, and leases each thread to one
+runner at a time (see :class:`CheckpointStore` for the contract every store
+meets, checked by one conformance suite).
+
+Embedded (imported with this package, standard library only):
+
+- :class:`MemoryStore`: a dict; fast, per process, not durable;
+- :class:`SQLiteStore`: a file; the durable default;
+- :class:`SignedStore`: wraps any store and signs its records (HMAC).
+
+On database servers, for runners on several machines, each in a module of
+its own that imports its client library (an extra) only when it is imported
+itself:
 
 - :mod:`pipeline.stores.postgres`: :class:`~pipeline.stores.postgres.PostgresStore`
   (``pip install 'pipeline[postgres]'``);
 - :mod:`pipeline.stores.redis`: :class:`~pipeline.stores.redis.RedisStore`
   (``pip install 'pipeline[redis]'``).
 
-The embedded stores, :class:`~pipeline.fold.MemoryStore` and
-:class:`~pipeline.fold.SQLiteStore`, are in :mod:`pipeline.fold`.
+Writing a store of your own: implement :class:`CheckpointStore`, deciding
+leases with :func:`take` and :func:`holds` on a :class:`LeaseRow` and
+versions with :func:`next_version` as every store here does, and run the
+conformance suite (``tests/graph/test_store_conformance.py``) against it.
+Runners take a thread's lease with :func:`leased`.
 """
 
-__all__ = ()
+from ._lease import leased as leased
+from ._memory import MemoryStore as MemoryStore
+from ._protocol import DEFAULT_LEASE_TTL as DEFAULT_LEASE_TTL
+from ._protocol import MAX_THREAD_ID as MAX_THREAD_ID
+from ._protocol import CheckpointStore as CheckpointStore
+from ._protocol import Lease as Lease
+from ._protocol import LeaseRow as LeaseRow
+from ._protocol import Record as Record
+from ._protocol import check_thread_id as check_thread_id
+from ._protocol import holds as holds
+from ._protocol import next_version as next_version
+from ._protocol import record_checksum as record_checksum
+from ._protocol import take as take
+from ._signed import SignedStore as SignedStore
+from ._sqlite import SQLiteStore as SQLiteStore
+
+
+__all__ = (
+    "DEFAULT_LEASE_TTL",
+    "MAX_THREAD_ID",
+    "CheckpointStore",
+    "Lease",
+    "LeaseRow",
+    "MemoryStore",
+    "Record",
+    "SQLiteStore",
+    "SignedStore",
+    "check_thread_id",
+    "holds",
+    "leased",
+    "next_version",
+    "record_checksum",
+    "take",
+)

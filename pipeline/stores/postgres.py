@@ -1,28 +1,44 @@
-"""A checkpoint store in PostgreSQL (``pip install 'pipeline[postgres]'``).
+"""PostgreSQL checkpoint store: for runners on several processes or machines.
 
-Usage::
+psycopg 3's async connections (``psycopg.AsyncConnection``) in a
+``psycopg_pool.AsyncConnectionPool``.  Two tables in the store's *schema*::
 
-    from pipeline.stores.postgres import PostgresStore
+    pipeline_checkpoints(thread_id, version, parent, data bytea, checksum)
+        primary key (thread_id, version), plus a partial index on the
+        thread ids of version 0 (every thread has one) for threads()
+    pipeline_leases(thread_id primary key, owner, token, expires float8)
 
-    async with PostgresStore("postgresql://app@db/app") as store:
-        await graph.run(state, store=store, thread_id="t1")
+Every change to a thread (commit, acquire, renew, release, delete) is one
+transaction that first takes a transaction-scoped **advisory lock** on a
+hash of the schema and the thread id (``pg_advisory_xact_lock``), then
+reads the thread's head and lease and decides (the same decisions as every
+store: :func:`~pipeline.stores._protocol.take`, :func:`~pipeline.stores._protocol.holds`).
+So the writers of one thread queue on that lock, writers of different
+threads do not wait for each other, and no row exists only to be locked
+(a deleted thread leaves nothing behind).  The primary key is a second
+guard: two records of one version can never both be stored.  Leases run on
+the **server's clock** (``clock_timestamp()``, read under the lock), so
+runners on machines whose clocks differ still agree on who holds a thread.
 
-Runners on any number of processes and machines share one database: every
-change to a thread is one transaction under a lock on that thread (a
-PostgreSQL advisory lock), so of several writers exactly one wins each
-version, and leases (who runs a thread, fenced by a token) run on the
-server's clock.  The store keeps two tables, ``pipeline_checkpoints`` and
-``pipeline_leases``, in its *schema* (``public`` unless given), and
-creates them if they are missing.
-
-It runs psycopg 3's asyncio connection pool on an event loop of its own,
-in a thread: so it serves asyncio and trio alike, any event loop, and a
-cancelled caller never leaves a transaction half-done (the work it started
-finishes on the store's loop).
+**asyncio and trio.** psycopg's async API runs on asyncio only, and a pool
+belongs to the event loop that opened it.  The store runs its pool on an
+asyncio event loop of its own, in a daemon thread; callers on any anyio
+backend (asyncio or trio), on any event loop or thread, hand it work and
+are woken in their own loop when it is done.  So one store serves asyncio
+and trio alike, is never bound to its caller's loop, and a caller's
+cancellation (anyio's, or asyncio's native ``task.cancel()``) never
+reaches the database work: a transaction that started runs to its end on
+its connection, and the connection goes back to the pool idle.  (The other
+way, psycopg's sync API in worker threads, holds a thread per operation in
+flight; the loop multiplexes every operation on one.)  The cost is one hop
+between threads per call, small beside a round trip to the server.
 """
 
+from __future__ import annotations
+
+
 try:
-    import psycopg  # noqa: F401  # the clear error below, if missing
+    import psycopg  # the clear error below, if missing
     import psycopg_pool  # noqa: F401
 except ImportError as exc:
     msg = (
@@ -31,7 +47,505 @@ except ImportError as exc:
     )
     raise ImportError(msg, name=exc.name) from exc
 
-from ..fold._postgres import PostgresStore as PostgresStore
+import contextlib
+import functools
+import math
+
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar, final
+
+import psycopg
+
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+from returns.pipeline import is_successful
+from returns.result import Failure, Result, Success
+
+from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
+from ._bridge import LoopThread
+from ._protocol import (
+    DEFAULT_LEASE_TTL,
+    Lease,
+    LeaseRow,
+    Record,
+    holds,
+    next_version,
+    take,
+)
 
 
 __all__ = ("PostgresStore",)
+
+T = TypeVar("T")
+_Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+
+_LOCK = sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))")
+_NOW = sql.SQL("extract(epoch FROM clock_timestamp())::float8")
+
+
+@final
+class _Statements:
+    """The store's SQL, with its schema's tables in it."""
+
+    def __init__(self, schema: str) -> None:
+        ck = sql.Identifier(schema, "pipeline_checkpoints")
+        leases = sql.Identifier(schema, "pipeline_leases")
+        self.tables = (
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                "thread_id text NOT NULL, "
+                "version bigint NOT NULL, "
+                "parent bigint, "
+                "data bytea NOT NULL, "
+                "checksum text NOT NULL, "
+                "PRIMARY KEY (thread_id, version))"
+            ).format(ck),
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON {} (thread_id) "
+                "WHERE version = 0"
+            ).format(sql.Identifier("pipeline_checkpoints_threads"), ck),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                "thread_id text PRIMARY KEY, "
+                "owner text NOT NULL, "
+                "token bigint NOT NULL, "
+                "expires double precision NOT NULL)"
+            ).format(leases),
+        )
+        self.names = (
+            f"{_quote(schema)}.pipeline_checkpoints",
+            f"{_quote(schema)}.pipeline_checkpoints_threads",
+            f"{_quote(schema)}.pipeline_leases",
+        )
+        self.lease = sql.SQL(
+            "SELECT l.owner, l.token, l.expires, {} "
+            "FROM (VALUES (1)) AS one "
+            "LEFT JOIN {} AS l ON l.thread_id = %s"
+        ).format(_NOW, leases)
+        self.state = sql.SQL(
+            "SELECT (SELECT max(version) FROM {} WHERE thread_id = %(t)s), "
+            "l.owner, l.token, l.expires "
+            "FROM (VALUES (1)) AS one "
+            "LEFT JOIN {} AS l ON l.thread_id = %(t)s"
+        ).format(ck, leases)
+        self.insert = sql.SQL(
+            "INSERT INTO {} (thread_id, version, parent, data, checksum) "
+            "VALUES (%s, %s, %s, %s, %s)"
+        ).format(ck)
+        self.put_lease = sql.SQL(
+            "INSERT INTO {} (thread_id, owner, token, expires) "
+            "VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (thread_id) DO UPDATE SET owner = EXCLUDED.owner, "
+            "token = EXCLUDED.token, expires = EXCLUDED.expires"
+        ).format(leases)
+        self.records = sql.SQL(
+            "SELECT version, parent, data, checksum FROM {} "
+            "WHERE thread_id = %(t)s "
+            "AND (%(upto)s::bigint IS NULL OR version <= %(upto)s::bigint) "
+            "ORDER BY version"
+        ).format(ck)
+        self.head = sql.SQL(
+            "SELECT max(version) FROM {} WHERE thread_id = %s"
+        ).format(ck)
+        self.threads = sql.SQL(
+            "SELECT thread_id FROM {} WHERE version = 0"
+        ).format(ck)
+        self.delete = (
+            sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(ck),
+            sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(leases),
+        )
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _lease_row(
+    owner: str | None, token: int | None, expires: float | None
+) -> LeaseRow | None:
+    if owner is None or token is None or expires is None:
+        return None
+    return LeaseRow(owner, token, expires)
+
+
+async def _configure(conn: _Conn) -> None:
+    # Each statement under the thread's lock must see what the previous
+    # holder committed: read committed, whatever the server's default.
+    await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+
+
+@final
+class PostgresStore:
+    """A :class:`~pipeline.fold.CheckpointStore` in a PostgreSQL database,
+    for runners on several processes or machines.
+
+    *conninfo* is a libpq connection string or URL
+    (``"postgresql://user@host/db"``).  The store keeps its tables in
+    *schema* (created with them if missing; give each application or test
+    its own to keep their threads apart), holds up to *pool_size*
+    connections, and waits up to *pool_timeout* seconds for a connection
+    (to the server, or from the pool).  Leases run on the server's clock.
+
+    Open it before use, and close it after::
+
+        async with PostgresStore(url) as store:
+            ...
+        store = await PostgresStore.connect(url)  # the same, opened
+        await store.aclose()
+
+    It works on asyncio and trio alike (see
+    :mod:`pipeline.stores.postgres`).  A commit is durable on return (as the
+    server's ``synchronous_commit`` makes it).  A commit that raises (the
+    connection broke) may or may not have landed: read the thread's head to
+    know.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str = "public",
+        pool_size: int = 10,
+        pool_timeout: float = 30.0,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+    ) -> None:
+        if pool_size < 1:
+            msg = f"pool_size must be at least 1, not {pool_size}"
+            raise ValueError(msg)
+        self._conninfo = conninfo
+        self.schema = schema
+        self._pool_size = pool_size
+        self._timeout = pool_timeout
+        self._lease_ttl = lease_ttl
+        self._sql = _Statements(schema)
+        self._loop: LoopThread | None = None
+        self._pool: AsyncConnectionPool[_Conn] | None = None
+
+    @classmethod
+    async def connect(
+        cls,
+        conninfo: str,
+        *,
+        schema: str = "public",
+        pool_size: int = 10,
+        pool_timeout: float = 30.0,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+    ) -> PostgresStore:
+        """A store on *conninfo*, opened (close it with :meth:`aclose`).
+
+        Raises:
+            psycopg.OperationalError: The server cannot be reached.
+        """
+        store = cls(
+            conninfo,
+            schema=schema,
+            pool_size=pool_size,
+            pool_timeout=pool_timeout,
+            lease_ttl=lease_ttl,
+        )
+        await store.open()
+        return store
+
+    @property
+    def lease_ttl(self) -> float:
+        """See :attr:`~pipeline.fold.CheckpointStore.lease_ttl`."""
+        return self._lease_ttl
+
+    async def open(self) -> None:
+        """Connect, create the schema and tables if missing, open the pool.
+
+        Raises:
+            psycopg.OperationalError: The server cannot be reached.
+            RuntimeError: The store was opened already (a closed store
+                stays closed: make a new one).
+        """
+        if self._loop is not None:
+            msg = f"{self!r} was opened already"
+            raise RuntimeError(msg)
+        loop = LoopThread(f"pipeline-postgres:{self.schema}")
+        try:
+            await loop.run(self._open, shield=True)
+        except BaseException:
+            await loop.close(self._close)
+            raise
+        self._loop = loop
+
+    async def aclose(self) -> None:
+        """Let the calls in flight finish; close the pool.  Idempotent."""
+        if self._loop is None:
+            return
+        await self._loop.close(self._close)
+
+    async def __aenter__(self) -> PostgresStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(schema={self.schema!r})"
+
+    # -- the caller's side -----------------------------------------------------
+
+    async def _call(
+        self, work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
+    ) -> T:
+        if self._loop is None:
+            msg = (
+                f"{self!r} is not open: use `async with PostgresStore(...)` "
+                "or `await PostgresStore.connect(...)`"
+            )
+            raise RuntimeError(msg)
+        return await self._loop.run(work, shield=shield)
+
+    async def commit(
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> Result[None, ConcurrentModification | LeaseLost]:
+        """See :meth:`~pipeline.fold.CheckpointStore.commit` (one
+        transaction, under the thread's lock)."""
+        return await self._call(
+            functools.partial(self._commit, record, expected_head, lease),
+            shield=True,
+        )
+
+    async def records(
+        self, thread_id: str, *, upto: int | None = None
+    ) -> Sequence[Record]:
+        """See :meth:`~pipeline.fold.CheckpointStore.records`."""
+        return await self._call(
+            functools.partial(self._records, thread_id, upto), shield=False
+        )
+
+    async def head(self, thread_id: str) -> int | None:
+        """See :meth:`~pipeline.fold.CheckpointStore.head`."""
+        return await self._call(
+            functools.partial(self._head, thread_id), shield=False
+        )
+
+    async def threads(self) -> Sequence[str]:
+        """See :meth:`~pipeline.fold.CheckpointStore.threads`."""
+        return await self._call(self._threads, shield=False)
+
+    async def delete(self, thread_id: str) -> None:
+        """See :meth:`~pipeline.fold.CheckpointStore.delete`.
+
+        The rows are deleted; PostgreSQL reclaims their space when it
+        vacuums the tables (their bytes stay in the files until then, and
+        in the write-ahead log and backups as the server keeps them).
+        """
+        await self._call(
+            functools.partial(self._delete, thread_id), shield=True
+        )
+
+    async def acquire(
+        self, thread_id: str, owner: str, *, ttl: float
+    ) -> Result[Lease, ThreadBusy]:
+        """See :meth:`~pipeline.fold.CheckpointStore.acquire` (on the
+        server's clock)."""
+        return await self._call(
+            functools.partial(self._acquire, thread_id, owner, ttl),
+            shield=True,
+        )
+
+    async def renew(
+        self, lease: Lease, *, ttl: float
+    ) -> Result[Lease, LeaseLost]:
+        """See :meth:`~pipeline.fold.CheckpointStore.renew` (on the
+        server's clock)."""
+        return await self._call(
+            functools.partial(self._renew, lease, ttl), shield=True
+        )
+
+    async def release(self, lease: Lease) -> None:
+        """See :meth:`~pipeline.fold.CheckpointStore.release`."""
+        await self._call(functools.partial(self._release, lease), shield=True)
+
+    # -- the loop's side -------------------------------------------------------
+
+    async def _open(self) -> None:
+        # One plain connection first: a wrong address fails at once, not
+        # after the pool's retries.
+        async with await psycopg.AsyncConnection.connect(
+            self._conninfo,
+            autocommit=True,
+            connect_timeout=math.ceil(self._timeout),
+        ) as conn:
+            await self._create_tables(conn)
+        pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=self._pool_size,
+            kwargs={"autocommit": True},
+            configure=_configure,
+            timeout=self._timeout,
+            open=False,
+            name=f"pipeline-{self.schema}",
+        )
+        self._pool = pool  # closed by _close, even if opening fails
+        await pool.open(wait=True, timeout=self._timeout)
+
+    async def _create_tables(self, conn: _Conn) -> None:
+        cur = await conn.execute(
+            "SELECT to_regclass(%s), to_regclass(%s), to_regclass(%s)",
+            self._sql.names,
+        )
+        found = await cur.fetchone()
+        if found is not None and None not in found:
+            return  # nothing to create (and maybe no right to create it)
+        async with conn.transaction():
+            # Several processes may open a new store at once: the catalog
+            # does not take concurrent CREATE ... IF NOT EXISTS well.
+            await conn.execute(_LOCK, ("pipeline-schema",))
+            cur = await conn.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                (self.schema,),
+            )
+            if await cur.fetchone() is None:
+                await conn.execute(
+                    sql.SQL("CREATE SCHEMA {}").format(
+                        sql.Identifier(self.schema)
+                    )
+                )
+            for statement in self._sql.tables:
+                await conn.execute(statement)
+
+    async def _close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    def _connection(self) -> contextlib.AbstractAsyncContextManager[_Conn]:
+        assert self._pool is not None  # noqa: S101  # open before any call
+        return self._pool.connection()
+
+    async def _lock(self, conn: _Conn, thread_id: str) -> None:
+        await conn.execute(_LOCK, (f"{self.schema}/{thread_id}",))
+
+    async def _lease(
+        self, conn: _Conn, thread_id: str
+    ) -> tuple[LeaseRow | None, float]:
+        cur = await conn.execute(self._sql.lease, (thread_id,))
+        row = await cur.fetchone()
+        assert row is not None  # noqa: S101  # one row, always
+        owner, token, expires, now = row
+        return _lease_row(owner, token, expires), now
+
+    async def _put_lease(self, conn: _Conn, lease: Lease) -> None:
+        await conn.execute(
+            self._sql.put_lease,
+            (lease.thread_id, lease.owner, lease.token, lease.expires),
+        )
+
+    async def _commit(
+        self, record: Record, expected_head: int | None, lease: Lease | None
+    ) -> Result[None, ConcurrentModification | LeaseLost]:
+        thread = record.thread_id
+        conn: _Conn
+        async with self._connection() as conn, conn.transaction():
+            await self._lock(conn, thread)
+            cur = await conn.execute(self._sql.state, {"t": thread})
+            row = await cur.fetchone()
+            assert row is not None  # noqa: S101  # one row, always
+            head, owner, token, expires = row
+            if lease is not None and not holds(
+                _lease_row(owner, token, expires), lease
+            ):
+                return Failure(LeaseLost(thread))
+            if head != expected_head or record.version != next_version(head):
+                return Failure(
+                    ConcurrentModification(thread, expected_head, head)
+                )
+            await conn.execute(
+                self._sql.insert,
+                (
+                    thread,
+                    record.version,
+                    record.parent,
+                    record.data,
+                    record.checksum,
+                ),
+            )
+        return Success(None)
+
+    async def _records(
+        self, thread_id: str, upto: int | None
+    ) -> Sequence[Record]:
+        conn: _Conn
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                self._sql.records, {"t": thread_id, "upto": upto}, binary=True
+            )
+            rows = await cur.fetchall()
+        return tuple(
+            Record(thread_id, version, parent, bytes(data), checksum)
+            for version, parent, data, checksum in rows
+        )
+
+    async def _head(self, thread_id: str) -> int | None:
+        conn: _Conn
+        async with self._connection() as conn:
+            cur = await conn.execute(self._sql.head, (thread_id,))
+            row = await cur.fetchone()
+        assert row is not None  # noqa: S101  # an aggregate: one row
+        head: int | None = row[0]
+        return head
+
+    async def _threads(self) -> Sequence[str]:
+        conn: _Conn
+        async with self._connection() as conn:
+            cur = await conn.execute(self._sql.threads)
+            rows = await cur.fetchall()
+        # Python's order (code points), not the database's collation.
+        return sorted(str(thread) for (thread,) in rows)
+
+    async def _delete(self, thread_id: str) -> None:
+        conn: _Conn
+        async with self._connection() as conn, conn.transaction():
+            await self._lock(conn, thread_id)
+            for statement in self._sql.delete:
+                await conn.execute(statement, (thread_id,))
+
+    async def _acquire(
+        self, thread_id: str, owner: str, ttl: float
+    ) -> Result[Lease, ThreadBusy]:
+        conn: _Conn
+        async with self._connection() as conn, conn.transaction():
+            await self._lock(conn, thread_id)
+            row, now = await self._lease(conn, thread_id)
+            out = take(row, thread_id, owner, ttl, now)
+            if is_successful(out):
+                await self._put_lease(conn, out.unwrap())
+        return out
+
+    async def _renew(
+        self, lease: Lease, ttl: float
+    ) -> Result[Lease, LeaseLost]:
+        conn: _Conn
+        async with self._connection() as conn, conn.transaction():
+            await self._lock(conn, lease.thread_id)
+            row, now = await self._lease(conn, lease.thread_id)
+            if not holds(row, lease):
+                return Failure(LeaseLost(lease.thread_id))
+            renewed = Lease(
+                lease.thread_id, lease.owner, lease.token, now + ttl
+            )
+            await self._put_lease(conn, renewed)
+        return Success(renewed)
+
+    async def _release(self, lease: Lease) -> None:
+        conn: _Conn
+        async with self._connection() as conn, conn.transaction():
+            await self._lock(conn, lease.thread_id)
+            row, _ = await self._lease(conn, lease.thread_id)
+            if holds(row, lease):
+                await self._put_lease(
+                    conn,
+                    Lease(lease.thread_id, lease.owner, lease.token, 0.0),
+                )

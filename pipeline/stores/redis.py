@@ -1,28 +1,46 @@
-"""A checkpoint store in Redis (``pip install 'pipeline[redis]'``).
+"""Redis checkpoint store: for runners on several processes or machines.
 
-Usage::
+redis-py's asyncio client (``redis.asyncio``), under a key *prefix*::
 
-    from pipeline.stores.redis import RedisStore
+    {prefix}:threads          set: every thread id with a record
+    {prefix}:records:{id}     list: the thread's records, version = index
+    {prefix}:lease:{id}       hash: owner, token, expires (the lease row)
 
-    async with RedisStore("redis://cache:6379/0") as store:
-        await graph.run(state, store=store, thread_id="t1")
+A record is ``[version, parent, checksum]`` as JSON, a newline, then its
+bytes.  Versions are contiguous from 0 (each commit is ``head + 1``), so a
+list holds them in order, its length is the head plus one, and
+``records(upto=n)`` is one ``LRANGE``.
 
-Runners on any number of processes and machines share one Redis server:
-every change to a thread is one Lua script, which Redis runs atomically,
-so of several writers exactly one wins each version, and leases (who runs
-a thread, fenced by a token) run on the server's clock.  Every key starts
-with the store's *prefix* (``pipeline`` unless given); deleting a thread
-leaves none of its keys.  One server (with replicas or not), not Redis
-Cluster; durable as far as the server's persistence settings make it
-(``appendonly yes``, ``appendfsync always`` for every commit).
+Every change (commit, acquire, renew, release, delete) is one **Lua
+script**, which Redis runs atomically (``EVALSHA``, loading it again if the
+server lost it): a commit checks the lease (its token fences) and the head
+and appends in one step, so concurrent writers get exactly one winner per
+version.  Leases run on the **server's clock** (``TIME`` in the script);
+the token grows by one with every acquisition of a thread, as the lease row
+outlives releases.  ``delete`` removes the thread's keys and its set entry:
+nothing of it is left under the prefix.
 
-It runs redis-py's asyncio client on an event loop of its own, in a
-thread: so it serves asyncio and trio alike, any event loop, and a
-cancelled caller never interrupts a command in flight.
+The scripts touch the thread's keys and the shared set: one Redis server
+(with replicas, or not), not Redis Cluster.  A commit is applied when it
+returns, and durable as far as the server's persistence makes it
+(``appendonly yes`` with ``appendfsync always`` for every write).  The
+client does not retry a command whose connection broke (a retried commit
+could be refused as a conflict with itself): it raises, and the commit may
+or may not have landed; read the thread's head to know.
+
+**asyncio and trio.** redis-py's async client runs on asyncio only, and its
+connection pool belongs to one event loop; the store runs it on an asyncio
+event loop of its own, in a daemon thread, and serves callers on any anyio
+backend, loop or thread, as the PostgreSQL store does (see
+:mod:`pipeline.stores.postgres`): a caller's cancellation never interrupts a
+command in flight.
 """
 
+from __future__ import annotations
+
+
 try:
-    import redis  # noqa: F401  # the clear error below, if missing
+    import redis  # the clear error below, if missing
 except ImportError as exc:
     msg = (
         "pipeline.stores.redis needs the redis client "
@@ -30,7 +48,450 @@ except ImportError as exc:
     )
     raise ImportError(msg, name=exc.name) from exc
 
-from ..fold._redis import RedisStore as RedisStore
+import functools
+
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Final, TypeVar, final
+
+import orjson
+import redis.asyncio
+
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError
+from returns.result import Failure, Result, Success
+
+from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
+from ._bridge import LoopThread
+from ._protocol import DEFAULT_LEASE_TTL, Lease, Record
 
 
 __all__ = ("RedisStore",)
+
+T = TypeVar("T")
+
+# KEYS: records, lease, threads.  ARGV: thread id, expected head (-1: none),
+# version, the record's bytes, "1" if fenced by a lease, its owner, token.
+# Returns {0} committed, {1} lease lost, {2, head} the head moved (-1: none).
+_COMMIT: Final = """
+if ARGV[5] == '1' then
+  local row = redis.call('HMGET', KEYS[2], 'owner', 'token')
+  if row[1] ~= ARGV[6] or row[2] ~= ARGV[7] then
+    return {1}
+  end
+end
+local n = redis.call('LLEN', KEYS[1])
+if n - 1 ~= tonumber(ARGV[2]) or n ~= tonumber(ARGV[3]) then
+  return {2, n - 1}
+end
+redis.call('RPUSH', KEYS[1], ARGV[4])
+if n == 0 then
+  redis.call('SADD', KEYS[3], ARGV[1])
+end
+return {0}
+"""
+
+# The server's clock, in seconds since the epoch.
+_NOW: Final = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+"""
+
+# KEYS: lease.  ARGV: owner, ttl.  Returns {1, token, expires} taken, or
+# {0, seconds until the holder's lease expires} busy (see _store.take).
+_ACQUIRE: Final = (
+    _NOW
+    + """
+local row = redis.call('HMGET', KEYS[1], 'owner', 'token', 'expires')
+local token = 1
+if row[1] then
+  local expires = tonumber(row[3])
+  if expires > now and row[1] ~= ARGV[1] then
+    return {0, string.format('%.6f', expires - now)}
+  elseif expires > now then
+    token = tonumber(row[2])
+  else
+    token = tonumber(row[2]) + 1
+  end
+end
+local expires = string.format('%.6f', now + tonumber(ARGV[2]))
+token = string.format('%d', token)
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token,
+           'expires', expires)
+return {1, token, expires}
+"""
+)
+
+# KEYS: lease.  ARGV: owner, token, ttl.  Returns {1, expires} renewed, or
+# {0} lost (see _store.holds).
+_RENEW: Final = (
+    _NOW
+    + """
+local row = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if row[1] ~= ARGV[1] or row[2] ~= ARGV[2] then
+  return {0}
+end
+local expires = string.format('%.6f', now + tonumber(ARGV[3]))
+redis.call('HSET', KEYS[1], 'expires', expires)
+return {1, expires}
+"""
+)
+
+# KEYS: lease.  ARGV: owner, token.  The row stays: its token fences.
+_RELEASE: Final = """
+local row = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if row[1] == ARGV[1] and row[2] == ARGV[2] then
+  redis.call('HSET', KEYS[1], 'expires', '0')
+end
+return 0
+"""
+
+# KEYS: records, lease, threads.  ARGV: thread id.
+_DELETE: Final = """
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SREM', KEYS[3], ARGV[1])
+return 0
+"""
+
+
+_SCRIPTS: Final = {
+    "commit": _COMMIT,
+    "acquire": _ACQUIRE,
+    "renew": _RENEW,
+    "release": _RELEASE,
+    "delete": _DELETE,
+}
+
+
+def _encode(record: Record) -> bytes:
+    header = orjson.dumps([record.version, record.parent, record.checksum])
+    return header + b"\n" + record.data
+
+
+def _decode(thread_id: str, blob: bytes) -> Record:
+    header, _, data = blob.partition(b"\n")
+    version, parent, checksum = orjson.loads(header)
+    return Record(thread_id, version, parent, data, checksum)
+
+
+def _bytes(value: bytes | str) -> bytes:
+    # Replies are bytes (the client does not decode them).
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def _int(value: Any) -> int:
+    return int(value)
+
+
+def _float(value: Any) -> float:
+    return float(value)
+
+
+@final
+class RedisStore:
+    """A :class:`~pipeline.fold.CheckpointStore` in Redis, for runners on
+    several processes or machines.
+
+    *url* is a redis-py URL (``"redis://host:6379/0"``,
+    ``"rediss://..."``, ``"unix:///path?db=0"``).  Every key of the store
+    starts with *prefix* and a colon (give each application or test its own
+    to keep their threads apart).  Leases run on the server's clock.
+
+    Open it before use, and close it after::
+
+        async with RedisStore(url) as store:
+            ...
+        store = await RedisStore.connect(url)  # the same, opened
+        await store.aclose()
+
+    It works on asyncio and trio alike (see :mod:`pipeline.stores.redis`).
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "pipeline",
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+    ) -> None:
+        self._url = url
+        self.prefix = prefix
+        self._lease_ttl = lease_ttl
+        self._threads_key = f"{prefix}:threads"
+        self._loop: LoopThread | None = None
+        self._client: redis.asyncio.Redis | None = None
+        self._shas: dict[str, str] = {}
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        prefix: str = "pipeline",
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+    ) -> RedisStore:
+        """A store on *url*, opened (close it with :meth:`aclose`).
+
+        Raises:
+            redis.exceptions.ConnectionError: The server cannot be reached.
+        """
+        store = cls(url, prefix=prefix, lease_ttl=lease_ttl)
+        await store.open()
+        return store
+
+    @property
+    def lease_ttl(self) -> float:
+        """See :attr:`~pipeline.fold.CheckpointStore.lease_ttl`."""
+        return self._lease_ttl
+
+    async def open(self) -> None:
+        """Connect, and load the store's scripts into the server.
+
+        Raises:
+            redis.exceptions.ConnectionError: The server cannot be reached.
+            RuntimeError: The store was opened already (a closed store
+                stays closed: make a new one).
+        """
+        if self._loop is not None:
+            msg = f"{self!r} was opened already"
+            raise RuntimeError(msg)
+        loop = LoopThread(f"pipeline-redis:{self.prefix}")
+        try:
+            await loop.run(self._open, shield=True)
+        except BaseException:
+            await loop.close(self._close)
+            raise
+        self._loop = loop
+
+    async def aclose(self) -> None:
+        """Let the calls in flight finish; close the connections.
+        Idempotent."""
+        if self._loop is None:
+            return
+        await self._loop.close(self._close)
+
+    async def __aenter__(self) -> RedisStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"RedisStore(prefix={self.prefix!r})"
+
+    # -- the caller's side -----------------------------------------------------
+
+    async def _call(
+        self, work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
+    ) -> T:
+        if self._loop is None:
+            msg = (
+                f"{self!r} is not open: use `async with RedisStore(...)` "
+                "or `await RedisStore.connect(...)`"
+            )
+            raise RuntimeError(msg)
+        return await self._loop.run(work, shield=shield)
+
+    async def commit(
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> Result[None, ConcurrentModification | LeaseLost]:
+        """See :meth:`~pipeline.fold.CheckpointStore.commit` (one script,
+        atomic on the server)."""
+        return await self._call(
+            functools.partial(self._commit, record, expected_head, lease),
+            shield=True,
+        )
+
+    async def records(
+        self, thread_id: str, *, upto: int | None = None
+    ) -> Sequence[Record]:
+        """See :meth:`~pipeline.fold.CheckpointStore.records`."""
+        if upto is not None and upto < 0:
+            return ()
+        return await self._call(
+            functools.partial(self._records, thread_id, upto), shield=False
+        )
+
+    async def head(self, thread_id: str) -> int | None:
+        """See :meth:`~pipeline.fold.CheckpointStore.head`."""
+        return await self._call(
+            functools.partial(self._head, thread_id), shield=False
+        )
+
+    async def threads(self) -> Sequence[str]:
+        """See :meth:`~pipeline.fold.CheckpointStore.threads`."""
+        return await self._call(self._threads, shield=False)
+
+    async def delete(self, thread_id: str) -> None:
+        """See :meth:`~pipeline.fold.CheckpointStore.delete`: the thread's
+        keys are removed (its bytes stay in the server's snapshot and
+        append-only files until it rewrites them)."""
+        await self._call(
+            functools.partial(self._delete, thread_id), shield=True
+        )
+
+    async def acquire(
+        self, thread_id: str, owner: str, *, ttl: float
+    ) -> Result[Lease, ThreadBusy]:
+        """See :meth:`~pipeline.fold.CheckpointStore.acquire` (on the
+        server's clock)."""
+        return await self._call(
+            functools.partial(self._acquire, thread_id, owner, ttl),
+            shield=True,
+        )
+
+    async def renew(
+        self, lease: Lease, *, ttl: float
+    ) -> Result[Lease, LeaseLost]:
+        """See :meth:`~pipeline.fold.CheckpointStore.renew` (on the
+        server's clock)."""
+        return await self._call(
+            functools.partial(self._renew, lease, ttl), shield=True
+        )
+
+    async def release(self, lease: Lease) -> None:
+        """See :meth:`~pipeline.fold.CheckpointStore.release`."""
+        await self._call(functools.partial(self._release, lease), shield=True)
+
+    # -- the loop's side -------------------------------------------------------
+
+    def _records_key(self, thread_id: str) -> str:
+        return f"{self.prefix}:records:{thread_id}"
+
+    def _lease_key(self, thread_id: str) -> str:
+        return f"{self.prefix}:lease:{thread_id}"
+
+    async def _open(self) -> None:
+        # No retries: a command whose connection broke may have run.
+        client = redis.asyncio.Redis.from_url(
+            self._url, retry=Retry(NoBackoff(), 0)
+        )
+        self._client = client
+        for name, script in _SCRIPTS.items():
+            self._shas[name] = str(await client.script_load(script))
+
+    async def _close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _run(
+        self, name: str, keys: list[str], *args: str | int | bytes
+    ) -> Any:
+        client = self._client
+        assert client is not None  # noqa: S101  # open before any call
+        try:
+            return await client.evalsha(
+                self._shas[name], len(keys), *keys, *args
+            )
+        except NoScriptError:
+            # The server restarted, or flushed its scripts: load it again.
+            self._shas[name] = str(await client.script_load(_SCRIPTS[name]))
+            return await client.evalsha(
+                self._shas[name], len(keys), *keys, *args
+            )
+
+    async def _commit(
+        self, record: Record, expected_head: int | None, lease: Lease | None
+    ) -> Result[None, ConcurrentModification | LeaseLost]:
+        thread = record.thread_id
+        out = await self._run(
+            "commit",
+            [
+                self._records_key(thread),
+                self._lease_key(thread),
+                self._threads_key,
+            ],
+            thread,
+            -1 if expected_head is None else expected_head,
+            record.version,
+            _encode(record),
+            "0" if lease is None else "1",
+            "" if lease is None else lease.owner,
+            "" if lease is None else str(lease.token),
+        )
+        code = _int(out[0])
+        if code == 1:
+            return Failure(LeaseLost(thread))
+        if code == 2:
+            head = _int(out[1])
+            return Failure(
+                ConcurrentModification(
+                    thread, expected_head, None if head < 0 else head
+                )
+            )
+        return Success(None)
+
+    async def _records(
+        self, thread_id: str, upto: int | None
+    ) -> Sequence[Record]:
+        client = self._client
+        assert client is not None  # noqa: S101  # open before any call
+        blobs = await client.lrange(
+            self._records_key(thread_id), 0, -1 if upto is None else upto
+        )
+        return tuple(_decode(thread_id, _bytes(b)) for b in blobs)
+
+    async def _head(self, thread_id: str) -> int | None:
+        client = self._client
+        assert client is not None  # noqa: S101  # open before any call
+        n = _int(await client.llen(self._records_key(thread_id)))
+        return None if n == 0 else n - 1
+
+    async def _threads(self) -> Sequence[str]:
+        client = self._client
+        assert client is not None  # noqa: S101  # open before any call
+        members = await client.smembers(self._threads_key)
+        return sorted(_bytes(m).decode() for m in members)
+
+    async def _delete(self, thread_id: str) -> None:
+        await self._run(
+            "delete",
+            [
+                self._records_key(thread_id),
+                self._lease_key(thread_id),
+                self._threads_key,
+            ],
+            thread_id,
+        )
+
+    async def _acquire(
+        self, thread_id: str, owner: str, ttl: float
+    ) -> Result[Lease, ThreadBusy]:
+        out = await self._run(
+            "acquire", [self._lease_key(thread_id)], owner, repr(float(ttl))
+        )
+        if _int(out[0]) == 0:
+            return Failure(ThreadBusy(thread_id, _float(out[1])))
+        return Success(Lease(thread_id, owner, _int(out[1]), _float(out[2])))
+
+    async def _renew(
+        self, lease: Lease, ttl: float
+    ) -> Result[Lease, LeaseLost]:
+        out = await self._run(
+            "renew",
+            [self._lease_key(lease.thread_id)],
+            lease.owner,
+            str(lease.token),
+            repr(float(ttl)),
+        )
+        if _int(out[0]) == 0:
+            return Failure(LeaseLost(lease.thread_id))
+        return Success(
+            Lease(lease.thread_id, lease.owner, lease.token, _float(out[1]))
+        )
+
+    async def _release(self, lease: Lease) -> None:
+        await self._run(
+            "release",
+            [self._lease_key(lease.thread_id)],
+            lease.owner,
+            str(lease.token),
+        )

@@ -1,31 +1,20 @@
 """Swarms: agents that hand a conversation to each other.
 
-Build with :func:`builder`; a :class:`Swarm` is a handler over contexts
-(``classify >> (team | fallback)``), and :meth:`Swarm.run` /
-:meth:`Swarm.resume` give snapshots and checkpoints exactly as graphs do:
+Build with :func:`builder`; a :class:`~pipeline.Swarm` is a handler over contexts
+(``classify >> (team | fallback)``), and :meth:`~pipeline.Swarm.run` /
+:meth:`~pipeline.Swarm.resume` give snapshots and checkpoints exactly as graphs do:
 a swarm is a fold over (active agent, full history, typed state).
 """
 
-from ..fold import CheckpointStore as CheckpointStore
-from ..fold import Continue as Continue
-from ..fold import Decision as Decision
-from ..fold import Gate as Gate
-from ..fold import Interrupt as Interrupt
-from ..fold import MemoryStore as MemoryStore
-from ..fold import Observer as Observer
-from ..fold import SignedStore as SignedStore
-from ..fold import Snapshot as Snapshot
-from ..fold import SQLiteStore as SQLiteStore
-from ..fold import Status as Status
-from ..fold import Stop as Stop
-from ..fold import Transition as Transition
-from ._builder import Builder as Builder
+from typing import TYPE_CHECKING
+
+from .._moved import moved
+from ._builder import SwarmBuilder as SwarmBuilder
 from ._builder import builder as builder
 from ._machine import HandoffObserver as HandoffObserver
 from ._model import DEFAULT_MAX_HANDOFFS as DEFAULT_MAX_HANDOFFS
-from ._model import Limits as Limits
+from ._model import SwarmLimits as SwarmLimits
 from ._model import SwarmState as SwarmState
-from ._swarm import Swarm as Swarm
 from ._swarm import SwarmFailure as SwarmFailure
 from ._transfer import ACCEPTED as ACCEPTED
 
@@ -33,24 +22,41 @@ from ._transfer import ACCEPTED as ACCEPTED
 __all__ = (
     "ACCEPTED",
     "DEFAULT_MAX_HANDOFFS",
-    "Builder",
-    "CheckpointStore",
-    "Continue",
-    "Decision",
-    "Gate",
     "HandoffObserver",
-    "Interrupt",
-    "Limits",
-    "MemoryStore",
-    "Observer",
-    "SQLiteStore",
-    "SignedStore",
-    "Snapshot",
-    "Status",
-    "Stop",
-    "Swarm",
+    "SwarmBuilder",
     "SwarmFailure",
+    "SwarmLimits",
     "SwarmState",
-    "Transition",
     "builder",
 )
+
+_MOVED = {
+    "Swarm": "pipeline:Swarm",
+    "Builder": "pipeline.swarm:SwarmBuilder",
+    "Limits": "pipeline.swarm:SwarmLimits",
+    **{
+        name: f"pipeline.fold:{name}"
+        for name in (
+            "Continue",
+            "Decision",
+            "Gate",
+            "Interrupt",
+            "Observer",
+            "Snapshot",
+            "Status",
+            "Stop",
+            "Transition",
+        )
+    },
+    **{
+        name: f"pipeline.stores:{name}"
+        for name in (
+            "CheckpointStore",
+            "MemoryStore",
+            "SQLiteStore",
+            "SignedStore",
+        )
+    },
+}
+if not TYPE_CHECKING:  # type checkers refuse the old paths
+    __getattr__ = moved(__name__, _MOVED)

@@ -9,10 +9,10 @@ import attrs
 import cattrs
 
 from ..errors import SwarmDefects
-from ..fold._model import Gate, Observer
+from ..fold import Gate, Observer
 from ._checks import Plan, defects
 from ._machine import HandoffObserver, SwarmMachine
-from ._model import Limits, Member, SwarmState
+from ._model import Member, SwarmLimits, SwarmState
 from ._swarm import Swarm
 
 
@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 @final
 @attrs.frozen
-class Builder(Generic[T]):
+class SwarmBuilder(Generic[T]):
     """An immutable swarm description; :meth:`build` validates it.
 
     >>> from pipeline import swarm
@@ -39,7 +39,7 @@ class Builder(Generic[T]):
     state_type: type[Any]
     _members: tuple[Member, ...] = ()
     _entry: str | None = None
-    _limits: Limits = Limits()
+    _limits: SwarmLimits = SwarmLimits()
     _gates: tuple[Gate[SwarmState[T]], ...] = ()
     _observers: tuple[Observer[SwarmState[T]], ...] = ()
     _after: tuple[HandoffObserver[T], ...] = ()
@@ -53,7 +53,7 @@ class Builder(Generic[T]):
         handoffs: Sequence[str] = (),
         history: HistoryPolicy | None = None,
         writable: Sequence[str] = (),
-    ) -> Builder[T]:
+    ) -> SwarmBuilder[T]:
         """Add *agent* under *name*.
 
         *handoffs* lists the agents it may transfer to: it is offered a
@@ -75,15 +75,15 @@ class Builder(Generic[T]):
         )
         return attrs.evolve(self, members=(*self._members, member))
 
-    def entry(self, name: str) -> Builder[T]:
+    def entry(self, name: str) -> SwarmBuilder[T]:
         """The agent that answers first."""
         return attrs.evolve(self, entry=name)
 
-    def limits(self, limits: Limits) -> Builder[T]:
-        """The swarm's limits (:class:`Limits`)."""
+    def limits(self, limits: SwarmLimits) -> SwarmBuilder[T]:
+        """The swarm's limits (:class:`SwarmLimits`)."""
         return attrs.evolve(self, limits=limits)
 
-    def before_handoff(self, *gates: Gate[SwarmState[T]]) -> Builder[T]:
+    def before_handoff(self, *gates: Gate[SwarmState[T]]) -> SwarmBuilder[T]:
         """Ask *gates* before every handoff: continue, stop or interrupt.
 
         A gate sees the agent handing over (*source*), the one taking over
@@ -91,11 +91,11 @@ class Builder(Generic[T]):
         """
         return attrs.evolve(self, gates=(*self._gates, *gates))
 
-    def after_handoff(self, *observers: HandoffObserver[T]) -> Builder[T]:
+    def after_handoff(self, *observers: HandoffObserver[T]) -> SwarmBuilder[T]:
         """Tell *observers* about every handoff as it takes effect."""
         return attrs.evolve(self, after=(*self._after, *observers))
 
-    def observe(self, *observers: Observer[SwarmState[T]]) -> Builder[T]:
+    def observe(self, *observers: Observer[SwarmState[T]]) -> SwarmBuilder[T]:
         """Show *observers* the snapshot after every step of every run
         (each agent's turn at the conversation), once committed."""
         return attrs.evolve(self, observers=(*self._observers, *observers))
@@ -136,19 +136,19 @@ class Builder(Generic[T]):
 
 
 @overload
-def builder() -> Builder[None]: ...
+def builder() -> SwarmBuilder[None]: ...
 @overload
-def builder(*, state: T) -> Builder[T]: ...
+def builder(*, state: T) -> SwarmBuilder[T]: ...
 
 
-def builder(*, state: Any = None) -> Builder[Any]:
+def builder(*, state: Any = None) -> SwarmBuilder[Any]:
     """Start describing a swarm; *state* is the typed state its agents share.
 
     With a *state* (an attrs instance), every agent gets a ``read_state``
     tool over it (and ``write_state`` for the fields its
-    :meth:`Builder.agent` lists as *writable*), and runs start from it
+    :meth:`SwarmBuilder.agent` lists as *writable*), and runs start from it
     (``run(..., state=...)`` starts elsewhere).
 
     .. versionadded:: 0.1.0
     """
-    return Builder(state, type(state))
+    return SwarmBuilder(state, type(state))

@@ -24,14 +24,18 @@ from .._context import Context
 from .._state_tools import state_tools
 from ..errors import ConstructionError
 from ..events import Handoff, emit, listening
-from ..fold._codec import Codec
-from ..fold._fingerprint import fingerprint
-from ..fold._journal import current_boundary
-from ..fold._model import Snapshot, Status, Transition
+from ..fold import (
+    Codec,
+    Snapshot,
+    Status,
+    Transition,
+    current_boundary,
+    fingerprint,
+)
 from ..models._types import ToolSpec
 from ..runs import handoff
 from ..tools import Tool
-from ._model import Limits, Member, SwarmState
+from ._model import Member, SwarmLimits, SwarmState
 from ._transfer import Transfers, accepted_in, transfer_tool
 
 
@@ -173,7 +177,7 @@ class SwarmMachine(Generic[T]):
         )
 
     async def step(
-        self, snap: Snapshot[SwarmState[T]], limits: Limits, /
+        self, snap: Snapshot[SwarmState[T]], limits: SwarmLimits, /
     ) -> Any:
         """One agent's turn at the conversation (after a handoff, if any)."""
         st = snap.state

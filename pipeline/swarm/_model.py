@@ -9,8 +9,8 @@ import attrs
 from pyrsistent import PVector, pvector
 
 from .._context import Context
+from .._fields import APPEND_ONLY
 from .._messages import Message
-from ..fold._codec import APPEND_ONLY
 
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ TRANSFER_PREFIX: Final = "transfer_to_"
 
 @final
 @attrs.frozen
-class Limits:
+class SwarmLimits:
     """A swarm's limits: *max_handoffs* handoffs per run, exactly.
 
     Once that many handoffs happened, the active agent is no longer offered
@@ -42,7 +42,7 @@ class Limits:
 
     def __attrs_post_init__(self) -> None:
         if self.max_handoffs < 0:
-            msg = "Limits.max_handoffs must be at least 0"
+            msg = "SwarmLimits.max_handoffs must be at least 0"
             raise ValueError(msg)
 
 

@@ -9,19 +9,17 @@ the whole conversation, so it composes with ``>>``, ``&``, ``|``,
 
 from __future__ import annotations
 
-import uuid
-
 from collections.abc import Sequence
-from typing import Generic, TypeAlias, TypeVar, final
+from typing import Any, Generic, TypeAlias, TypeVar, final
 
 import attrs
 
-from returns.result import Failure, Result, Success
+from returns.result import Result
 
 from .._context import Context
-from .._handler import Call, Handler
+from .._handler import Handler
 from ..agents import AgentError
-from ..errors import (
+from ..failures import (
     CheckpointDecodeError,
     ConcurrentModification,
     IncompatibleGraph,
@@ -33,15 +31,20 @@ from ..errors import (
     StepLimitExceeded,
     ThreadBusy,
 )
-from ..fold import _engine
-from ..fold._checkpoints import Threads
-from ..fold._codec import Codec
-from ..fold._engine import EventSink, Hooks, Migration
-from ..fold._model import Gate, Observer, Snapshot
-from ..fold._store import CheckpointStore, check_thread_id
+from ..fold import (
+    EventSink,
+    Gate,
+    Hooks,
+    Observer,
+    Runnable,
+    Snapshot,
+    handler_call,
+    new_thread,
+)
+from ..stores import CheckpointStore
 from ._draw import mermaid
 from ._machine import SwarmMachine
-from ._model import Limits, SwarmState
+from ._model import SwarmLimits, SwarmState
 
 
 T = TypeVar("T")
@@ -62,33 +65,15 @@ SwarmFailure: TypeAlias = (
 """What a swarm run may fail with: its agents' failures and the fold's."""
 
 
-def _handler_call(
-    machine: SwarmMachine[T],
-    limits: Limits,
-    hooks: Hooks[SwarmState[T]],
-    initial: T,
-) -> Call[Context, Context, SwarmFailure]:
-    async def run_swarm(ctx: Context) -> Result[Context, SwarmFailure]:
-        out = await _engine.run(
-            machine,
-            machine.start(ctx, initial, uuid.uuid4().hex),
-            limits,
-            hooks=hooks,
-            max_steps=limits.max_handoffs + 1,
-        )
-        final = _engine.outcome(out, machine.name)
-        if type(final) is not Success:
-            return Failure(final.failure())
-        return Success(final.unwrap().conversation)
-
-    return run_swarm
+def _conversation(state: SwarmState[Any]) -> Context:
+    return state.conversation
 
 
 @final
 @attrs.frozen(eq=False, repr=False)
 class Swarm(
     Handler[Context, Context, SwarmFailure],
-    Threads[SwarmState[T]],
+    Runnable[SwarmState[T], SwarmLimits, SwarmFailure, SwarmMachine[T]],
     Generic[T],
 ):
     """A validated swarm whose agents share a typed state *T*.
@@ -105,7 +90,7 @@ class Swarm(
 
     initial: T
     _machine: SwarmMachine[T] = attrs.field(alias="machine")
-    limits: Limits
+    limits: SwarmLimits
     gates: tuple[Gate[SwarmState[T]], ...] = ()
     observers: tuple[Observer[SwarmState[T]], ...] = ()
 
@@ -114,14 +99,25 @@ class Swarm(
         cls,
         machine: SwarmMachine[T],
         initial: T,
-        limits: Limits,
+        limits: SwarmLimits,
         gates: Sequence[Gate[SwarmState[T]]] = (),
         observers: Sequence[Observer[SwarmState[T]]] = (),
     ) -> Swarm[T]:
         """A swarm over *machine* (see :func:`~pipeline.swarm.builder`)."""
-        hooks = Hooks(tuple(gates), tuple(observers))
+
+        def start(ctx: Context) -> Snapshot[SwarmState[T]]:
+            return machine.start(ctx, initial, new_thread(None))
+
+        call = handler_call(
+            machine,
+            limits,
+            Hooks(tuple(gates), tuple(observers)),
+            cls.max_steps(limits),
+            start,
+            _conversation,
+        )
         return cls(
-            _handler_call(machine, limits, hooks, initial),
+            call,
             machine.name,
             initial,
             machine,
@@ -134,21 +130,6 @@ class Swarm(
     def agents(self) -> tuple[str, ...]:
         """Agent names, in the order they were added."""
         return tuple(self._machine.members)
-
-    @property
-    def entry(self) -> str:
-        """The agent that answers first."""
-        return self._machine.entry
-
-    @property
-    def fingerprint(self) -> str:
-        """Identifies the swarm's shape (and version); stored in records."""
-        return self._machine.fingerprint
-
-    @property
-    def codec(self) -> Codec[SwarmState[T]]:
-        """Encodes this swarm's snapshots to records and back."""
-        return self._machine.codec
 
     def __repr__(self) -> str:
         return (
@@ -167,20 +148,14 @@ class Swarm(
         return self._machine.start(
             ctx,
             self.initial if state is None else state,
-            uuid.uuid4().hex
-            if thread_id is None
-            else check_thread_id(thread_id),
+            new_thread(thread_id),
         )
 
-    def _hooks(
-        self,
-        gates: Sequence[Gate[SwarmState[T]]],
-        observers: Sequence[Observer[SwarmState[T]]],
-        on_event: EventSink | None,
-    ) -> Hooks[SwarmState[T]]:
-        return Hooks(
-            (*self.gates, *gates), (*self.observers, *observers), on_event
-        )
+    @staticmethod
+    def max_steps(limits: SwarmLimits, /) -> int:
+        """Steps a run under *limits* may take: every handoff it allows, and
+        the turn of the agent that answers last."""
+        return limits.max_handoffs + 1
 
     async def run(
         self,
@@ -192,6 +167,7 @@ class Swarm(
         gates: Sequence[Gate[SwarmState[T]]] = (),
         observers: Sequence[Observer[SwarmState[T]]] = (),
         on_event: EventSink | None = None,
+        limits: SwarmLimits | None = None,
     ) -> Result[Snapshot[SwarmState[T]], SwarmFailure]:
         """Run on *ctx* until an agent answers without handing off.
 
@@ -200,45 +176,16 @@ class Swarm(
         admission, every agent turn (as progress), every handoff.  *gates*
         see each handoff before it happens (continue, stop, interrupt);
         *observers* see the snapshot after each step (each agent's turn at
-        the conversation), once committed.
+        the conversation), once committed; *limits* replace the swarm's
+        for this run.  :meth:`resume` continues a thread.
         """
-        return await _engine.run(
-            self._machine,
+        return await self.fold(
             self.start(ctx, state=state, thread_id=thread_id),
-            self.limits,
             store=store,
-            hooks=self._hooks(gates, observers, on_event),
-            max_steps=self.limits.max_handoffs + 1,
-        )
-
-    async def resume(
-        self,
-        store: CheckpointStore,
-        thread_id: str,
-        *,
-        version: int | None = None,
-        answer: object = None,
-        migrate: Migration | None = None,
-        gates: Sequence[Gate[SwarmState[T]]] = (),
-        observers: Sequence[Observer[SwarmState[T]]] = (),
-        on_event: EventSink | None = None,
-    ) -> Result[Snapshot[SwarmState[T]], SwarmFailure]:
-        """Continue a thread from its latest (or a chosen) checkpoint.
-
-        Exactly as :meth:`pipeline.graph.Graph.resume`: an older *version*
-        grows a new branch, another fingerprint needs *migrate*, *answer*
-        goes to the gate of an interrupted handoff.
-        """
-        return await _engine.resume_thread(
-            self._machine,
-            self.limits,
-            store=store,
-            thread_id=thread_id,
-            version=version,
-            answer=answer,
-            migrate=migrate,
-            hooks=self._hooks(gates, observers, on_event),
-            max_steps=self.limits.max_handoffs + 1,
+            gates=gates,
+            observers=observers,
+            on_event=on_event,
+            limits=limits,
         )
 
     def mermaid(self) -> str:

@@ -14,7 +14,9 @@ as JSON through the checkpoint stores' cattrs converter
 See ``docs/temporal.md``.
 """
 
-from ..errors import RemoteFailure as RemoteFailure
+from typing import TYPE_CHECKING
+
+from .._moved import moved
 from ._client import Run as Run
 from ._client import Runs as Runs
 from ._client import connect as connect
@@ -28,8 +30,8 @@ from ._devserver import dev_server_path as dev_server_path
 from ._hosted import Hostable as Hostable
 from ._wire import DEFAULT_HISTORY_BOUND as DEFAULT_HISTORY_BOUND
 from ._wire import MAX_PAYLOAD as MAX_PAYLOAD
+from ._wire import ActivityRetry as ActivityRetry
 from ._wire import NodeOptions as NodeOptions
-from ._wire import Retry as Retry
 from ._wire import RunOptions as RunOptions
 from ._worker import DEFAULT_TASK_QUEUE as DEFAULT_TASK_QUEUE
 from ._worker import PipelineWorker as PipelineWorker
@@ -45,14 +47,13 @@ __all__ = (
     "DEFAULT_HISTORY_BOUND",
     "DEFAULT_TASK_QUEUE",
     "MAX_PAYLOAD",
+    "ActivityRetry",
     "CattrsJSONPayloadConverter",
     "Hostable",
     "NodeOptions",
     "PipelinePayloadConverter",
     "PipelineWorker",
     "PipelineWorkflow",
-    "RemoteFailure",
-    "Retry",
     "Run",
     "RunOptions",
     "Runs",
@@ -64,3 +65,12 @@ __all__ = (
     "replayer",
     "worker",
 )
+
+if not TYPE_CHECKING:  # type checkers refuse the old paths
+    __getattr__ = moved(
+        __name__,
+        {
+            "RemoteFailure": "pipeline.failures:RemoteFailure",
+            "Retry": "pipeline.temporal:ActivityRetry",
+        },
+    )

@@ -47,8 +47,8 @@ def _load(spec: str) -> object:
 
 
 def _machines(specs: Sequence[str]) -> dict[str, Hostable]:
-    from ..graph import Graph  # noqa: PLC0415  # after argument errors
-    from ..swarm import Swarm  # noqa: PLC0415
+    from ..graph._graph import Graph  # noqa: PLC0415  # after argument errors
+    from ..swarm._swarm import Swarm  # noqa: PLC0415
 
     found: dict[str, Hostable] = {}
     for spec in specs:

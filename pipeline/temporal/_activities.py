@@ -42,7 +42,8 @@ from temporalio.exceptions import ApplicationError
 
 from .._offload import offloading, reset
 from .._serde import canonical
-from ..errors import InvalidAnswer, InvalidState, RunPaused
+from ..errors import InvalidAnswer
+from ..failures import InvalidState, RunPaused
 from ..fold import Boundary, Journal, Snapshot, enter, leave
 from . import _mapped
 from ._calls import Agents, StepCalls, make_call

@@ -41,7 +41,8 @@ from temporalio.exceptions import ApplicationError
 from .._messages import ToolCall
 from .._offload import runs_a_fold
 from .._serde import canonical, checksum, make_converter
-from ..models import ModelError, ModelRequest, ModelResponse
+from ..failures import ModelError
+from ..models import ModelRequest, ModelResponse
 from ._failures import Kinds
 from ._wire import CALL, MAX_PAYLOAD, CallDone, CallTask
 
@@ -49,6 +50,7 @@ from ._wire import CALL, MAX_PAYLOAD, CallDone, CallTask
 if TYPE_CHECKING:
     from temporalio.client import WorkflowHandle
 
+    from .._agent_spec import AgentSpec
     from ..agents import Agent
     from ..models import DeltaSink
     from ..runs import ToolHook
@@ -87,7 +89,7 @@ class Agents:
         self._by_key = {k: a for k, a in found.items() if a is not None}
         self._keys = {id(a): k for k, a in self._by_key.items()}
 
-    def key_of(self, agent: Agent) -> str | None:
+    def key_of(self, agent: AgentSpec) -> str | None:
         """*agent*'s key, if the table finds it by that key."""
         return self._keys.get(id(agent))
 
@@ -123,21 +125,23 @@ class StepCalls:
         self.kinds = kinds
         self._asked: Counter[str] = Counter()
 
-    def model(self, agent: Agent, /) -> Any:
+    def model(self, agent: AgentSpec, /) -> Any:
         """A stand-in for *agent*'s model, or the model itself."""
         key = self.agents.key_of(agent)
-        if key is None:
+        known = None if key is None else self.agents.find(key)
+        if key is None or known is None:
             return agent.model
-        return _RemoteModel(self, agent, key)
+        return _RemoteModel(self, known, key)
 
     def tools(
-        self, agent: Agent, tools: Mapping[str, Tool], /
+        self, agent: AgentSpec, tools: Mapping[str, Tool], /
     ) -> ToolHook | None:
         """The hook that sends *agent*'s own plain tools' calls out."""
         key = self.agents.key_of(agent)
-        if key is None:
+        known = None if key is None else self.agents.find(key)
+        if key is None or known is None:
             return None
-        own = {t.name: t for t in agent.tools}
+        own = {t.name: t for t in known.tools}
         remote = frozenset(
             name
             for name, t in tools.items()

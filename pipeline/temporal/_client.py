@@ -27,10 +27,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from .._context import Context
-from ..errors import InvalidState, RemoteFailure
+from ..failures import InvalidState, RemoteFailure
 from ..fold import Codec, Snapshot, stored_answer
-from ..graph import Graph, GraphFailure
-from ..swarm import Swarm, SwarmFailure, SwarmState
+from ..graph import GraphFailure
+from ..graph._graph import Graph
+from ..swarm import SwarmFailure, SwarmState
+from ..swarm._swarm import Swarm
 from ._converter import DATA_CONVERTER
 from ._failures import Kinds, from_error
 from ._hosted import Hostable, host

@@ -21,11 +21,9 @@ import attrs
 
 from temporalio.exceptions import ApplicationError
 
-from .. import errors
+from .. import failures
 from .._serde import STRUCTURE_ERRORS, make_converter
-from .._turns import TurnLimitExceeded
-from ..errors import PipelineError, RemoteFailure
-from ..models import ModelError
+from ..failures import PipelineError, RemoteFailure
 from ._wire import FailureDoc
 
 
@@ -39,17 +37,14 @@ _JSON_TYPES = (str, int, float, bool, type(None), list, dict)
 
 def _library_kinds() -> dict[str, type[Any]]:
     kinds: dict[str, type[Any]] = {}
-    for name in errors.__all__:
-        cls = getattr(errors, name)
+    for name in failures.__all__:
+        cls = getattr(failures, name)
         if (
             isinstance(cls, type)
             and issubclass(cls, PipelineError)
             and cls is not PipelineError
         ):
             kinds[name] = cls
-    kinds["TurnLimitExceeded"] = TurnLimitExceeded
-    kinds["ModelError"] = ModelError
-    kinds["RemoteFailure"] = RemoteFailure
     return kinds
 
 

@@ -17,8 +17,8 @@ from typing import Any, Literal, TypeAlias, TypeVar, final
 import attrs
 
 from ..fold import Codec, Hooks
-from ..graph import Graph
-from ..swarm import Swarm
+from ..graph._graph import Graph
+from ..swarm._swarm import Swarm
 
 
 S = TypeVar("S")

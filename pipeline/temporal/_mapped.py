@@ -29,9 +29,9 @@ from .._mapreduce import MapReduce
 from .._runners import located
 from .._serde import STRUCTURE_ERRORS, canonical
 from ..agents import Agent
-from ..errors import InvalidState
-from ..graph import Graph
-from ..swarm import Swarm
+from ..failures import InvalidState
+from ..graph._graph import Graph
+from ..swarm._swarm import Swarm
 from ._failures import Kinds
 from ._hosted import Hosted
 from ._wire import ItemDone, StepDone

@@ -21,7 +21,7 @@ from returns.result import Result
 from temporalio.common import RetryPolicy
 
 from .._messages import Message
-from ..errors import CheckpointDecodeError, InvalidState
+from ..failures import CheckpointDecodeError, InvalidState
 from ..fold import Codec, Snapshot
 from ..models import ModelResponse, ToolSpec
 
@@ -130,7 +130,7 @@ def decode(
 
 @final
 @attrs.frozen
-class Retry:
+class ActivityRetry:
     """How an activity is retried after it raised (or its worker died).
 
     Seconds between attempts start at *initial*, grow by *backoff* up to
@@ -162,7 +162,7 @@ class Retry:
         ):
             problems.append("attempts must be a count (0: unbounded)")
         if problems:
-            msg = "Retry: " + "; ".join(problems)
+            msg = "ActivityRetry: " + "; ".join(problems)
             raise ValueError(msg)
 
     def policy(self) -> RetryPolicy:
@@ -193,7 +193,7 @@ class NodeOptions:
     start_to_close: float = 600.0
     heartbeat: float | None = 30.0
     schedule_to_close: float | None = None
-    retry: Retry = Retry()
+    retry: ActivityRetry = ActivityRetry()
 
     def __attrs_post_init__(self) -> None:
         for name in ("start_to_close", "heartbeat", "schedule_to_close"):

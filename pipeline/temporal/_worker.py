@@ -31,6 +31,7 @@ from temporalio.worker.workflow_sandbox import (
 
 from .._offload import known_agents
 from .._serde import canonical, checksum
+from ..agents import Agent
 from ._activities import StepActivity
 from ._calls import Agents
 from ._converter import DATA_CONVERTER
@@ -212,7 +213,10 @@ def worker(
     hosted = _hosted(machines)
     for h in hosted:
         register(h)
-    activity = StepActivity(Kinds(failures), Agents(known_agents()))
+    activity = StepActivity(
+        Kinds(failures),
+        Agents(a for a in known_agents() if isinstance(a, Agent)),
+    )
     versioning = None
     if deployment is not None:
         versioning = WorkerDeploymentConfig(

@@ -7,7 +7,7 @@ whose step schedules activities:
 
 * a graph's node, or a swarm agent's turn at the conversation: one
   activity (:mod:`pipeline.temporal._activities`);
-* a fan-out: one activity per branch, at most ``Limits.concurrency`` at a
+* a fan-out: one activity per branch, at most ``GraphLimits.concurrency`` at a
   time, taken in order; the branches' outputs are merged here, by the
   graph's own pure merge (:meth:`GraphMachine.fan_in`).
 
@@ -39,7 +39,8 @@ with workflow.unsafe.imports_passed_through():
 
     from returns.result import Failure, Success
 
-    from ..errors import InvalidAnswer, InvalidState, RunPaused, RunStopped
+    from ..errors import InvalidAnswer
+    from ..failures import InvalidState, RunPaused, RunStopped
     from ..fold import Hooks, Pending, Snapshot, Status, drive
     from ._failures import Kinds
     from ._hosted import Hosted, hosting

@@ -4,8 +4,9 @@ Hypothesis strategies are in :mod:`pipeline.testing.strategies` (extra
 ``testing``).  Nothing here is imported by ``import pipeline``.
 """
 
-from ..errors import Unconsumed as Unconsumed
-from ..errors import UnexpectedCall as UnexpectedCall
+from typing import TYPE_CHECKING
+
+from .._moved import moved
 from ._scripted import Reply as Reply
 from ._scripted import ScriptedAgent as ScriptedAgent
 from ._scripted import ScriptedModel as ScriptedModel
@@ -15,6 +16,13 @@ __all__ = (
     "Reply",
     "ScriptedAgent",
     "ScriptedModel",
-    "Unconsumed",
-    "UnexpectedCall",
 )
+
+if not TYPE_CHECKING:  # type checkers refuse the old paths
+    __getattr__ = moved(
+        __name__,
+        {
+            "Unconsumed": "pipeline.errors:Unconsumed",
+            "UnexpectedCall": "pipeline.errors:UnexpectedCall",
+        },
+    )

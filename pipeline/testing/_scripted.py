@@ -14,7 +14,8 @@ from returns.result import Failure, Result, Success
 
 from .._messages import Message, Role, ToolCall, Usage
 from ..agents import AgentError, AgentRun
-from ..errors import ModelError, Unconsumed, UnexpectedCall
+from ..errors import Unconsumed, UnexpectedCall
+from ..failures import ModelError
 from ..models._types import (
     DeltaSink,
     ModelRequest,

@@ -13,12 +13,21 @@ import attrs
 
 from returns.result import Result, Success
 
-from pipeline import Context, Message, Note, Usage, emit, handler, swarm
+from pipeline import (
+    Agent,
+    Context,
+    Message,
+    Note,
+    Usage,
+    emit,
+    handler,
+    swarm,
+    tool,
+)
 from pipeline import graph as g
-from pipeline.agents import Agent
-from pipeline.graph import END, Continue, Interrupt, Stop, Transition
+from pipeline.fold import Continue, Decision, Interrupt, Stop, Transition
+from pipeline.graph import END
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 
 
 @attrs.frozen
@@ -49,7 +58,7 @@ async def send(t: Ticket) -> Result[Ticket, str]:
     return Success(attrs.evolve(t, sent=True))
 
 
-async def approve(t: Transition[Ticket]) -> g.Decision:
+async def approve(t: Transition[Ticket]) -> Decision:
     """Sending needs a human's yes."""
     if t.targets != ("send",):
         return Continue()

@@ -7,12 +7,11 @@ import attrs
 
 from returns.result import Result, Success
 
-from pipeline import Message, Secret, handler
+from pipeline import Agent, Message, Secret, handler, tool
 from pipeline import graph as g
-from pipeline.agents import Agent
-from pipeline.graph import END, Continue, Interrupt, Stop, Transition
+from pipeline.fold import Continue, Decision, Interrupt, Stop, Transition
+from pipeline.graph import END
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 
 
 GUARDED = "tests.cli.guarded"
@@ -64,7 +63,7 @@ class Order:
     quantity: int = 0
 
 
-async def how_many(t: Transition[Order]) -> g.Decision:
+async def how_many(t: Transition[Order]) -> Decision:
     """Asks for a quantity, read with ``answer_as(int)``."""
     if t.targets != ("ship",):
         return Continue()

@@ -13,7 +13,8 @@ import pytest
 from pipeline import Message
 from pipeline.agents import AgentRun
 from pipeline.cli import ExitCode
-from pipeline.fold import SQLiteStore, Status
+from pipeline.fold import Status
+from pipeline.stores import SQLiteStore
 from pipeline.testing import Reply, ScriptedModel
 from tests.cli.runner import cli
 from tests.examples.loader import EXAMPLES, load, offline_env

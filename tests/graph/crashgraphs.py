@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import random
 
-from pipeline import graph
+from pipeline import Graph, graph
 from pipeline.graph import END
 from tests.graph.helpers import Counted, Hook, Runs, step
 
 
 def make_graph(
     seed: int, runs: Runs, hook: Hook | None = None
-) -> graph.Graph[Counted, str]:
+) -> Graph[Counted, str]:
     """A graph of 3-8 chained nodes with seeded loops and fan-outs.
 
     Loops go back while the counter is below a seeded bound, so every run
@@ -20,7 +20,7 @@ def make_graph(
     """
     rng = random.Random(seed)
     n = rng.randint(3, 8)
-    b: graph.Builder[Counted, str] = graph.builder(Counted)
+    b: graph.GraphBuilder[Counted, str] = graph.builder(Counted)
     for i in range(n):
         b = b.node(f"n{i}", step(f"n{i}", runs, hook))
     b = b.entry("n0")

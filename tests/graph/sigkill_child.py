@@ -7,7 +7,7 @@ import sys
 
 import anyio
 
-from pipeline import graph
+from pipeline import stores
 from tests.graph.crashgraphs import make_graph
 from tests.graph.helpers import Counted, Runs
 
@@ -32,7 +32,7 @@ def main() -> None:
 
     async def run() -> None:
         # A short lease: the killed run's lease lapses soon after it dies.
-        async with graph.SQLiteStore(path, lease_ttl=0.5) as store:
+        async with stores.SQLiteStore(path, lease_ttl=0.5) as store:
             await g.run(Counted(), store=store, thread_id="t")
 
     anyio.run(run)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import anyio
 
-from pipeline.graph import Graph
+from pipeline import Graph
 from tests.graph.crashgraphs import make_graph
 from tests.graph.helpers import Counted, Hook, Runs
 from tests.graph.store_urls import open_store

@@ -9,8 +9,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from pipeline import graph
-from pipeline.fold import CheckpointStore
+from pipeline import stores
+from pipeline.stores import CheckpointStore
 from tests import servers
 
 
@@ -22,7 +22,7 @@ async def open_store(
     (its schema or key prefix is left in place: the spec's owner drops it)."""
     kind, _, where = spec.partition(":")
     if kind == "sqlite":
-        async with graph.SQLiteStore(
+        async with stores.SQLiteStore(
             Path(where), lease_ttl=lease_ttl
         ) as store:
             yield store

@@ -9,10 +9,10 @@ import attrs
 from pyrsistent import PVector, pvector
 from returns.result import Failure
 
-from pipeline import Message, Role, graph
-from pipeline.agents import Agent, AgentRun
+from pipeline import Agent, Graph, Message, Role, graph, stores
+from pipeline.agents import AgentRun
+from pipeline.failures import ModelError
 from pipeline.graph import END
-from pipeline.models import ModelError
 from pipeline.testing import Reply, ScriptedModel
 
 
@@ -33,7 +33,7 @@ def keep(t: Ticket, run: AgentRun) -> Ticket:
     return attrs.evolve(t, messages=t.messages.extend(run.messages))
 
 
-def desk(model: ScriptedModel) -> graph.Graph[Ticket, object]:
+def desk(model: ScriptedModel) -> Graph[Ticket, object]:
     triage = Agent("triage", model, instructions="Classify the ticket.")
     return (
         graph.builder(Ticket)
@@ -126,9 +126,12 @@ async def test_agent_node_checkpoints_and_resumes() -> None:
         .edge("two", END)
         .build()
     )
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await g.run(
-        Ticket(), store=store, thread_id="t", limits=graph.Limits(max_steps=1)
+        Ticket(),
+        store=store,
+        thread_id="t",
+        limits=graph.GraphLimits(max_steps=1),
     )
     done = (await g.resume(store, "t")).unwrap()
     assert [m.content for m in done.state.messages] == ["first", "second"]

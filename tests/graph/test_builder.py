@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline import graph
+from pipeline import Graph, graph
 from pipeline.errors import GraphDefects
 from pipeline.graph import END
 from tests.graph.helpers import Counted, step
@@ -72,7 +72,7 @@ def test_fan_out_defects() -> None:
             .entry("s")
             .fan_out("s", ["x", "y", "x"], join=END)
             .edge("x", END)
-            .limits(graph.Limits(max_fanout=2))
+            .limits(graph.GraphLimits(max_fanout=2))
             .build()
         )
     found = kinds(info.value)
@@ -98,9 +98,7 @@ def test_several_edges_from_one_node() -> None:
 def test_fingerprint_tracks_shape_and_version() -> None:
     """Same shape, same fingerprint; a new edge or version changes it."""
 
-    def make(
-        version: str = "1", target: str = END
-    ) -> graph.Graph[Counted, str]:
+    def make(version: str = "1", target: str = END) -> Graph[Counted, str]:
         return (
             graph.builder(Counted)
             .node("a", step("a"))

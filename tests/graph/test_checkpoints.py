@@ -17,21 +17,28 @@ from hypothesis import strategies as st
 from pyrsistent import pvector
 from returns.result import Failure, Result, Success
 
-from pipeline import Context, Message, graph, handler
-from pipeline.errors import (
+from pipeline import (
+    Context,
+    Graph,
+    Message,
+    fold,
+    graph,
+    handler,
+    stores,
+)
+from pipeline.failures import (
     CheckpointDecodeError,
     IncompatibleGraph,
     SnapshotNotFound,
 )
-from pipeline.fold import Lease
-from pipeline.fold._codec import record_checksum
-from pipeline.graph import END, Record
+from pipeline.graph import END
+from pipeline.stores import Lease, Record, record_checksum
 from tests.graph.helpers import Counted, DelegatingStore, step
 from tests.stores import CommitResult
 
 
-def linear(n: int = 6, version: str = "1") -> graph.Graph[Counted, str]:
-    b: graph.Builder[Counted, str] = graph.builder(Counted)
+def linear(n: int = 6, version: str = "1") -> Graph[Counted, str]:
+    b: graph.GraphBuilder[Counted, str] = graph.builder(Counted)
     for i in range(n):
         b = b.node(f"n{i}", step(f"n{i}"))
     b = b.entry("n0")
@@ -46,7 +53,7 @@ async def test_every_checkpoint_resumes_to_the_same_end(
     """Resuming from any version gives the uninterrupted run's final state."""
     g = linear()
     expected = (await g.run(Counted())).unwrap().state
-    async with graph.SQLiteStore(tmp_path / "c.db") as store:
+    async with stores.SQLiteStore(tmp_path / "c.db") as store:
         await g.run(Counted(), store=store, thread_id="t")
         for v in range(7):
             fork = (
@@ -62,7 +69,7 @@ async def test_every_checkpoint_resumes_to_the_same_end(
 async def test_fork_never_changes_its_parent() -> None:
     """Forking and running the fork leaves the original records as they were."""
     g = linear()
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await g.run(Counted(), store=store, thread_id="t")
     before = list(await store.records("t"))
     fork = (await g.fork(store, "t", version=2)).unwrap()
@@ -73,7 +80,7 @@ async def test_fork_never_changes_its_parent() -> None:
 async def test_resume_from_older_version_branches_within_thread() -> None:
     """Time travel inside a thread adds records; old ones stay."""
     g = linear(4)
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await g.run(Counted(), store=store, thread_id="t")
     before = list(await store.records("t"))
     done = (await g.resume(store, "t", version=1)).unwrap()
@@ -86,9 +93,12 @@ async def test_resume_from_older_version_branches_within_thread() -> None:
 async def test_incompatible_graph_refused_unless_migrated() -> None:
     """A changed fingerprint refuses to resume; a migration makes it go."""
     old, new = linear(version="1"), linear(version="2")
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await old.run(
-        Counted(), store=store, thread_id="t", limits=graph.Limits(max_steps=2)
+        Counted(),
+        store=store,
+        thread_id="t",
+        limits=graph.GraphLimits(max_steps=2),
     )
     out = await new.resume(store, "t")
     assert out == Failure(IncompatibleGraph(old.fingerprint, new.fingerprint))
@@ -100,7 +110,7 @@ async def test_incompatible_graph_refused_unless_migrated() -> None:
 async def test_missing_thread() -> None:
     """Loading or resuming an unknown thread is SnapshotNotFound."""
     g = linear()
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     assert await g.resume(store, "nope") == Failure(
         SnapshotNotFound("nope", None)
     )
@@ -113,7 +123,7 @@ async def test_missing_thread() -> None:
 class Tamper(DelegatingStore):
     """A store wrapper that damages what it commits from a chosen version."""
 
-    def __init__(self, inner: graph.MemoryStore, damage: Any) -> None:
+    def __init__(self, inner: stores.MemoryStore, damage: Any) -> None:
         super().__init__(inner)
         self.damage = damage
 
@@ -149,8 +159,8 @@ async def test_torn_or_flipped_last_record_falls_back(
             torn = r.data[: cut % len(r.data)]
         return attrs.evolve(r, data=torn)
 
-    store = graph.MemoryStore()
-    limits = graph.Limits(max_steps=victim)
+    store = stores.MemoryStore()
+    limits = graph.GraphLimits(max_steps=victim)
     await g.run(
         Counted(), store=Tamper(store, damage), thread_id="t", limits=limits
     )
@@ -167,7 +177,7 @@ def _record_of(data: bytes) -> Record:
 @given(data=st.binary(max_size=400))
 async def test_fuzzed_bytes_only_give_decode_errors(data: bytes) -> None:
     """Random bytes (with a valid checksum) decode or fail typed, nothing else."""
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await store.commit(_record_of(data), expected_head=None)
     out = await linear().load(store, "t")
     assert isinstance(out.failure(), CheckpointDecodeError)
@@ -233,7 +243,7 @@ async def test_structure_aware_mutations_are_typed(
         node = node[key]
     node[last] = value
     data = json.dumps(doc).encode()
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await store.commit(_record_of(data), expected_head=None)
     out = await linear().load(store, "t")
     if isinstance(out, Success):  # the mutation happened to be well-typed
@@ -285,7 +295,7 @@ async def test_gadgets_are_rejected_without_side_effects(
         if event in watched:
             events.append(event)
 
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await store.commit(_record_of(payload), expected_head=None)
     g = linear()
     sys.addaudithook(hook)  # audit hooks cannot be removed; the list is local
@@ -300,7 +310,7 @@ async def test_gadgets_are_rejected_without_side_effects(
 async def test_misplaced_records_are_rejected() -> None:
     """A valid record copied to another thread or version fails its checksum."""
     g = linear(3)
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await g.run(Counted(), store=store, thread_id="a")
     good = (await store.records("a"))[0]
     await store.commit(attrs.evolve(good, thread_id="b"), expected_head=None)
@@ -324,7 +334,7 @@ async def test_hundred_concurrent_resumers_lose_no_update() -> None:
         .edge("bump", END)
         .build()
     )
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     first = (await g.run(Context(), store=store, thread_id="t")).unwrap()
     assert first.state.metadata["n"] == 1
     conflicts: list[int] = []
@@ -334,7 +344,7 @@ async def test_hundred_concurrent_resumers_lose_no_update() -> None:
             head = (await g.load(store, "t")).unwrap()
             # Re-open the finished run for one more bump: a new step from head.
             again = attrs.evolve(
-                head, next=("bump",), status=graph.Status.RUNNING
+                head, next=("bump",), status=fold.Status.RUNNING
             )
             stepped = (await g.step(again)).unwrap()
             new = attrs.evolve(
@@ -377,7 +387,7 @@ async def test_history_is_stored_as_deltas(tmp_path: Path) -> None:
         )
         .build()
     )
-    async with graph.SQLiteStore(
+    async with stores.SQLiteStore(
         tmp_path / "h.db", synchronous="OFF"
     ) as store:
         out = (
@@ -385,7 +395,7 @@ async def test_history_is_stored_as_deltas(tmp_path: Path) -> None:
                 Context(),
                 store=store,
                 thread_id="t",
-                limits=graph.Limits(max_steps=2000),
+                limits=graph.GraphLimits(max_steps=2000),
             )
         ).unwrap()
         sizes = [len(r.data) for r in await store.records("t")]
@@ -426,7 +436,7 @@ async def test_an_edited_vector_element_is_checkpointed() -> None:
         .edge("more", END)
         .build()
     )
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     ran = (await g.run(Items(), store=store, thread_id="t")).unwrap()
     assert list(ran.state.items) == ["FINAL", "B!", "c", "d"]
     for snap in (await g.history(store, "t")).unwrap()[1:]:
@@ -457,7 +467,7 @@ async def test_a_redacted_message_stays_redacted_in_the_checkpoint() -> None:
         .edge("reply", END)
         .build()
     )
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     card = "card 4111-1111-1111-1111"
     start = Context.of(Message.user(card), Message.assistant("noted"))
     ran = (await g.run(start, store=store, thread_id="t")).unwrap()

@@ -11,8 +11,9 @@ import pytest
 
 from returns.result import Result, Success
 
-from pipeline import graph, handler
-from pipeline.errors import ConstructionError, InvalidState
+from pipeline import Graph, graph, handler, stores
+from pipeline.errors import ConstructionError
+from pipeline.failures import InvalidState
 from pipeline.fold import make_converter
 
 
@@ -40,7 +41,7 @@ async def sell(t: Till) -> Result[Till, str]:
     return Success(Till(Money(t.total.cents + 250), t.sales + 1))
 
 
-def till(converter: cattrs.Converter | None = None) -> graph.Graph[Till, str]:
+def till(converter: cattrs.Converter | None = None) -> Graph[Till, str]:
     return (
         graph.builder(Till)
         .node("sell", sell)
@@ -81,7 +82,7 @@ async def test_a_registered_hook_checkpoints_the_type(tmp_path: Path) -> None:
     """With hooks for Money, the graph checkpoints to SQLite, resumes from
     any version and loads equal states."""
     g = till(converter=money_converter())
-    async with graph.SQLiteStore(tmp_path / "till.db") as store:
+    async with stores.SQLiteStore(tmp_path / "till.db") as store:
         done = (
             await g.run(Till(Money(0)), store=store, thread_id="t")
         ).unwrap()
@@ -101,7 +102,7 @@ async def test_a_hook_that_does_not_round_trip_is_caught_at_commit() -> None:
     conv.register_unstructure_hook(Money, lambda m: str(m.cents))
     conv.register_structure_hook(Money, lambda v, _: Money(int(v) + 1))
     g = till(converter=conv)
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     out = await g.run(Till(Money(0)), store=store, thread_id="t")
     failure = out.failure()
     assert isinstance(failure, InvalidState)

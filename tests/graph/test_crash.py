@@ -18,10 +18,10 @@ import pytest
 
 from returns.result import Failure, Success
 
-from pipeline import graph
-from pipeline.errors import ThreadBusy
-from pipeline.fold import Lease
-from pipeline.graph import Continue, Record, Transition
+from pipeline import fold, stores
+from pipeline.failures import ThreadBusy
+from pipeline.fold import Continue, Transition
+from pipeline.stores import Lease, Record
 from tests.graph.crashgraphs import make_graph
 from tests.graph.helpers import Counted, DelegatingStore, Runs
 from tests.stores import CommitResult
@@ -38,7 +38,7 @@ class SimulatedCrash(BaseException):
 class CrashingStore(DelegatingStore):
     """A MemoryStore that dies around its *at*-th commit."""
 
-    def __init__(self, inner: graph.MemoryStore, point: str, at: int) -> None:
+    def __init__(self, inner: stores.MemoryStore, point: str, at: int) -> None:
         super().__init__(inner)
         self.point, self.at, self.n = point, at, 0
 
@@ -79,13 +79,13 @@ async def crash_and_resume(seed: int) -> None:
 
     runs = Runs()
     hook: Any = None
-    gates: list[graph.Gate[Counted]] = []
-    store = graph.MemoryStore()
-    target: graph.CheckpointStore = store
+    gates: list[fold.Gate[Counted]] = []
+    store = stores.MemoryStore()
+    target: stores.CheckpointStore = store
     if point == "before":
         seen = Counter[str]()
 
-        async def gate(t: Transition[Counted]) -> graph.Decision:
+        async def gate(t: Transition[Counted]) -> fold.Decision:
             seen["n"] += 1
             if seen["n"] == k:
                 raise SimulatedCrash
@@ -168,7 +168,7 @@ def test_sigkill_mid_run_resumes_from_sqlite(tmp_path: Path) -> None:
         expected = (
             (await make_graph(seed, Runs()).run(Counted())).unwrap().state
         )
-        async with graph.SQLiteStore(path) as store:
+        async with stores.SQLiteStore(path) as store:
             out = await g.resume(store, "t")
             if isinstance(out, Failure) and isinstance(
                 out.failure(), ThreadBusy

@@ -13,7 +13,7 @@ import attrs
 from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
-from pipeline import Handler, graph, handler
+from pipeline import Graph, Handler, graph, handler, stores
 from pipeline.graph import END
 
 
@@ -33,7 +33,7 @@ def build(
     runs: Counter[int],
     finished: set[int] | None = None,
     version: str = "1",
-) -> graph.Graph[Tally, str]:
+) -> Graph[Tally, str]:
     def branch(i: int) -> Handler[Tally, Tally, str]:
         @handler(name=f"b{i}")
         async def run(t: Tally) -> Result[Tally, str]:
@@ -52,7 +52,9 @@ def build(
     async def start(t: Tally) -> Result[Tally, str]:
         return Success(t)
 
-    b: graph.Builder[Tally, str] = graph.builder(Tally).node("start", start)
+    b: graph.GraphBuilder[Tally, str] = graph.builder(Tally).node(
+        "start", start
+    )
     for i in range(K):
         b = b.node(f"b{i}", branch(i))
     return (
@@ -67,7 +69,7 @@ async def run_seed(seed: int) -> None:
     faults = {i for i in range(K) if rng.random() < 0.2}
     runs: Counter[int] = Counter()
     finished_first: set[int] = set()
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     first = await build(faults, runs, finished_first).run(
         Tally(), store=store, thread_id="t"
     )
@@ -94,7 +96,7 @@ async def test_kept_outputs_from_another_graph_are_recomputed() -> None:
     """Branch outputs kept by another graph version are not trusted."""
     runs: Counter[int] = Counter()
     finished: set[int] = set()
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await build({5}, runs, finished).run(Tally(), store=store, thread_id="t")
     assert finished
     again = build(set(), runs, version="2")
@@ -107,7 +109,7 @@ async def test_finished_branches_are_records_of_the_thread() -> None:
     """Each finished branch is a progress record; the join starts afresh."""
     runs: Counter[int] = Counter()
     finished: set[int] = set()
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await build({5}, runs, finished).run(Tally(), store=store, thread_id="t")
     head = await store.head("t")
     paused = (await build(set(), runs).load(store, "t")).unwrap()

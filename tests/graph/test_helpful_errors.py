@@ -8,14 +8,17 @@ import pytest
 
 from returns.result import Failure
 
-from pipeline import graph
-from pipeline.errors import ConstructionError, GraphDefects, IncompatibleGraph
+from pipeline import Graph, graph, stores
+from pipeline.errors import ConstructionError, GraphDefects
+from pipeline.failures import IncompatibleGraph
 from pipeline.graph import END
 from tests.graph.helpers import Counted, step
 
 
-def _chain(*names: str, version: str = "1") -> graph.Graph[Counted, str]:
-    b: graph.Builder[Counted, str] = graph.builder(Counted).entry(names[0])
+def _chain(*names: str, version: str = "1") -> Graph[Counted, str]:
+    b: graph.GraphBuilder[Counted, str] = graph.builder(Counted).entry(
+        names[0]
+    )
     for name, nxt in zip(names, (*names[1:], END), strict=True):
         b = b.node(name, step(name)).edge(name, nxt)
     return b.build(version=version)
@@ -24,9 +27,12 @@ def _chain(*names: str, version: str = "1") -> graph.Graph[Counted, str]:
 async def test_incompatible_graph_says_what_changed() -> None:
     """Resuming with another shape names the parts that changed."""
     old = _chain("a", "b")
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     await old.run(
-        Counted(), store=store, thread_id="t", limits=graph.Limits(max_steps=1)
+        Counted(),
+        store=store,
+        thread_id="t",
+        limits=graph.GraphLimits(max_steps=1),
     )
     cases = {
         "version": (_chain("a", "b", version="2"), ("version",)),

@@ -22,7 +22,7 @@ from hypothesis.stateful import (
 )
 from returns.result import Success
 
-from pipeline import graph
+from pipeline import fold, stores
 from tests.graph.crashgraphs import make_graph
 from tests.graph.helpers import Counted, Runs
 
@@ -38,7 +38,7 @@ class GraphMachine(RuleBasedStateMachine):
         self.portal = self._stack.enter_context(
             start_blocking_portal(self.backend)
         )
-        self.store = graph.MemoryStore()
+        self.store = stores.MemoryStore()
         self.seen: dict[tuple[str, int], bytes] = {}
         self.forks = 0
 
@@ -56,7 +56,7 @@ class GraphMachine(RuleBasedStateMachine):
         )
         assert isinstance(committed, Success)
 
-    def head(self) -> graph.Snapshot[Counted]:
+    def head(self) -> fold.Snapshot[Counted]:
         return self.portal.call(
             lambda: self.graph.load(self.store, "t")
         ).unwrap()
@@ -82,7 +82,7 @@ class GraphMachine(RuleBasedStateMachine):
         )  # old snapshot intact
         assert self.snapshot_bytes()[: len(before)] == before
 
-    def head_at(self, version: int) -> graph.Snapshot[Counted]:
+    def head_at(self, version: int) -> fold.Snapshot[Counted]:
         return self.portal.call(
             lambda: self.graph.load(self.store, "t", version=version)
         ).unwrap()

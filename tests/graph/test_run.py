@@ -11,13 +11,25 @@ from hypothesis import strategies as st
 from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
-from pipeline import Context, Handler, Message, graph, handler, map_reduce
-from pipeline.errors import MergeConflict, StepLimitExceeded, UnknownRoute
-from pipeline.graph import END, Continue, Interrupt, Status, Stop, Transition
+from pipeline import (
+    Context,
+    Graph,
+    Handler,
+    Message,
+    fold,
+    graph,
+    handler,
+    map_reduce,
+    stores,
+)
+from pipeline.events import FoldEvent, Interrupted
+from pipeline.failures import MergeConflict, StepLimitExceeded, UnknownRoute
+from pipeline.fold import Continue, Interrupt, Status, Stop, Transition
+from pipeline.graph import END
 from tests.graph.helpers import Counted, failing, step
 
 
-def chain() -> graph.Graph[Counted, str]:
+def chain() -> Graph[Counted, str]:
     return (
         graph.builder(Counted)
         .node("a", step("a"))
@@ -94,13 +106,13 @@ async def test_step_limit_is_exact_and_resumable() -> None:
         )
         .build()
     )
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     for limit in (1, 2, 10):
         out = await g.run(
             Counted(),
             store=store,
             thread_id=f"t{limit}",
-            limits=graph.Limits(max_steps=limit),
+            limits=graph.GraphLimits(max_steps=limit),
         )
         err = out.failure()
         assert isinstance(err, StepLimitExceeded)
@@ -108,14 +120,14 @@ async def test_step_limit_is_exact_and_resumable() -> None:
         assert err.tail[-1] == "spin"
         head = (await g.load(store, f"t{limit}")).unwrap()
         assert head.state.count == limit
-    more = await g.resume(store, "t10", limits=graph.Limits(max_steps=15))
+    more = await g.resume(store, "t10", limits=graph.GraphLimits(max_steps=15))
     assert isinstance(more.failure(), StepLimitExceeded)
     assert (await g.load(store, "t10")).unwrap().state.count == 15
 
 
 def fan(
     reducers: dict[str, graph.Reducer] | None = None,
-) -> graph.Graph[Counted, str]:
+) -> Graph[Counted, str]:
     def tag(name: str) -> Handler[Counted, Counted, str]:
         @handler(name=name)
         async def run(s: Counted) -> Result[Counted, str]:
@@ -212,10 +224,10 @@ async def test_gate_stop_and_observer() -> None:
     """A gate can stop the run gracefully; observers see each snapshot."""
     seen: list[str | None] = []
 
-    async def gate(t: Transition[Counted]) -> graph.Decision:
+    async def gate(t: Transition[Counted]) -> fold.Decision:
         return Stop("enough") if t.targets == ("c",) else Continue()
 
-    async def observe(s: graph.Snapshot[Counted]) -> None:
+    async def observe(s: fold.Snapshot[Counted]) -> None:
         seen.append(s.node)
 
     out = (
@@ -230,7 +242,7 @@ async def test_interrupt_then_resume_with_answer() -> None:
     """An interrupt saves a resumable checkpoint; the answer reaches the gate."""
     answers: list[object] = []
 
-    async def approval(t: Transition[Counted]) -> graph.Decision:
+    async def approval(t: Transition[Counted]) -> fold.Decision:
         if t.targets != ("c",):
             return Continue()
         answers.append(t.answer)
@@ -238,10 +250,10 @@ async def test_interrupt_then_resume_with_answer() -> None:
             return Interrupt("ship it?")
         return Continue() if t.answer == "yes" else Stop("denied")
 
-    store = graph.MemoryStore()
-    events: list[graph.GraphEvent] = []
+    store = stores.MemoryStore()
+    events: list[FoldEvent] = []
 
-    async def sink(e: graph.GraphEvent) -> None:
+    async def sink(e: FoldEvent) -> None:
         events.append(e)
 
     g = chain()
@@ -255,8 +267,8 @@ async def test_interrupt_then_resume_with_answer() -> None:
         )
     ).unwrap()
     assert paused.status is Status.INTERRUPTED
-    assert paused.pending == graph.Pending("b", ("c",), "ship it?")
-    assert graph.Interrupted("ship it?") in events
+    assert paused.pending == fold.Pending("b", ("c",), "ship it?")
+    assert Interrupted("ship it?") in events
     loaded = (await g.load(store, "t")).unwrap()
     assert loaded.pending == paused.pending
     done = (
@@ -343,7 +355,7 @@ async def test_fan_out_concurrency_is_bounded() -> None:
 
         return run
 
-    b: graph.Builder[Counted, str] = graph.builder(Counted).node(
+    b: graph.GraphBuilder[Counted, str] = graph.builder(Counted).node(
         "src", step("src")
     )
     for i in range(40):
@@ -353,11 +365,13 @@ async def test_fan_out_concurrency_is_bounded() -> None:
         .fan_out("src", [f"s{i}" for i in range(40)], join=END)
         .build()
     )
-    out = (await g.run(Counted(), limits=graph.Limits(concurrency=3))).unwrap()
+    out = (
+        await g.run(Counted(), limits=graph.GraphLimits(concurrency=3))
+    ).unwrap()
     assert running[1] == 3
     assert list(out.state.trail) == ["src", *(f"s{i}" for i in range(40))]
     with pytest.raises(ValueError, match="concurrency"):
-        graph.Limits(concurrency=0)
+        graph.GraphLimits(concurrency=0)
 
 
 async def test_fan_out_branch_editing_a_vector_is_a_conflict() -> None:

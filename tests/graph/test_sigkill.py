@@ -24,7 +24,7 @@ import anyio
 
 from returns.result import Failure
 
-from pipeline.errors import ThreadBusy
+from pipeline.failures import ThreadBusy
 from tests.graph.crashgraphs import make_graph
 from tests.graph.helpers import Counted, Runs
 from tests.graph.store_urls import open_store

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import graph
-from pipeline.errors import CheckpointDecodeError
-from pipeline.events import CheckpointSkipped
-from pipeline.fold._codec import record_checksum
+from pipeline import graph, stores
+from pipeline.events import CheckpointSkipped, FoldEvent
+from pipeline.failures import CheckpointDecodeError
+from pipeline.stores import record_checksum
 from tests.graph.helpers import Counted
 from tests.graph.test_checkpoints import linear
 
@@ -52,12 +52,12 @@ async def test_a_forged_record_is_refused(tmp_path: Path) -> None:
     g = linear(4)
     for signed in (True, False):
         db = tmp_path / f"{signed}.db"
-        async with graph.SQLiteStore(db) as inner:
-            store = graph.SignedStore(inner, key=KEY) if signed else inner
+        async with stores.SQLiteStore(db) as inner:
+            store = stores.SignedStore(inner, key=KEY) if signed else inner
             await g.run(Counted(), store=store, thread_id="t")
         _forge(db, 2, 1000)
-        async with graph.SQLiteStore(db) as inner:
-            store = graph.SignedStore(inner, key=KEY) if signed else inner
+        async with stores.SQLiteStore(db) as inner:
+            store = stores.SignedStore(inner, key=KEY) if signed else inner
             two = await g.load(store, "t", version=2)
             whole = await g.history(store, "t")
             if signed:
@@ -79,20 +79,20 @@ async def test_a_forged_last_record_is_skipped_and_reported(
     g = linear(4)
     expected = (await g.run(Counted())).unwrap().state
     db = tmp_path / "signed.db"
-    limits = graph.Limits(max_steps=2)
-    async with graph.SQLiteStore(db) as inner:
-        signed = graph.SignedStore(inner, key=KEY)
+    limits = graph.GraphLimits(max_steps=2)
+    async with stores.SQLiteStore(db) as inner:
+        signed = stores.SignedStore(inner, key=KEY)
         await g.run(Counted(), store=signed, thread_id="t", limits=limits)
         head = await inner.head("t")
     assert head is not None
     _forge(db, head, 1000)
-    async with graph.SQLiteStore(db) as inner:
-        signed = graph.SignedStore(inner, key=KEY)
+    async with stores.SQLiteStore(db) as inner:
+        signed = stores.SignedStore(inner, key=KEY)
         loaded = (await g.load(signed, "t")).unwrap()
         assert loaded.version == head - 1
-        events: list[graph.GraphEvent] = []
+        events: list[FoldEvent] = []
 
-        async def sink(e: graph.GraphEvent) -> None:
+        async def sink(e: FoldEvent) -> None:
             events.append(e)
 
         done = (await g.resume(signed, "t", on_event=sink)).unwrap()
@@ -106,18 +106,18 @@ async def test_records_signed_with_another_key_are_refused() -> None:
     """A store holds records under one key: another key refuses them all,
     and so does reading them unsigned."""
     g = linear(3)
-    inner = graph.MemoryStore()
+    inner = stores.MemoryStore()
     await g.run(
-        Counted(), store=graph.SignedStore(inner, key=KEY), thread_id="t"
+        Counted(), store=stores.SignedStore(inner, key=KEY), thread_id="t"
     )
-    other = graph.SignedStore(inner, key=b"another key, 16+ bytes")
+    other = stores.SignedStore(inner, key=b"another key, 16+ bytes")
     assert isinstance(
         (await g.history(other, "t")).failure(), CheckpointDecodeError
     )
     assert isinstance(
         (await g.history(inner, "t")).failure(), CheckpointDecodeError
     )
-    same = graph.SignedStore(inner, key=KEY)
+    same = stores.SignedStore(inner, key=KEY)
     assert len((await g.history(same, "t")).unwrap()) == 4
 
 
@@ -126,9 +126,9 @@ def test_a_weak_key_is_refused_without_showing_it(key: object) -> None:
     """Keys shorter than 16 bytes (or not bytes) are a ValueError that does
     not contain the key; the repr never shows the key."""
     with pytest.raises(ValueError, match="at least 16 bytes") as info:
-        graph.SignedStore(graph.MemoryStore(), key=key)  # type: ignore[arg-type]
+        stores.SignedStore(stores.MemoryStore(), key=key)  # type: ignore[arg-type]
     if key:
         assert str(key) not in str(info.value)
-    store = graph.SignedStore(graph.MemoryStore(), key=KEY)
+    store = stores.SignedStore(stores.MemoryStore(), key=KEY)
     assert KEY.decode() not in repr(store)
     assert "hidden" in repr(store)

@@ -9,10 +9,9 @@ import pytest
 
 from returns.result import Success
 
-from pipeline import graph
-from pipeline.errors import ConcurrentModification, LeaseLost, ThreadBusy
-from pipeline.fold import Lease
-from pipeline.graph import Record
+from pipeline import stores
+from pipeline.failures import ConcurrentModification, LeaseLost, ThreadBusy
+from pipeline.stores import Lease, Record
 from tests.servers import StoreFactory
 
 
@@ -105,7 +104,7 @@ async def test_sqlite_delete_leaves_no_bytes(tmp_path: Path) -> None:
     """After delete, the thread's bytes are gone from the file and WAL."""
     path = tmp_path / "c.db"
     canary = b"CANARY-7f3a9c01d2e4b5a6"
-    async with graph.SQLiteStore(path) as store:
+    async with stores.SQLiteStore(path) as store:
         await store.commit(rec("secret", 0, canary), expected_head=None)
         await store.commit(rec("secret", 1, canary + b"-1"), expected_head=0)
         await store.commit(rec("other", 0, b"keep"), expected_head=None)
@@ -118,12 +117,12 @@ async def test_sqlite_delete_leaves_no_bytes(tmp_path: Path) -> None:
 async def test_sqlite_survives_reopen(tmp_path: Path) -> None:
     """Committed records are there after closing and reopening the file."""
     path = tmp_path / "c.db"
-    async with graph.SQLiteStore(path) as store:
+    async with stores.SQLiteStore(path) as store:
         await store.commit(rec("t", 0, b"x"), expected_head=None)
-    async with graph.SQLiteStore(path, synchronous="NORMAL") as store:
+    async with stores.SQLiteStore(path, synchronous="NORMAL") as store:
         assert [r.data for r in await store.records("t")] == [b"x"]
     with pytest.raises(ValueError, match="synchronous"):
-        graph.SQLiteStore(path, synchronous="sometimes")
+        stores.SQLiteStore(path, synchronous="sometimes")
 
 
 async def test_leases_one_holder_at_a_time(make_store: StoreFactory) -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
 from pipeline import Context, Handler, Message, first, handler, must, noop
-from pipeline.errors import AllFailed
+from pipeline.failures import AllFailed
 from tests.strategies import IntHandler, handlers
 
 

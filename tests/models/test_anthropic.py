@@ -12,12 +12,18 @@ import pytest
 
 from returns.result import Failure
 
-from pipeline import Context, Message, ToolCall, Usage
-from pipeline.agents import Agent
-from pipeline.events import stream
+from pipeline import (
+    Agent,
+    Context,
+    Message,
+    ToolCall,
+    Usage,
+    stream,
+    tool,
+)
+from pipeline.failures import ModelError
 from pipeline.models import (
     ModelDelta,
-    ModelError,
     ModelRequest,
     ResponseSchema,
     TextDelta,
@@ -25,7 +31,6 @@ from pipeline.models import (
     ToolSpec,
 )
 from pipeline.models.anthropic import AnthropicModel
-from pipeline.tools import tool
 from tests.models.llm_server import FakeLLM, Json, Sse, sse_lines
 
 

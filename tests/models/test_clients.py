@@ -17,11 +17,12 @@ import pytest
 
 from returns.result import Failure
 
-from pipeline import Context, Message, Secret
-from pipeline.agents import Agent, AgentRun
-from pipeline.errors import ConstructionError, InvalidOutput
+from pipeline import Agent, Context, Message, Secret
+from pipeline.agents import AgentRun
+from pipeline.errors import ConstructionError
+from pipeline.failures import InvalidOutput, ModelError
 from pipeline.middleware import retry
-from pipeline.models import Model, ModelError, ModelRequest, ResponseSchema
+from pipeline.models import Model, ModelRequest, ResponseSchema
 from pipeline.models.anthropic import AnthropicModel
 from pipeline.models.openai import OpenAIModel
 from pipeline.testing import Reply, ScriptedModel

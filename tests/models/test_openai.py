@@ -12,11 +12,10 @@ import pytest
 
 from returns.result import Failure
 
-from pipeline import Message, ToolCall, Usage
-from pipeline.agents import Agent
+from pipeline import Agent, Message, ToolCall, Usage, tool
+from pipeline.failures import ModelError
 from pipeline.models import (
     ModelDelta,
-    ModelError,
     ModelRequest,
     ResponseSchema,
     TextDelta,
@@ -24,7 +23,6 @@ from pipeline.models import (
     ToolSpec,
 )
 from pipeline.models.openai import OpenAIModel
-from pipeline.tools import tool
 from tests.models.llm_server import FakeLLM, Json, Sse, sse_lines
 
 

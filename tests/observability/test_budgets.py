@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
 from pipeline import (
+    Agent,
     Budget,
-    BudgetExceeded,
     Context,
     Message,
     Price,
@@ -31,16 +31,16 @@ from pipeline import (
     run,
     scope,
     swarm,
+    tool,
 )
-from pipeline.agents import Agent
 from pipeline.errors import ConstructionError
+from pipeline.failures import BudgetExceeded, ModelError
 from pipeline.graph import END
 from pipeline.llm import summarize
 from pipeline.middleware import retry
-from pipeline.models import DeltaSink, ModelError, ModelRequest, ModelResponse
+from pipeline.models import DeltaSink, ModelRequest, ModelResponse
 from pipeline.runs import current
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 
 
 HI = Context.of(Message.user("hi"))

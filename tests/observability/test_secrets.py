@@ -24,23 +24,27 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 from returns.result import Failure, Result, Success
 
 from pipeline import (
+    Agent,
     Context,
+    Graph,
     Message,
     Secret,
+    fold,
     graph,
     handler,
     run,
     scope,
+    stores,
     stream,
+    tool,
 )
 from pipeline._serde import canonical, make_converter
-from pipeline.agents import Agent
-from pipeline.errors import ConstructionError
+from pipeline.errors import ConstructionError, SecretUnresolved
 from pipeline.events import Event, ToolRaised
-from pipeline.graph import END, Interrupt, Transition
+from pipeline.fold import Interrupt, Transition
+from pipeline.graph import END
 from pipeline.middleware import log, trace
 from pipeline.secrets import (
-    SecretUnresolved,
     holds_secret,
     redact,
     redacted_traceback,
@@ -48,7 +52,6 @@ from pipeline.secrets import (
     resolver,
 )
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 
 
 CANARY = "canary-7f3a9c-do-not-leak"
@@ -86,7 +89,7 @@ def uses_token() -> Any:
     return use
 
 
-def login_graph() -> graph.Graph[Login, str]:
+def login_graph() -> Graph[Login, str]:
     return (
         graph.builder(Login)
         .node("use", uses_token().use(log(), trace()))
@@ -199,7 +202,7 @@ async def test_canaries_across_every_sink(
                 gates=[_gate],
                 on_event=_collect(seen),
             )
-        assert paused.unwrap().status is graph.Status.INTERRUPTED
+        assert paused.unwrap().status is fold.Status.INTERRUPTED
         with scope(tracer_provider=provider, secrets=secrets):
             done = await g.resume(
                 store=store, thread_id="t1", answer="yes", gates=[_gate]
@@ -235,16 +238,16 @@ def _files(folder: Path) -> bytes:
 @contextlib.asynccontextmanager
 async def _store(kind: str, path: Path) -> AsyncIterator[Any]:
     if kind == "memory":
-        yield graph.MemoryStore()
+        yield stores.MemoryStore()
         return
-    async with graph.SQLiteStore(path) as store:
+    async with stores.SQLiteStore(path) as store:
         yield store
 
 
 async def _gate(t: Transition[Login]) -> Any:
     if t.targets == ("check",) and t.answer is None:
         return Interrupt("go on?")
-    return graph.Continue()
+    return fold.Continue()
 
 
 def _collect(into: list[Event]) -> Any:
@@ -260,7 +263,7 @@ async def test_unresolvable_secret_is_refused_before_commit(
     """A secret no resolver can bring back is not committed: the failure
     names the field and the reference, never the value."""
     g = login_graph()
-    async with graph.SQLiteStore(tmp_path / "s.db") as store:
+    async with stores.SQLiteStore(tmp_path / "s.db") as store:
         out = await g.run(
             Login("ann", Secret(CANARY, ref="nowhere")),
             store=store,
@@ -279,7 +282,7 @@ async def test_resume_without_the_resolver_fails_by_reference(
     failure naming the reference."""
     g = login_graph()
     secrets = resolver({"login-token": CANARY}, env=False)
-    async with graph.SQLiteStore(tmp_path / "s.db") as store:
+    async with stores.SQLiteStore(tmp_path / "s.db") as store:
         with scope(secrets=secrets):
             await g.run(
                 Login("ann", Secret(CANARY, ref="login-token")),

@@ -20,7 +20,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 from returns.result import Failure, Result, Success
 
 from pipeline import (
+    Agent,
     Context,
+    Graph,
     Message,
     Usage,
     graph,
@@ -29,12 +31,12 @@ from pipeline import (
     run,
     scope,
     swarm,
+    tool,
 )
-from pipeline.agents import Agent, as_tool
+from pipeline.agents import as_tool
 from pipeline.graph import END
 from pipeline.middleware import trace as traced
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 
 
 Tree = tuple[str, tuple[Any, ...]]
@@ -249,7 +251,7 @@ class Notes:
     seen: tuple[str, ...] = ()
 
 
-def graph_with_agents() -> graph.Graph[Notes, Any]:
+def graph_with_agents() -> Graph[Notes, Any]:
     @handler(name="start")
     async def start(s: Notes) -> Result[Notes, str]:
         return Success(attrs.evolve(s, seen=(*s.seen, "start")))

@@ -9,10 +9,11 @@ import attrs
 
 from returns.result import Result
 
-from pipeline import Context, Message, Role
-from pipeline.events import Event, Handoff, stream
-from pipeline.models import ModelError, ModelRequest, ModelResponse
-from pipeline.swarm import Swarm, SwarmFailure
+from pipeline import Context, Message, Role, Swarm, stream
+from pipeline.events import Event, Handoff
+from pipeline.failures import ModelError
+from pipeline.models import ModelRequest, ModelResponse
+from pipeline.swarm import SwarmFailure
 from pipeline.testing import Reply
 
 

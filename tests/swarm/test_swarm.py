@@ -16,37 +16,50 @@ import pytest
 from pyrsistent import PVector, pvector
 from returns.result import Result, Success
 
-from pipeline import Context, Message, Role, ToolCall, graph, handler, swarm
-from pipeline.agents import Agent, as_tool
-from pipeline.errors import (
-    ConcurrentModification,
-    GraphDefect,
-    HistoryBudgetExceeded,
-    IncompatibleGraph,
-    RunPaused,
-    RunStopped,
-    SwarmDefects,
+from pipeline import (
+    Agent,
+    Context,
+    Graph,
+    Message,
+    Role,
+    Swarm,
+    ToolCall,
+    fold,
+    graph,
+    handler,
+    stores,
+    swarm,
+    tool,
 )
+from pipeline.agents import as_tool
+from pipeline.errors import GraphDefect, SwarmDefects
 from pipeline.events import (
     Handoff,
     MessageComplete,
 )
-from pipeline.fold import Lease, Record
-from pipeline.graph import END
-from pipeline.history import token_budget, window
-from pipeline.middleware import log, retry
-from pipeline.models import ModelError, ModelRequest, ModelResponse
-from pipeline.swarm import (
+from pipeline.failures import (
+    ConcurrentModification,
+    HistoryBudgetExceeded,
+    IncompatibleGraph,
+    ModelError,
+    RunPaused,
+    RunStopped,
+)
+from pipeline.fold import (
     Continue,
     Decision,
     Interrupt,
     Status,
     Stop,
-    SwarmState,
     Transition,
 )
+from pipeline.graph import END
+from pipeline.history import token_budget, window
+from pipeline.middleware import log, retry
+from pipeline.models import ModelRequest, ModelResponse
+from pipeline.stores import Lease, Record
+from pipeline.swarm import SwarmState
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 from tests.stores import CommitResult, DelegatingStore
 from tests.swarm.helpers import (
     PREFIX,
@@ -68,9 +81,7 @@ T = TypeVar("T")
 SPECIALIST = "I'm the specialist. Here's your answer."
 
 
-def pair(
-    dispatcher: ScriptedModel, specialist: ScriptedModel
-) -> swarm.Swarm[None]:
+def pair(dispatcher: ScriptedModel, specialist: ScriptedModel) -> Swarm[None]:
     """dispatcher (may hand off to specialist) and specialist."""
     return (
         swarm.builder()
@@ -87,7 +98,7 @@ def pair(
 
 def trio_of_agents(
     a: ScriptedModel, b: ScriptedModel, c: ScriptedModel
-) -> swarm.Swarm[None]:
+) -> Swarm[None]:
     """a may hand off to b only; b to c only; c to nobody."""
     return (
         swarm.builder()
@@ -145,7 +156,7 @@ async def test_ping_pong_stops_after_exactly_max_handoffs() -> None:
         .agent("a", Agent("a", a), handoffs=["b"])
         .agent("b", Agent("b", b), handoffs=["a"])
         .entry("a")
-        .limits(swarm.Limits(max_handoffs=2))
+        .limits(swarm.SwarmLimits(max_handoffs=2))
         .build()
     )
     events, result = await streamed(team, ask("go"))
@@ -397,7 +408,7 @@ async def test_example_new_swarm() -> None:
         .agent("handler", handler_agent, handoffs=["specialist"])
         .agent("specialist", specialist)
         .entry("handler")
-        .limits(swarm.Limits(max_handoffs=4))
+        .limits(swarm.SwarmLimits(max_handoffs=4))
         .build()
     )
     out = (await team(Context.of(Message.user("help me")))).unwrap()
@@ -693,7 +704,7 @@ def ring(
     limit: int | None,
     attempts: list[str],
     observers: list[Transition[SwarmState[None]]] | None = None,
-) -> tuple[swarm.Swarm[None], dict[str, ScriptedModel]]:
+) -> tuple[Swarm[None], dict[str, ScriptedModel]]:
     """Three agents a -> b -> c -> a, each always trying to transfer."""
     models = {
         n: ScriptedModel(ring_step(n, attempts), cycle=True) for n in RING
@@ -703,7 +714,7 @@ def ring(
         b = b.agent(n, Agent(n, models[n]), handoffs=[RING[(i + 1) % 3]])
     b = b.entry("a")
     if limit is not None:
-        b = b.limits(swarm.Limits(max_handoffs=limit))
+        b = b.limits(swarm.SwarmLimits(max_handoffs=limit))
     if observers is not None:
         seen = observers
 
@@ -742,7 +753,7 @@ async def test_default_limit_is_ten_handoffs() -> None:
     """Without limits a swarm allows exactly 10 handoffs, not unlimited."""
     attempts: list[str] = []
     team, _ = ring(None, attempts)
-    assert team.limits == swarm.Limits(swarm.DEFAULT_MAX_HANDOFFS)
+    assert team.limits == swarm.SwarmLimits(swarm.DEFAULT_MAX_HANDOFFS)
     assert swarm.DEFAULT_MAX_HANDOFFS == 10
     snap = (await team.run(ask("go"))).unwrap()
     assert snap.state.handoffs == 10
@@ -752,7 +763,7 @@ async def test_default_limit_is_ten_handoffs() -> None:
 def test_negative_limit_is_rejected() -> None:
     """Limits(max_handoffs=-1) is a ValueError."""
     with pytest.raises(ValueError, match="at least 0"):
-        swarm.Limits(max_handoffs=-1)
+        swarm.SwarmLimits(max_handoffs=-1)
 
 
 # -- gates, observers, events -------------------------------------------------
@@ -761,7 +772,7 @@ def test_negative_limit_is_rejected() -> None:
 def gate_of(
     seen: list[Transition[SwarmState[T]]],
     decide: Callable[[Transition[SwarmState[T]]], Decision],
-) -> swarm.Gate[SwarmState[T]]:
+) -> fold.Gate[SwarmState[T]]:
     """A gate that records what it sees and answers *decide*."""
 
     async def gate(t: Transition[SwarmState[T]]) -> Decision:
@@ -806,7 +817,7 @@ async def test_stop_gate_ends_the_run_stopped() -> None:
 
 def approval(
     seen: list[Transition[SwarmState[None]]],
-) -> swarm.Gate[SwarmState[None]]:
+) -> fold.Gate[SwarmState[None]]:
     """Interrupt until answered; continue on "yes", stop otherwise."""
 
     def decide(t: Transition[SwarmState[None]]) -> Decision:
@@ -819,7 +830,7 @@ def approval(
 
 def approval_desk(
     seen: list[Transition[SwarmState[None]]],
-) -> tuple[swarm.Swarm[None], ScriptedModel]:
+) -> tuple[Swarm[None], ScriptedModel]:
     """dispatcher -> specialist behind an approval gate."""
     specialist = ScriptedModel(Reply.text(SPECIALIST))
     team = (
@@ -842,7 +853,7 @@ async def test_interrupt_then_resume_with_answer_in_memory() -> None:
     pending); resume(answer="yes") lets the gate see the answer and go on."""
     seen: list[Transition[SwarmState[None]]] = []
     team, specialist = approval_desk(seen)
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     paused = (await team.run(ask("go"), store=store, thread_id="t")).unwrap()
     assert paused.status is Status.INTERRUPTED
     assert paused.pending is not None
@@ -865,14 +876,14 @@ async def test_interrupt_then_resume_on_sqlite_after_restart(
     """Interrupt on a SQLite file, close it, reopen it with a fresh swarm
     (a restarted process): resuming with the answer finishes the run."""
     path = tmp_path / "swarm.db"
-    async with swarm.SQLiteStore(path) as store:
+    async with stores.SQLiteStore(path) as store:
         team, _ = approval_desk([])
         paused = (
             await team.run(ask("go"), store=store, thread_id="t")
         ).unwrap()
         assert paused.status is Status.INTERRUPTED
     seen: list[Transition[SwarmState[None]]] = []
-    async with swarm.SQLiteStore(path) as store:
+    async with stores.SQLiteStore(path) as store:
         team, specialist = approval_desk(seen)
         done = (await team.resume(store, "t", answer="yes")).unwrap()
         assert done.state.messages[-1].content == SPECIALIST
@@ -885,7 +896,7 @@ async def test_interrupt_then_resume_on_sqlite_after_restart(
 async def test_interrupt_answered_no_stops() -> None:
     """Resuming an interrupted handoff with "no" lets the gate stop it."""
     team, specialist = approval_desk([])
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     await team.run(ask("go"), store=store, thread_id="t")
     out = (await team.resume(store, "t", answer="no")).unwrap()
     assert out.status is Status.STOPPED
@@ -922,7 +933,7 @@ async def test_builder_gates_run_before_run_gates() -> None:
     """The builder's gates are asked first; a run's own gates after them."""
     order: list[str] = []
 
-    def named(name: str) -> swarm.Gate[SwarmState[None]]:
+    def named(name: str) -> fold.Gate[SwarmState[None]]:
         async def gate(t: Transition[SwarmState[None]]) -> Decision:
             order.append(name)
             return Continue()
@@ -999,7 +1010,7 @@ def own_turns(request: ModelRequest, name: str) -> int:
 def desk(
     notes: list[str] | None = None,
     crash: Callable[[ModelRequest], None] | None = None,
-) -> swarm.Swarm[Mission]:
+) -> Swarm[Mission]:
     """dispatcher: a note, then transfer; specialist: a state write, then
     the answer.  Replies depend on the request only, so any number of runs
     (forks, resumes) replay the same conversation."""
@@ -1055,7 +1066,7 @@ async def test_every_boundary_is_a_record() -> None:
     """Admission, every agent turn (as progress) and every activation is a
     record; versions and parents form one chain."""
     team = desk()
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     done = (await team.run(CTX, store=store, thread_id="t")).unwrap()
     hist = (await team.history(store, "t")).unwrap()
     assert [s.version for s in hist] == list(range(len(hist)))
@@ -1089,7 +1100,7 @@ async def test_every_boundary_is_a_record() -> None:
 async def test_uninterrupted_run_matches_the_checkpointed_one() -> None:
     """A run with a store ends where the same run without one ends."""
     plain = (await desk().run(CTX)).unwrap()
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     stored = (await desk().run(CTX, store=store, thread_id="t")).unwrap()
     assert stored.state == plain.state
 
@@ -1098,7 +1109,7 @@ async def test_fork_leaves_the_original_untouched() -> None:
     """Forking any version and running the fork to its end changes no
     record (and no snapshot) of the original thread."""
     team = desk()
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     await team.run(CTX, store=store, thread_id="t")
     before = list(await store.records("t"))
     history = (await team.history(store, "t")).unwrap()
@@ -1122,7 +1133,7 @@ async def test_resume_from_every_version_ends_where_the_run_ended() -> None:
     """A fork of any version, resumed, ends with the uninterrupted run's
     state: the same conversation, typed state, agent and handoff count."""
     team = desk()
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     done = (await team.run(CTX, store=store, thread_id="t")).unwrap()
     ends = {}
     for v in range(len(await store.records("t"))):
@@ -1137,7 +1148,7 @@ async def test_resume_from_an_older_version_grows_a_branch() -> None:
     """Resuming a finished thread from an older version appends a branch
     (parent: that version) and ends where the run ended; old records stay."""
     team = desk()
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     done = (await team.run(CTX, store=store, thread_id="t")).unwrap()
     before = list(await store.records("t"))
     out = (await desk().resume(store, "t", version=3)).unwrap()
@@ -1151,7 +1162,7 @@ async def test_time_travel_from_every_version_ends_the_same() -> None:
     """Resuming the thread itself from each of its versions grows a branch
     in that thread which ends where the run ended."""
     team = desk()
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     done = (await team.run(CTX, store=store, thread_id="t")).unwrap()
     versions = [r.version for r in await store.records("t")]
     for v in versions:
@@ -1189,7 +1200,7 @@ async def test_a_failing_history_policy_fails_the_swarm() -> None:
 async def test_a_used_thread_id_is_refused_before_any_agent_runs() -> None:
     """run() on a thread that already has records fails with
     ConcurrentModification; no model is called and no record changes."""
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     await desk().run(CTX, store=store, thread_id="t")
     before = list(await store.records("t"))
     dispatcher = ScriptedModel()
@@ -1204,7 +1215,7 @@ async def test_another_shape_does_not_resume_without_a_migration() -> None:
     """A swarm with another allow-list refuses the thread (IncompatibleGraph);
     with a migration it resumes."""
     team = desk()
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     await team.run(
         CTX,
         store=store,
@@ -1239,7 +1250,7 @@ async def test_a_stop_writes_nothing_and_the_thread_can_go_on() -> None:
     """A gate's stop commits no record; resuming the thread later (without
     that gate) makes the handoff."""
     team = desk()
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     stopped = (
         await team.run(
             CTX,
@@ -1263,7 +1274,7 @@ async def test_one_swarm_serves_concurrent_runs() -> None:
     thread exactly as a lone run does."""
     team = desk()
     expected = (await team.run(CTX)).unwrap().state
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     ends: dict[str, SwarmState[Mission]] = {}
 
     async def one(thread: str) -> None:
@@ -1284,7 +1295,7 @@ class Crash(BaseException):
 class CrashingStore(DelegatingStore):
     """A MemoryStore that dies (raises Crash) on committing one version."""
 
-    def __init__(self, inner: swarm.MemoryStore, version: int) -> None:
+    def __init__(self, inner: stores.MemoryStore, version: int) -> None:
         super().__init__(inner)
         self.version = version
 
@@ -1306,7 +1317,7 @@ async def test_crash_after_the_transferring_turn_still_hands_off() -> None:
     """A crash after the transferring turn was committed (as progress) but
     before the activation's own record: resuming still hands off, and the
     specialist answers."""
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     dispatcher = ScriptedModel(transfer("specialist"))
     team = pair(dispatcher, ScriptedModel())
     with pytest.raises(Crash):
@@ -1327,7 +1338,7 @@ async def test_resume_from_any_version_does_not_rerun_committed_turns() -> (
     """Resuming a fork made mid-agent continues its turns: a tool call whose
     result was committed is not run again."""
     team = desk()
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     await team.run(CTX, store=store, thread_id="t")
     hist = (await team.history(store, "t")).unwrap()
     after_note = next(s for s in hist if s.progress)
@@ -1341,7 +1352,7 @@ async def test_resume_from_any_version_does_not_rerun_committed_turns() -> (
 async def test_history_lists_versions_in_order() -> None:
     """history() lists every version oldest first, each equal to load()."""
     team = desk()
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     await team.run(CTX, store=store, thread_id="t")
     hist = (await team.history(store, "t")).unwrap()
     records = await store.records("t")
@@ -1355,7 +1366,7 @@ async def test_resuming_a_finished_thread_returns_it() -> None:
     """Resuming a done thread returns its last snapshot and writes nothing."""
     notes: list[str] = []
     team = desk(notes)
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     done = (await team.run(CTX, store=store, thread_id="t")).unwrap()
     before = list(await store.records("t"))
     again = (await team.resume(store, "t")).unwrap()
@@ -1368,7 +1379,7 @@ async def test_every_version_decodes() -> None:
     """Every record of a thread decodes into a swarm snapshot; each one,
     re-encoded as a root record, decodes back to itself."""
     team = desk()
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     await team.run(CTX, store=store, thread_id="t")
     records = await store.records("t")
     for r in records:
@@ -1392,7 +1403,7 @@ async def test_crash_mid_agent_then_resume_continues() -> None:
         if own_turns(request, "specialist") == 1:
             raise Crash
 
-    store = swarm.MemoryStore()
+    store = stores.MemoryStore()
     with pytest.raises(Crash):
         await desk(crash=crash).run(CTX, store=store, thread_id="t")
     last = (await desk().load(store, "t")).unwrap()
@@ -1417,11 +1428,11 @@ async def test_crash_mid_agent_on_sqlite_resumes_after_restart(
             raise Crash
 
     path = tmp_path / "crash.db"
-    async with swarm.SQLiteStore(path) as store:
+    async with stores.SQLiteStore(path) as store:
         with pytest.raises(Crash):
             await desk(crash=crash).run(CTX, store=store, thread_id="t")
     notes: list[str] = []
-    async with swarm.SQLiteStore(path) as store:
+    async with stores.SQLiteStore(path) as store:
         out = (await desk(notes).resume(store, "t")).unwrap()
         history = (await desk().history(store, "t")).unwrap()
     assert out.state == expected
@@ -1511,7 +1522,7 @@ async def test_swarm_as_a_graph_agent_node() -> None:
     plain = (await g.run(start)).unwrap()
     assert plain.state.messages[-1].content == SPECIALIST
     assert plain.state.messages[0].content == "help"
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     stored = (await g.run(start, store=store, thread_id="g")).unwrap()
     assert contents(stored.state.messages) == contents(plain.state.messages)
     hist = (await g.history(store, "g")).unwrap()
@@ -1529,7 +1540,7 @@ async def test_swarm_as_a_plain_node_of_a_context_graph() -> None:
     )
     out = (await g.run(ask("help"))).unwrap()
     assert out.state.messages[-1].content == SPECIALIST
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     stored = (await g.run(CTX, store=store, thread_id="g")).unwrap()
     assert contents(stored.state.messages) == contents(out.state.messages)
 
@@ -1546,7 +1557,7 @@ async def test_swarm_interrupt_inside_a_checkpointed_graph() -> None:
         .edge("team", END)
         .build()
     )
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     paused = (await g.run(CTX, store=store, thread_id="g")).unwrap()
     assert paused.status is Status.INTERRUPTED
     assert specialist.requests == []
@@ -1565,7 +1576,7 @@ async def test_crash_inside_a_swarm_node_resumes_inside_the_swarm() -> None:
         if own_turns(request, "specialist") == 1:
             raise Crash
 
-    def desk_graph(team: swarm.Swarm[Mission]) -> graph.Graph[Desk, object]:
+    def desk_graph(team: Swarm[Mission]) -> Graph[Desk, object]:
         return (
             graph.builder(Desk)
             .agent("team", team, messages=see, update=keep)
@@ -1576,7 +1587,7 @@ async def test_crash_inside_a_swarm_node_resumes_inside_the_swarm() -> None:
 
     start = Desk(pvector([Message.user("help")]))
     expected = (await desk_graph(desk()).run(start)).unwrap().state
-    store = graph.MemoryStore()
+    store = stores.MemoryStore()
     with pytest.raises(Crash):
         await desk_graph(desk(crash=crash)).run(
             start, store=store, thread_id="g"

@@ -45,22 +45,23 @@ from hypothesis.stateful import (
 )
 from returns.result import Result, Success
 
-from pipeline import Context, Message, Role, ToolCall, handler
-from pipeline.agents import Agent
-from pipeline.events import Handoff, stream
-from pipeline.fold import Lease, Record
-from pipeline.models import ModelRequest, ModelResponse
-from pipeline.swarm import (
-    Limits,
-    MemoryStore,
-    Snapshot,
-    Status,
+from pipeline import (
+    Agent,
+    Context,
+    Message,
+    Role,
     Swarm,
-    SwarmState,
-    builder,
+    ToolCall,
+    handler,
+    stream,
+    tool,
 )
+from pipeline.events import Handoff
+from pipeline.fold import Snapshot, Status
+from pipeline.models import ModelRequest, ModelResponse
+from pipeline.stores import Lease, MemoryStore, Record
+from pipeline.swarm import SwarmLimits, SwarmState, builder
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 from tests.stores import CommitResult, DelegatingStore
 
 
@@ -455,7 +456,7 @@ def make_swarm(spec: Spec, faults: Faults, tally: Tally) -> Swarm[Board]:
         model = ScriptedModel(model_for(name), cycle=True)
         agent = Agent(name, model, tools=[note], max_turns=64)
         b = b.agent(name, agent, handoffs=allowed, writable=["last"])
-    return b.entry(spec.names[0]).limits(Limits(spec.limit)).build()
+    return b.entry(spec.names[0]).limits(SwarmLimits(spec.limit)).build()
 
 
 @st.composite

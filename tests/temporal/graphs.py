@@ -20,8 +20,18 @@ from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 from temporalio import activity
 
-from pipeline import Context, Handler, Message, handler, map_reduce
-from pipeline.agents import Agent, AgentRun
+from pipeline import (
+    Agent,
+    Context,
+    Graph,
+    Handler,
+    Message,
+    Swarm,
+    handler,
+    map_reduce,
+    tool,
+)
+from pipeline.agents import AgentRun
 from pipeline.fold import (
     Continue,
     Decision,
@@ -30,12 +40,10 @@ from pipeline.fold import (
     Stop,
     Transition,
 )
-from pipeline.graph import END, Builder, Graph, builder
+from pipeline.graph import END, GraphBuilder, builder
 from pipeline.models import ModelRequest, ModelResponse
-from pipeline.swarm import Swarm
 from pipeline.swarm import builder as swarm_builder
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import tool
 
 
 EFFECTS_ENV = "PIPELINE_TEMPORAL_EFFECTS"
@@ -110,7 +118,7 @@ def refuse(name: str) -> Handler[Tally, Tally, Refused]:
 
 def chain(names: Sequence[str], *, name: str) -> Graph[Tally, Refused]:
     """Nodes *names* in a line."""
-    b: Builder[Tally, Refused] = builder(Tally).entry(names[0])
+    b: GraphBuilder[Tally, Refused] = builder(Tally).entry(names[0])
     for n in names:
         b = b.node(n, bump(n))
     for a, z in zip(names, (*names[1:], END), strict=True):
@@ -122,7 +130,7 @@ CRASH_NODES = ("c1", "c2", "c3", "c4", "c5")
 
 
 def _crash_graph() -> Graph[Tally, Refused]:
-    b: Builder[Tally, Refused] = builder(Tally).entry(CRASH_NODES[0])
+    b: GraphBuilder[Tally, Refused] = builder(Tally).entry(CRASH_NODES[0])
     for n in CRASH_NODES:
         b = b.node(n, recorded(n))
     for a, z in zip(CRASH_NODES, (*CRASH_NODES[1:], END), strict=True):
@@ -228,7 +236,7 @@ def reviewed(version: str, *nodes: str) -> Graph[Tally, Refused]:
     """The graph ``reviewed`` at *version*: ``draft``, ``publish`` (asked
     for by :func:`approval_gate`), then *nodes*, each traced."""
     names = ("draft", "publish", *nodes)
-    b: Builder[Tally, Refused] = builder(Tally).entry(names[0])
+    b: GraphBuilder[Tally, Refused] = builder(Tally).entry(names[0])
     for n in names:
         b = b.node(n, traced(n))
     for a, z in zip(names, (*names[1:], END), strict=True):

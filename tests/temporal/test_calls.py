@@ -12,8 +12,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from pipeline.temporal import (
+    ActivityRetry,
     NodeOptions,
-    Retry,
     RunOptions,
     Runs,
     calls_queue,
@@ -89,8 +89,10 @@ async def test_a_raising_tool_is_retried_as_itself(
     its activity's second attempt answers; the node's step runs once, and
     no model call is made again."""
     options = RunOptions(
-        default=NodeOptions(retry=Retry(attempts=1)),
-        tools={"flaky": NodeOptions(retry=Retry(initial=0.1, attempts=3))},
+        default=NodeOptions(retry=ActivityRetry(attempts=1)),
+        tools={
+            "flaky": NodeOptions(retry=ActivityRetry(initial=0.1, attempts=3))
+        },
     )
     async with worker(client, [FLAKY], task_queue=queue):
         run = await Runs(client, task_queue=queue).start(

@@ -16,9 +16,10 @@ from returns.result import Success
 from temporalio.api.common.v1 import Payload
 from temporalio.exceptions import ApplicationError
 
-from pipeline.errors import (
+from pipeline.failures import (
     FanOutLimitExceeded,
     MergeConflict,
+    RemoteFailure,
     RunStopped,
     StepLimitExceeded,
     UnknownRoute,
@@ -26,10 +27,9 @@ from pipeline.errors import (
 from pipeline.graph import END
 from pipeline.temporal import (
     DATA_CONVERTER,
+    ActivityRetry,
     CattrsJSONPayloadConverter,
     NodeOptions,
-    RemoteFailure,
-    Retry,
     RunOptions,
 )
 from pipeline.temporal._failures import Kinds, from_error
@@ -99,7 +99,7 @@ def test_run_options_round_trip(
     node = NodeOptions(
         start_to_close=start,
         heartbeat=heartbeat,
-        retry=Retry(attempts=attempts, non_retryable=("OSError",)),
+        retry=ActivityRetry(attempts=attempts, non_retryable=("OSError",)),
     )
     options = RunOptions(
         default=node,
@@ -130,8 +130,8 @@ def test_retries_temporal_would_refuse_are_refused_when_made(
 ) -> None:
     """A retry policy Temporal cannot run would fail every workflow task
     of the run (it would hang): refused at construction, by name."""
-    with pytest.raises(ValueError, match="Retry: ") as caught:
-        Retry(**bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="ActivityRetry: ") as caught:
+        ActivityRetry(**bad)  # type: ignore[arg-type]
     assert str(next(iter(bad.values()))) not in str(caught.value).split(":")[0]
 
 

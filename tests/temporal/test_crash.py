@@ -20,7 +20,13 @@ import pytest
 from pyrsistent import pvector
 from temporalio.client import Client
 
-from pipeline.temporal import NodeOptions, Retry, RunOptions, Runs, worker
+from pipeline.temporal import (
+    ActivityRetry,
+    NodeOptions,
+    RunOptions,
+    Runs,
+    worker,
+)
 from tests.temporal.graphs import (
     BLOCK_ENV,
     CRASH,
@@ -48,7 +54,7 @@ async def test_a_killed_workers_run_is_finished_by_another(
     effects = tmp_path / "effects"
     effects.touch()
     monkeypatch.setenv(EFFECTS_ENV, str(effects))
-    quick = NodeOptions(heartbeat=1.0, retry=Retry(initial=0.1))
+    quick = NodeOptions(heartbeat=1.0, retry=ActivityRetry(initial=0.1))
     async with cli_worker(
         temporal_address,
         queue,

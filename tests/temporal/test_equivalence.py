@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from returns.result import Success
 from temporalio.client import Client
 
-from pipeline.graph import END, Builder, Graph, builder
+from pipeline import Graph
+from pipeline.graph import END, GraphBuilder, builder
 from pipeline.temporal import Runs, worker
 from pipeline.temporal._hosted import host, register
 from tests.temporal.graphs import (
@@ -50,7 +51,7 @@ def _sum_counts(before: int, values: tuple[int, ...]) -> int:
 
 def make(spec: list[Unit]) -> Graph[Tally, object]:
     """The graph *spec* describes (under a fresh name)."""
-    b: Builder[Tally, object] = builder(Tally)
+    b: GraphBuilder[Tally, object] = builder(Tally)
     for unit in spec:
         for name, kind in unit:
             if kind == "action":

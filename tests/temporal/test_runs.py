@@ -14,17 +14,18 @@ from returns.result import Failure, Result, Success
 from temporalio.client import Client
 
 from pipeline import handler
-from pipeline.errors import (
+from pipeline.failures import (
     InvalidState,
+    RemoteFailure,
     RunStopped,
     StepLimitExceeded,
 )
 from pipeline.fold import Status
-from pipeline.graph import END, Limits, MemoryStore, builder
+from pipeline.graph import END, GraphLimits, builder
+from pipeline.stores import MemoryStore
 from pipeline.temporal import (
+    ActivityRetry,
     NodeOptions,
-    RemoteFailure,
-    Retry,
     RunOptions,
     Runs,
     worker,
@@ -237,7 +238,7 @@ async def test_the_step_limit_ends_the_run(client: Client, queue: str) -> None:
         .node("loop", bump("loop"))
         .entry("loop")
         .route("loop", lambda s: "loop", ["loop", END])
-        .limits(Limits(max_steps=4))
+        .limits(GraphLimits(max_steps=4))
         .build(name="looping")
     )
     async with worker(client, [g], task_queue=queue):
@@ -270,7 +271,9 @@ async def test_a_node_that_keeps_raising_fails_after_its_retries(
         .build(name="raising")
     )
     options = RunOptions(
-        nodes={"boom": NodeOptions(retry=Retry(initial=0.01, attempts=2))}
+        nodes={
+            "boom": NodeOptions(retry=ActivityRetry(initial=0.01, attempts=2))
+        }
     )
     async with worker(client, [g], task_queue=queue):
         run = await Runs(client, task_queue=queue).start(

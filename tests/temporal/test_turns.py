@@ -22,7 +22,13 @@ import pytest
 from pyrsistent import pvector
 from temporalio.client import Client
 
-from pipeline.temporal import NodeOptions, Retry, RunOptions, Runs, worker
+from pipeline.temporal import (
+    ActivityRetry,
+    NodeOptions,
+    RunOptions,
+    Runs,
+    worker,
+)
 from tests.temporal.graphs import BLOCK_ENV, EFFECTS_ENV, TURNS, Tally
 from tests.temporal.processes import cli_worker
 
@@ -43,7 +49,7 @@ async def test_committed_turns_never_run_again(
     effects = tmp_path / "effects"
     effects.touch()
     monkeypatch.setenv(EFFECTS_ENV, str(effects))
-    quick = NodeOptions(heartbeat=1.0, retry=Retry(initial=0.1))
+    quick = NodeOptions(heartbeat=1.0, retry=ActivityRetry(initial=0.1))
     async with cli_worker(
         temporal_address,
         queue,

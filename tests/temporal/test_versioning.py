@@ -21,8 +21,9 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from pipeline import Graph
 from pipeline.fold import Status
-from pipeline.graph import END, Graph, builder
+from pipeline.graph import END, builder
 from pipeline.temporal import Run, Runs, build_id, worker
 from tests.temporal.graphs import (
     APPROVAL,

@@ -12,31 +12,40 @@ import openai
 
 from returns.result import Result
 
-from pipeline import Context, Handler, Message, switch
-from pipeline.agents import (
+from pipeline import (
     Agent,
+    Context,
+    Handler,
+    Message,
+    Secret,
+    Tool,
+    stream,
+    switch,
+    tool,
+)
+from pipeline.agents import (
     AgentError,
     AgentRun,
     ParallelAgent,
     SequentialAgent,
+)
+from pipeline.errors import ToolError
+from pipeline.events import Event, EventStream, ToolRaised, reader_caught_up
+from pipeline.failures import (
+    BadVerdict,
+    InvalidOutput,
+    ModelError,
+    PipelineError,
+    PolicyViolation,
     TurnLimitExceeded,
 )
-from pipeline.errors import InvalidOutput, PipelineError, ToolError
-from pipeline.events import (
-    Event,
-    EventStream,
-    ToolRaised,
-    reader_caught_up,
-    stream,
-)
 from pipeline.graph import Writable, state_tools
-from pipeline.llm import BadVerdict, PolicyViolation, llm_condition, policy
-from pipeline.models import Model, ModelError, ResponseSchema
+from pipeline.llm import llm_condition, policy
+from pipeline.models import Model, ResponseSchema
 from pipeline.models.anthropic import AnthropicModel
 from pipeline.models.openai import OpenAIModel
-from pipeline.secrets import Secret, holds_secret, redact
+from pipeline.secrets import holds_secret, redact
 from pipeline.testing import Reply, ScriptedModel
-from pipeline.tools import Tool, tool
 
 
 model: Model = ScriptedModel(Reply.text("hi"))

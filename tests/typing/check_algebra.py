@@ -36,7 +36,7 @@ from pipeline import (
     switch,
     when,
 )
-from pipeline.errors import (
+from pipeline.failures import (
     AllFailed,
     ConditionError,
     LimitExceeded,

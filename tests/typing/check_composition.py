@@ -21,25 +21,29 @@ from pyrsistent import PVector, pvector
 from returns.result import Result, Success
 
 from pipeline import (
+    Agent,
     Context,
+    Graph,
     Handler,
     Message,
     Par,
     Race,
+    Swarm,
+    Tool,
     graph,
     handler,
     must,
+    stream,
     swarm,
 )
-from pipeline.agents import Agent, AgentError, AgentRun, as_tool
-from pipeline.errors import TimedOut
-from pipeline.events import EventStream, stream
-from pipeline.fold import Snapshot
-from pipeline.graph import Continue, Decision, GraphFailure, Transition
+from pipeline.agents import AgentError, AgentRun, as_tool
+from pipeline.events import EventStream
+from pipeline.failures import TimedOut
+from pipeline.fold import Continue, Decision, Snapshot, Transition
+from pipeline.graph import GraphFailure
 from pipeline.middleware import log, retry, timeout
 from pipeline.swarm import SwarmFailure, SwarmState
 from pipeline.testing import Reply, ScriptedAgent, ScriptedModel
-from pipeline.tools import Tool
 
 
 class Boom: ...
@@ -112,11 +116,11 @@ g = (
     .edge("bump", graph.END)
     .build()
 )
-assert_type(g, graph.Graph[Count, Boom])
+assert_type(g, Graph[Count, Boom])
 int_graph = (
     graph.builder(int).node("inc", inc).entry("inc").edge("inc", graph.END)
 ).build()
-assert_type(int_graph, graph.Graph[int, Boom])
+assert_type(int_graph, Graph[int, Boom])
 
 model = ScriptedModel(Reply.text("hi"))
 agent = Agent("a", model)
@@ -145,25 +149,27 @@ async def after_other(t: Transition[SwarmState[Other]]) -> None:
     return None
 
 
-assert_type(swarm.builder(), swarm.Builder[None])
+assert_type(swarm.builder(), swarm.SwarmBuilder[None])
 b = swarm.builder(state=Ledger())
-assert_type(b, swarm.Builder[Ledger])
-assert_type(b.agent("a", agent, handoffs=["b"]), swarm.Builder[Ledger])
-assert_type(b.entry("a"), swarm.Builder[Ledger])
-assert_type(b.limits(swarm.Limits(max_handoffs=3)), swarm.Builder[Ledger])
-assert_type(b.before_handoff(gate_ledger), swarm.Builder[Ledger])
-assert_type(b.after_handoff(after_ledger), swarm.Builder[Ledger])
+assert_type(b, swarm.SwarmBuilder[Ledger])
+assert_type(b.agent("a", agent, handoffs=["b"]), swarm.SwarmBuilder[Ledger])
+assert_type(b.entry("a"), swarm.SwarmBuilder[Ledger])
+assert_type(
+    b.limits(swarm.SwarmLimits(max_handoffs=3)), swarm.SwarmBuilder[Ledger]
+)
+assert_type(b.before_handoff(gate_ledger), swarm.SwarmBuilder[Ledger])
+assert_type(b.after_handoff(after_ledger), swarm.SwarmBuilder[Ledger])
 team = (
     b.agent("a", agent)
     .entry("a")
-    .limits(swarm.Limits(max_handoffs=3))
+    .limits(swarm.SwarmLimits(max_handoffs=3))
     .before_handoff(gate_ledger)
     .after_handoff(after_ledger)
     .build()
 )
-assert_type(team, swarm.Swarm[Ledger])
+assert_type(team, Swarm[Ledger])
 plain = swarm.builder().agent("a", agent).entry("a").build()
-assert_type(plain, swarm.Swarm[None])
+assert_type(plain, Swarm[None])
 
 
 async def run_team(ctx: Context) -> None:
@@ -192,9 +198,9 @@ b.before_handoff(gate_other)  # type: ignore[arg-type]  # a gate for another sta
 b.before_handoff(gate_count)  # type: ignore[arg-type]  # a graph's gate
 b.after_handoff(after_other)  # type: ignore[arg-type]  # an observer for another state
 swarm.builder().before_handoff(gate_ledger)  # type: ignore[arg-type]  # the swarm has no Ledger
-wider: graph.Graph[object, Boom] = g  # type: ignore[assignment]  # S is invariant
-wrong_team: swarm.Swarm[None] = team  # type: ignore[assignment]  # Ledger is not None
-b.limits(graph.Limits())  # type: ignore[arg-type]  # a graph's limits
+wider: Graph[object, Boom] = g  # type: ignore[assignment]  # S is invariant
+wrong_team: Swarm[None] = team  # type: ignore[assignment]  # Ledger is not None
+b.limits(graph.GraphLimits())  # type: ignore[arg-type]  # a graph's limits
 
 # -- what they are ----------------------------------------------------------------
 
@@ -318,23 +324,23 @@ def keep(c: Chat, run: AgentRun) -> Chat:
 
 assert_type(
     graph.builder(Count).node("sub", g),
-    graph.Builder[Count, Boom | GraphFailure],
+    graph.GraphBuilder[Count, Boom | GraphFailure],
 )
 assert_type(
     graph.builder(Context).node("team", team),
-    graph.Builder[Context, SwarmFailure],
+    graph.GraphBuilder[Context, SwarmFailure],
 )
 assert_type(
     graph.builder(Context).node("agent", agent),
-    graph.Builder[Context, AgentError],
+    graph.GraphBuilder[Context, AgentError],
 )
 assert_type(
     graph.builder(Chat).agent("agent", agent, messages=see, update=keep),
-    graph.Builder[Chat, AgentError],
+    graph.GraphBuilder[Chat, AgentError],
 )
 assert_type(
     graph.builder(Chat).agent("team", team, messages=see, update=keep),
-    graph.Builder[Chat, SwarmFailure],
+    graph.GraphBuilder[Chat, SwarmFailure],
 )
 assert_type(
     graph.builder(Chat)
@@ -342,7 +348,7 @@ assert_type(
     .agent("agent", agent, messages=see, update=keep)
     .entry("team")
     .build(),
-    graph.Graph[Chat, SwarmFailure | AgentError],
+    Graph[Chat, SwarmFailure | AgentError],
 )
 # Open finding: agent_node() returns Handler[S, S, Any], so this mis-typed
 # assignment is accepted and the ignore below goes unused (Builder.agent()
@@ -352,7 +358,7 @@ never_fails: Handler[Chat, Chat, Never] = graph.agent_node(  # type: ignore[assi
 )
 graph.builder(Count).gate(gate_ledger)  # type: ignore[arg-type]  # a swarm's gate
 outer = graph.builder(Count).node("sub", g).entry("sub").build()
-assert_type(outer, graph.Graph[Count, Boom | GraphFailure])
+assert_type(outer, Graph[Count, Boom | GraphFailure])
 graph.builder(Count).node("team", team)  # type: ignore[arg-type]  # a swarm maps Contexts
 graph.builder(Count).node("sub", int_graph)  # type: ignore[arg-type]  # int is not Count
 graph.builder(Context).node("text", count_words)  # type: ignore[arg-type]  # a node maps S to S

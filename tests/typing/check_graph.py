@@ -11,8 +11,8 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from pipeline import Handler, graph, handler, map_reduce
-from pipeline.errors import FanOutLimitExceeded
+from pipeline import Graph, Handler, fold, graph, handler, map_reduce
+from pipeline.failures import FanOutLimitExceeded
 
 
 @attrs.frozen
@@ -39,25 +39,25 @@ async def to_text(s: State) -> Result[str, Boom]:
 
 
 b0 = graph.builder(State)
-assert_type(b0, graph.Builder[State, Never])
+assert_type(b0, graph.GraphBuilder[State, Never])
 b1 = b0.node("bump", bump)
-assert_type(b1, graph.Builder[State, Boom])
+assert_type(b1, graph.GraphBuilder[State, Boom])
 b2 = (
     b1.node("other", other)
     .entry("bump")
     .edge("bump", "other")
     .edge("other", graph.END)
 )
-assert_type(b2, graph.Builder[State, Boom | KeyError])
+assert_type(b2, graph.GraphBuilder[State, Boom | KeyError])
 g = b2.build()
-assert_type(g, graph.Graph[State, Boom | KeyError])
+assert_type(g, Graph[State, Boom | KeyError])
 
 
 async def use() -> None:
     out = await g.run(State())
     assert_type(
         out,
-        Result[graph.Snapshot[State], Boom | KeyError | graph.GraphFailure],
+        Result[fold.Snapshot[State], Boom | KeyError | graph.GraphFailure],
     )
     await g.run(1)  # type: ignore[arg-type]  # the state type is checked
 
@@ -71,7 +71,7 @@ def literal_router(s: State) -> Literal["bump", "__end__"]:
 
 
 # A router typed with the Literal of its targets needs no to=.
-assert_type(b1.route("bump", literal_router), graph.Builder[State, Boom])
+assert_type(b1.route("bump", literal_router), graph.GraphBuilder[State, Boom])
 
 
 @handler

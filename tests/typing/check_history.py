@@ -10,7 +10,7 @@ from typing import assert_type
 from returns.result import Result, Success
 
 from pipeline import Message
-from pipeline.errors import HistoryBudgetExceeded
+from pipeline.failures import HistoryBudgetExceeded, ModelError
 from pipeline.history import (
     HistoryError,
     HistoryPolicy,
@@ -21,7 +21,7 @@ from pipeline.history import (
     token_budget,
     window,
 )
-from pipeline.models import Model, ModelError
+from pipeline.models import Model
 from pipeline.testing import Reply, ScriptedModel
 
 

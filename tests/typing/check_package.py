@@ -9,10 +9,10 @@ from typing import assert_type
 
 import pipeline
 
-from pipeline import Budget, Context, Secret, errors
+from pipeline import Budget, Context, Secret, failures
 from pipeline._context import Context as DefinedContext
 from pipeline.budgets import Budget as DefinedBudget
-from pipeline.errors import BudgetExceeded
+from pipeline.failures import BudgetExceeded
 
 
 assert_type(Context(), DefinedContext)
@@ -21,7 +21,7 @@ assert_type(Budget(tokens=10), DefinedBudget)
 assert_type(pipeline.Budget(tokens=10), DefinedBudget)
 assert_type(Secret("v", ref="r").reveal(), str)
 assert_type(pipeline.Secret("v", ref="r"), Secret[str])
-assert_type(errors.BudgetExceeded, type[BudgetExceeded])
+assert_type(failures.BudgetExceeded, type[BudgetExceeded])
 assert_type(pipeline.errors.InvalidAnswer, type[pipeline.errors.InvalidAnswer])
 assert_type(pipeline.__version__, str)
 

@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from returns.result import Result, Success
 
 from pipeline import (
+    Agent,
     Budget,
-    BudgetExceeded,
     Context,
     Handler,
     Price,
@@ -23,9 +23,9 @@ from pipeline import (
     run,
     scope,
 )
-from pipeline.agents import Agent, AgentError
+from pipeline.agents import AgentError
+from pipeline.failures import BudgetExceeded, ModelError
 from pipeline.llm import summarize
-from pipeline.models import ModelError
 from pipeline.secrets import Resolver, resolver
 from pipeline.testing import Reply, ScriptedModel
 

@@ -13,15 +13,14 @@ from returns.result import Result, Success
 from temporalio.client import Client
 from temporalio.worker import Replayer, Worker
 
-from pipeline import Context, handler
-from pipeline.errors import InvalidState
+from pipeline import Context, Graph, Swarm, handler
+from pipeline.failures import InvalidState, RemoteFailure
 from pipeline.fold import Snapshot
-from pipeline.graph import END, Graph, GraphFailure, builder
-from pipeline.swarm import Swarm, SwarmFailure, SwarmState
+from pipeline.graph import END, GraphFailure, builder
+from pipeline.swarm import SwarmFailure, SwarmState
 from pipeline.temporal import (
     NodeOptions,
     PipelineWorker,
-    RemoteFailure,
     Run,
     RunOptions,
     Runs,

@@ -17,7 +17,8 @@ lease expires.
 
 from __future__ import annotations
 
-import time
+import hashlib
+import hmac
 
 from collections.abc import Sequence
 from typing import Final, Protocol, final
@@ -26,12 +27,8 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from ..errors import (
-    ConcurrentModification,
-    InvalidThreadId,
-    LeaseLost,
-    ThreadBusy,
-)
+from ..errors import InvalidThreadId
+from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
 
 
 MAX_THREAD_ID: Final = 256
@@ -40,7 +37,10 @@ MAX_THREAD_ID: Final = 256
 
 def check_thread_id(thread_id: object, name: str = "thread_id") -> str:
     """*thread_id*, if every store can keep it; else
-    :class:`~pipeline.errors.InvalidThreadId` (never showing it)."""
+    :class:`~pipeline.errors.InvalidThreadId` (never showing it).
+
+    .. versionadded:: 0.1.0
+    """
     problem = None
     if not isinstance(thread_id, str):
         problem = f"a {type(thread_id).__name__}, not a str"
@@ -57,6 +57,26 @@ def check_thread_id(thread_id: object, name: str = "thread_id") -> str:
         msg = f"{name} cannot name a thread: {problem}"
         raise InvalidThreadId(msg)
     return thread_id  # type: ignore[return-value]  # checked above
+
+
+def record_checksum(
+    thread_id: str,
+    version: int,
+    parent: int | None,
+    data: bytes,
+    key: bytes | None = None,
+) -> str:
+    """SHA-256 over the record's identity and bytes, hex; an HMAC with
+    *key* when one is given (see :class:`~pipeline.stores.SignedStore`).
+
+    .. versionadded:: 0.1.0
+    """
+    head = f"{thread_id}\n{version}\n{parent}\n".encode()
+    if key is not None:
+        return hmac.new(key, head + data, hashlib.sha256).hexdigest()
+    h = hashlib.sha256(head)
+    h.update(data)
+    return h.hexdigest()
 
 
 DEFAULT_LEASE_TTL: Final = 30.0
@@ -171,7 +191,10 @@ class CheckpointStore(Protocol):
 @final
 @attrs.frozen
 class LeaseRow:
-    """A thread's lease as a store keeps it (the token outlives releases)."""
+    """A thread's lease as a store keeps it (the token outlives releases).
+
+    .. versionadded:: 0.1.0
+    """
 
     owner: str
     token: int
@@ -181,7 +204,10 @@ class LeaseRow:
 def take(
     row: LeaseRow | None, thread_id: str, owner: str, ttl: float, now: float
 ) -> Result[Lease, ThreadBusy]:
-    """The decision :meth:`CheckpointStore.acquire` makes, on a lease row."""
+    """The decision :meth:`CheckpointStore.acquire` makes, on a lease row.
+
+    .. versionadded:: 0.1.0
+    """
     if row is not None and row.expires > now and row.owner != owner:
         return Failure(ThreadBusy(thread_id, row.expires - now))
     if row is not None and row.owner == owner and row.expires > now:
@@ -191,7 +217,10 @@ def take(
 
 
 def holds(row: LeaseRow | None, lease: Lease) -> bool:
-    """Whether *lease* is still the thread's lease (same owner and token)."""
+    """Whether *lease* is still the thread's lease (same owner and token).
+
+    .. versionadded:: 0.1.0
+    """
     return (
         row is not None
         and row.token == lease.token
@@ -199,106 +228,9 @@ def holds(row: LeaseRow | None, lease: Lease) -> bool:
     )
 
 
-@final
-class MemoryStore:
-    """A :class:`CheckpointStore` in a dict: fast, per process, not durable.
-
-    Records are immutable values, so the store hands out the very objects it
-    keeps.  Leases run on the wall clock (``time.time``).
+def next_version(head: int | None) -> int:
+    """The version a commit on *head* must carry (0 for a new thread).
 
     .. versionadded:: 0.1.0
     """
-
-    def __init__(self, *, lease_ttl: float = DEFAULT_LEASE_TTL) -> None:
-        self._threads: dict[str, list[Record]] = {}
-        self._leases: dict[str, LeaseRow] = {}
-        self._lease_ttl = lease_ttl
-
-    @property
-    def lease_ttl(self) -> float:
-        """See :attr:`CheckpointStore.lease_ttl`."""
-        return self._lease_ttl
-
-    async def commit(
-        self,
-        record: Record,
-        *,
-        expected_head: int | None,
-        lease: Lease | None = None,
-    ) -> Result[None, ConcurrentModification | LeaseLost]:
-        """See :meth:`CheckpointStore.commit`."""
-        if lease is not None and not holds(
-            self._leases.get(record.thread_id), lease
-        ):
-            return Failure(LeaseLost(record.thread_id))
-        rows = self._threads.get(record.thread_id)
-        head = rows[-1].version if rows else None
-        if head != expected_head or record.version != _next(head):
-            return Failure(
-                ConcurrentModification(record.thread_id, expected_head, head)
-            )
-        if rows is None:
-            self._threads[record.thread_id] = [record]
-        else:
-            rows.append(record)
-        return Success(None)
-
-    async def records(
-        self, thread_id: str, *, upto: int | None = None
-    ) -> Sequence[Record]:
-        """See :meth:`CheckpointStore.records`."""
-        rows = self._threads.get(thread_id, [])
-        if upto is None:
-            return tuple(rows)
-        return tuple(r for r in rows if r.version <= upto)
-
-    async def head(self, thread_id: str) -> int | None:
-        """See :meth:`CheckpointStore.head`."""
-        rows = self._threads.get(thread_id)
-        return rows[-1].version if rows else None
-
-    async def threads(self) -> Sequence[str]:
-        """See :meth:`CheckpointStore.threads`."""
-        return sorted(self._threads)
-
-    async def delete(self, thread_id: str) -> None:
-        """See :meth:`CheckpointStore.delete`."""
-        self._threads.pop(thread_id, None)
-        self._leases.pop(thread_id, None)
-
-    async def acquire(
-        self, thread_id: str, owner: str, *, ttl: float
-    ) -> Result[Lease, ThreadBusy]:
-        """See :meth:`CheckpointStore.acquire`."""
-        out = take(
-            self._leases.get(thread_id), thread_id, owner, ttl, time.time()
-        )
-        if type(out) is Success:
-            lease = out.unwrap()
-            self._leases[thread_id] = LeaseRow(
-                owner, lease.token, lease.expires
-            )
-        return out
-
-    async def renew(
-        self, lease: Lease, *, ttl: float
-    ) -> Result[Lease, LeaseLost]:
-        """See :meth:`CheckpointStore.renew`."""
-        if not holds(self._leases.get(lease.thread_id), lease):
-            return Failure(LeaseLost(lease.thread_id))
-        renewed = attrs.evolve(lease, expires=time.time() + ttl)
-        self._leases[lease.thread_id] = LeaseRow(
-            lease.owner, lease.token, renewed.expires
-        )
-        return Success(renewed)
-
-    async def release(self, lease: Lease) -> None:
-        """See :meth:`CheckpointStore.release`."""
-        row = self._leases.get(lease.thread_id)
-        if holds(row, lease):
-            assert row is not None  # noqa: S101  # holds
-            self._leases[lease.thread_id] = attrs.evolve(row, expires=0.0)
-
-
-def _next(head: int | None) -> int:
     return 0 if head is None else head + 1

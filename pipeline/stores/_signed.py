@@ -26,9 +26,8 @@ import attrs
 
 from returns.result import Result
 
-from ..errors import ConcurrentModification, LeaseLost, ThreadBusy
-from ._codec import record_checksum
-from ._store import CheckpointStore, Lease, Record
+from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
+from ._protocol import CheckpointStore, Lease, Record, record_checksum
 
 
 _PREFIX = "hmac-sha256="

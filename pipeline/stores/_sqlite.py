@@ -33,9 +33,9 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from ..errors import ConcurrentModification, LeaseLost, ThreadBusy
+from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
 from ._bridge import waker
-from ._store import DEFAULT_LEASE_TTL, Lease, LeaseRow, Record, holds, take
+from ._protocol import DEFAULT_LEASE_TTL, Lease, LeaseRow, Record, holds, take
 
 
 SHIELD_BOUND: Final = 30.0

@@ -25,8 +25,8 @@ import anyio
 from returns.result import Failure, Result
 
 from .._concurrency import collapse
-from ..errors import LeaseLost
-from ._store import CheckpointStore, Lease
+from ..failures import LeaseLost
+from ._protocol import CheckpointStore, Lease
 
 
 T = TypeVar("T")
@@ -47,7 +47,10 @@ async def leased(
     thread_id: str,
     body: Callable[[Lease], Awaitable[Result[T, Any]]],
 ) -> Result[T, Any]:
-    """Run *body* holding the thread's lease; see the module docstring."""
+    """Run *body* holding the thread's lease; see the module docstring.
+
+    .. versionadded:: 0.1.0
+    """
     ttl = store.lease_ttl
     me = owner()
     try:

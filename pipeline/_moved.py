@@ -1,0 +1,33 @@
+"""Old import paths that still work for one release, with a warning.
+
+A module that gave a name up lists where it went; its module
+``__getattr__`` (:pep:`562`) finds the name there and warns with
+:class:`DeprecationWarning`, naming the one path to use instead.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from collections.abc import Callable, Mapping
+from importlib import import_module
+
+
+def moved(module: str, homes: Mapping[str, str]) -> Callable[[str], object]:
+    """A module ``__getattr__`` for *module*, whose old names *homes* maps
+    to ``"new.module:Name"``."""
+
+    def __getattr__(name: str) -> object:  # noqa: N807
+        home = homes.get(name)
+        if home is None:
+            msg = f"module {module!r} has no attribute {name!r}"
+            raise AttributeError(msg)
+        where, _, new = home.partition(":")
+        warnings.warn(
+            f"{module}.{name} moved: use {where}.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(import_module(where), new)
+
+    return __getattr__

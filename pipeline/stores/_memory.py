@@ -1,0 +1,124 @@
+"""The in-memory store: fast, per process, not durable (tests, demos)."""
+
+from __future__ import annotations
+
+import time
+
+from collections.abc import Sequence
+from typing import final
+
+import attrs
+
+from returns.result import Failure, Result, Success
+
+from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
+from ._protocol import (
+    DEFAULT_LEASE_TTL,
+    Lease,
+    LeaseRow,
+    Record,
+    holds,
+    next_version,
+    take,
+)
+
+
+@final
+class MemoryStore:
+    """A :class:`~pipeline.stores.CheckpointStore` in a dict: fast, per process, not durable.
+
+    Records are immutable values, so the store hands out the very objects it
+    keeps.  Leases run on the wall clock (``time.time``).
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, *, lease_ttl: float = DEFAULT_LEASE_TTL) -> None:
+        self._threads: dict[str, list[Record]] = {}
+        self._leases: dict[str, LeaseRow] = {}
+        self._lease_ttl = lease_ttl
+
+    @property
+    def lease_ttl(self) -> float:
+        """See :attr:`~pipeline.stores.CheckpointStore.lease_ttl`."""
+        return self._lease_ttl
+
+    async def commit(
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> Result[None, ConcurrentModification | LeaseLost]:
+        """See :meth:`~pipeline.stores.CheckpointStore.commit`."""
+        if lease is not None and not holds(
+            self._leases.get(record.thread_id), lease
+        ):
+            return Failure(LeaseLost(record.thread_id))
+        rows = self._threads.get(record.thread_id)
+        head = rows[-1].version if rows else None
+        if head != expected_head or record.version != next_version(head):
+            return Failure(
+                ConcurrentModification(record.thread_id, expected_head, head)
+            )
+        if rows is None:
+            self._threads[record.thread_id] = [record]
+        else:
+            rows.append(record)
+        return Success(None)
+
+    async def records(
+        self, thread_id: str, *, upto: int | None = None
+    ) -> Sequence[Record]:
+        """See :meth:`~pipeline.stores.CheckpointStore.records`."""
+        rows = self._threads.get(thread_id, [])
+        if upto is None:
+            return tuple(rows)
+        return tuple(r for r in rows if r.version <= upto)
+
+    async def head(self, thread_id: str) -> int | None:
+        """See :meth:`~pipeline.stores.CheckpointStore.head`."""
+        rows = self._threads.get(thread_id)
+        return rows[-1].version if rows else None
+
+    async def threads(self) -> Sequence[str]:
+        """See :meth:`~pipeline.stores.CheckpointStore.threads`."""
+        return sorted(self._threads)
+
+    async def delete(self, thread_id: str) -> None:
+        """See :meth:`~pipeline.stores.CheckpointStore.delete`."""
+        self._threads.pop(thread_id, None)
+        self._leases.pop(thread_id, None)
+
+    async def acquire(
+        self, thread_id: str, owner: str, *, ttl: float
+    ) -> Result[Lease, ThreadBusy]:
+        """See :meth:`~pipeline.stores.CheckpointStore.acquire`."""
+        out = take(
+            self._leases.get(thread_id), thread_id, owner, ttl, time.time()
+        )
+        if type(out) is Success:
+            lease = out.unwrap()
+            self._leases[thread_id] = LeaseRow(
+                owner, lease.token, lease.expires
+            )
+        return out
+
+    async def renew(
+        self, lease: Lease, *, ttl: float
+    ) -> Result[Lease, LeaseLost]:
+        """See :meth:`~pipeline.stores.CheckpointStore.renew`."""
+        if not holds(self._leases.get(lease.thread_id), lease):
+            return Failure(LeaseLost(lease.thread_id))
+        renewed = attrs.evolve(lease, expires=time.time() + ttl)
+        self._leases[lease.thread_id] = LeaseRow(
+            lease.owner, lease.token, renewed.expires
+        )
+        return Success(renewed)
+
+    async def release(self, lease: Lease) -> None:
+        """See :meth:`~pipeline.stores.CheckpointStore.release`."""
+        row = self._leases.get(lease.thread_id)
+        if holds(row, lease):
+            assert row is not None  # noqa: S101  # holds
+            self._leases[lease.thread_id] = attrs.evolve(row, expires=0.0)
