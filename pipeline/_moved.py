@@ -31,3 +31,25 @@ def moved(module: str, homes: Mapping[str, str]) -> Callable[[str], object]:
         return getattr(import_module(where), new)
 
     return __getattr__
+
+
+def homes(module: str, *names: str) -> dict[str, str]:
+    """Old names that kept their name in *module*: ``{name: module:name}``."""
+    return {name: f"{module}:{name}" for name in names}
+
+
+FOLD_VALUES = (
+    "Continue",
+    "Decision",
+    "Gate",
+    "Interrupt",
+    "Observer",
+    "Snapshot",
+    "Status",
+    "Stop",
+    "Transition",
+)
+"""The fold's values graph and swarm re-exported before (now pipeline.fold)."""
+
+STORES = ("CheckpointStore", "MemoryStore", "SQLiteStore", "SignedStore")
+"""The stores graph and swarm re-exported before (now pipeline.stores)."""

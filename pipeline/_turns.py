@@ -20,7 +20,6 @@ from returns.result import Failure, Result
 from ._agent_spec import AgentSpec
 from ._fields import APPEND_ONLY
 from ._messages import Message, ToolCall, Usage
-from ._offload import current_offload
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
 from .events import (
@@ -28,12 +27,9 @@ from .events import (
     MessageDelta,
     ToolCallFinished,
     ToolCallStarted,
-    emit,
-    listening,
-    reader_caught_up,
 )
 from .failures import BudgetExceeded, ModelError, RunPaused, TurnLimitExceeded
-from .fold import Codec, Snapshot, Status
+from .fold import Ambient, Codec, Snapshot, Status, ambient
 from .models._types import (
     ModelDelta,
     ModelRequest,
@@ -41,7 +37,7 @@ from .models._types import (
     TextDelta,
     ToolSpec,
 )
-from .runs import ToolHook, current
+from .runs import ToolHook
 from .tools import Tool, run_tools
 
 
@@ -98,6 +94,7 @@ class Loop:
 
     __slots__ = (
         "agent",
+        "env",
         "fingerprint",
         "intercept",
         "name",
@@ -117,8 +114,12 @@ class Loop:
         tools: Mapping[str, Tool],
         intercept: Intercept | None = None,
         specs: tuple[ToolSpec, ...] | None = None,
+        env: Ambient | None = None,
     ) -> None:
         self.agent = agent
+        # What the run is inside of (scope, stream, offload), read once:
+        # none of it changes while the run goes on.
+        self.env = ambient() if env is None else env
         self.name = agent.name
         self.fingerprint = f"agent:{agent.name}"
         self.view = view
@@ -137,9 +138,16 @@ class Loop:
     def start(self) -> Snapshot[Turns]:
         """The snapshot before the first turn."""
         return Snapshot(
-            self.name, 0, None, _NO_TURNS, None, (self.name,), None, 0,
-            self.fingerprint,
-        )  # fmt: skip
+            thread_id=self.name,
+            version=0,
+            parent=None,
+            state=_NO_TURNS,
+            node=None,
+            next=(self.name,),
+            join=None,
+            step=0,
+            fingerprint=self.fingerprint,
+        )
 
     def gated(self, snap: Snapshot[Turns], /) -> bool:  # noqa: ARG002
         """Agents have no gates."""
@@ -161,14 +169,14 @@ class Loop:
             agent.max_tokens,
             use_tools=not (last and agent.on_turn_limit == "answer"),
         )
-        listen = listening()  # events are built only for a listener
-        if listen:
+        env = self.env
+        if listen := env.sink is not None:  # events only for a listener
             # A reader that left the stream early must not cost a call.
-            await reader_caught_up()
-        scope = current()  # budgets and tracing (None: neither)
-        offload = current_offload()  # calls made elsewhere (None: here)
+            await env.caught_up()
+        scope = env.scope  # budgets and tracing (None: neither)
+        offload = env.offload  # calls made elsewhere (None: here)
         model = agent.model if offload is None else offload.model(agent)
-        on_delta = _on_delta(name) if listen else None
+        on_delta = _on_delta(env, name) if listen else None
         answer: Result[ModelResponse, ModelError | BudgetExceeded]
         if scope is None:
             answer = await model.generate(request, on_delta=on_delta)
@@ -185,7 +193,7 @@ class Loop:
             message = _redacted(message, self.secret)
         usage = progress.usage + response.usage
         if listen:
-            await emit(MessageComplete(name, message))
+            await env.emit(MessageComplete(name, message))
         calls = message.tool_calls
         if not calls:
             done = Turns(progress.messages.append(message), usage, turn)
@@ -211,7 +219,7 @@ class Loop:
             hook = _around(hook, offload.tools(agent, self.tools))
         if listen:
             for call in calls:
-                await emit(ToolCallStarted(name, call))
+                await env.emit(ToolCallStarted(name, call))
         try:
             results = await self._tools(
                 run_calls, taken, listen=listen, hook=hook, shown=calls
@@ -221,7 +229,7 @@ class Loop:
             return Failure(RunPaused(pause.question, path=(name,)))
         if listen:
             for result in results:
-                await emit(MessageComplete(name, result))
+                await env.emit(MessageComplete(name, result))
         done = Turns(
             progress.messages.append(message).extend(results), usage, turn
         )
@@ -230,18 +238,9 @@ class Loop:
     def _next(
         self, snap: Snapshot[Turns], state: Turns, *, stop: bool
     ) -> Snapshot[Turns]:
-        return Snapshot(
-            snap.thread_id,
-            snap.version + 1,
-            snap.version,
-            state,
-            self.name,
-            () if stop else (self.name,),
-            None,
-            snap.step + 1,
-            self.fingerprint,
-            _DONE if stop else _RUNNING,
-        )
+        name = self.name
+        nxt = () if stop else (name,)
+        return snap.successor(state, name, nxt, fingerprint=self.fingerprint)
 
     async def _tools(
         self,
@@ -252,7 +251,9 @@ class Loop:
         hook: ToolHook | None,
         shown: tuple[ToolCall, ...],
     ) -> tuple[Message, ...]:
-        on_result = _finished(self.name, calls, shown) if listen else None
+        on_result = (
+            _finished(self.env, self.name, calls, shown) if listen else None
+        )
         name = self.name
         if not taken:
             return await run_tools(
@@ -297,7 +298,10 @@ def _around(outer: ToolHook | None, inner: ToolHook | None) -> ToolHook | None:
 
 
 def _finished(
-    name: str, calls: tuple[ToolCall, ...], shown: tuple[ToolCall, ...]
+    env: Ambient,
+    name: str,
+    calls: tuple[ToolCall, ...],
+    shown: tuple[ToolCall, ...],
 ) -> Callable[[ToolCall, str, bool], Awaitable[None]]:
     # Events show the calls as recorded (secret arguments redacted).
     recorded = (
@@ -309,7 +313,7 @@ def _finished(
     async def on_result(call: ToolCall, content: str, failed: bool) -> None:
         if recorded is not None:
             call = recorded.get(id(call), call)
-        await emit(ToolCallFinished(name, call, content, failed))
+        await env.emit(ToolCallFinished(name, call, content, failed))
 
     return on_result
 
@@ -341,9 +345,9 @@ def _named(message: Message, name: str) -> Message:
 _MESSAGE_FIELDS = tuple(f.name for f in attrs.fields(Message))
 
 
-def _on_delta(name: str) -> Callable[[ModelDelta], Any]:
+def _on_delta(env: Ambient, name: str) -> Callable[[ModelDelta], Any]:
     async def on_delta(delta: ModelDelta) -> None:
         if isinstance(delta, TextDelta):
-            await emit(MessageDelta(name, delta.text))
+            await env.emit(MessageDelta(name, delta.text))
 
     return on_delta

@@ -50,7 +50,7 @@ from .failures import (
     RunPaused,
     TurnLimitExceeded,
 )
-from .fold import Status, current_boundary, run_machine
+from .fold import Status, ambient, current_boundary, run_machine
 from .models._types import Model, ResponseSchema, ToolSpec
 from .tools import Tool
 
@@ -269,7 +269,8 @@ class Agent(Handler[Context, Context, AgentError]):
         specs, when the caller has them at hand.
         """
         view: Sequence[Message] = messages
-        nested = current_boundary() is not None
+        env = ambient()  # read once for the whole run
+        nested = env.boundary is not None
         key = digest(self.instructions, messages) if nested else None
         policy = history or self.history
         if policy is not None:
@@ -279,7 +280,7 @@ class Agent(Handler[Context, Context, AgentError]):
             view = selected.unwrap()
         if self.instructions:
             view = joined((Message.system(self.instructions),), view)
-        loop = Loop(self, view, tools, intercept, specs)
+        loop = Loop(self, view, tools, intercept, specs, env)
         out = await run_machine(
             loop,
             loop.start(),
@@ -287,6 +288,7 @@ class Agent(Handler[Context, Context, AgentError]):
             max_steps=self.max_turns + 1,
             digest=key,
             announce=False,
+            env=env,
         )
         if not ok(out):
             return Failure(out.failure())

@@ -298,6 +298,17 @@ async def emit(event: Event) -> None:
         await sink(event)
 
 
+def current_sink() -> Callable[[Event], Awaitable[None]] | None:
+    """Where :func:`emit` sends events now (a listening stream), if
+    anywhere (read once per run by :func:`pipeline.fold.ambient`)."""
+    return _SINK.get()
+
+
+def current_gate() -> Callable[[], Awaitable[None]] | None:
+    """What :func:`reader_caught_up` waits on now, if anything."""
+    return _GATE.get()
+
+
 def listening() -> bool:
     """Whether a stream is listening (so it is worth streaming deltas).
 

@@ -237,6 +237,12 @@ def resolve(ref: str) -> object:
         raise SecretUnresolved(ref) from None
 
 
+def current_resolver() -> Resolver:
+    """The resolver in force (read once per run by
+    :func:`pipeline.fold.ambient`)."""
+    return _RESOLVER.get()
+
+
 def use_resolver(found: Resolver) -> contextvars.Token[Resolver]:
     """Make *found* the resolver in force (for :func:`pipeline.runs.scope`)."""
     return _RESOLVER.set(found)

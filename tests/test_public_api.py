@@ -39,9 +39,17 @@ PUBLIC_MODULES = _public_modules()
 # Handler is subclassed by Par and Race (flat fan-out and race types);
 # PipelineError is the base every failure value extends; Journal is where
 # a fold commits, subclassed by engines that keep records elsewhere
-# (pipeline.temporal sends them to a workflow); Runnable is the base of the
-# folds users run (Graph, Swarm).
-OPEN_CLASSES = {"Handler", "Journal", "PipelineError", "Runnable"}
+# (pipeline.temporal sends them to a workflow); Runnable, MachineBase and
+# Building are the bases of the folds users run (Graph, Swarm), their
+# machines and their builders.
+OPEN_CLASSES = {
+    "Building",
+    "Handler",
+    "Journal",
+    "MachineBase",
+    "PipelineError",
+    "Runnable",
+}
 
 
 # Helpers a public module shares with the rest of the package without
@@ -58,7 +66,10 @@ SHARED_INTERNALS = {
         "handoff",
         "tracing_now",
     },
+    # The ambient values pipeline.fold.ambient reads once per run.
+    "pipeline.events": {"current_gate", "current_sink"},
     "pipeline.secrets": {
+        "current_resolver",
         "redact_arguments",
         "reset_resolver",
         "stored",

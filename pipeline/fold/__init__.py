@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from .._moved import moved
 from .._serde import make_converter as make_converter
+from ._ambient import Ambient as Ambient
+from ._ambient import ambient as ambient
 from ._codec import Codec as Codec
 from ._codec import check_document as check_document
 from ._engine import EventSink as EventSink
@@ -43,23 +45,30 @@ from ._model import Snapshot as Snapshot
 from ._model import Status as Status
 from ._model import Stop as Stop
 from ._model import Transition as Transition
+from ._runnable import Building as Building
+from ._runnable import FoldFailure as FoldFailure
+from ._runnable import MachineBase as MachineBase
 from ._runnable import Runnable as Runnable
 from ._runnable import handler_call as handler_call
 from ._runnable import new_thread as new_thread
 
 
 __all__ = (
+    "Ambient",
     "Boundary",
+    "Building",
     "Cell",
     "Codec",
     "Continue",
     "Decision",
     "EventSink",
+    "FoldFailure",
     "Gate",
     "Hooks",
     "Interrupt",
     "Journal",
     "Machine",
+    "MachineBase",
     "Migration",
     "Observer",
     "Pending",
@@ -69,6 +78,7 @@ __all__ = (
     "Status",
     "Stop",
     "Transition",
+    "ambient",
     "branch_key",
     "check_document",
     "current_boundary",

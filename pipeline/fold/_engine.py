@@ -14,7 +14,16 @@ import collections
 import json
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar, final
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Generic,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    final,
+)
 
 import attrs
 
@@ -28,8 +37,6 @@ from ..events import (
     NodeFinished,
     NodeStarted,
     Stopped,
-    emit,
-    listening,
 )
 from ..failures import (
     IncompatibleGraph,
@@ -41,6 +48,7 @@ from ..failures import (
 from ..runs import tracing_now
 from ..stores import CheckpointStore, Lease, check_thread_id, leased
 from . import _checkpoints
+from ._ambient import Ambient, ambient
 from ._codec import Codec, alike
 from ._fingerprint import same_shape
 from ._journal import (
@@ -48,7 +56,6 @@ from ._journal import (
     Journal,
     NestedJournal,
     ThreadJournal,
-    current_boundary,
     enter,
     leave,
 )
@@ -65,6 +72,10 @@ from ._model import (
     Stop,
     Transition,
 )
+
+
+if TYPE_CHECKING:
+    from .._tracing import Tracing
 
 
 S = TypeVar("S")
@@ -134,17 +145,25 @@ class Hooks(Generic[S]):
 NO_HOOKS: Hooks[Any] = Hooks()
 
 
-def sink(on_event: EventSink | None) -> EventSink | None:
+_READ_NOW: Final[Any] = object()
+"""Not given: read the ambient value now."""
+
+
+def sink(
+    on_event: EventSink | None, env: Ambient | None = None
+) -> EventSink | None:
     """One place for events: *on_event* and any listening stream (checked
-    once per run: nothing is paid per step when nobody listens)."""
-    if not listening():
+    once per run, in *env* or now: nothing is paid per step when nobody
+    listens)."""
+    stream = (ambient() if env is None else env).sink
+    if stream is None:
         return on_event
     if on_event is None:
-        return emit
+        return stream
 
     async def both(event: FoldEvent) -> None:
         await on_event(event)
-        await emit(event)
+        await stream(event)
 
     return both
 
@@ -170,6 +189,7 @@ async def run_machine(
     max_steps: int,
     digest: str | None = None,
     announce: bool = True,
+    env: Ambient | None = None,
 ) -> Result[Snapshot[S], Any]:
     """Fold *machine* from its admission snapshot *snap*.
 
@@ -180,11 +200,13 @@ async def run_machine(
     on the same input: *digest* identifies the input, by default the
     admission snapshot's own).  *announce*: whether a listening stream
     gets the engine's events (an agent's loop has events of its own).
-
+    *env*: the ambient values, if the caller read them already.
 
     .. versionadded:: 0.1.0
     """
-    on_event = sink(hooks.on_event) if announce else hooks.on_event
+    if env is None:
+        env = ambient()
+    on_event = sink(hooks.on_event, env) if announce else hooks.on_event
     journal: Journal[S] | None = None
     answer: object = None
     if store is not None:
@@ -211,10 +233,11 @@ async def run_machine(
                 on_event,
                 max_steps,
                 None,
+                tracing=env.tracing,
             )
 
         return await leased(store, check_thread_id(snap.thread_id), admitted)
-    boundary = current_boundary()
+    boundary = env.boundary
     if boundary is not None:
         if digest is None:
             digest = input_digest(machine.codec.document(snap, None))
@@ -242,7 +265,15 @@ async def run_machine(
             # (A fresh nested run's admission is not a record of its own:
             # its records are deltas against it, and a resume rebuilds it.)
     return await drive(
-        machine, snap, journal, context, hooks, on_event, max_steps, answer
+        machine,
+        snap,
+        journal,
+        context,
+        hooks,
+        on_event,
+        max_steps,
+        answer,
+        tracing=env.tracing,
     )
 
 
@@ -424,16 +455,19 @@ async def drive(
     on_event: EventSink | None,
     max_steps: int,
     answer: object,
+    *,
+    tracing: Tracing | None = _READ_NOW,
 ) -> Result[Snapshot[S], Any]:
     """The run loop: fold *machine*'s step from *snap* until it is done.
 
-    Inside a traced :func:`pipeline.runs.scope`, the run is a span and each
-    step a span in it (checked once here: untraced steps pay nothing).
-
+    Inside a traced :func:`pipeline.scope` (*tracing*, read now unless the
+    caller read it already), the run is a span and each step a span in it
+    (checked once here: untraced steps pay nothing).
 
     .. versionadded:: 0.1.0
     """
-    tracing = tracing_now()
+    if tracing is _READ_NOW:
+        tracing = tracing_now()
     if tracing is None:
         return await _drive(
             machine,

@@ -36,7 +36,6 @@ def same_shape(stored: str, current: str) -> bool:
     Decided on the whole digest, so a record written before the per-part
     digests existed still matches its graph.
 
-
     .. versionadded:: 0.1.0
     """
     return stored.partition("/")[0] == current.partition("/")[0]

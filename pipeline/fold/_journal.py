@@ -239,19 +239,19 @@ class Journal(Generic[S]):
         parent = None if last is None else last.version
         if snap.version != version or snap.parent != parent:
             snap = Snapshot(
-                snap.thread_id,
-                version,
-                parent,
-                snap.state,
-                snap.node,
-                snap.next,
-                snap.join,
-                snap.step,
-                snap.fingerprint,
-                snap.status,
-                snap.pending,
-                snap.progress,
-                snap.reason,
+                thread_id=snap.thread_id,
+                version=version,
+                parent=parent,
+                state=snap.state,
+                node=snap.node,
+                next=snap.next,
+                join=snap.join,
+                step=snap.step,
+                fingerprint=snap.fingerprint,
+                status=snap.status,
+                pending=snap.pending,
+                progress=snap.progress,
+                reason=snap.reason,
             )
         sealed = self.codec.seal(snap, last, progress)
         if type(sealed) is not tuple:
@@ -283,15 +283,15 @@ class Journal(Generic[S]):
             assert last is not None  # noqa: S101  # a step has a start
             state = boundary.track() if boundary.track else last.state
             snap = Snapshot(
-                last.thread_id,
-                0 if self.head is None else self.head + 1,
-                last.version,
-                state,
-                last.node,
-                last.next,
-                last.join,
-                last.step,
-                last.fingerprint,
+                thread_id=last.thread_id,
+                version=0 if self.head is None else self.head + 1,
+                parent=last.version,
+                state=state,
+                node=last.node,
+                next=last.next,
+                join=last.join,
+                step=last.step,
+                fingerprint=last.fingerprint,
             )
             out = await self.commit(snap, {key: (doc,)})
             return out if type(out) is Failure else None
@@ -424,7 +424,6 @@ class Cell(Generic[S]):
     cell, each of their records carrying the cell's current value.
     Without a boundary the cell is a plain holder.
 
-
     .. versionadded:: 0.1.0
     """
 
@@ -449,7 +448,15 @@ class Cell(Generic[S]):
         if parent is None:
             return Success(cls(initial, None, None))
         base: Snapshot[S] = Snapshot(
-            parent.thread_id, -1, None, initial, None, (name,), None, 0, "cell"
+            thread_id=parent.thread_id,
+            version=-1,
+            parent=None,
+            state=initial,
+            node=None,
+            next=(name,),
+            join=None,
+            step=0,
+            fingerprint="cell",
         )
         opened = NestedJournal.open(parent, name, codec, base=base)
         if type(opened) is not Success:

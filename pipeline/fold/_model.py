@@ -20,6 +20,7 @@ from ..errors import InvalidAnswer
 
 S = TypeVar("S")
 S_co = TypeVar("S_co", covariant=True)
+S2 = TypeVar("S2")
 A = TypeVar("A")
 
 Progress: TypeAlias = Mapping[str, tuple[Any, ...]]
@@ -46,6 +47,10 @@ class Status(enum.StrEnum):
     STOPPED = "stopped"
 
 
+_RUNNING = Status.RUNNING
+_DONE = Status.DONE
+
+
 @final
 @attrs.frozen
 class Pending:
@@ -66,7 +71,7 @@ class Pending:
 
 
 @final
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Snapshot(Generic[S_co]):
     """One immutable point of a run; also its checkpoint.
 
@@ -103,6 +108,32 @@ class Snapshot(Generic[S_co]):
     def done(self) -> bool:
         """Whether the run reached its end."""
         return self.status is Status.DONE
+
+    def successor(
+        self,
+        state: S2,
+        node: str | None,
+        next: tuple[str, ...],  # noqa: A002  # the field's name
+        join: str | None = None,
+        fingerprint: str | None = None,
+    ) -> Snapshot[S2]:
+        """The snapshot one step after this one: the thread's next version,
+        grown from this one, running on if *next* names anything, else
+        done.  *fingerprint* (by default this one's) is the machine's."""
+        return Snapshot(
+            thread_id=self.thread_id,
+            version=self.version + 1,
+            parent=self.version,
+            state=state,
+            node=node,
+            next=next,
+            join=join,
+            step=self.step + 1,
+            fingerprint=self.fingerprint
+            if fingerprint is None
+            else fingerprint,
+            status=_RUNNING if next else _DONE,
+        )
 
 
 # -- hooks ------------------------------------------------------------------

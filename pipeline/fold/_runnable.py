@@ -13,11 +13,33 @@ from __future__ import annotations
 import uuid
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Protocol,
+    Self,
+    TypeAlias,
+    TypeVar,
+)
+
+import attrs
 
 from returns.result import Result, Success
 
 from .._handler import Call
+from ..failures import (
+    CheckpointDecodeError,
+    ConcurrentModification,
+    IncompatibleGraph,
+    InvalidState,
+    LeaseLost,
+    RunPaused,
+    RunStopped,
+    SnapshotNotFound,
+    StepLimitExceeded,
+    ThreadBusy,
+)
 from ..stores import CheckpointStore, check_thread_id
 from . import _engine
 from ._checkpoints import Threads
@@ -25,6 +47,21 @@ from ._codec import Codec
 from ._engine import EventSink, Hooks, Machine, Migration
 from ._model import Gate, Observer, Snapshot
 
+
+FoldFailure: TypeAlias = (
+    StepLimitExceeded
+    | RunStopped
+    | RunPaused
+    | ConcurrentModification
+    | IncompatibleGraph
+    | CheckpointDecodeError
+    | SnapshotNotFound
+    | InvalidState
+    | ThreadBusy
+    | LeaseLost
+)
+"""What a fold users run may fail with whatever its steps do: a limit, a
+gate's stop or question (as a handler), the checkpoints and the lease."""
 
 S = TypeVar("S")
 L = TypeVar("L")
@@ -42,6 +79,36 @@ class Shaped(Machine[S, L_contra], Protocol[S, L_contra]):
     def entry(self) -> str:
         """The node (or agent) a run starts at."""
         ...
+
+
+@attrs.frozen(eq=False)
+class MachineBase(Generic[S]):
+    """What the machine of every fold users run is known by: its name, the
+    node (or agent) runs start at, the codec of its snapshots and the
+    fingerprint of its shape.  Subclasses add their step and what it needs.
+
+    .. versionadded:: 0.1.0
+    """
+
+    name: str
+    entry: str
+    codec: Codec[S]
+    fingerprint: str
+
+    def admission(self, state: S, thread_id: str | None) -> Snapshot[S]:
+        """The snapshot a run starts from: *state* before the entry runs,
+        on thread *thread_id* (checked) or a new one."""
+        return Snapshot(
+            thread_id=new_thread(thread_id),
+            version=0,
+            parent=None,
+            state=state,
+            node=None,
+            next=(self.entry,),
+            join=None,
+            step=0,
+            fingerprint=self.fingerprint,
+        )
 
 
 def new_thread(thread_id: str | None) -> str:
@@ -92,6 +159,7 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
     __slots__ = ()
 
     if TYPE_CHECKING:  # the subclass's attrs fields, and its step count
+        name: str  # the handler's
         _machine: M
         limits: L
         gates: tuple[Gate[S], ...]
@@ -101,6 +169,42 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         def max_steps(limits: L, /) -> int:
             """How many steps a run under *limits* may take."""
             ...
+
+        def __init__(  # the attrs fields every subclass has, in order
+            self,
+            call: Call[Any, Any, Any],
+            name: str,
+            own: Any,
+            machine: M,
+            limits: L,
+            gates: tuple[Gate[S], ...],
+            observers: tuple[Observer[S], ...],
+        ) -> None: ...
+
+    @classmethod
+    def assemble(
+        cls,
+        own: object,
+        machine: M,
+        limits: L,
+        gates: Sequence[Gate[S]],
+        observers: Sequence[Observer[S]],
+        start: Callable[[Any], Snapshot[S]],
+        finish: Callable[[S], Any],
+    ) -> Self:
+        """An instance over *machine*: *own* is the subclass's first field
+        (a graph's state type, a swarm's initial state); as a handler it
+        folds from ``start(value)`` and returns ``finish(final_state)``."""
+        gated, observed = tuple(gates), tuple(observers)
+        call = handler_call(
+            machine,
+            limits,
+            Hooks(gated, observed),
+            cls.max_steps(limits),
+            start,
+            finish,
+        )
+        return cls(call, machine.name, own, machine, limits, gated, observed)
 
     @property
     def entry(self) -> str:
@@ -116,6 +220,13 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
     def codec(self) -> Codec[S]:
         """Encodes this fold's snapshots to records and back."""
         return self._machine.codec
+
+    def _repr(self, parts: str) -> str:
+        """``Kind('name', parts, entry=..., fingerprint=...)``."""
+        return (
+            f"{type(self).__name__}({self.name!r}, {parts}, "
+            f"entry={self.entry!r}, fingerprint={self.fingerprint[:12]})"
+        )
 
     def _hooks(
         self,
@@ -191,4 +302,42 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         )
 
 
-__all__ = ("Runnable", "Shaped", "handler_call", "new_thread")
+@attrs.frozen
+class Building(Generic[S, L]):
+    """What every fold's builder keeps beside the shape it builds: where
+    runs start, their limits, gates and observers.
+
+    .. versionadded:: 0.1.0
+    """
+
+    _entry: str | None = attrs.field(default=None, kw_only=True)
+    _limits: L | None = attrs.field(default=None, kw_only=True)
+    _gates: tuple[Gate[S], ...] = attrs.field(default=(), kw_only=True)
+    _observers: tuple[Observer[S], ...] = attrs.field(default=(), kw_only=True)
+
+    def entry(self, name: str) -> Self:
+        """Start runs at *name* (a graph's node, a swarm's agent)."""
+        return attrs.evolve(self, entry=name)
+
+    def limits(self, limits: L) -> Self:
+        """Default limits for runs of what this builds."""
+        return attrs.evolve(self, limits=limits)
+
+    def observe(self, *observers: Observer[S]) -> Self:
+        """Show *observers* the snapshot after every step of every run (a
+        graph's node or fan-out, a swarm agent's turn), once committed."""
+        return attrs.evolve(self, observers=(*self._observers, *observers))
+
+    def _gated(self, gates: tuple[Gate[S], ...]) -> Self:
+        return attrs.evolve(self, gates=(*self._gates, *gates))
+
+
+__all__ = (
+    "Building",
+    "FoldFailure",
+    "MachineBase",
+    "Runnable",
+    "Shaped",
+    "handler_call",
+    "new_thread",
+)

@@ -10,7 +10,7 @@ The values a run meets (snapshots, gates, observers) are the fold's, in
 
 from typing import TYPE_CHECKING
 
-from .._moved import moved
+from .._moved import FOLD_VALUES, STORES, homes, moved
 from .._state_tools import Writable as Writable
 from ._agent import agent_node as agent_node
 from ._agent import state_tools as state_tools
@@ -41,42 +41,16 @@ _MOVED = {
     "Builder": "pipeline.graph:GraphBuilder",
     "Limits": "pipeline.graph:GraphLimits",
     "GraphEvent": "pipeline.events:FoldEvent",
-    **{
-        name: f"pipeline.events:{name}"
-        for name in (
-            "CheckpointSaved",
-            "Interrupted",
-            "NodeFinished",
-            "NodeStarted",
-            "Stopped",
-        )
-    },
-    **{
-        name: f"pipeline.fold:{name}"
-        for name in (
-            "Continue",
-            "Decision",
-            "EventSink",
-            "Gate",
-            "Interrupt",
-            "Observer",
-            "Pending",
-            "Snapshot",
-            "Status",
-            "Stop",
-            "Transition",
-        )
-    },
-    **{
-        name: f"pipeline.stores:{name}"
-        for name in (
-            "CheckpointStore",
-            "MemoryStore",
-            "Record",
-            "SQLiteStore",
-            "SignedStore",
-        )
-    },
+    **homes(
+        "pipeline.events",
+        "CheckpointSaved",
+        "Interrupted",
+        "NodeFinished",
+        "NodeStarted",
+        "Stopped",
+    ),
+    **homes("pipeline.fold", *FOLD_VALUES, "EventSink", "Pending"),
+    **homes("pipeline.stores", *STORES, "Record"),
 }
 if not TYPE_CHECKING:  # type checkers refuse the old paths
     __getattr__ = moved(__name__, _MOVED)

@@ -15,7 +15,7 @@ from .._context import Context
 from .._handler import Handler
 from .._messages import Message
 from ..errors import ConstructionError, GraphDefects
-from ..fold import Gate, Observer
+from ..fold import Building, Gate
 from ._checks import Plan, defects
 from ._edges import Edge, FanOut, Reducer, Route, Static
 from ._graph import Graph
@@ -36,7 +36,7 @@ E_co = TypeVar("E_co", covariant=True)
 
 @final
 @attrs.frozen
-class GraphBuilder(Generic[S, E_co]):
+class GraphBuilder(Building[S, GraphLimits], Generic[S, E_co]):
     """An immutable graph description; :meth:`build` validates it.
 
     >>> from pipeline import graph
@@ -48,10 +48,6 @@ class GraphBuilder(Generic[S, E_co]):
     state_type: type[S]
     _nodes: tuple[tuple[str, Handler[S, S, Any]], ...] = ()
     _edges: tuple[tuple[str, Edge], ...] = ()
-    _entry: str | None = None
-    _limits: GraphLimits = GraphLimits()
-    _gates: tuple[Gate[S], ...] = ()
-    _observers: tuple[Observer[S], ...] = ()
 
     def node(
         self: GraphBuilder[S, E], name: str, action: Handler[S, S, E2]
@@ -171,26 +167,13 @@ class GraphBuilder(Generic[S, E_co]):
         edge = FanOut(tuple(to), join, merge, dict(reducers or {}))
         return attrs.evolve(self, edges=(*self._edges, (source, edge)))
 
-    def entry(self, name: str) -> GraphBuilder[S, E_co]:
-        """Start runs at *name*."""
-        return attrs.evolve(self, entry=name)
-
-    def limits(self, limits: GraphLimits) -> GraphBuilder[S, E_co]:
-        """Default limits for runs of the built graph."""
-        return attrs.evolve(self, limits=limits)
-
     def gate(self, *gates: Gate[S]) -> GraphBuilder[S, E_co]:
         """Ask *gates* before every transition of every run.
 
         Runs' own ``gates=`` come after these.  Gates given here also apply
         when the graph runs as a handler (inside another pipeline).
         """
-        return attrs.evolve(self, gates=(*self._gates, *gates))
-
-    def observe(self, *observers: Observer[S]) -> GraphBuilder[S, E_co]:
-        """Show *observers* the snapshot after every step of every run
-        (each node, or fan-out), once committed."""
-        return attrs.evolve(self, observers=(*self._observers, *observers))
+        return self._gated(gates)
 
     def build(
         self,
@@ -212,7 +195,8 @@ class GraphBuilder(Generic[S, E_co]):
         Raises:
             GraphDefects: listing every structural defect found, at once.
         """
-        plan = Plan(self._nodes, self._edges, self._entry, self._limits)
+        limits = GraphLimits() if self._limits is None else self._limits
+        plan = Plan(self._nodes, self._edges, self._entry, limits)
         found = defects(plan)
         if found:
             raise GraphDefects(found)
@@ -226,7 +210,7 @@ class GraphBuilder(Generic[S, E_co]):
             version,
             converter,
         )
-        return Graph.make(machine, self._limits, self._gates, self._observers)
+        return Graph.make(machine, limits, self._gates, self._observers)
 
 
 def builder(state_type: type[S]) -> GraphBuilder[S, Never]:

@@ -19,31 +19,8 @@ from returns.result import Failure, Result, Success
 from .._context import Context
 from .._handler import Handler
 from ..agents import prompt_tool
-from ..failures import (
-    CheckpointDecodeError,
-    ConcurrentModification,
-    FanOutLimitExceeded,
-    IncompatibleGraph,
-    InvalidState,
-    LeaseLost,
-    MergeConflict,
-    RunPaused,
-    RunStopped,
-    SnapshotNotFound,
-    StepLimitExceeded,
-    ThreadBusy,
-    UnknownRoute,
-)
-from ..fold import (
-    EventSink,
-    Gate,
-    Hooks,
-    Observer,
-    Runnable,
-    Snapshot,
-    handler_call,
-    new_thread,
-)
+from ..failures import FanOutLimitExceeded, MergeConflict, UnknownRoute
+from ..fold import EventSink, FoldFailure, Gate, Observer, Runnable, Snapshot
 from ..stores import CheckpointStore
 from ..tools import Tool
 from ._draw import mermaid
@@ -56,19 +33,7 @@ S = TypeVar("S")
 E_co = TypeVar("E_co", covariant=True)
 
 GraphFailure: TypeAlias = (
-    UnknownRoute
-    | StepLimitExceeded
-    | FanOutLimitExceeded
-    | MergeConflict
-    | ConcurrentModification
-    | IncompatibleGraph
-    | CheckpointDecodeError
-    | SnapshotNotFound
-    | RunStopped
-    | RunPaused
-    | InvalidState
-    | ThreadBusy
-    | LeaseLost
+    UnknownRoute | FanOutLimitExceeded | MergeConflict | FoldFailure
 )
 """Failures the graph machinery itself can return."""
 
@@ -113,24 +78,10 @@ class Graph(
         """A graph over *machine* (see :func:`~pipeline.graph.builder`)."""
 
         def start(state: S) -> Snapshot[S]:
-            return machine.start(state, new_thread(None))
+            return machine.start(state, None)
 
-        call = handler_call(
-            machine,
-            limits,
-            Hooks(tuple(gates), tuple(observers)),
-            limits.max_steps,
-            start,
-            _same,
-        )
-        return cls(
-            call,
-            machine.name,
-            machine.state_type,
-            machine,
-            limits,
-            tuple(gates),
-            tuple(observers),
+        return cls.assemble(
+            machine.state_type, machine, limits, gates, observers, start, _same
         )
 
     @property
@@ -138,17 +89,11 @@ class Graph(
         """Node names, in the order they were added."""
         return tuple(self._machine.nodes)
 
-    def __repr__(self) -> str:
-        return (
-            f"Graph({self.name!r}, {len(self._machine.nodes)} nodes, "
-            f"entry={self.entry!r}, fingerprint={self.fingerprint[:12]})"
-        )
-
     # -- the transition -------------------------------------------------------
 
     def start(self, state: S, *, thread_id: str | None = None) -> Snapshot[S]:
         """The admission snapshot: *state* before the entry node runs."""
-        return self._machine.start(state, new_thread(thread_id))
+        return self._machine.start(state, thread_id)
 
     async def step(
         self, snap: Snapshot[S]
@@ -211,7 +156,10 @@ class Graph(
             self, self.state_type, name=name, description=description
         )
 
-    # -- drawing ----------------------------------------------------------------
+    # -- showing ----------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return self._repr(f"{len(self._machine.nodes)} nodes")
 
     def mermaid(self) -> str:
         """A Mermaid flowchart of the graph."""

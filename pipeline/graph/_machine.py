@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar, Generic, TypeVar, cast, final
+from typing import Any, ClassVar, TypeVar, cast, final
 
 import anyio
 import attrs
@@ -25,17 +25,17 @@ from ..failures import FanOutLimitExceeded
 from ..fold import (
     Boundary,
     Codec,
+    MachineBase,
     Snapshot,
     Status,
+    ambient,
     branch_key,
     check_document,
-    current_boundary,
     enter,
     fingerprint,
     leave,
     same_shape,
 )
-from ..runs import tracing_now
 from ._edges import Edge, FanOut, Where, advancer, targets
 from ._merge import merge_states
 from ._model import END, GraphLimits
@@ -50,24 +50,18 @@ _MISSING: Any = object()
 
 @final
 @attrs.frozen(eq=False)
-class GraphMachine(Generic[S]):
-    """A validated graph's transition function, for the fold engine.
-
-    Immutable: make one with :meth:`make`.
-    """
+class GraphMachine(MachineBase[S]):
+    """A validated graph's nodes and edges, with each node's call and each
+    edge's decision computed once (:meth:`make`), stepped by the engine."""
 
     kind: ClassVar[str] = "graph"
     """What its spans call it (see :mod:`pipeline._tracing`)."""
 
-    name: str
     state_type: type[S]
     nodes: Mapping[str, Handler[S, S, Any]]
     edges: Mapping[str, Edge]
-    entry: str
     calls: Mapping[str, AnyCall]
     advance: Mapping[str, Callable[[Any], Where]]
-    codec: Codec[S]
-    fingerprint: str
 
     @classmethod
     def make(
@@ -91,34 +85,26 @@ class GraphMachine(Generic[S]):
             ),
         }
         return cls(
-            name,
-            state_type,
-            MappingProxyType(dict(nodes)),
-            MappingProxyType(dict(edges)),
-            entry,
-            MappingProxyType({n: h._call for n, h in nodes.items()}),
-            MappingProxyType({n: advancer(n, e) for n, e in edges.items()}),
-            Codec(state_type, converter),
-            fingerprint(shape),
+            name=name,
+            entry=entry,
+            codec=Codec(state_type, converter),
+            fingerprint=fingerprint(shape),
+            state_type=state_type,
+            nodes=MappingProxyType(dict(nodes)),
+            edges=MappingProxyType(dict(edges)),
+            calls=MappingProxyType({n: h._call for n, h in nodes.items()}),
+            advance=MappingProxyType(
+                {n: advancer(n, e) for n, e in edges.items()}
+            ),
         )
 
     def gated(self, snap: Snapshot[S], /) -> bool:  # noqa: ARG002
         """Gates see every transition of a graph."""
         return True
 
-    def start(self, state: S, thread_id: str) -> Snapshot[S]:
+    def start(self, state: S, thread_id: str | None) -> Snapshot[S]:
         """The admission snapshot: *state* before the entry node runs."""
-        return Snapshot(
-            thread_id=thread_id,
-            version=0,
-            parent=None,
-            state=state,
-            node=None,
-            next=(self.entry,),
-            join=None,
-            step=0,
-            fingerprint=self.fingerprint,
-        )
+        return self.admission(state, thread_id)
 
     async def step(self, snap: Snapshot[S], limits: GraphLimits, /) -> Any:
         """The transition; the new snapshot or a ``Failure``."""
@@ -144,18 +130,7 @@ class GraphMachine(Generic[S]):
         if type(where) is Failure:
             return where
         nxt, join = where
-        return Snapshot(
-            snap.thread_id,
-            snap.version + 1,
-            snap.version,
-            state,
-            name,
-            nxt,
-            join,
-            snap.step + 1,
-            snap.fingerprint,
-            _RUNNING if nxt else _DONE,
-        )
+        return snap.successor(state, name, nxt, join)
 
     def refuse_fanout(
         self, snap: Snapshot[S], limits: GraphLimits
@@ -190,25 +165,15 @@ class GraphMachine(Generic[S]):
                 return merged
             state = merged.unwrap()
         nxt = () if snap.join == END else (cast("str", snap.join),)
-        return Snapshot(
-            snap.thread_id,
-            snap.version + 1,
-            snap.version,
-            state,
-            "+".join(snap.next),
-            nxt,
-            None,
-            snap.step + 1,
-            snap.fingerprint,
-            _RUNNING if nxt else _DONE,
-        )
+        return snap.successor(state, "+".join(snap.next), nxt)
 
     async def _branches(self, snap: Snapshot[S], limits: GraphLimits) -> Any:
         names = snap.next
         base = snap.state
         outs: list[Any] = [_MISSING] * len(names)
         failed: Earliest[Result[Any, Any]] = Earliest()
-        boundary = current_boundary()
+        env = ambient()  # the enclosing step and the tracing, read once
+        boundary = env.boundary
         if boundary is not None:
             # Branches that finished in an earlier attempt of this very step
             # (same lineage: progress belongs to the records it grew from)
@@ -219,7 +184,7 @@ class GraphMachine(Generic[S]):
                     outs[i] = self._restore(snap, name, docs[-1])
         todo = [(i, n) for i, n in enumerate(names) if outs[i] is _MISSING]
         calls = self.calls
-        tracing = tracing_now()
+        tracing = env.tracing
         if tracing is not None:  # a span per branch
             calls = {n: tracing.branch(n, calls[n]) for _, n in todo}
 
@@ -257,16 +222,16 @@ class GraphMachine(Generic[S]):
 
     def _output(self, snap: Snapshot[S], branch: str, state: S) -> Snapshot[S]:
         return Snapshot(
-            snap.thread_id,
-            snap.version,
-            None,
-            state,
-            branch,
-            (),
-            None,
-            snap.step,
-            snap.fingerprint,
-            _DONE,
+            thread_id=snap.thread_id,
+            version=snap.version,
+            parent=None,
+            state=state,
+            node=branch,
+            next=(),
+            join=None,
+            step=snap.step,
+            fingerprint=snap.fingerprint,
+            status=_DONE,
         )
 
     async def _keep(

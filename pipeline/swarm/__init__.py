@@ -8,7 +8,7 @@ a swarm is a fold over (active agent, full history, typed state).
 
 from typing import TYPE_CHECKING
 
-from .._moved import moved
+from .._moved import FOLD_VALUES, STORES, homes, moved
 from ._builder import SwarmBuilder as SwarmBuilder
 from ._builder import builder as builder
 from ._machine import HandoffObserver as HandoffObserver
@@ -34,29 +34,8 @@ _MOVED = {
     "Swarm": "pipeline:Swarm",
     "Builder": "pipeline.swarm:SwarmBuilder",
     "Limits": "pipeline.swarm:SwarmLimits",
-    **{
-        name: f"pipeline.fold:{name}"
-        for name in (
-            "Continue",
-            "Decision",
-            "Gate",
-            "Interrupt",
-            "Observer",
-            "Snapshot",
-            "Status",
-            "Stop",
-            "Transition",
-        )
-    },
-    **{
-        name: f"pipeline.stores:{name}"
-        for name in (
-            "CheckpointStore",
-            "MemoryStore",
-            "SQLiteStore",
-            "SignedStore",
-        )
-    },
+    **homes("pipeline.fold", *FOLD_VALUES),
+    **homes("pipeline.stores", *STORES),
 }
 if not TYPE_CHECKING:  # type checkers refuse the old paths
     __getattr__ = moved(__name__, _MOVED)

@@ -9,7 +9,7 @@ import attrs
 import cattrs
 
 from ..errors import SwarmDefects
-from ..fold import Gate, Observer
+from ..fold import Building, Gate
 from ._checks import Plan, defects
 from ._machine import HandoffObserver, SwarmMachine
 from ._model import Member, SwarmLimits, SwarmState
@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 @final
 @attrs.frozen
-class SwarmBuilder(Generic[T]):
+class SwarmBuilder(Building[SwarmState[T], SwarmLimits], Generic[T]):
     """An immutable swarm description; :meth:`build` validates it.
 
     >>> from pipeline import swarm
@@ -38,10 +38,6 @@ class SwarmBuilder(Generic[T]):
     initial: T
     state_type: type[Any]
     _members: tuple[Member, ...] = ()
-    _entry: str | None = None
-    _limits: SwarmLimits = SwarmLimits()
-    _gates: tuple[Gate[SwarmState[T]], ...] = ()
-    _observers: tuple[Observer[SwarmState[T]], ...] = ()
     _after: tuple[HandoffObserver[T], ...] = ()
 
     def agent(
@@ -75,30 +71,17 @@ class SwarmBuilder(Generic[T]):
         )
         return attrs.evolve(self, members=(*self._members, member))
 
-    def entry(self, name: str) -> SwarmBuilder[T]:
-        """The agent that answers first."""
-        return attrs.evolve(self, entry=name)
-
-    def limits(self, limits: SwarmLimits) -> SwarmBuilder[T]:
-        """The swarm's limits (:class:`SwarmLimits`)."""
-        return attrs.evolve(self, limits=limits)
-
     def before_handoff(self, *gates: Gate[SwarmState[T]]) -> SwarmBuilder[T]:
         """Ask *gates* before every handoff: continue, stop or interrupt.
 
         A gate sees the agent handing over (*source*), the one taking over
         (*targets[0]*) and the state; a run's own ``gates=`` come after.
         """
-        return attrs.evolve(self, gates=(*self._gates, *gates))
+        return self._gated(gates)
 
     def after_handoff(self, *observers: HandoffObserver[T]) -> SwarmBuilder[T]:
         """Tell *observers* about every handoff as it takes effect."""
         return attrs.evolve(self, after=(*self._after, *observers))
-
-    def observe(self, *observers: Observer[SwarmState[T]]) -> SwarmBuilder[T]:
-        """Show *observers* the snapshot after every step of every run
-        (each agent's turn at the conversation), once committed."""
-        return attrs.evolve(self, observers=(*self._observers, *observers))
 
     def build(
         self,
@@ -130,8 +113,9 @@ class SwarmBuilder(Generic[T]):
             version,
             converter,
         )
+        limits = SwarmLimits() if self._limits is None else self._limits
         return Swarm.make(
-            machine, self.initial, self._limits, self._gates, self._observers
+            machine, self.initial, limits, self._gates, self._observers
         )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar, Generic, TypeAlias, TypeVar, final
+from typing import Any, ClassVar, TypeAlias, TypeVar, final
 
 import attrs
 import cattrs
@@ -23,13 +23,14 @@ from returns.result import Success
 from .._context import Context
 from .._state_tools import state_tools
 from ..errors import ConstructionError
-from ..events import Handoff, emit, listening
+from ..events import Handoff
 from ..fold import (
     Codec,
+    MachineBase,
     Snapshot,
     Status,
     Transition,
-    current_boundary,
+    ambient,
     fingerprint,
 )
 from ..models._types import ToolSpec
@@ -61,18 +62,15 @@ class _Cell:
 
 @final
 @attrs.frozen(eq=False)
-class SwarmMachine(Generic[T]):
-    """A validated swarm's transition function, for the fold engine.
-
-    Immutable: make one with :meth:`make`.
-    """
+class SwarmMachine(MachineBase[SwarmState[T]]):
+    """A validated swarm's members, with the tools each is offered (its
+    own, its transfers, the state tools) computed once (:meth:`make`),
+    stepped by the engine one agent turn at a time."""
 
     kind: ClassVar[str] = "swarm"
     """What its spans call it (see :mod:`pipeline._tracing`)."""
 
-    name: str
     members: Mapping[str, Member]
-    entry: str
     state_type: type[Any]
     typed: bool
     transfers: Mapping[str, Mapping[str, Tool]]
@@ -81,8 +79,6 @@ class SwarmMachine(Generic[T]):
         tuple[str, bool], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]
     ]
     after_handoff: tuple[HandoffObserver[T], ...]
-    codec: Codec[SwarmState[T]]
-    fingerprint: str
 
     @classmethod
     def make(
@@ -143,17 +139,17 @@ class SwarmMachine(Generic[T]):
                     tuple(t.spec for t in tools.values()),
                 )
         return cls(
-            name,
-            MappingProxyType(dict(members)),
-            entry,
-            state_type,
-            typed,
-            MappingProxyType(transfers),
-            MappingProxyType(own),
-            MappingProxyType(offered),
-            after_handoff,
-            Codec(SwarmState[state_type], converter),  # type: ignore[valid-type]
-            fingerprint(shape),
+            name=name,
+            entry=entry,
+            codec=Codec(SwarmState[state_type], converter),  # type: ignore[valid-type]
+            fingerprint=fingerprint(shape),
+            members=MappingProxyType(dict(members)),
+            state_type=state_type,
+            typed=typed,
+            transfers=MappingProxyType(transfers),
+            own=MappingProxyType(own),
+            offered=MappingProxyType(offered),
+            after_handoff=after_handoff,
         )
 
     def gated(self, snap: Snapshot[SwarmState[T]], /) -> bool:
@@ -161,19 +157,12 @@ class SwarmMachine(Generic[T]):
         return snap.node is not None
 
     def start(
-        self, ctx: Context, state: T, thread_id: str
+        self, ctx: Context, state: T, thread_id: str | None
     ) -> Snapshot[SwarmState[T]]:
         """The admission snapshot: the entry agent is about to answer *ctx*."""
-        return Snapshot(
-            thread_id,
-            0,
-            None,
+        return self.admission(
             SwarmState(self.entry, state, ctx.messages, ctx.with_messages(())),
-            None,
-            (self.entry,),
-            None,
-            0,
-            self.fingerprint,
+            thread_id,
         )
 
     async def step(
@@ -182,13 +171,13 @@ class SwarmMachine(Generic[T]):
         """One agent's turn at the conversation (after a handoff, if any)."""
         st = snap.state
         target = snap.next[0]
+        env = ambient()  # the stream and the enclosing step, read once
         if target != st.active:
             source = st.active
             st = SwarmState(
                 target, st.state, st.messages, st.context, st.handoffs + 1
             )
-            if listening():
-                await emit(Handoff(source, target, st.handoffs))
+            await env.emit(Handoff(source, target, st.handoffs))
             handoff(source, target, st.handoffs)
             for observe in self.after_handoff:
                 await observe(Transition(source, (target,), st, snap.step))
@@ -218,7 +207,7 @@ class SwarmMachine(Generic[T]):
         transfers = Transfers(
             target, member.handoffs, self.members, own, limit_reached=reached
         )
-        boundary = current_boundary()
+        boundary = env.boundary
         if boundary is not None:
             begun = st  # progress records carry the handoff and the writes
             boundary.track = lambda: (
@@ -234,21 +223,11 @@ class SwarmMachine(Generic[T]):
         # decision back from what it said.
         accepted = transfers.accepted or accepted_in(run.messages, own)
         nxt = (accepted,) if accepted else ()
-        return Snapshot(
-            snap.thread_id,
-            snap.version + 1,
-            snap.version,
-            SwarmState(
-                target,
-                cell.value,
-                st.messages.extend(run.messages),
-                st.context,
-                st.handoffs,
-            ),
+        state = SwarmState(
             target,
-            nxt,
-            None,
-            snap.step + 1,
-            self.fingerprint,
-            _RUNNING if nxt else _DONE,
+            cell.value,
+            st.messages.extend(run.messages),
+            st.context,
+            st.handoffs,
         )
+        return snap.successor(state, target, nxt, fingerprint=self.fingerprint)

@@ -19,28 +19,7 @@ from returns.result import Result
 from .._context import Context
 from .._handler import Handler
 from ..agents import AgentError
-from ..failures import (
-    CheckpointDecodeError,
-    ConcurrentModification,
-    IncompatibleGraph,
-    InvalidState,
-    LeaseLost,
-    RunPaused,
-    RunStopped,
-    SnapshotNotFound,
-    StepLimitExceeded,
-    ThreadBusy,
-)
-from ..fold import (
-    EventSink,
-    Gate,
-    Hooks,
-    Observer,
-    Runnable,
-    Snapshot,
-    handler_call,
-    new_thread,
-)
+from ..fold import EventSink, FoldFailure, Gate, Observer, Runnable, Snapshot
 from ..stores import CheckpointStore
 from ._draw import mermaid
 from ._machine import SwarmMachine
@@ -49,19 +28,7 @@ from ._model import SwarmLimits, SwarmState
 
 T = TypeVar("T")
 
-SwarmFailure: TypeAlias = (
-    AgentError
-    | RunStopped
-    | RunPaused
-    | StepLimitExceeded
-    | ConcurrentModification
-    | IncompatibleGraph
-    | CheckpointDecodeError
-    | SnapshotNotFound
-    | InvalidState
-    | ThreadBusy
-    | LeaseLost
-)
+SwarmFailure: TypeAlias = AgentError | FoldFailure
 """What a swarm run may fail with: its agents' failures and the fold's."""
 
 
@@ -106,36 +73,16 @@ class Swarm(
         """A swarm over *machine* (see :func:`~pipeline.swarm.builder`)."""
 
         def start(ctx: Context) -> Snapshot[SwarmState[T]]:
-            return machine.start(ctx, initial, new_thread(None))
+            return machine.start(ctx, initial, None)
 
-        call = handler_call(
-            machine,
-            limits,
-            Hooks(tuple(gates), tuple(observers)),
-            cls.max_steps(limits),
-            start,
-            _conversation,
-        )
-        return cls(
-            call,
-            machine.name,
-            initial,
-            machine,
-            limits,
-            tuple(gates),
-            tuple(observers),
+        return cls.assemble(
+            initial, machine, limits, gates, observers, start, _conversation
         )
 
     @property
     def agents(self) -> tuple[str, ...]:
         """Agent names, in the order they were added."""
         return tuple(self._machine.members)
-
-    def __repr__(self) -> str:
-        return (
-            f"Swarm({self.name!r}, agents={list(self.agents)}, "
-            f"entry={self.entry!r})"
-        )
 
     def start(
         self,
@@ -148,7 +95,7 @@ class Swarm(
         return self._machine.start(
             ctx,
             self.initial if state is None else state,
-            new_thread(thread_id),
+            thread_id,
         )
 
     @staticmethod
@@ -187,6 +134,9 @@ class Swarm(
             on_event=on_event,
             limits=limits,
         )
+
+    def __repr__(self) -> str:
+        return self._repr(f"agents={list(self.agents)}")
 
     def mermaid(self) -> str:
         """A Mermaid flowchart of the agents and their allowed handoffs."""

@@ -83,7 +83,6 @@ class Run(Generic[S_co, E_co]):
     distributed run can do (a step that kept raising past its retries, a
     cancelled or terminated workflow).
 
-
     .. versionadded:: 0.1.0
     """
 
@@ -194,7 +193,6 @@ class Runs:
     *client* must use ``DATA_CONVERTER`` (see
     :func:`connect`); *task_queue* is the workers'.  *failures*: your
     failure types, as the workers register them.
-
 
     .. versionadded:: 0.1.0
     """

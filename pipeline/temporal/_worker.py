@@ -88,7 +88,6 @@ def build_id(machines: Iterable[Hostable] | Mapping[str, Hostable]) -> str:
     Temporal worker deployment's build id: runs started on one build are
     pinned to workers of that build.
 
-
     .. versionadded:: 0.1.0
     """
     hosted = _hosted(machines)
@@ -109,7 +108,6 @@ class PipelineWorker:
     shutdown the calls worker stops last, so the steps in flight still get
     their calls made.  Run it with ``async with`` (it polls until the
     block ends) or ``await worker.run()`` (until :meth:`shutdown`).
-
 
     .. versionadded:: 0.1.0
     """
@@ -161,7 +159,6 @@ class PipelineWorker:
 def calls_queue(task_queue: str) -> str:
     """The task queue of the calls of runs started on *task_queue*.
 
-
     .. versionadded:: 0.1.0
     """
     return f"{task_queue}{CALLS_SUFFIX}"
@@ -206,7 +203,6 @@ def worker(
         ValueError: a name is taken in this process by another machine, or
             two failure types share a name.
         TypeError: something other than a graph or a swarm.
-
 
     .. versionadded:: 0.1.0
     """
@@ -258,7 +254,6 @@ def replayer(
 
     Check recorded histories in CI before deploying a change to gates,
     limits or the library itself.
-
 
     .. versionadded:: 0.1.0
     """
