@@ -180,7 +180,7 @@ def _new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-def _stored_metadata(value: object) -> Metadata:
+def metadata_from_json(value: object) -> Metadata:
     """Metadata from a record's JSON object."""
     if not isinstance(value, dict):
         msg = f"expected an object, got {type(value).__name__}"
@@ -209,7 +209,7 @@ class Context:
     metadata: Metadata = attrs.field(
         factory=_no_metadata,
         converter=_to_metadata,
-        metadata={READ_BACK: _stored_metadata},
+        metadata={READ_BACK: metadata_from_json},
     )
     run_id: str = attrs.field(factory=_new_run_id)
     # The message vectors this one was appended to (newest first, a few):

@@ -161,7 +161,9 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
     ) -> Snapshot[SwarmState[T]]:
         """The admission snapshot: the entry agent is about to answer *ctx*."""
         return self.admission(
-            SwarmState(self.entry, state, ctx.messages, ctx.with_messages(())),
+            SwarmState(
+                self.entry, state, ctx.messages, ctx.metadata, ctx.run_id
+            ),
             thread_id,
         )
 
@@ -174,9 +176,7 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
         env = ambient()  # the stream and the enclosing step, read once
         if target != st.active:
             source = st.active
-            st = SwarmState(
-                target, st.state, st.messages, st.context, st.handoffs + 1
-            )
+            st = st.handed_to(target)
             await env.emit(Handoff(source, target, st.handoffs))
             handoff(source, target, st.handoffs)
             for observe in self.after_handoff:
@@ -227,7 +227,8 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
             target,
             cell.value,
             st.messages.extend(run.messages),
-            st.context,
+            st.metadata,
+            st.run_id,
             st.handoffs,
         )
         return snap.successor(state, target, nxt, fingerprint=self.fingerprint)

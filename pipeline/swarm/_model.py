@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Generic, TypeVar, final
+import warnings
+
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
 
 import attrs
 
-from pyrsistent import PVector, pvector
+from pyrsistent import PMap, PVector, pvector
 
-from .._context import Context
-from .._fields import APPEND_ONLY
+from .._context import Context, Metadata, metadata_from_json, to_metadata
+from .._fields import APPEND_ONLY, READ_BACK
 from .._messages import Message
 
 
@@ -50,16 +52,22 @@ def _no_messages() -> PVector[Message]:
     return pvector()
 
 
+def _no_metadata() -> Metadata:
+    return to_metadata(None)
+
+
 @final
 @attrs.frozen
 class SwarmState(Generic[T_co]):
     """A swarm's snapshot state: who holds the conversation, all of it, and
     the typed state its agents share.
 
-    *messages* is the full history (history policies only select what an
-    agent sees of it); *context* carries the input's metadata and run id
-    (its own messages are empty); *handoffs* counts the handoffs so far;
-    *state* is the typed state (``None`` for a swarm without one).
+    :attr:`conversation` is the conversation, as a context: every message
+    (history policies only select what an agent sees of it), with the
+    input's metadata and run id.  It is stored as *messages* (a log: a
+    checkpoint holds only what a turn added), *metadata* and *run_id*.
+    *handoffs* counts the handoffs so far; *state* is the typed state
+    (``None`` for a swarm without one).
 
     .. versionadded:: 0.1.0
     """
@@ -69,13 +77,40 @@ class SwarmState(Generic[T_co]):
     messages: PVector[Message] = attrs.field(
         factory=_no_messages, metadata={APPEND_ONLY: True}
     )
-    context: Context = attrs.field(factory=Context)
+    metadata: PMap[str, Any] = attrs.field(
+        factory=_no_metadata,
+        converter=to_metadata,
+        metadata={READ_BACK: metadata_from_json},
+    )
+    run_id: str = ""
     handoffs: int = 0
 
     @property
     def conversation(self) -> Context:
-        """The full history as a context (the swarm's output as a handler)."""
-        return self.context.with_messages(self.messages)
+        """The whole conversation as a context (the swarm's output as a
+        handler)."""
+        return Context(self.messages, self.metadata, self.run_id)
+
+    @property
+    def context(self) -> Context:
+        """The whole conversation (deprecated: use :attr:`conversation`)."""
+        warnings.warn(
+            "SwarmState.context is SwarmState.conversation",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.conversation
+
+    def handed_to(self, agent: str) -> SwarmState[T_co]:
+        """This state after a handoff to *agent*."""
+        return SwarmState(
+            agent,
+            self.state,
+            self.messages,
+            self.metadata,
+            self.run_id,
+            self.handoffs + 1,
+        )
 
 
 @final
