@@ -20,7 +20,7 @@ from ._context import Context, MergeStrategy, MetaMerge, MetaValue
 from ._handler import Handler, composite
 from ._runners import (
     AnyCall,
-    Builder,
+    MakeRunner,
     bad_result,
     both_builder,
     located,
@@ -268,7 +268,7 @@ def loop(
 
     *times* > 0 runs at most that many iterations.  ``times=0`` runs until
     *while_* says stop, but never more than *limit* iterations: reaching
-    the limit is a :class:`~pipeline.errors.LimitExceeded` failure.
+    the limit is a :class:`~pipeline.failures.LimitExceeded` failure.
     *while_* receives the current value and the number of completed
     iterations, and is checked before every iteration, the first included.
     A failing iteration stops the loop with its failure.
@@ -306,7 +306,7 @@ def _loop_builder(
     times: int,
     while_: Callable[[Any, int], bool] | None,
     limit: int,
-) -> Builder:
+) -> MakeRunner:
     def build(calls: Sequence[AnyCall]) -> AnyCall:
         body = calls[0]
 
@@ -498,7 +498,7 @@ def switch(
 
     Cases are ``(condition, handler)`` pairs, tried in order; a condition
     that fails stops the switch with a
-    :class:`~pipeline.errors.ConditionError`.  No match runs *default*;
+    :class:`~pipeline.failures.ConditionError`.  No match runs *default*;
     no match and no default passes the input through unchanged.
 
     .. versionadded:: 0.1.0

@@ -37,7 +37,7 @@ from returns.result import Result
 
 from ._runners import (
     AnyCall,
-    Builder,
+    MakeRunner,
     both_builder,
     race_builder,
     then_builder,
@@ -79,7 +79,7 @@ class Middleware(Protocol[X_co]):
     """Wraps the call of one handler; the wrapper runs on every execution.
 
     A middleware may add failures of type *X_co* (a timeout adds
-    :class:`~pipeline.errors.TimedOut`); one that adds none is a
+    :class:`~pipeline.failures.TimedOut`); one that adds none is a
     ``Middleware[Never]``.  *name* is the name of the wrapped handler.
 
     .. versionadded:: 0.1.0
@@ -117,7 +117,7 @@ class Handler(Generic[In_contra, Out_co, Err_co]):
         alias="children", default=_NO_CHILDREN, kw_only=True
     )
     _calls: Calls = attrs.field(alias="calls", default=_NO_CALLS, kw_only=True)
-    _build: Builder | None = attrs.field(
+    _build: MakeRunner | None = attrs.field(
         alias="build", default=None, kw_only=True
     )
     _middleware: tuple[Middleware[Any], ...] = attrs.field(
@@ -187,7 +187,7 @@ class Handler(Generic[In_contra, Out_co, Err_co]):
 
         Losers are cancelled and their cleanup finishes before the result
         is returned.  If every branch fails, the failure is an
-        :class:`~pipeline.errors.AllFailed` listing each branch's failure in
+        :class:`~pipeline.failures.AllFailed` listing each branch's failure in
         definition order.
 
         .. versionadded:: 0.1.0
@@ -342,7 +342,7 @@ def _apply(
 def _make(
     kind: str,
     children: Children,
-    build: Builder | None,
+    build: MakeRunner | None,
     name: str,
     middleware: tuple[Middleware[Any], ...] = (),
     *,
@@ -370,7 +370,7 @@ def _make(
 def composite(
     kind: str,
     children: Sequence[Handler[Any, Any, Any]],
-    build: Builder,
+    build: MakeRunner,
     *,
     name: str | None = None,
     detail: str = "",

@@ -80,7 +80,7 @@ def map_reduce(
     the input and every item's ``Result`` in input order.  A failing item
     does not stop the others, unless *fail_fast*: then the first failure
     cancels the rest and is returned (reduce is not called).  More than
-    *max_items* items is a :class:`~pipeline.errors.FanOutLimitExceeded`
+    *max_items* items is a :class:`~pipeline.failures.FanOutLimitExceeded`
     failure before any worker starts (its *width* is the sequence's
     length, or *max_items* + 1 for an iterator: the rest is never read).  When *reduce* returns the state type,
     the result is a ``Handler[S, S, ...]``: a graph node.

@@ -12,7 +12,7 @@ Without an offload in force the loop pays one context-variable read per
 turn.
 
 A host finds an agent by name on any of its processes, so it needs to know
-which agents exist: every :class:`~pipeline.agents.Agent` is noted here
+which agents exist: every :class:`~pipeline.Agent` is noted here
 when it is made (weakly: a note never keeps an agent alive), and so is
 every tool that runs a fold (:func:`~pipeline.agents.as_tool`), which must
 stay in the step that runs it (its turns are that step's progress).

@@ -21,7 +21,7 @@ from .failures import AllFailed, PipelineError
 AnyCall: TypeAlias = Callable[[Any], Coroutine[Any, Any, Result[Any, Any]]]
 """A handler's call with its types erased: what runners compose."""
 
-Builder: TypeAlias = Callable[[Sequence[AnyCall]], AnyCall]
+MakeRunner: TypeAlias = Callable[[Sequence[AnyCall]], AnyCall]
 """Makes a composite's call from its children's calls."""
 
 Aggregate: TypeAlias = Callable[[Any, tuple[Any, ...]], Result[Any, Any]]
@@ -30,7 +30,7 @@ Aggregate: TypeAlias = Callable[[Any, tuple[Any, ...]], Result[Any, Any]]
 __all__ = (
     "Aggregate",
     "AnyCall",
-    "Builder",
+    "MakeRunner",
     "bad_result",
     "both_builder",
     "located",
@@ -71,7 +71,7 @@ def located(r: Result[Any, Any], segment: str) -> Result[Any, Any]:
     return r
 
 
-def then_builder(label: str) -> Builder:
+def then_builder(label: str) -> MakeRunner:
     """Runner factory for a sequence: a loop, not a chain of binds."""
 
     def build(calls: Sequence[AnyCall]) -> AnyCall:
@@ -129,7 +129,7 @@ def merge_contexts(
 _MISSING: Any = object()
 
 
-def both_builder(label: str, aggregate: Aggregate) -> Builder:
+def both_builder(label: str, aggregate: Aggregate) -> MakeRunner:
     """Runner factory for all-must-succeed in one task group."""
     agg = aggregate
 
@@ -159,7 +159,7 @@ def both_builder(label: str, aggregate: Aggregate) -> Builder:
     return build
 
 
-def race_builder(label: str) -> Builder:
+def race_builder(label: str) -> MakeRunner:
     """Runner factory for first-success: losers are cancelled and awaited."""
 
     def build(calls: Sequence[AnyCall]) -> AnyCall:

@@ -3,9 +3,9 @@
 An :class:`Agent` asks its model, runs the tools it asks for (concurrently,
 results in call order), and repeats until the model answers or the turn
 limit is reached.  :class:`ParallelAgent` and :class:`SequentialAgent` are
-built from ``must`` and ``sequential``; :func:`as_tool` lets one agent call
+built from ``must`` and ``sequential``; :func:`~pipeline.agents.as_tool` lets one agent call
 another.  Every agent lifts into a handler over contexts with
-:meth:`Agent.handler`.
+:meth:`pipeline.Agent.handler`.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ class AgentRun:
         ResponseSchema.of(kind)``).
 
         An answer that does not fit is an
-        :class:`~pipeline.errors.InvalidOutput` naming the
+        :class:`~pipeline.failures.InvalidOutput` naming the
         field and the type expected, never the value.
         """
         decoded = decode_json(self.text, kind)
@@ -198,11 +198,11 @@ class Agent(Handler[Context, Context, AgentError]):
 
     *max_turns* bounds model calls.  When the limit is reached and the model
     still asks for tools, ``on_turn_limit="fail"`` (default) returns a
-    :class:`~pipeline.errors.TurnLimitExceeded` failure; ``"answer"`` makes the last allowed
+    :class:`~pipeline.failures.TurnLimitExceeded` failure; ``"answer"`` makes the last allowed
     call with tools disabled, so the model must answer.  *history* (a
     :mod:`pipeline.history` policy) selects what the agent sees of the
     messages it is given; *description* says what it is for (swarms and
-    :func:`as_tool` show it to other models).  Streaming: when a
+    :func:`~pipeline.agents.as_tool` show it to other models).  Streaming: when a
     :func:`pipeline.stream` is listening, the model streams and each text
     fragment is emitted as a ``MessageDelta``.
 

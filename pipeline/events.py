@@ -13,8 +13,8 @@
 >>> anyio.run(main)
 ['Note', 'Finished']
 
-Handlers, agents and graphs call :func:`emit`; it reaches the innermost
-:func:`stream` that is running them (through a context variable), and does
+Handlers, agents and graphs call :func:`~pipeline.emit`; it reaches the
+innermost :func:`~pipeline.stream` that is running them (through a context variable), and does
 nothing when nobody listens.
 """
 
@@ -299,7 +299,7 @@ async def emit(event: Event) -> None:
 
 
 def current_sink() -> Callable[[Event], Awaitable[None]] | None:
-    """Where :func:`emit` sends events now (a listening stream), if
+    """Where :func:`~pipeline.emit` sends events now (a listening stream), if
     anywhere (read once per run by :func:`pipeline.fold.ambient`)."""
     return _SINK.get()
 
@@ -322,7 +322,7 @@ async def reader_caught_up() -> None:
     so far taken by its reader, and the reader asks for another.
 
     Agents call it before each model call, so a reader leaving a
-    :func:`stream` early never starts another one: a model call starts only
+    :func:`~pipeline.stream` early never starts another one: a model call starts only
     once the reader has seen everything before it and is still reading.
     Returns at once when nothing listens.
 
@@ -340,7 +340,7 @@ _GATE: contextvars.ContextVar[Callable[[], Awaitable[None]] | None] = (
 
 @final
 class EventStream(Generic[Out, Err]):
-    """Runs a handler and yields its events; see :func:`stream`.
+    """Runs a handler and yields its events; see :func:`~pipeline.stream`.
 
     An async context manager and an async iterator.  Leaving the block early
     cancels the run and waits for it to stop: no task outlives the block.

@@ -436,7 +436,7 @@ def token_budget(
     by *count*.  The suffix starts at a safe cut (it never separates a tool
     call from its result) and always holds the last ``USER`` message and
     everything after it; when even that does not fit, the policy fails
-    with :class:`~pipeline.errors.HistoryBudgetExceeded`.  *count* is
+    with :class:`~pipeline.failures.HistoryBudgetExceeded`.  *count* is
     called at most once per message, newest first, and never for messages
     older than the point where the budget runs out.
 

@@ -116,7 +116,7 @@ def policy(
 ]:
     """Validate the conversation with a model that answers valid/reason/violation.
 
-    Without *on_result*: an invalid verdict is a :class:`~pipeline.errors.PolicyViolation`
+    Without *on_result*: an invalid verdict is a :class:`~pipeline.failures.PolicyViolation`
     failure carrying the reason; a valid one passes the context through
     unchanged.  With *on_result*, it decides (given the context and verdict).
 

@@ -155,7 +155,7 @@ def retry(
     *backoff* is a :class:`Backoff` or the initial delay in seconds
     (doubling each time).  *when* receives each failure value and says
     whether to retry it (default: every failure;
-    :class:`~pipeline.errors.BudgetExceeded` is never retried: a spent
+    :class:`~pipeline.failures.BudgetExceeded` is never retried: a spent
     budget stays spent).  The last failure is
     returned when attempts run out.  Exceptions are not retried: they
     propagate, and so does cancellation, including during the backoff
@@ -204,7 +204,7 @@ class Timeout(Middleware[TimedOut]):
 
 
 def timeout(seconds: float) -> Timeout:
-    """Fail with :class:`~pipeline.errors.TimedOut` after *seconds*.
+    """Fail with :class:`~pipeline.failures.TimedOut` after *seconds*.
 
     The handler is cancelled at the deadline (anyio's
     :func:`~anyio.move_on_after`); cancellation from outside still
@@ -332,7 +332,7 @@ class Trace(Middleware[Never]):
 
 def trace() -> Trace:
     """A span per execution (``handler <name>``), in the traced
-    :func:`pipeline.runs.scope` it runs in; nothing outside one.
+    :func:`pipeline.scope` it runs in; nothing outside one.
 
     Spans carry the handler's name and, on failure, the failure's type
     (never a value or message).  Runs, graph nodes, agents, turns, model

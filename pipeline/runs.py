@@ -12,8 +12,8 @@
 >>> anyio.run(main)
 <Success: 42> 0
 
-:func:`scope` opens a scope around any code (a graph resumed from a store,
-a :func:`~pipeline.stream`); :func:`run` runs one handler in a scope and
+:func:`~pipeline.scope` opens a scope around any code (a graph resumed from a store,
+a :func:`~pipeline.stream`); :func:`~pipeline.run` runs one handler in a scope and
 returns its result with the usage.  Inside a scope, every model call and
 tool call, in whatever branch of ``&``, ``|``, a fan-out, a swarm or
 :func:`~pipeline.map_reduce`, is checked against the budget before it
@@ -279,10 +279,10 @@ async def run(
     secrets: Resolver | None = None,
     name: str | None = None,
 ) -> RunResult[Out, Err]:
-    """Run *target* on *value* in a :func:`scope`; return the result with
+    """Run *target* on *value* in a :func:`~pipeline.scope`; return the result with
     the usage.  Graphs, swarms and agents are handlers: run them the same
     way.  A spent budget comes back as a
-    :class:`~pipeline.errors.BudgetExceeded` failure from the call that was
+    :class:`~pipeline.failures.BudgetExceeded` failure from the call that was
     refused (agents, graphs and swarms list it in their failure types).
 
     .. versionadded:: 0.1.0

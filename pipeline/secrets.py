@@ -9,9 +9,9 @@ Secret(ref='openai-key')
 'sk-canary'
 
 A :class:`Secret` prints, logs, traces and serialises as its *reference*;
-only :meth:`Secret.reveal` gives the value.  A checkpoint stores
+only :meth:`~pipeline.Secret.reveal` gives the value.  A checkpoint stores
 ``{"$secret": "<ref>"}``; loading it asks the run's resolver (given to
-:func:`pipeline.runs.scope` as *secrets*) for the value behind the reference, so
+:func:`pipeline.scope` as *secrets*) for the value behind the reference, so
 a key never reaches a store and a resumed run still has it.  References
 ``env:NAME`` resolve from the environment without any setup.
 
@@ -222,7 +222,7 @@ _RESOLVER: contextvars.ContextVar[Resolver] = contextvars.ContextVar(
 
 def resolve(ref: str) -> object:
     """The value behind *ref*, from the resolver in force (the innermost
-    :func:`pipeline.runs.scope` with *secrets*, else the environment).
+    :func:`pipeline.scope` with *secrets*, else the environment).
 
     Raises:
         SecretUnresolved: no resolver knows *ref*.
@@ -244,7 +244,7 @@ def current_resolver() -> Resolver:
 
 
 def use_resolver(found: Resolver) -> contextvars.Token[Resolver]:
-    """Make *found* the resolver in force (for :func:`pipeline.runs.scope`)."""
+    """Make *found* the resolver in force (for :func:`pipeline.scope`)."""
     return _RESOLVER.set(found)
 
 

@@ -167,7 +167,7 @@ class Tool:
     def secret_arguments(self) -> frozenset[str]:
         """Parameters whose type holds a ``Secret[...]`` (see
         :mod:`pipeline.secrets`; ``Optional``, containers and attrs fields
-        included): the function gets a :class:`~pipeline.secrets.Secret`
+        included): the function gets a :class:`~pipeline.Secret`
         there, and recorded calls show a reference instead of the value."""
         return frozenset(self._secret)
 

@@ -49,9 +49,9 @@ class Ambient:
         self.scope = scope
         """The innermost run scope (budgets, tracing), if any."""
         self.sink = sink
-        """Where events go: a listening stream, if any."""
+        """The listening stream events go to, if any."""
         self.gate = gate
-        """What a model call waits on: the stream's reader catching up."""
+        """What a model call waits on (the stream's reader catching up)."""
         self.resolver = resolver
         """Where secrets' values come from."""
         self.offload = offload

@@ -81,7 +81,7 @@ async def load(
     one exception, a *last* record that is torn or fails its checksum (a
     write cut short): it is skipped for the one before it, and reported
     (a warning on the ``pipeline.fold`` logger).  Any other record that does
-    not decode is a :class:`~pipeline.errors.CheckpointDecodeError`.
+    not decode is a :class:`~pipeline.failures.CheckpointDecodeError`.
     """
     out = await load_for_resume(codec, store, thread_id, version, None)
     if type(out) is not Success:
@@ -311,7 +311,7 @@ class Threads(Generic[S]):
         short) is skipped for the one before it, with a warning on the
         ``pipeline.fold`` logger; any other record that does not decode, and
         records missing below the head, are a
-        :class:`~pipeline.errors.CheckpointDecodeError`.
+        :class:`~pipeline.failures.CheckpointDecodeError`.
         """
         return await load(self.codec, store, thread_id, version=version)
 
@@ -322,7 +322,7 @@ class Threads(Generic[S]):
     ]:
         """Every snapshot of the thread, oldest first (a torn last record
         skipped, as :meth:`load` does; any other failure to decode is a
-        :class:`~pipeline.errors.CheckpointDecodeError`)."""
+        :class:`~pipeline.failures.CheckpointDecodeError`)."""
         return await history(self.codec, store, thread_id)
 
     async def fork(

@@ -23,7 +23,7 @@ structured back into the declared types (field by field, item by item) and
 compared with the live state; a state that would not come back as it is
 (a wrong type, a float where an int belongs, a non-finite float, a lone
 surrogate, a value too large or too deeply nested) is an
-:class:`~pipeline.errors.InvalidState` naming the field, and nothing is
+:class:`~pipeline.failures.InvalidState` naming the field, and nothing is
 written.  Decoding uses the same per-field hooks, incrementally: rebuilding
 a chain costs what its records hold, not what every snapshot holds.
 """
@@ -136,7 +136,7 @@ class Codec(Generic[S]):
     """Encodes snapshots of state type *S* to records and back.
 
     The checksum detects torn, bit-flipped and misplaced records, not
-    deliberate forgeries: :class:`~pipeline.fold.SignedStore` signs them.
+    deliberate forgeries: :class:`~pipeline.stores.SignedStore` signs them.
 
     .. versionadded:: 0.1.0
     """

@@ -415,7 +415,7 @@ def stored_answer(codec: Codec[Any], answer: object) -> object:
 def input_digest(doc: dict[str, Any]) -> str:
     """Identifies a nested run's input: its admission document without the
     machine's fingerprint (a changed machine must be *refused* on resume,
-    as :class:`~pipeline.errors.IncompatibleGraph`, not silently started
+    as :class:`~pipeline.failures.IncompatibleGraph`, not silently started
     afresh) and without run ids (a context made anew on every attempt gets
     a new one)."""
     doc = {k: v for k, v in doc.items() if k != "fp"}
@@ -640,8 +640,8 @@ async def _pause(
 def outcome(result: Result[Snapshot[S], Any], where: str) -> Result[S, Any]:
     """A run's result as a handler's: the final state, or why there is none.
 
-    A stop is :class:`~pipeline.errors.RunStopped` and a pause
-    :class:`~pipeline.errors.RunPaused` (inside a journaled fold the pause
+    A stop is :class:`~pipeline.failures.RunStopped` and a pause
+    :class:`~pipeline.failures.RunPaused` (inside a journaled fold the pause
     was recorded: the enclosing run pauses too).
     """
     if type(result) is not Success:

@@ -151,7 +151,7 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
     """Running, resuming and reading back a fold over state *S* with limits
     *L* that fails with *F*, on a machine *M*.  Subclasses are attrs classes
     with the fields below, and say how many steps their limits allow
-    (:meth:`max_steps`).
+    (``max_steps``).
 
     .. versionadded:: 0.1.0
     """

@@ -3,7 +3,7 @@
 Build with :func:`builder`, run the :class:`~pipeline.Graph` it gives with
 :meth:`~pipeline.Graph.run` (or call it: a graph is a handler), keep its
 checkpoints in a store from :mod:`pipeline.stores`, and
-:meth:`~pipeline.Graph.resume` or :meth:`~pipeline.Graph.fork` from them.
+:meth:`~pipeline.fold.Runnable.resume` or ``fork`` from them.
 The values a run meets (snapshots, gates, observers) are the fold's, in
 :mod:`pipeline.fold`; this package holds what only graphs have.
 """

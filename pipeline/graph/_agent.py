@@ -75,7 +75,7 @@ def agent_node(
     over contexts: a swarm, a graph over contexts, ``agent >> polish``.
     *messages* picks what it sees from the state; *update* folds its run
     back in (say, appending its messages).  When *agent* is an
-    :class:`~pipeline.agents.Agent` and the state an attrs class (a
+    :class:`~pipeline.Agent` and the state an attrs class (a
     :class:`~pipeline.Context` included), it also gets a ``read_state``
     tool over *fields* (default: every field but append-only logs; a
     context's metadata, by key) and, when *writable* lists some, a

@@ -128,7 +128,7 @@ class GraphBuilder(Building[S, GraphLimits], Generic[S, E_co]):
         """After *source*, go where *router* says: one of *to*.
 
         List ``END`` (``"__end__"``) in *to* if the router may end the run.
-        A name outside *to* is an :class:`~pipeline.errors.UnknownRoute`
+        A name outside *to* is an :class:`~pipeline.failures.UnknownRoute`
         failure at run time, never a silent end.
 
         A router annotated with a ``Literal`` of its targets
@@ -161,7 +161,7 @@ class GraphBuilder(Building[S, GraphLimits], Generic[S, E_co]):
         :func:`~pipeline.must` merges them; any other field several branches
         changed needs a *reducers* entry ``(before, changed_values) ->
         value`` or the step fails with
-        :class:`~pipeline.errors.MergeConflict`.  *merge* replaces all of
+        :class:`~pipeline.failures.MergeConflict`.  *merge* replaces all of
         this with your own ``(before, outputs) -> state``.
         """
         edge = FanOut(tuple(to), join, merge, dict(reducers or {}))

@@ -55,8 +55,8 @@ class Graph(
     serves any number of concurrent runs.  As a handler it runs from the
     state it is given to END (no checkpoints of its own; inside a
     checkpointed run it records its progress there): a gate's stop is a
-    :class:`~pipeline.errors.RunStopped` failure and a pause a
-    :class:`~pipeline.errors.RunPaused` one.
+    :class:`~pipeline.failures.RunStopped` failure and a pause a
+    :class:`~pipeline.failures.RunPaused` one.
 
     .. versionadded:: 0.1.0
     """
@@ -130,7 +130,7 @@ class Graph(
         then one record per transition, before the next node starts.  The
         result is the last snapshot; its status says how the run ended.
         *gates* and *observers* run after the graph's own; *limits*
-        replace the graph's for this run.  :meth:`resume` continues a
+        replace the graph's for this run.  :meth:`~pipeline.fold.Runnable.resume` continues a
         thread.
         """
         return await self.fold(

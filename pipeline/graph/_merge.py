@@ -31,7 +31,7 @@ def merge_states(
     several is merged only where merging means something: persistent
     vectors they all extended (every branch's additions, in definition
     order), contexts (as ``must()`` merges them), or a *reducers* entry.
-    Anything else is a :class:`~pipeline.errors.MergeConflict`, equal values
+    Anything else is a :class:`~pipeline.failures.MergeConflict`, equal values
     included: two branches that each added one to a counter both changed
     it, and taking either value would lose the other's increment.
 

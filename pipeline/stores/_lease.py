@@ -1,11 +1,11 @@
 """Running a thread in one place at a time: its lease, held for a run.
 
 :func:`leased` takes the thread's lease in the store before anything runs
-(:class:`~pipeline.errors.ThreadBusy` if another runner holds it), renews
+(:class:`~pipeline.failures.ThreadBusy` if another runner holds it), renews
 it every third of its time to live while the run goes on, and gives it up
 at the end.  If a renewal finds the lease taken (this runner stalled past
 its expiry and another took over), the run is cancelled at once and ends
-with :class:`~pipeline.errors.LeaseLost`: its commits would be refused
+with :class:`~pipeline.failures.LeaseLost`: its commits would be refused
 anyway, and its side effects should stop.  A runner that dies never gives
 its lease up; it expires.
 """

@@ -141,7 +141,7 @@ class CheckpointStore(Protocol):
         ``None`` means the thread must not exist yet.  ``record.version``
         is ``expected_head + 1`` (0 for a new thread).  With a *lease*, the
         commit also needs the thread's current lease to be that one (same
-        token): else :class:`~pipeline.errors.LeaseLost`.
+        token): else :class:`~pipeline.failures.LeaseLost`.
         """
         ...
 
@@ -172,7 +172,7 @@ class CheckpointStore(Protocol):
 
         Free (never taken, released, or expired): a new lease with the next
         token.  Held by *owner* already: extended.  Held by another owner:
-        :class:`~pipeline.errors.ThreadBusy`.
+        :class:`~pipeline.failures.ThreadBusy`.
         """
         ...
 

@@ -7,7 +7,7 @@ also recompute it.  :class:`SignedStore` wraps any store and replaces the
 checksum with an HMAC-SHA256 under a key the writer keeps: a record written
 without the key fails the check on reading, exactly as a corrupt one does
 (so the same rules apply: a failing *last* record is reported and skipped,
-any other is a :class:`~pipeline.errors.CheckpointDecodeError`).
+any other is a :class:`~pipeline.failures.CheckpointDecodeError`).
 
 What it does not detect: records removed from the end of a thread (a
 rollback to an earlier, genuinely signed version), or a whole thread
@@ -70,7 +70,7 @@ class SignedStore:
 
     @property
     def lease_ttl(self) -> float:
-        """See :attr:`~pipeline.fold.CheckpointStore.lease_ttl`."""
+        """See :attr:`~pipeline.stores.CheckpointStore.lease_ttl`."""
         return self._store.lease_ttl
 
     def _signature(self, record: Record) -> str:
@@ -96,7 +96,7 @@ class SignedStore:
         expected_head: int | None,
         lease: Lease | None = None,
     ) -> Result[None, ConcurrentModification | LeaseLost]:
-        """See :meth:`~pipeline.fold.CheckpointStore.commit` (the record is
+        """See :meth:`~pipeline.stores.CheckpointStore.commit` (the record is
         signed first: its checksum becomes the HMAC and the plain one)."""
         signed = attrs.evolve(
             record, checksum=f"{self._signature(record)}:{record.checksum}"
@@ -108,35 +108,35 @@ class SignedStore:
     async def records(
         self, thread_id: str, *, upto: int | None = None
     ) -> Sequence[Record]:
-        """See :meth:`~pipeline.fold.CheckpointStore.records` (a record
+        """See :meth:`~pipeline.stores.CheckpointStore.records` (a record
         whose signature fails comes back with a checksum nothing accepts)."""
         rows = await self._store.records(thread_id, upto=upto)
         return tuple(self._verified(r) for r in rows)
 
     async def head(self, thread_id: str) -> int | None:
-        """See :meth:`~pipeline.fold.CheckpointStore.head`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.head`."""
         return await self._store.head(thread_id)
 
     async def threads(self) -> Sequence[str]:
-        """See :meth:`~pipeline.fold.CheckpointStore.threads`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.threads`."""
         return await self._store.threads()
 
     async def delete(self, thread_id: str) -> None:
-        """See :meth:`~pipeline.fold.CheckpointStore.delete`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.delete`."""
         await self._store.delete(thread_id)
 
     async def acquire(
         self, thread_id: str, owner: str, *, ttl: float
     ) -> Result[Lease, ThreadBusy]:
-        """See :meth:`~pipeline.fold.CheckpointStore.acquire`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.acquire`."""
         return await self._store.acquire(thread_id, owner, ttl=ttl)
 
     async def renew(
         self, lease: Lease, *, ttl: float
     ) -> Result[Lease, LeaseLost]:
-        """See :meth:`~pipeline.fold.CheckpointStore.renew`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.renew`."""
         return await self._store.renew(lease, ttl=ttl)
 
     async def release(self, lease: Lease) -> None:
-        """See :meth:`~pipeline.fold.CheckpointStore.release`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.release`."""
         await self._store.release(lease)

@@ -92,7 +92,7 @@ class _Job:
 
 @final
 class SQLiteStore:
-    """A durable :class:`~pipeline.fold.CheckpointStore` in one SQLite file.
+    """A durable :class:`~pipeline.stores.CheckpointStore` in one SQLite file.
 
     *synchronous* may be ``"FULL"`` (default: durable across power loss),
     ``"NORMAL"`` (durable across process crashes in WAL mode) or ``"OFF"``.
@@ -142,7 +142,7 @@ class SQLiteStore:
 
     @property
     def lease_ttl(self) -> float:
-        """See :attr:`~pipeline.fold.CheckpointStore.lease_ttl`."""
+        """See :attr:`~pipeline.stores.CheckpointStore.lease_ttl`."""
         return self._lease_ttl
 
     # -- the caller's side ------------------------------------------------------
@@ -173,7 +173,7 @@ class SQLiteStore:
         expected_head: int | None,
         lease: Lease | None = None,
     ) -> Result[None, ConcurrentModification | LeaseLost]:
-        """See :meth:`~pipeline.fold.CheckpointStore.commit` (durable on
+        """See :meth:`~pipeline.stores.CheckpointStore.commit` (durable on
         return; commits waiting together share one transaction)."""
         out: Result[
             None, ConcurrentModification | LeaseLost
@@ -185,29 +185,29 @@ class SQLiteStore:
     async def records(
         self, thread_id: str, *, upto: int | None = None
     ) -> Sequence[Record]:
-        """See :meth:`~pipeline.fold.CheckpointStore.records`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.records`."""
         rows: Sequence[Record] = await self._call("records", thread_id, upto)
         return rows
 
     async def head(self, thread_id: str) -> int | None:
-        """See :meth:`~pipeline.fold.CheckpointStore.head`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.head`."""
         head: int | None = await self._call("head", thread_id)
         return head
 
     async def threads(self) -> Sequence[str]:
-        """See :meth:`~pipeline.fold.CheckpointStore.threads`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.threads`."""
         names: Sequence[str] = await self._call("threads")
         return names
 
     async def delete(self, thread_id: str) -> None:
-        """See :meth:`~pipeline.fold.CheckpointStore.delete`; the space is
+        """See :meth:`~pipeline.stores.CheckpointStore.delete`; the space is
         reclaimed too (no trace of the thread in the file or the WAL)."""
         await self._call("delete", thread_id, shield=True)
 
     async def acquire(
         self, thread_id: str, owner: str, *, ttl: float
     ) -> Result[Lease, ThreadBusy]:
-        """See :meth:`~pipeline.fold.CheckpointStore.acquire`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.acquire`."""
         out: Result[Lease, ThreadBusy] = await self._call(
             "acquire", thread_id, owner, ttl, shield=True
         )
@@ -216,14 +216,14 @@ class SQLiteStore:
     async def renew(
         self, lease: Lease, *, ttl: float
     ) -> Result[Lease, LeaseLost]:
-        """See :meth:`~pipeline.fold.CheckpointStore.renew`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.renew`."""
         out: Result[Lease, LeaseLost] = await self._call(
             "renew", lease, ttl, shield=True
         )
         return out
 
     async def release(self, lease: Lease) -> None:
-        """See :meth:`~pipeline.fold.CheckpointStore.release`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.release`."""
         await self._call("release", lease, shield=True)
 
     async def aclose(self) -> None:

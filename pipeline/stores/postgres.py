@@ -12,7 +12,7 @@ Every change to a thread (commit, acquire, renew, release, delete) is one
 transaction that first takes a transaction-scoped **advisory lock** on a
 hash of the schema and the thread id (``pg_advisory_xact_lock``), then
 reads the thread's head and lease and decides (the same decisions as every
-store: :func:`~pipeline.stores._protocol.take`, :func:`~pipeline.stores._protocol.holds`).
+store: :func:`~pipeline.stores.take`, :func:`~pipeline.stores.holds`).
 So the writers of one thread queue on that lock, writers of different
 threads do not wait for each other, and no row exists only to be locked
 (a deleted thread leaves nothing behind).  The primary key is a second
@@ -176,7 +176,7 @@ async def _configure(conn: _Conn) -> None:
 
 @final
 class PostgresStore:
-    """A :class:`~pipeline.fold.CheckpointStore` in a PostgreSQL database,
+    """A :class:`~pipeline.stores.CheckpointStore` in a PostgreSQL database,
     for runners on several processes or machines.
 
     *conninfo* is a libpq connection string or URL
@@ -250,7 +250,7 @@ class PostgresStore:
 
     @property
     def lease_ttl(self) -> float:
-        """See :attr:`~pipeline.fold.CheckpointStore.lease_ttl`."""
+        """See :attr:`~pipeline.stores.CheckpointStore.lease_ttl`."""
         return self._lease_ttl
 
     async def open(self) -> None:
@@ -308,7 +308,7 @@ class PostgresStore:
         expected_head: int | None,
         lease: Lease | None = None,
     ) -> Result[None, ConcurrentModification | LeaseLost]:
-        """See :meth:`~pipeline.fold.CheckpointStore.commit` (one
+        """See :meth:`~pipeline.stores.CheckpointStore.commit` (one
         transaction, under the thread's lock)."""
         return await self._call(
             functools.partial(self._commit, record, expected_head, lease),
@@ -318,23 +318,23 @@ class PostgresStore:
     async def records(
         self, thread_id: str, *, upto: int | None = None
     ) -> Sequence[Record]:
-        """See :meth:`~pipeline.fold.CheckpointStore.records`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.records`."""
         return await self._call(
             functools.partial(self._records, thread_id, upto), shield=False
         )
 
     async def head(self, thread_id: str) -> int | None:
-        """See :meth:`~pipeline.fold.CheckpointStore.head`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.head`."""
         return await self._call(
             functools.partial(self._head, thread_id), shield=False
         )
 
     async def threads(self) -> Sequence[str]:
-        """See :meth:`~pipeline.fold.CheckpointStore.threads`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.threads`."""
         return await self._call(self._threads, shield=False)
 
     async def delete(self, thread_id: str) -> None:
-        """See :meth:`~pipeline.fold.CheckpointStore.delete`.
+        """See :meth:`~pipeline.stores.CheckpointStore.delete`.
 
         The rows are deleted; PostgreSQL reclaims their space when it
         vacuums the tables (their bytes stay in the files until then, and
@@ -347,7 +347,7 @@ class PostgresStore:
     async def acquire(
         self, thread_id: str, owner: str, *, ttl: float
     ) -> Result[Lease, ThreadBusy]:
-        """See :meth:`~pipeline.fold.CheckpointStore.acquire` (on the
+        """See :meth:`~pipeline.stores.CheckpointStore.acquire` (on the
         server's clock)."""
         return await self._call(
             functools.partial(self._acquire, thread_id, owner, ttl),
@@ -357,14 +357,14 @@ class PostgresStore:
     async def renew(
         self, lease: Lease, *, ttl: float
     ) -> Result[Lease, LeaseLost]:
-        """See :meth:`~pipeline.fold.CheckpointStore.renew` (on the
+        """See :meth:`~pipeline.stores.CheckpointStore.renew` (on the
         server's clock)."""
         return await self._call(
             functools.partial(self._renew, lease, ttl), shield=True
         )
 
     async def release(self, lease: Lease) -> None:
-        """See :meth:`~pipeline.fold.CheckpointStore.release`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.release`."""
         await self._call(functools.partial(self._release, lease), shield=True)
 
     # -- the loop's side -------------------------------------------------------

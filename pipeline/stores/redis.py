@@ -189,7 +189,7 @@ def _float(value: Any) -> float:
 
 @final
 class RedisStore:
-    """A :class:`~pipeline.fold.CheckpointStore` in Redis, for runners on
+    """A :class:`~pipeline.stores.CheckpointStore` in Redis, for runners on
     several processes or machines.
 
     *url* is a redis-py URL (``"redis://host:6379/0"``,
@@ -243,7 +243,7 @@ class RedisStore:
 
     @property
     def lease_ttl(self) -> float:
-        """See :attr:`~pipeline.fold.CheckpointStore.lease_ttl`."""
+        """See :attr:`~pipeline.stores.CheckpointStore.lease_ttl`."""
         return self._lease_ttl
 
     async def open(self) -> None:
@@ -302,7 +302,7 @@ class RedisStore:
         expected_head: int | None,
         lease: Lease | None = None,
     ) -> Result[None, ConcurrentModification | LeaseLost]:
-        """See :meth:`~pipeline.fold.CheckpointStore.commit` (one script,
+        """See :meth:`~pipeline.stores.CheckpointStore.commit` (one script,
         atomic on the server)."""
         return await self._call(
             functools.partial(self._commit, record, expected_head, lease),
@@ -312,7 +312,7 @@ class RedisStore:
     async def records(
         self, thread_id: str, *, upto: int | None = None
     ) -> Sequence[Record]:
-        """See :meth:`~pipeline.fold.CheckpointStore.records`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.records`."""
         if upto is not None and upto < 0:
             return ()
         return await self._call(
@@ -320,17 +320,17 @@ class RedisStore:
         )
 
     async def head(self, thread_id: str) -> int | None:
-        """See :meth:`~pipeline.fold.CheckpointStore.head`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.head`."""
         return await self._call(
             functools.partial(self._head, thread_id), shield=False
         )
 
     async def threads(self) -> Sequence[str]:
-        """See :meth:`~pipeline.fold.CheckpointStore.threads`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.threads`."""
         return await self._call(self._threads, shield=False)
 
     async def delete(self, thread_id: str) -> None:
-        """See :meth:`~pipeline.fold.CheckpointStore.delete`: the thread's
+        """See :meth:`~pipeline.stores.CheckpointStore.delete`: the thread's
         keys are removed (its bytes stay in the server's snapshot and
         append-only files until it rewrites them)."""
         await self._call(
@@ -340,7 +340,7 @@ class RedisStore:
     async def acquire(
         self, thread_id: str, owner: str, *, ttl: float
     ) -> Result[Lease, ThreadBusy]:
-        """See :meth:`~pipeline.fold.CheckpointStore.acquire` (on the
+        """See :meth:`~pipeline.stores.CheckpointStore.acquire` (on the
         server's clock)."""
         return await self._call(
             functools.partial(self._acquire, thread_id, owner, ttl),
@@ -350,14 +350,14 @@ class RedisStore:
     async def renew(
         self, lease: Lease, *, ttl: float
     ) -> Result[Lease, LeaseLost]:
-        """See :meth:`~pipeline.fold.CheckpointStore.renew` (on the
+        """See :meth:`~pipeline.stores.CheckpointStore.renew` (on the
         server's clock)."""
         return await self._call(
             functools.partial(self._renew, lease, ttl), shield=True
         )
 
     async def release(self, lease: Lease) -> None:
-        """See :meth:`~pipeline.fold.CheckpointStore.release`."""
+        """See :meth:`~pipeline.stores.CheckpointStore.release`."""
         await self._call(functools.partial(self._release, lease), shield=True)
 
     # -- the loop's side -------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Build with :func:`builder`; a :class:`~pipeline.Swarm` is a handler over contexts
 (``classify >> (team | fallback)``), and :meth:`~pipeline.Swarm.run` /
-:meth:`~pipeline.Swarm.resume` give snapshots and checkpoints exactly as graphs do:
+:meth:`~pipeline.fold.Runnable.resume` give snapshots and checkpoints exactly as graphs do:
 a swarm is a fold over (active agent, full history, typed state).
 """
 

@@ -34,7 +34,7 @@ def _names(plan: Plan) -> dict[str, Member]:
 
 
 def agents(plan: Plan) -> Iterator[GraphDefect]:
-    """An agent is an :class:`~pipeline.agents.Agent`, added once, with a
+    """An agent is an :class:`~pipeline.Agent`, added once, with a
     name that makes a valid transfer tool name."""
     from ..agents import Agent  # noqa: PLC0415  # agents import the fold
 

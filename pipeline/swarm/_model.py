@@ -93,7 +93,7 @@ class SwarmState(Generic[T_co]):
 
     @property
     def context(self) -> Context:
-        """The whole conversation (deprecated: use :attr:`conversation`)."""
+        """Deprecated, the same as :attr:`conversation`."""
         warnings.warn(
             "SwarmState.context is SwarmState.conversation",
             DeprecationWarning,

@@ -48,8 +48,8 @@ class Swarm(
     Make one with :func:`~pipeline.swarm.builder`.  Immutable; one swarm
     serves any number of concurrent runs.  As a handler each run starts
     from the builder's initial state; a gate's stop is a
-    :class:`~pipeline.errors.RunStopped` failure and a pause a
-    :class:`~pipeline.errors.RunPaused` one (inside a checkpointed run the
+    :class:`~pipeline.failures.RunStopped` failure and a pause a
+    :class:`~pipeline.failures.RunPaused` one (inside a checkpointed run the
     pause is recorded and the enclosing run pauses).
 
     .. versionadded:: 0.1.0
@@ -124,7 +124,7 @@ class Swarm(
         see each handoff before it happens (continue, stop, interrupt);
         *observers* see the snapshot after each step (each agent's turn at
         the conversation), once committed; *limits* replace the swarm's
-        for this run.  :meth:`resume` continues a thread.
+        for this run.  :meth:`~pipeline.fold.Runnable.resume` continues a thread.
         """
         return await self.fold(
             self.start(ctx, state=state, thread_id=thread_id),

@@ -1,6 +1,6 @@
 """Graphs and swarms as Temporal workflows (extra ``pipeline[temporal]``).
 
-The same :class:`~pipeline.graph.Graph` or :class:`~pipeline.swarm.Swarm`
+The same :class:`~pipeline.Graph` or :class:`~pipeline.Swarm`
 value that runs in process runs on a Temporal cluster, unchanged: a
 worker (:func:`worker`) hosts it; :class:`Runs` starts it and gives a typed
 :class:`Run` (answer an interrupt, read the snapshot, await the result,

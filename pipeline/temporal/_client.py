@@ -79,7 +79,7 @@ class Run(Generic[S_co, E_co]):
     thread id of its snapshots.
 
     Failures of the run come back as values: the machine's own (*E*),
-    and :class:`~pipeline.errors.RemoteFailure` for what only a
+    and :class:`~pipeline.failures.RemoteFailure` for what only a
     distributed run can do (a step that kept raising past its retries, a
     cancelled or terminated workflow).
 

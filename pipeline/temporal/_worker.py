@@ -186,7 +186,7 @@ def worker(
     (on the calls queue: see :class:`PipelineWorker`).  *failures*: your
     failure types (attrs classes) that steps return, so they travel by
     name and the client rebuilds them (others arrive as
-    :class:`~pipeline.errors.RemoteFailure`).  *deployment*: turn on
+    :class:`~pipeline.failures.RemoteFailure`).  *deployment*: turn on
     Temporal's worker versioning under this deployment name, with
     :func:`build_id` as the build id and runs pinned to their build.
     *graceful_shutdown*: how long steps in flight may finish when the
