@@ -11,7 +11,9 @@ the keys, never the type:
   known to extend (a :class:`~pipeline.Context` records them as it
   appends), so an extension is recognised at once;
 - :data:`READ_BACK`: a function that makes the field's value from its
-  stored JSON, where its declared type is not what cattrs structures.
+  stored JSON, where its declared type is not what cattrs structures;
+- :data:`FORMER_FIELDS` (a class attribute, not a field's): fields an
+  older version stored, read into today's.
 
 :func:`extends` is the check every log uses.
 """
@@ -31,6 +33,12 @@ field only ever appends to it, so a checkpoint may trust its last item."""
 LINEAGE: Final = "pipeline_lineage"
 """attrs field metadata key: the attribute (of the state) listing vectors
 this field's vector is known to extend."""
+
+FORMER_FIELDS: Final = "__pipeline_former_fields__"
+"""Class attribute: ``{old_name: (json) -> {field: json}}``, fields an
+older version of the type stored, and today's fields each one's stored
+value stands for (so records written before a field was renamed or split
+still decode, and Temporal histories still replay)."""
 
 READ_BACK: Final = "pipeline_read_back"
 """attrs field metadata key: ``(json) -> value``, how the field is made from

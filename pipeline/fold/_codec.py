@@ -123,6 +123,24 @@ def _field_of(state_type: type[Any], missing: object) -> str:
     return ""
 
 
+def _current(plan: Plan, state: dict[str, Any]) -> dict[str, Any]:
+    """A stored state part with the fields an older version stored read
+    into today's (see :data:`pipeline._fields.FORMER_FIELDS`)."""
+    if not plan.formerly or not any(k in plan.formerly for k in state):
+        return state
+    out: dict[str, Any] = {}
+    for name, value in state.items():
+        former = plan.formerly.get(name)
+        if former is None:
+            out[name] = value
+            continue
+        try:
+            out.update(former(value))
+        except (TypeError, ValueError, KeyError):
+            out[name] = value  # refused below, as a field it does not have
+    return out
+
+
 def _appended(old: PVector[Any], new: PVector[Any]) -> bool:
     """For logs appended to by construction: the last shared item suffices."""
     n = len(old)
@@ -533,7 +551,7 @@ class Codec(Generic[S]):
                 "$.state", "a partial state follows a whole one"
             )
         values = dict(acc.values) if acc is not None else {}
-        for name, value in doc.get("state", {}).items():
+        for name, value in _current(plan, doc.get("state", {})).items():
             f = plan.by_name.get(name)
             if f is None:
                 return CheckpointDecodeError(

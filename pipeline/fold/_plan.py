@@ -12,7 +12,7 @@ from __future__ import annotations
 import types
 import typing
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, final, get_args, get_origin
 
 import attrs
@@ -20,7 +20,7 @@ import cattrs
 
 from pyrsistent import PVector
 
-from .._fields import READ_BACK
+from .._fields import FORMER_FIELDS, READ_BACK
 
 
 Structure = Callable[[Any], Any]
@@ -50,6 +50,10 @@ class Plan:
     cls: type[Any]
     fields: tuple[FieldPlan, ...]
     by_name: dict[str, FieldPlan]
+    formerly: Mapping[str, Callable[[Any], dict[str, Any]]] = attrs.field(
+        factory=dict
+    )
+    """Fields an older version stored: what each stands for today."""
 
     def build(self, values: dict[str, Any]) -> Any:
         """The state from every field's typed value (attrs runs its
@@ -84,7 +88,8 @@ def plan_for(state_type: Any, converter: cattrs.Converter) -> Plan | None:
         if read_back is not None:  # the type says how it is read back
             plan = attrs.evolve(plan, structure=read_back)
         fields.append(plan)
-    return Plan(cls, tuple(fields), {f.name: f for f in fields})
+    formerly = getattr(cls, FORMER_FIELDS, None) or {}
+    return Plan(cls, tuple(fields), {f.name: f for f in fields}, formerly)
 
 
 def _field(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import warnings
 
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar, final
 
 import attrs
 
@@ -52,6 +54,18 @@ def _no_messages() -> PVector[Message]:
     return pvector()
 
 
+def _from_context(stored: object) -> dict[str, object]:
+    """What an older ``context`` field stood for: ``metadata`` and
+    ``run_id`` (its messages were always empty)."""
+    if not isinstance(stored, dict) or stored.get("messages"):
+        msg = "not a context without messages"
+        raise TypeError(msg)
+    return {
+        "metadata": stored.get("metadata", {}),
+        "run_id": stored.get("run_id", ""),
+    }
+
+
 def _no_metadata() -> Metadata:
     return to_metadata(None)
 
@@ -84,6 +98,12 @@ class SwarmState(Generic[T_co]):
     )
     run_id: str = ""
     handoffs: int = 0
+
+    # Checkpoints and Temporal histories written before 0.1.0 kept the
+    # metadata and run id as a context with no messages.
+    __pipeline_former_fields__: ClassVar[
+        Mapping[str, Callable[[object], dict[str, object]]]
+    ] = MappingProxyType({"context": _from_context})
 
     @property
     def conversation(self) -> Context:

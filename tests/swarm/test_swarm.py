@@ -38,6 +38,7 @@ from pipeline.events import (
     MessageComplete,
 )
 from pipeline.failures import (
+    CheckpointDecodeError,
     ConcurrentModification,
     HistoryBudgetExceeded,
     IncompatibleGraph,
@@ -1391,6 +1392,55 @@ async def test_every_version_decodes() -> None:
         doc = team.codec.parse(root).unwrap()
         again = team.codec.decode([(root, doc)]).unwrap()
         assert again == snap
+
+
+async def test_the_conversation_is_in_one_place() -> None:
+    """The final state's conversation holds every message with the input's
+    metadata and run id; the deprecated .context gives the same, warning;
+    the swarm as a handler returns it."""
+    team = desk()
+    ctx = CTX.set("ticket", "T-1")
+    snap = (await team.run(ctx)).unwrap()
+    conversation = snap.state.conversation
+    assert conversation.messages == snap.state.messages
+    assert len(conversation.messages) > len(ctx.messages)
+    assert conversation.messages[: len(ctx.messages)] == ctx.messages
+    assert (conversation.metadata, conversation.run_id) == (
+        ctx.metadata,
+        ctx.run_id,
+    )
+    with pytest.warns(DeprecationWarning, match="SwarmState.conversation"):
+        assert snap.state.context == conversation
+    out = (await team(ctx)).unwrap()
+    assert (out.messages, out.metadata) == (
+        conversation.messages,
+        conversation.metadata,
+    )
+
+
+async def test_records_of_the_older_state_form_still_decode() -> None:
+    """A record written when SwarmState kept a message-less ``context``
+    (metadata and run id) decodes into today's fields; a ``context`` that
+    holds messages is refused, naming the field."""
+    team = desk()
+    ctx = CTX.set("ticket", "T-1")
+    store = stores.MemoryStore()
+    snap = (await team.run(ctx, store=store, thread_id="t")).unwrap()
+    root = team.codec.encode(snap, None)
+    doc = team.codec.parse(root).unwrap()
+    state = dict(doc["state"])
+    old = {
+        "messages": [],
+        "metadata": state.pop("metadata"),
+        "run_id": state.pop("run_id"),
+    }
+    older = {**doc, "state": {**state, "context": old}}
+    again = team.codec.decode([(root, older)]).unwrap()
+    assert again == snap
+    wrong = {**doc, "state": {**state, "context": {**old, "messages": [1]}}}
+    failure = team.codec.decode([(root, wrong)]).failure()
+    assert isinstance(failure, CheckpointDecodeError)
+    assert failure.location == "$.state.context"
 
 
 async def test_crash_mid_agent_then_resume_continues() -> None:
