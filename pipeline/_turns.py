@@ -164,9 +164,9 @@ class Loop:
         request = ModelRequest(
             history,
             self.specs,
-            agent.response_schema,
-            agent.temperature,
-            agent.max_tokens,
+            response_schema=agent.response_schema,
+            temperature=agent.temperature,
+            max_tokens=agent.max_tokens,
             use_tools=not (last and agent.on_turn_limit == "answer"),
         )
         env = self.env

@@ -8,7 +8,7 @@ import attrs
 
 
 @final
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class RunUsage:
     """What a run spent: tokens, cost, calls and elapsed seconds.
 

@@ -162,12 +162,12 @@ class Ledger:
     def usage(self, now: float) -> RunUsage:
         """The totals so far, *now* being anyio's current time."""
         return RunUsage(
-            self.input_tokens,
-            self.output_tokens,
-            self.cost,
-            self.model_calls,
-            self.tool_calls,
-            max(0.0, now - self.started),
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cost=self.cost,
+            model_calls=self.model_calls,
+            tool_calls=self.tool_calls,
+            elapsed=max(0.0, now - self.started),
         )
 
     def start_model_call(

@@ -92,10 +92,12 @@ class ModelRequest:
     """The conversation, oldest first; a read-only sequence (a tuple, or a
     view joining the parts of a conversation without copying them)."""
     tools: tuple[ToolSpec, ...] = ()
-    response_schema: ResponseSchema | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    use_tools: bool = True
+    response_schema: ResponseSchema | None = attrs.field(
+        default=None, kw_only=True
+    )
+    temperature: float | None = attrs.field(default=None, kw_only=True)
+    max_tokens: int | None = attrs.field(default=None, kw_only=True)
+    use_tools: bool = attrs.field(default=True, kw_only=True)
     """False: tools are listed for context but must not be called."""
 
 

@@ -162,7 +162,11 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
         """The admission snapshot: the entry agent is about to answer *ctx*."""
         return self.admission(
             SwarmState(
-                self.entry, state, ctx.messages, ctx.metadata, ctx.run_id
+                self.entry,
+                state,
+                messages=ctx.messages,
+                metadata=ctx.metadata,
+                run_id=ctx.run_id,
             ),
             thread_id,
         )
@@ -226,9 +230,9 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
         state = SwarmState(
             target,
             cell.value,
-            st.messages.extend(run.messages),
-            st.metadata,
-            st.run_id,
-            st.handoffs,
+            messages=st.messages.extend(run.messages),
+            metadata=st.metadata,
+            run_id=st.run_id,
+            handoffs=st.handoffs,
         )
         return snap.successor(state, target, nxt, fingerprint=self.fingerprint)

@@ -89,15 +89,16 @@ class SwarmState(Generic[T_co]):
     active: str
     state: T_co
     messages: PVector[Message] = attrs.field(
-        factory=_no_messages, metadata={APPEND_ONLY: True}
+        factory=_no_messages, metadata={APPEND_ONLY: True}, kw_only=True
     )
     metadata: PMap[str, Any] = attrs.field(
+        kw_only=True,
         factory=_no_metadata,
         converter=to_metadata,
         metadata={READ_BACK: metadata_from_json},
     )
-    run_id: str = ""
-    handoffs: int = 0
+    run_id: str = attrs.field(default="", kw_only=True)
+    handoffs: int = attrs.field(default=0, kw_only=True)
 
     # Checkpoints and Temporal histories written before 0.1.0 kept the
     # metadata and run id as a context with no messages.
@@ -126,10 +127,10 @@ class SwarmState(Generic[T_co]):
         return SwarmState(
             agent,
             self.state,
-            self.messages,
-            self.metadata,
-            self.run_id,
-            self.handoffs + 1,
+            messages=self.messages,
+            metadata=self.metadata,
+            run_id=self.run_id,
+            handoffs=self.handoffs + 1,
         )
 
 

@@ -271,9 +271,9 @@ async def make_call(agents: Agents, task: CallTask, kinds: Kinds) -> CallDone:
     request = ModelRequest(
         task.messages,
         task.tool_specs,
-        agent.response_schema,
-        agent.temperature,
-        agent.max_tokens,
+        response_schema=agent.response_schema,
+        temperature=agent.temperature,
+        max_tokens=agent.max_tokens,
         use_tools=task.use_tools,
     )
     answer = await agent.model.generate(request)
