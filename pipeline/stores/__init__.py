@@ -22,9 +22,10 @@ itself:
 
 Writing a store of your own: implement :class:`CheckpointStore`, deciding
 leases with :func:`take` and :func:`holds` on a :class:`LeaseRow` and
-versions with :func:`next_version` as every store here does, and run the
-conformance suite (``tests/graph/test_store_conformance.py``) against it.
-Runners take a thread's lease with :func:`leased`.
+versions with :func:`next_version` (the Redis store makes the same
+decisions in its server-side scripts), and run the conformance suite
+(``tests/graph/test_store_conformance.py``) against it; ``docs/layout.md``
+lists the rest.  Runners take a thread's lease with :func:`leased`.
 """
 
 from ._lease import leased as leased
