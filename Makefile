@@ -1,10 +1,14 @@
 # The README's two commands: `make demo` and `make check`.
+# Two test tiers: `make test` (the inner loop) deselects the tests marked
+# `slow` (servers, subprocesses, crash soaks, stateful fuzzing) and measures
+# no coverage; `make test-all` runs every test with coverage, as `make check`
+# and CI do.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo check lint typing test bench bench-quick docs clean
+.PHONY: demo check lint typing test test-all bench bench-quick docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +30,12 @@ typing: $(STAMP)
 	$(BIN)/mypy --strict .docs_typing
 
 test: $(STAMP)
+	$(BIN)/pytest -m "not slow"
+
+test-all: $(STAMP)
 	$(BIN)/pytest --cov --cov-report=term
 
-check: lint typing test docs
+check: lint typing test-all docs
 
 docs: $(STAMP)
 	$(BIN)/sphinx-build -b html -n -W --keep-going -q docs docs/_build/html

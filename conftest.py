@@ -28,14 +28,16 @@ _docstrings = Sybil(
 
 pytest_collect_file = (_markdown + _docstrings).pytest()
 
-SERVER_PAGES = {"temporal.md": pytest.mark.temporal}
-"""Doc pages whose examples start servers of their own, by marker."""
+SERVER_PAGES = {"temporal.md": (pytest.mark.temporal, pytest.mark.slow)}
+"""Doc pages whose examples start servers of their own, by marker (and
+``slow``: starting the server takes seconds)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the examples of pages that need a server (deselect them with
-    ``-m 'not temporal'``)."""
+    ``-m 'not temporal'``, or with all slow tests by ``-m 'not slow'``)."""
     for item in items:
-        mark = SERVER_PAGES.get(item.path.name)
-        if mark is not None and item.path.parent.name == "docs":
-            item.add_marker(mark)
+        marks = SERVER_PAGES.get(item.path.name, ())
+        if item.path.parent.name == "docs":
+            for mark in marks:
+                item.add_marker(mark)

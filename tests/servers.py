@@ -405,10 +405,11 @@ STORE_KINDS = [
     "memory",
     "sqlite",
     "signed",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    pytest.param("redis", marks=pytest.mark.redis),
+    pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow]),
+    pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.slow]),
 ]
-"""Every store, the server ones under their markers."""
+"""Every store, the server ones under their markers (and ``slow``: they
+start a server)."""
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -441,8 +442,10 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
 @pytest.fixture(
     params=[
         "sqlite",
-        pytest.param("postgres", marks=pytest.mark.postgres),
-        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param(
+            "postgres", marks=[pytest.mark.postgres, pytest.mark.slow]
+        ),
+        pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.slow]),
     ]
 )
 def store_spec(

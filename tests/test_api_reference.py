@@ -156,6 +156,7 @@ def _undocumented(name: str, module: ModuleType) -> list[str]:
     return missing
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", public_modules())
 def test_every_public_name_is_documented(name: str) -> None:
     """Each name in a public module's __all__ has a docstring, and so has

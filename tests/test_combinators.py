@@ -218,6 +218,7 @@ async def test_loop_failure_names_iteration() -> None:
     assert err.path == ("spin[2]", "then[1]", "nonzero")
 
 
+@pytest.mark.slow
 async def test_million_iteration_loop_constant_stack() -> None:
     """A 1,000,000-iteration loop neither recurses nor grows the stack."""
     depths: set[int] = set()

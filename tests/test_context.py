@@ -71,6 +71,7 @@ def test_append_rejects_non_messages() -> None:
         Context.of(Message.user("x"), 3)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_append_shares_history() -> None:
     """Appending to a 100,000-message history allocates O(1), not O(n)."""
     ctx = Context()
@@ -107,6 +108,7 @@ def test_metadata_is_frozen_json() -> None:
         Context().set("bad", {1: "x"})  # type: ignore[dict-item]  # int key
 
 
+@pytest.mark.slow
 def test_deeply_nested_metadata_does_not_recurse() -> None:
     """A 100,000-deep nested list freezes without RecursionError."""
     value: list[object] = []
@@ -186,6 +188,7 @@ def test_context_merge_metadata() -> None:
     assert ctx.merge_metadata({"n": 2}).metadata["n"] == 2
 
 
+@pytest.mark.slow
 @given(
     old=st.dictionaries(st.text(max_size=3), meta_values),
     new=st.dictionaries(st.text(max_size=3), meta_values),
@@ -200,6 +203,7 @@ def test_keep_new_is_dict_update(
     assert merge_metadata(a, b, MergeStrategy.KEEP_EXISTING) == b.update(a)
 
 
+@pytest.mark.slow
 @given(
     base=contexts(),
     adds=st.lists(st.lists(messages(), max_size=3), min_size=1, max_size=4),
@@ -286,4 +290,4 @@ class ContextMachine(RuleBasedStateMachine):
             assert dict(ctx.metadata) == meta
 
 
-TestContextMachine = ContextMachine.TestCase
+TestContextMachine = pytest.mark.slow(ContextMachine.TestCase)

@@ -111,6 +111,7 @@ WRONG: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
+@pytest.mark.slow
 @given(
     field=st.sampled_from(sorted(WRONG)),
     data=st.data(),
@@ -424,6 +425,7 @@ async def test_hundred_concurrent_resumers_run_each_node_once(
     assert Counter(log.read_text().split()) == {"a": 1, "b": 1, "c": 1}
 
 
+@pytest.mark.slow
 def test_two_processes_resuming_one_thread_run_each_node_once(
     tmp_path: Path, store_spec: str
 ) -> None:

@@ -159,12 +159,14 @@ def users_after_preamble(view: Sequence[Message]) -> int:
 # -- properties ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 @given(ms=histories())
 async def test_full_is_the_identity(ms: list[Message]) -> None:
     """full() returns every message, unchanged and in order."""
     assert await full().select(ms) == Success(tuple(ms))
 
 
+@pytest.mark.slow
 @given(ms=histories(), turns=st.integers(1, 5))
 async def test_window_keeps_invariants_and_its_budget(
     ms: list[Message], turns: int
@@ -186,6 +188,7 @@ async def test_window_keeps_invariants_and_its_budget(
     assert positions(ms, view) == candidate(ms, cut)
 
 
+@pytest.mark.slow
 @given(ms=histories(), data=st.data())
 async def test_token_budget_fits_or_fails_exactly_when_it_must(
     ms: list[Message], data: st.DataObject
@@ -233,6 +236,7 @@ answers = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @given(ms=histories(), keep=keeps, fallback=fallbacks, answer=answers)
 async def test_summarizing_summarises_what_keep_drops(
     ms: list[Message],

@@ -53,6 +53,7 @@ def tracked(
     return run
 
 
+@pytest.mark.slow
 @given(
     n=st.integers(0, 300),
     concurrency=st.sampled_from([1, 2, 8, 64]),

@@ -288,6 +288,7 @@ def test_version() -> None:
         pipeline.not_a_name  # type: ignore[attr-defined]  # typos are caught
 
 
+@pytest.mark.slow
 def test_demo_runs_offline() -> None:
     """python -m pipeline demo succeeds and shows both routes."""
     out = subprocess.run(

@@ -40,8 +40,10 @@ Server = tuple[str, str]
 
 @pytest.fixture(
     params=[
-        pytest.param("postgres", marks=pytest.mark.postgres),
-        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param(
+            "postgres", marks=[pytest.mark.postgres, pytest.mark.slow]
+        ),
+        pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.slow]),
     ]
 )
 def server(request: pytest.FixtureRequest) -> Server:
@@ -190,6 +192,7 @@ async def test_any_thread_id_and_payload(server: Server) -> None:
         assert list(await store.records("a:b")) != []
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_postgres_delete_leaves_no_rows(postgres_url: str) -> None:
     """After delete, no row of the thread is left in either table."""
@@ -219,6 +222,7 @@ async def test_postgres_delete_leaves_no_rows(postgres_url: str) -> None:
         assert list(await store.threads()) == ["kept"]
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_postgres_under_serializable_default(postgres_url: str) -> None:
     """A server whose default isolation is serializable changes nothing:
@@ -254,6 +258,7 @@ async def test_postgres_under_serializable_default(postgres_url: str) -> None:
         PostgresStore(url, pool_size=0)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_postgres_stores_create_one_schema_at_once(
     postgres_url: str,
@@ -283,6 +288,7 @@ async def test_postgres_stores_create_one_schema_at_once(
         await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 async def test_redis_delete_leaves_no_keys(redis_url: str) -> None:
     """After every thread is deleted, no key is left under the prefix."""
@@ -306,6 +312,7 @@ async def test_redis_delete_leaves_no_keys(redis_url: str) -> None:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 async def test_redis_reloads_flushed_scripts(redis_url: str) -> None:
     """A server that lost the store's scripts (restarted, flushed) gets them

@@ -65,6 +65,7 @@ async def test_simultaneous_timeouts_in_and_report_the_first_branch() -> None:
     assert culprits == {"a"}
 
 
+@pytest.mark.slow
 async def test_simultaneous_timeouts_in_must_and_map_reduce() -> None:
     """must and fail-fast map_reduce follow the same rule."""
     via_must = must(

@@ -149,6 +149,7 @@ def _thread_switching() -> Iterator[None]:
         sys.setswitchinterval(before)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("thread_switching")
 async def test_concurrent_writes_in_one_turn_lose_nothing() -> None:
     """Many write_state calls in one turn, each to its own field, all land

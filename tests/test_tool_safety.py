@@ -260,6 +260,7 @@ MALFORMATIONS = (
 )
 
 
+@pytest.mark.slow
 @given(
     target=st.sampled_from(sorted(TARGETS)),
     how=st.sampled_from(MALFORMATIONS),
@@ -643,6 +644,7 @@ async def test_secrets_inside_arguments_are_redacted() -> None:
     }
 
 
+@pytest.mark.slow
 async def test_error_text_is_bounded_and_does_not_tell_the_size() -> None:
     """A string for a list is one short error (not one per character); a
     list of many wrong items lists a few and says there are more."""

@@ -198,6 +198,7 @@ async def test_run_tools_concurrent_in_call_order() -> None:
     assert results[1].content == "error: unknown tool; available: ['wait']"
 
 
+@pytest.mark.slow
 @given(data=st.data())
 @settings(max_examples=60)
 async def test_generated_arguments_never_crash(data: st.DataObject) -> None:

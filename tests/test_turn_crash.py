@@ -635,12 +635,14 @@ async def seeded_trials(
 SHAPES: tuple[Shape, ...] = ("graph", "context-graph", "swarm", "swarm-node")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES)
 async def test_turn_crashes_resume_on_memory_store(shape: Shape) -> None:
     """Seeded crashes in agent turns: same end; no committed call re-runs."""
     await seeded_trials(shape, range(RUNS), lambda _: memory_opener())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES)
 async def test_turn_crashes_resume_from_sqlite_file(
     shape: Shape, tmp_path: Path

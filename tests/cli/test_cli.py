@@ -34,6 +34,7 @@ def assert_one_line_error(stderr: str) -> None:
     assert out[1].startswith("hint: ")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_run_pause_answer_resume(
     tmp_path: Path, store: str, backend: str
@@ -98,6 +99,7 @@ def test_run_pause_answer_resume(
     assert json.loads(resumed.stdout)["sent"] is True
 
 
+@pytest.mark.slow
 def test_declined_answer_stops(tmp_path: Path, store: str) -> None:
     """A gate's stop is its own exit status."""
     cli(
@@ -116,6 +118,7 @@ def test_declined_answer_stops(tmp_path: Path, store: str) -> None:
     assert "stopped: declined" in stopped.stderr
 
 
+@pytest.mark.slow
 def test_json_events(tmp_path: Path, store: str) -> None:
     """--json prints every event as one JSON object per line, then the result."""
     ran = cli(
@@ -156,6 +159,7 @@ def test_json_events(tmp_path: Path, store: str) -> None:
     assert ran.stderr == ""
 
 
+@pytest.mark.slow
 def test_json_events_with_lone_surrogates(tmp_path: Path) -> None:
     """--json writes an event holding a lone surrogate (a file name the OS
     gave undecoded) as a JSON escape, and the run goes on."""
@@ -170,6 +174,7 @@ def test_json_events_with_lone_surrogates(tmp_path: Path) -> None:
     assert events[-1]["status"] == "done"
 
 
+@pytest.mark.slow
 def test_json_tool_raised_shows_the_type_only(tmp_path: Path) -> None:
     """--json shows a tool's exception by its type, never its text."""
     ran = cli(
@@ -185,6 +190,7 @@ def test_json_tool_raised_shows_the_type_only(tmp_path: Path) -> None:
     assert "example.com" not in ran.stdout
 
 
+@pytest.mark.slow
 def test_json_pause_result(tmp_path: Path, store: str) -> None:
     """A pause under --json ends with a result line saying so."""
     ran = cli(
@@ -210,6 +216,7 @@ def test_json_pause_result(tmp_path: Path, store: str) -> None:
     }
 
 
+@pytest.mark.slow
 def test_handlers_and_agents(tmp_path: Path) -> None:
     """Handlers take JSON values; agents take a string as a user message."""
     shout = cli("run", f"{FLOWS}:shout", "--input", '"hi"', cwd=tmp_path)
@@ -219,6 +226,7 @@ def test_handlers_and_agents(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())  # handlers keep no checkpoints
 
 
+@pytest.mark.slow
 def test_input_from_file(tmp_path: Path, store: str) -> None:
     """--input @FILE reads the JSON from a file."""
     (tmp_path / "in.json").write_text('{"text": "wifi down"}')
@@ -235,6 +243,7 @@ def test_input_from_file(tmp_path: Path, store: str) -> None:
     assert json.loads(ran.stdout)["category"] == "tech"
 
 
+@pytest.mark.slow
 def test_failed_run(tmp_path: Path, store: str) -> None:
     """A failure value is exit 1 and one line naming it."""
     ran = cli(
@@ -251,6 +260,7 @@ def test_failed_run(tmp_path: Path, store: str) -> None:
     assert "Traceback" not in ran.stderr
 
 
+@pytest.mark.slow
 def test_raising_code(tmp_path: Path) -> None:
     """Code that raises: one line, unless --traceback asks for it."""
     ran = cli("run", f"{FLOWS}:explode", "--input", '"x"', cwd=tmp_path)
@@ -269,6 +279,7 @@ def test_raising_code(tmp_path: Path) -> None:
     assert shown.returncode == 1
 
 
+@pytest.mark.slow
 def test_threads_fork_delete(tmp_path: Path, store: str) -> None:
     """Threads are listed with their target; a fork is a new thread; delete
     removes a thread and its note."""
@@ -318,6 +329,7 @@ def test_threads_fork_delete(tmp_path: Path, store: str) -> None:
     assert [r["thread"] for r in lines(listed.stdout)] == ["b"]
 
 
+@pytest.mark.slow
 def test_default_store_from_environment(tmp_path: Path) -> None:
     """Without --store: $PIPELINE_STORE, else a file in the current directory."""
     cli(
@@ -345,6 +357,7 @@ def test_default_store_from_environment(tmp_path: Path) -> None:
     assert [r["thread"] for r in lines(listed.stdout)] == ["e"]
 
 
+@pytest.mark.slow
 def test_draw(tmp_path: Path) -> None:
     """Mermaid text by default; svg through mmdc, or a clear message."""
     drawn = cli("draw", f"{FLOWS}:desk", cwd=tmp_path)
@@ -550,7 +563,12 @@ def test_mistakes(
 
 @pytest.mark.parametrize(
     ("args", "code", "message"),
-    [BAD[0], BAD[4], BAD[12], BAD[16]],
+    [
+        BAD[0],
+        pytest.param(*BAD[4], marks=pytest.mark.slow),
+        BAD[12],
+        pytest.param(*BAD[16], marks=pytest.mark.slow),
+    ],
     ids=["module", "json", "thread", "store"],
 )
 def test_mistakes_in_a_subprocess(
@@ -564,6 +582,7 @@ def test_mistakes_in_a_subprocess(
     assert message in done.stderr
 
 
+@pytest.mark.slow
 def test_answer_needs_a_question(tmp_path: Path, store: str) -> None:
     """Answering a thread that waits for nothing is refused."""
     cli(
@@ -583,6 +602,7 @@ def test_answer_needs_a_question(tmp_path: Path, store: str) -> None:
     assert "is not waiting for an answer (it is done)" in done.stderr
 
 
+@pytest.mark.slow
 def test_input_values_are_never_echoed(tmp_path: Path, store: str) -> None:
     """A malformed input's values (secrets, maybe) stay out of the message."""
     canary = "sk-canary-5f1d"
@@ -615,6 +635,7 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert "Exit codes" in helped.stdout
 
 
+@pytest.mark.slow
 def test_live_view_on_a_terminal(tmp_path: Path) -> None:
     """On a terminal the run shows where it is, tokens, and the streamed text."""
     term = Terminal.start(
@@ -633,6 +654,7 @@ def test_live_view_on_a_terminal(tmp_path: Path) -> None:
     assert "0 handoffs, 0 tool calls, 17 tokens" in screen  # the summary
 
 
+@pytest.mark.slow
 def test_live_view_shows_handoffs(tmp_path: Path, store: str) -> None:
     """Handoffs appear as they happen, and the count in the status line."""
     term = Terminal.start(
@@ -653,6 +675,7 @@ def test_live_view_shows_handoffs(tmp_path: Path, store: str) -> None:
     assert "Your refund is on its way." in screen
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_a_resumable_checkpoint(
     tmp_path: Path, store: str
 ) -> None:
@@ -690,6 +713,7 @@ def test_ctrl_c_keeps_a_resumable_checkpoint(
     assert nodes.count("draft") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "server",
     [

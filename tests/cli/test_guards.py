@@ -24,6 +24,7 @@ def _store(tmp_path: Path) -> str:
     return str(tmp_path / "threads.sqlite3")
 
 
+@pytest.mark.slow
 def test_tool_exception_quoting_a_secret(tmp_path: Path, store: str) -> None:
     """A tool raising an error that quotes its secret argument: one log
     line naming the type, the value nowhere (plain, --json, --traceback,
@@ -62,6 +63,7 @@ def test_tool_exception_quoting_a_secret(tmp_path: Path, store: str) -> None:
     assert CANARY.encode() not in Path(store).read_bytes()
 
 
+@pytest.mark.slow
 def test_an_answer_of_the_wrong_type_keeps_the_thread_waiting(
     tmp_path: Path, store: str
 ) -> None:
@@ -87,6 +89,7 @@ def test_an_answer_of_the_wrong_type_keeps_the_thread_waiting(
     assert json.loads(right.stdout) == {"item": "tea", "quantity": 0}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
@@ -116,6 +119,8 @@ def test_store_passwords_are_never_printed(
     assert CANARY not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.postgres
 def test_store_password_on_a_live_server(
     tmp_path: Path, postgres_url: str
 ) -> None:
@@ -166,7 +171,14 @@ sys.exit(main())
 
 
 @pytest.mark.parametrize(
-    "when", ["pipeline.cli", "click", "pipeline.cli._app", "anyio", "exit"]
+    "when",
+    [
+        "pipeline.cli",
+        "click",
+        "pipeline.cli._app",
+        "anyio",
+        pytest.param("exit", marks=pytest.mark.slow),
+    ],
 )
 def test_ctrl_c_at_any_moment(tmp_path: Path, when: str) -> None:
     """Ctrl-C while the command line loads: one line, exit 130, never a
@@ -193,6 +205,7 @@ def test_ctrl_c_at_any_moment(tmp_path: Path, when: str) -> None:
 _DEEP = "[" * 5000 + "]" * 5000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -227,6 +240,7 @@ def test_input_mistakes_are_usage_errors(
     assert not Path(store).exists()  # nothing started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
@@ -254,6 +268,7 @@ def test_answer_mistakes_are_usage_errors(
     assert right.returncode == ExitCode.OK, right.stderr
 
 
+@pytest.mark.slow
 def test_draw_into_a_missing_directory(tmp_path: Path) -> None:
     """`draw -o` into a directory that does not exist: exit 2, one line."""
     done = cli(
@@ -265,6 +280,7 @@ def test_draw_into_a_missing_directory(tmp_path: Path) -> None:
     assert "-o: no directory" in done.stderr
 
 
+@pytest.mark.slow
 def test_secret_state_from_the_command_line(
     tmp_path: Path, store: str
 ) -> None:

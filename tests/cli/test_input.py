@@ -49,6 +49,7 @@ def attempt(target: Target, value: object) -> object:
         return exc
 
 
+@pytest.mark.slow
 @given(value=json_values)
 def test_graph_input_fits_or_is_refused_without_echo(value: object) -> None:
     """Any JSON either structures into the graph's state type, or is refused

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pipeline import Context, Message, Role
 from pipeline.cli import ExitCode
 from pipeline.testing import Reply, ScriptedModel
@@ -82,6 +84,7 @@ async def test_search_tool() -> None:
     )
 
 
+@pytest.mark.slow
 def test_command_line_events(tmp_path: Path) -> None:
     """The README's command: --json shows both handoffs, then the answer."""
     ran = cli(

@@ -91,6 +91,7 @@ async def test_other_teams_need_no_approval(category: str, reply: str) -> None:
         model.assert_consumed()
 
 
+@pytest.mark.slow
 def test_command_line(tmp_path: Path) -> None:
     """The README's commands: run pauses, answer sends."""
     where = EXAMPLES / "support_desk"
@@ -115,6 +116,7 @@ def test_command_line(tmp_path: Path) -> None:
     assert json.loads(answered.stdout)["sent"] is True
 
 
+@pytest.mark.slow
 def test_script(tmp_path: Path) -> None:
     """python desk.py runs a ticket through approval."""
     import subprocess  # noqa: PLC0415

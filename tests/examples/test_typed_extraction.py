@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pipeline.cli import ExitCode
 from pipeline.testing import Reply, ScriptedModel
 from tests.cli.runner import cli
@@ -71,6 +73,7 @@ async def test_totals_are_checked() -> None:
     assert str(failure) == "the items add up to 21.50, not 99.00"
 
 
+@pytest.mark.slow
 def test_command_line(tmp_path: Path) -> None:
     """The README's command prints the invoice as JSON."""
     ran = cli(

@@ -139,6 +139,7 @@ class Tamper(DelegatingStore):
         )
 
 
+@pytest.mark.slow
 @given(cut=st.integers(0, 10_000), flip=st.booleans(), data=st.data())
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 async def test_torn_or_flipped_last_record_falls_back(
@@ -215,6 +216,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @given(
     path=st.sampled_from(
         [
@@ -319,6 +321,7 @@ async def test_misplaced_records_are_rejected() -> None:
     assert "checksum" in str(out.failure())
 
 
+@pytest.mark.slow
 async def test_hundred_concurrent_resumers_lose_no_update() -> None:
     """100 resumers race on one thread; with retry, every update lands."""
 
@@ -366,6 +369,7 @@ async def test_hundred_concurrent_resumers_lose_no_update() -> None:
     assert conflicts  # the race was real
 
 
+@pytest.mark.slow
 async def test_history_is_stored_as_deltas(tmp_path: Path) -> None:
     """Bytes per step stay flat as the message history grows."""
 

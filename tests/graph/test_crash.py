@@ -134,6 +134,7 @@ async def crash_and_resume(seed: int) -> None:
     )  # one step (2 branches at most)
 
 
+@pytest.mark.slow
 async def test_crash_at_every_boundary_then_resume() -> None:
     """Seeded crashes at each boundary: same end, nothing committed re-runs."""
     for seed in range(RUNS):
@@ -143,6 +144,7 @@ async def test_crash_at_every_boundary_then_resume() -> None:
 CHILD = Path(__file__).with_name("sigkill_child.py")
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_resumes_from_sqlite(tmp_path: Path) -> None:
     """A real process killed with SIGKILL mid-node resumes from its file."""
     import anyio  # noqa: PLC0415

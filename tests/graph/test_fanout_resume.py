@@ -9,6 +9,7 @@ from collections import Counter
 
 import anyio
 import attrs
+import pytest
 
 from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
@@ -86,6 +87,7 @@ async def run_seed(seed: int) -> None:
     assert all(runs[i] <= 2 for i in range(K))
 
 
+@pytest.mark.slow
 async def test_resumed_fan_out_reruns_only_unfinished_branches() -> None:
     """Seeded faults in a 32-way fan-out: finished branches never re-run."""
     for seed in range(SEEDS):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 import attrs
+import pytest
 
 from anyio.from_thread import start_blocking_portal
 from hypothesis import settings
@@ -25,6 +26,9 @@ from returns.result import Success
 from pipeline import fold, stores
 from tests.graph.crashgraphs import make_graph
 from tests.graph.helpers import Counted, Runs
+
+
+pytestmark = pytest.mark.slow
 
 
 class GraphMachine(RuleBasedStateMachine):

@@ -165,6 +165,7 @@ async def test_fan_out_merges_logs_and_reduces_fields() -> None:
     assert out.state.count == 2
 
 
+@pytest.mark.slow
 @given(order=st.permutations(range(5)))
 async def test_fan_out_merge_ignores_completion_order(
     order: list[int],

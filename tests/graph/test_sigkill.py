@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import anyio
+import pytest
 
 from returns.result import Failure
 
@@ -29,6 +30,8 @@ from tests.graph.crashgraphs import make_graph
 from tests.graph.helpers import Counted, Runs
 from tests.graph.store_urls import open_store
 
+
+pytestmark = pytest.mark.slow
 
 ROUNDS = int(os.environ.get("PIPELINE_SIGKILL_ROUNDS", "10"))
 PER_ROUND = 20

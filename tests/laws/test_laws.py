@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -26,6 +27,7 @@ def outcome(r: Result[int, object]) -> int | None:
     return r.unwrap() if isinstance(r, Success) else None
 
 
+@pytest.mark.slow
 @given(
     a=handlers(concurrent=True),
     b=handlers(concurrent=True),
@@ -161,6 +163,7 @@ async def test_both_succeeds_iff_every_branch_does(
         }
 
 
+@pytest.mark.slow
 @given(
     a=handlers(concurrent=True),
     b=handlers(concurrent=True),
@@ -180,6 +183,7 @@ async def test_both_is_associative_up_to_flattening(
         assert (p, q, r) == (p2, q2, r2)
 
 
+@pytest.mark.slow
 @given(
     a=handlers(concurrent=True),
     b=handlers(concurrent=True),

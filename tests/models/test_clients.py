@@ -64,6 +64,7 @@ def _unraisable() -> Iterator[list[str]]:
         sys.unraisablehook = before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(ADAPTERS))
 def test_a_client_left_open_breaks_no_other_loop(
     llm: FakeLLM, unraisable: list[str], kind: str

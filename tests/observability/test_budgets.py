@@ -354,6 +354,7 @@ branch_costs = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     branches=st.lists(branch_costs, min_size=1, max_size=6),

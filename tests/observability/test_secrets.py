@@ -422,6 +422,7 @@ def test_redact_replaces_each_secret_part(
     assert redact(value, kind, "r") == expected
 
 
+@pytest.mark.slow
 def test_redact_never_keeps_a_secret_by_doubt() -> None:
     """A value nested past the interpreter's depth is replaced whole."""
     deep: object = "v"

@@ -731,6 +731,7 @@ SETTINGS = settings(
 MIN_ADVERSARIAL = 3_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_swarm_machine(backend: str) -> None:
     """Generated swarms under random runs, crashes, resumes and forks keep

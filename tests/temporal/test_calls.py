@@ -22,7 +22,7 @@ from pipeline.temporal import (
 from tests.temporal.graphs import EFFECTS_ENV, FANOUT, FLAKY, TURNS, Tally
 
 
-pytestmark = pytest.mark.temporal
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 _SCHEDULED = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
 _STARTED = EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED

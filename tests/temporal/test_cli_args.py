@@ -9,6 +9,9 @@ import sys
 import pytest
 
 
+pytestmark = pytest.mark.slow  # a Python process per case
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [

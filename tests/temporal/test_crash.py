@@ -39,7 +39,7 @@ from tests.temporal.graphs import (
 from tests.temporal.processes import cli_worker
 
 
-pytestmark = pytest.mark.temporal
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 
 async def test_a_killed_workers_run_is_finished_by_another(

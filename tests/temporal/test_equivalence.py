@@ -37,7 +37,7 @@ from tests.temporal.graphs import (
 )
 
 
-pytestmark = pytest.mark.temporal
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 Kind: TypeAlias = Literal["action", "agent", "mapreduce"]
 Unit: TypeAlias = tuple[tuple[str, Kind], ...]

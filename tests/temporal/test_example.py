@@ -13,7 +13,7 @@ import pytest
 from pipeline.temporal._devserver import ADDRESS_ENV
 
 
-pytestmark = pytest.mark.temporal
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 EXAMPLE = (
     Path(__file__).resolve().parents[2] / "examples" / "temporal_deployment"

@@ -12,7 +12,7 @@ from pipeline.temporal import Runs, worker
 from tests.temporal.graphs import Refused, Tally, bump, mapped
 
 
-pytestmark = pytest.mark.temporal
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 
 async def test_items_are_activities_of_their_own(

@@ -34,7 +34,7 @@ from tests.temporal.graphs import (
 )
 
 
-pytestmark = pytest.mark.temporal
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 HISTORIES = Path(__file__).parent / "histories"
 LONG = chain([f"n{i}" for i in range(20)], name="long-replayed")

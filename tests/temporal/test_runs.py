@@ -46,7 +46,7 @@ from tests.temporal.graphs import (
 )
 
 
-pytestmark = pytest.mark.temporal
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 
 async def test_chain_gives_the_in_process_snapshot(

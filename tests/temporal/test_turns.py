@@ -33,7 +33,7 @@ from tests.temporal.graphs import BLOCK_ENV, EFFECTS_ENV, TURNS, Tally
 from tests.temporal.processes import cli_worker
 
 
-pytestmark = pytest.mark.temporal
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 
 async def test_committed_turns_never_run_again(

@@ -40,7 +40,7 @@ from tests.temporal.graphs import (
 from tests.temporal.processes import cli_worker
 
 
-pytestmark = pytest.mark.temporal
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 
 def test_the_build_id_follows_names_and_fingerprints() -> None:
