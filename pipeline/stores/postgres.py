@@ -36,22 +36,20 @@ between threads per call, small beside a round trip to the server.
 
 from __future__ import annotations
 
+from .._extras import require
 
-try:
-    import psycopg  # the clear error below, if missing
-    import psycopg_pool  # noqa: F401
-except ImportError as exc:
-    msg = (
-        "pipeline.stores.postgres needs psycopg 3 and psycopg-pool "
-        f"({exc}): pip install 'pipeline[postgres]'"
-    )
-    raise ImportError(msg, name=exc.name) from exc
+
+require(
+    __name__,
+    "psycopg 3 and psycopg-pool",
+    "postgres",
+    ("psycopg", "psycopg_pool"),
+)
 
 import contextlib
-import functools
 import math
 
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar, final
 
 import psycopg
@@ -62,7 +60,6 @@ from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
-from ._bridge import LoopThread
 from ._protocol import (
     DEFAULT_LEASE_TTL,
     Lease,
@@ -72,6 +69,7 @@ from ._protocol import (
     next_version,
     take,
 )
+from ._server import ServerStore
 
 
 __all__ = ("PostgresStore",)
@@ -175,7 +173,7 @@ async def _configure(conn: _Conn) -> None:
 
 
 @final
-class PostgresStore:
+class PostgresStore(ServerStore):
     """A :class:`~pipeline.stores.CheckpointStore` in a PostgreSQL database,
     for runners on several processes or machines.
 
@@ -199,6 +197,10 @@ class PostgresStore:
     connection broke) may or may not have landed: read the thread's head to
     know.
 
+    Deleting a thread deletes its rows; PostgreSQL reclaims their space
+    when it vacuums the tables (their bytes stay in the files until then,
+    and in the write-ahead log and backups as the server keeps them).
+
     .. versionadded:: 0.1.0
     """
 
@@ -220,7 +222,7 @@ class PostgresStore:
         self._timeout = pool_timeout
         self._lease_ttl = lease_ttl
         self._sql = _Statements(schema)
-        self._loop: LoopThread | None = None
+        self._loop = None
         self._pool: AsyncConnectionPool[_Conn] | None = None
 
     @classmethod
@@ -248,124 +250,8 @@ class PostgresStore:
         await store.open()
         return store
 
-    @property
-    def lease_ttl(self) -> float:
-        """See :attr:`~pipeline.stores.CheckpointStore.lease_ttl`."""
-        return self._lease_ttl
-
-    async def open(self) -> None:
-        """Connect, create the schema and tables if missing, open the pool.
-
-        Raises:
-            psycopg.OperationalError: The server cannot be reached.
-            RuntimeError: The store was opened already (a closed store
-                stays closed: make a new one).
-        """
-        if self._loop is not None:
-            msg = f"{self!r} was opened already"
-            raise RuntimeError(msg)
-        loop = LoopThread(f"pipeline-postgres:{self.schema}")
-        try:
-            await loop.run(self._open, shield=True)
-        except BaseException:
-            await loop.close(self._close)
-            raise
-        self._loop = loop
-
-    async def aclose(self) -> None:
-        """Let the calls in flight finish; close the pool.  Idempotent."""
-        if self._loop is None:
-            return
-        await self._loop.close(self._close)
-
-    async def __aenter__(self) -> PostgresStore:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
-
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self.schema!r})"
-
-    # -- the caller's side -----------------------------------------------------
-
-    async def _call(
-        self, work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
-    ) -> T:
-        if self._loop is None:
-            msg = (
-                f"{self!r} is not open: use `async with PostgresStore(...)` "
-                "or `await PostgresStore.connect(...)`"
-            )
-            raise RuntimeError(msg)
-        return await self._loop.run(work, shield=shield)
-
-    async def commit(
-        self,
-        record: Record,
-        *,
-        expected_head: int | None,
-        lease: Lease | None = None,
-    ) -> Result[None, ConcurrentModification | LeaseLost]:
-        """See :meth:`~pipeline.stores.CheckpointStore.commit` (one
-        transaction, under the thread's lock)."""
-        return await self._call(
-            functools.partial(self._commit, record, expected_head, lease),
-            shield=True,
-        )
-
-    async def records(
-        self, thread_id: str, *, upto: int | None = None
-    ) -> Sequence[Record]:
-        """See :meth:`~pipeline.stores.CheckpointStore.records`."""
-        return await self._call(
-            functools.partial(self._records, thread_id, upto), shield=False
-        )
-
-    async def head(self, thread_id: str) -> int | None:
-        """See :meth:`~pipeline.stores.CheckpointStore.head`."""
-        return await self._call(
-            functools.partial(self._head, thread_id), shield=False
-        )
-
-    async def threads(self) -> Sequence[str]:
-        """See :meth:`~pipeline.stores.CheckpointStore.threads`."""
-        return await self._call(self._threads, shield=False)
-
-    async def delete(self, thread_id: str) -> None:
-        """See :meth:`~pipeline.stores.CheckpointStore.delete`.
-
-        The rows are deleted; PostgreSQL reclaims their space when it
-        vacuums the tables (their bytes stay in the files until then, and
-        in the write-ahead log and backups as the server keeps them).
-        """
-        await self._call(
-            functools.partial(self._delete, thread_id), shield=True
-        )
-
-    async def acquire(
-        self, thread_id: str, owner: str, *, ttl: float
-    ) -> Result[Lease, ThreadBusy]:
-        """See :meth:`~pipeline.stores.CheckpointStore.acquire` (on the
-        server's clock)."""
-        return await self._call(
-            functools.partial(self._acquire, thread_id, owner, ttl),
-            shield=True,
-        )
-
-    async def renew(
-        self, lease: Lease, *, ttl: float
-    ) -> Result[Lease, LeaseLost]:
-        """See :meth:`~pipeline.stores.CheckpointStore.renew` (on the
-        server's clock)."""
-        return await self._call(
-            functools.partial(self._renew, lease, ttl), shield=True
-        )
-
-    async def release(self, lease: Lease) -> None:
-        """See :meth:`~pipeline.stores.CheckpointStore.release`."""
-        await self._call(functools.partial(self._release, lease), shield=True)
 
     # -- the loop's side -------------------------------------------------------
 

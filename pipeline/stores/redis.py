@@ -38,19 +38,13 @@ command in flight.
 
 from __future__ import annotations
 
+from .._extras import require
 
-try:
-    import redis  # the clear error below, if missing
-except ImportError as exc:
-    msg = (
-        "pipeline.stores.redis needs the redis client "
-        f"({exc}): pip install 'pipeline[redis]'"
-    )
-    raise ImportError(msg, name=exc.name) from exc
 
-import functools
+require(__name__, "the redis client", "redis", ("redis",))
 
-from collections.abc import Callable, Coroutine, Sequence
+
+from collections.abc import Sequence
 from typing import Any, Final, TypeVar, final
 
 import orjson
@@ -62,8 +56,8 @@ from redis.exceptions import NoScriptError
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
-from ._bridge import LoopThread
 from ._protocol import DEFAULT_LEASE_TTL, Lease, Record
+from ._server import ServerStore
 
 
 __all__ = ("RedisStore",)
@@ -188,7 +182,7 @@ def _float(value: Any) -> float:
 
 
 @final
-class RedisStore:
+class RedisStore(ServerStore):
     """A :class:`~pipeline.stores.CheckpointStore` in Redis, for runners on
     several processes or machines.
 
@@ -206,6 +200,9 @@ class RedisStore:
 
     It works on asyncio and trio alike (see :mod:`pipeline.stores.redis`).
 
+    Deleting a thread removes its keys (its bytes stay in the server's
+    snapshot and append-only files until it rewrites them).
+
     .. versionadded:: 0.1.0
     """
 
@@ -220,7 +217,7 @@ class RedisStore:
         self.prefix = prefix
         self._lease_ttl = lease_ttl
         self._threads_key = f"{prefix}:threads"
-        self._loop: LoopThread | None = None
+        self._loop = None
         self._client: redis.asyncio.Redis | None = None
         self._shas: dict[str, str] = {}
 
@@ -241,124 +238,8 @@ class RedisStore:
         await store.open()
         return store
 
-    @property
-    def lease_ttl(self) -> float:
-        """See :attr:`~pipeline.stores.CheckpointStore.lease_ttl`."""
-        return self._lease_ttl
-
-    async def open(self) -> None:
-        """Connect, and load the store's scripts into the server.
-
-        Raises:
-            redis.exceptions.ConnectionError: The server cannot be reached.
-            RuntimeError: The store was opened already (a closed store
-                stays closed: make a new one).
-        """
-        if self._loop is not None:
-            msg = f"{self!r} was opened already"
-            raise RuntimeError(msg)
-        loop = LoopThread(f"pipeline-redis:{self.prefix}")
-        try:
-            await loop.run(self._open, shield=True)
-        except BaseException:
-            await loop.close(self._close)
-            raise
-        self._loop = loop
-
-    async def aclose(self) -> None:
-        """Let the calls in flight finish; close the connections.
-        Idempotent."""
-        if self._loop is None:
-            return
-        await self._loop.close(self._close)
-
-    async def __aenter__(self) -> RedisStore:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
-
     def __repr__(self) -> str:
         return f"RedisStore(prefix={self.prefix!r})"
-
-    # -- the caller's side -----------------------------------------------------
-
-    async def _call(
-        self, work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
-    ) -> T:
-        if self._loop is None:
-            msg = (
-                f"{self!r} is not open: use `async with RedisStore(...)` "
-                "or `await RedisStore.connect(...)`"
-            )
-            raise RuntimeError(msg)
-        return await self._loop.run(work, shield=shield)
-
-    async def commit(
-        self,
-        record: Record,
-        *,
-        expected_head: int | None,
-        lease: Lease | None = None,
-    ) -> Result[None, ConcurrentModification | LeaseLost]:
-        """See :meth:`~pipeline.stores.CheckpointStore.commit` (one script,
-        atomic on the server)."""
-        return await self._call(
-            functools.partial(self._commit, record, expected_head, lease),
-            shield=True,
-        )
-
-    async def records(
-        self, thread_id: str, *, upto: int | None = None
-    ) -> Sequence[Record]:
-        """See :meth:`~pipeline.stores.CheckpointStore.records`."""
-        if upto is not None and upto < 0:
-            return ()
-        return await self._call(
-            functools.partial(self._records, thread_id, upto), shield=False
-        )
-
-    async def head(self, thread_id: str) -> int | None:
-        """See :meth:`~pipeline.stores.CheckpointStore.head`."""
-        return await self._call(
-            functools.partial(self._head, thread_id), shield=False
-        )
-
-    async def threads(self) -> Sequence[str]:
-        """See :meth:`~pipeline.stores.CheckpointStore.threads`."""
-        return await self._call(self._threads, shield=False)
-
-    async def delete(self, thread_id: str) -> None:
-        """See :meth:`~pipeline.stores.CheckpointStore.delete`: the thread's
-        keys are removed (its bytes stay in the server's snapshot and
-        append-only files until it rewrites them)."""
-        await self._call(
-            functools.partial(self._delete, thread_id), shield=True
-        )
-
-    async def acquire(
-        self, thread_id: str, owner: str, *, ttl: float
-    ) -> Result[Lease, ThreadBusy]:
-        """See :meth:`~pipeline.stores.CheckpointStore.acquire` (on the
-        server's clock)."""
-        return await self._call(
-            functools.partial(self._acquire, thread_id, owner, ttl),
-            shield=True,
-        )
-
-    async def renew(
-        self, lease: Lease, *, ttl: float
-    ) -> Result[Lease, LeaseLost]:
-        """See :meth:`~pipeline.stores.CheckpointStore.renew` (on the
-        server's clock)."""
-        return await self._call(
-            functools.partial(self._renew, lease, ttl), shield=True
-        )
-
-    async def release(self, lease: Lease) -> None:
-        """See :meth:`~pipeline.stores.CheckpointStore.release`."""
-        await self._call(functools.partial(self._release, lease), shield=True)
 
     # -- the loop's side -------------------------------------------------------
 
