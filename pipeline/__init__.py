@@ -185,7 +185,7 @@ if not TYPE_CHECKING:  # type checkers see the imports above, and no more
         if home is None:
             from ._moved import moved  # noqa: PLC0415
 
-            return moved(__name__, _MOVED)(name)
+            return moved(__name__, _MOVED, depth=3)(name)
         from importlib import import_module  # noqa: PLC0415
 
         module = import_module(home, __name__)

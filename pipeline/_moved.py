@@ -13,9 +13,12 @@ from collections.abc import Callable, Mapping
 from importlib import import_module
 
 
-def moved(module: str, homes: Mapping[str, str]) -> Callable[[str], object]:
+def moved(
+    module: str, homes: Mapping[str, str], *, depth: int = 2
+) -> Callable[[str], object]:
     """A module ``__getattr__`` for *module*, whose old names *homes* maps
-    to ``"new.module:Name"``."""
+    to ``"new.module:Name"``; the warning points *depth* frames up (the
+    user's line: 3 where another ``__getattr__`` calls this one)."""
 
     def __getattr__(name: str) -> object:  # noqa: N807
         home = homes.get(name)
@@ -26,7 +29,7 @@ def moved(module: str, homes: Mapping[str, str]) -> Callable[[str], object]:
         warnings.warn(
             f"{module}.{name} moved: use {where}.{new}",
             DeprecationWarning,
-            stacklevel=2,
+            stacklevel=depth,
         )
         return getattr(import_module(where), new)
 

@@ -36,9 +36,8 @@ class Ambient:
 
     __slots__ = ("boundary", "gate", "offload", "resolver", "scope", "sink")
 
-    def __init__(
+    def __init__(  # positional: read once per run, on the hot path
         self,
-        *,
         scope: Scope | None,
         sink: Callable[[Event], Awaitable[None]] | None,
         gate: Callable[[], Awaitable[None]] | None,
@@ -98,10 +97,10 @@ def ambient() -> Ambient:
     .. versionadded:: 0.1.0
     """
     return Ambient(
-        scope=current(),
-        sink=current_sink(),
-        gate=current_gate(),
-        resolver=current_resolver(),
-        offload=current_offload(),
-        boundary=current_boundary(),
+        current(),
+        current_sink(),
+        current_gate(),
+        current_resolver(),
+        current_offload(),
+        current_boundary(),
     )

@@ -21,6 +21,9 @@ from ..errors import InvalidAnswer
 S = TypeVar("S")
 S_co = TypeVar("S_co", covariant=True)
 S2 = TypeVar("S2")
+
+_new = object.__new__
+_set = object.__setattr__
 A = TypeVar("A")
 
 Progress: TypeAlias = Mapping[str, tuple[Any, ...]]
@@ -120,20 +123,27 @@ class Snapshot(Generic[S_co]):
         """The snapshot one step after this one: the thread's next version,
         grown from this one, running on if *next* names anything, else
         done.  *fingerprint* (by default this one's) is the machine's."""
-        return Snapshot(
-            thread_id=self.thread_id,
-            version=self.version + 1,
-            parent=self.version,
-            state=state,
-            node=node,
-            next=next,
-            join=join,
-            step=self.step + 1,
-            fingerprint=self.fingerprint
-            if fingerprint is None
-            else fingerprint,
-            status=_RUNNING if next else _DONE,
+        # Built field by field: keyword arguments would cost more than the
+        # rest of a trivial step (every field passes no converter).
+        out: Snapshot[S2] = _new(Snapshot)
+        _set(out, "thread_id", self.thread_id)
+        _set(out, "version", self.version + 1)
+        _set(out, "parent", self.version)
+        _set(out, "state", state)
+        _set(out, "node", node)
+        _set(out, "next", next)
+        _set(out, "join", join)
+        _set(out, "step", self.step + 1)
+        _set(
+            out,
+            "fingerprint",
+            self.fingerprint if fingerprint is None else fingerprint,
         )
+        _set(out, "status", _RUNNING if next else _DONE)
+        _set(out, "pending", None)
+        _set(out, "progress", NO_PROGRESS)
+        _set(out, "reason", "")
+        return out
 
 
 # -- hooks ------------------------------------------------------------------

@@ -235,7 +235,7 @@ class PostgresStore(ServerStore):
         pool_timeout: float = 30.0,
         lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> PostgresStore:
-        """A store on *conninfo*, opened (close it with :meth:`aclose`).
+        """A store on *conninfo*, opened (close it with ``aclose()``).
 
         Raises:
             psycopg.OperationalError: The server cannot be reached.

@@ -92,7 +92,7 @@ local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 """
 
 # KEYS: lease.  ARGV: owner, ttl.  Returns {1, token, expires} taken, or
-# {0, seconds until the holder's lease expires} busy (see _store.take).
+# {0, seconds until the holder's lease expires} busy (see _protocol.take).
 _ACQUIRE: Final = (
     _NOW
     + """
@@ -117,7 +117,7 @@ return {1, token, expires}
 )
 
 # KEYS: lease.  ARGV: owner, token, ttl.  Returns {1, expires} renewed, or
-# {0} lost (see _store.holds).
+# {0} lost (see _protocol.holds).
 _RENEW: Final = (
     _NOW
     + """
@@ -229,7 +229,7 @@ class RedisStore(ServerStore):
         prefix: str = "pipeline",
         lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> RedisStore:
-        """A store on *url*, opened (close it with :meth:`aclose`).
+        """A store on *url*, opened (close it with ``aclose()``).
 
         Raises:
             redis.exceptions.ConnectionError: The server cannot be reached.
