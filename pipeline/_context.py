@@ -144,7 +144,7 @@ def _to_metadata(value: Mapping[str, object] | None) -> Metadata:
     if value is None:
         return pmap()
     if type(value) is _PMAP or isinstance(value, PMap):
-        return cast("Metadata", value)  # a PMap's values were frozen
+        return value  # type: ignore[return-value]  # a PMap's values were frozen
     frozen = freeze(value, "metadata")
     if not isinstance(frozen, PMap):
         msg = f"metadata must be a mapping, got {type(value).__name__}"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextvars
 import weakref
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from ._agent_spec import AgentSpec
@@ -65,9 +65,8 @@ _OFFLOAD: contextvars.ContextVar[Offload | None] = contextvars.ContextVar(
 )
 
 
-def current_offload() -> Offload | None:
-    """The offload in force, if any."""
-    return _OFFLOAD.get()
+current_offload: Callable[[], Offload | None] = _OFFLOAD.get
+"""The offload in force, if any."""
 
 
 def offloading(

@@ -137,16 +137,8 @@ class Loop:
 
     def start(self) -> Snapshot[Turns]:
         """The snapshot before the first turn."""
-        return Snapshot(
-            thread_id=self.name,
-            version=0,
-            parent=None,
-            state=_NO_TURNS,
-            node=None,
-            next=(self.name,),
-            join=None,
-            step=0,
-            fingerprint=self.fingerprint,
+        return Snapshot.first(
+            self.name, _NO_TURNS, (self.name,), self.fingerprint
         )
 
     def gated(self, snap: Snapshot[Turns], /) -> bool:  # noqa: ARG002

@@ -50,7 +50,7 @@ from .failures import (
     RunPaused,
     TurnLimitExceeded,
 )
-from .fold import Status, ambient, current_boundary, run_machine
+from .fold import Ambient, Status, ambient, current_boundary, run_machine
 from .models._types import Model, ResponseSchema, ToolSpec
 from .tools import Tool
 
@@ -260,16 +260,19 @@ class Agent(Handler[Context, Context, AgentError]):
         intercept: Intercept | None = None,
         history: HistoryPolicy | None = None,
         specs: tuple[ToolSpec, ...] | None = None,
+        env: Ambient | None = None,
     ) -> Result[AgentRun, AgentError]:
         """Run the loop with *tools* instead of the agent's own.
 
         *intercept* takes some tool calls before the tools run (a swarm's
         transfers: see :data:`pipeline._turns.Intercept`); *history*
         replaces the agent's own history policy; *specs* are *tools*'
-        specs, when the caller has them at hand.
+        specs, when the caller has them at hand; *env*, the ambient values,
+        when the caller read them already.
         """
         view: Sequence[Message] = messages
-        env = ambient()  # read once for the whole run
+        if env is None:
+            env = ambient()  # read once for the whole run
         nested = env.boundary is not None
         key = digest(self.instructions, messages) if nested else None
         policy = history or self.history

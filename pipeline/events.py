@@ -298,15 +298,11 @@ async def emit(event: Event) -> None:
         await sink(event)
 
 
-def current_sink() -> Callable[[Event], Awaitable[None]] | None:
-    """Where :func:`~pipeline.emit` sends events now (a listening stream), if
-    anywhere (read once per run by :func:`pipeline.fold.ambient`)."""
-    return _SINK.get()
-
-
-def current_gate() -> Callable[[], Awaitable[None]] | None:
-    """What :func:`reader_caught_up` waits on now, if anything."""
-    return _GATE.get()
+current_sink: Callable[[], Callable[[Event], Awaitable[None]] | None] = (
+    _SINK.get
+)
+"""Where :func:`~pipeline.emit` sends events now (a listening stream), if
+anywhere (read once per run by :func:`pipeline.fold.ambient`)."""
 
 
 def listening() -> bool:
@@ -336,6 +332,9 @@ async def reader_caught_up() -> None:
 _GATE: contextvars.ContextVar[Callable[[], Awaitable[None]] | None] = (
     contextvars.ContextVar("pipeline_reader_gate", default=None)
 )
+
+current_gate: Callable[[], Callable[[], Awaitable[None]] | None] = _GATE.get
+"""What :func:`reader_caught_up` waits on now, if anything."""
 
 
 @final

@@ -156,9 +156,9 @@ _SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
 )
 
 
-def current() -> Scope | None:
-    """The innermost open scope, if any."""
-    return _SCOPE.get()
+current: Callable[[], Scope | None] = _SCOPE.get
+"""The innermost open scope, if any (a context variable's own read: no
+frame of ours on the path every run takes)."""
 
 
 def tracing_now() -> Tracing | None:

@@ -237,10 +237,9 @@ def resolve(ref: str) -> object:
         raise SecretUnresolved(ref) from None
 
 
-def current_resolver() -> Resolver:
-    """The resolver in force (read once per run by
-    :func:`pipeline.fold.ambient`)."""
-    return _RESOLVER.get()
+current_resolver: Callable[[], Resolver] = _RESOLVER.get
+"""The resolver in force (read once per run by
+:func:`pipeline.fold.ambient`)."""
 
 
 def use_resolver(found: Resolver) -> contextvars.Token[Resolver]:

@@ -23,7 +23,7 @@ S_co = TypeVar("S_co", covariant=True)
 S2 = TypeVar("S2")
 
 _new = object.__new__
-_set = object.__setattr__
+_setter = object.__setattr__.__get__
 A = TypeVar("A")
 
 Progress: TypeAlias = Mapping[str, tuple[Any, ...]]
@@ -112,6 +112,32 @@ class Snapshot(Generic[S_co]):
         """Whether the run reached its end."""
         return self.status is Status.DONE
 
+    @staticmethod
+    def first(
+        thread_id: str,
+        state: S2,
+        next: tuple[str, ...],  # noqa: A002  # the field's name
+        fingerprint: str,
+    ) -> Snapshot[S2]:
+        """The admission snapshot of a run on *thread_id*: version 0,
+        *state* before *next* runs, under *fingerprint*."""
+        out: Snapshot[S2] = _new(Snapshot)
+        put = _setter(out)
+        put("thread_id", thread_id)
+        put("version", 0)
+        put("parent", None)
+        put("state", state)
+        put("node", None)
+        put("next", next)
+        put("join", None)
+        put("step", 0)
+        put("fingerprint", fingerprint)
+        put("status", _RUNNING)
+        put("pending", None)
+        put("progress", NO_PROGRESS)
+        put("reason", "")
+        return out
+
     def successor(
         self,
         state: S2,
@@ -123,26 +149,27 @@ class Snapshot(Generic[S_co]):
         """The snapshot one step after this one: the thread's next version,
         grown from this one, running on if *next* names anything, else
         done.  *fingerprint* (by default this one's) is the machine's."""
-        # Built field by field: keyword arguments would cost more than the
-        # rest of a trivial step (every field passes no converter).
+        # Built field by field through one bound setter (what attrs' own
+        # __init__ does): keyword arguments would cost more than the rest
+        # of a trivial step (every field passes no converter).
         out: Snapshot[S2] = _new(Snapshot)
-        _set(out, "thread_id", self.thread_id)
-        _set(out, "version", self.version + 1)
-        _set(out, "parent", self.version)
-        _set(out, "state", state)
-        _set(out, "node", node)
-        _set(out, "next", next)
-        _set(out, "join", join)
-        _set(out, "step", self.step + 1)
-        _set(
-            out,
+        put = _setter(out)
+        put("thread_id", self.thread_id)
+        put("version", self.version + 1)
+        put("parent", self.version)
+        put("state", state)
+        put("node", node)
+        put("next", next)
+        put("join", join)
+        put("step", self.step + 1)
+        put(
             "fingerprint",
             self.fingerprint if fingerprint is None else fingerprint,
         )
-        _set(out, "status", _RUNNING if next else _DONE)
-        _set(out, "pending", None)
-        _set(out, "progress", NO_PROGRESS)
-        _set(out, "reason", "")
+        put("status", _RUNNING if next else _DONE)
+        put("pending", None)
+        put("progress", NO_PROGRESS)
+        put("reason", "")
         return out
 
 

@@ -98,16 +98,13 @@ class MachineBase(Generic[S]):
     def admission(self, state: S, thread_id: str | None) -> Snapshot[S]:
         """The snapshot a run starts from: *state* before the entry runs,
         on thread *thread_id* (checked) or a new one."""
-        return Snapshot(
-            thread_id=new_thread(thread_id),
-            version=0,
-            parent=None,
-            state=state,
-            node=None,
-            next=(self.entry,),
-            join=None,
-            step=0,
-            fingerprint=self.fingerprint,
+        return Snapshot.first(
+            uuid.uuid4().hex  # new_thread, inlined: once a run
+            if thread_id is None
+            else check_thread_id(thread_id),
+            state,
+            (self.entry,),
+            self.fingerprint,
         )
 
 
@@ -127,10 +124,11 @@ def handler_call(
     hooks: Hooks[S],
     max_steps: int,
     start: Callable[[In], Snapshot[S]],
-    finish: Callable[[S], Out],
+    finish: Callable[[S], Out] | None,
 ) -> Call[In, Out, Any]:
     """A fold as a handler's call: from ``start(value)`` to the end, no
-    checkpoints of its own; the final state through *finish*.
+    checkpoints of its own; the final state through *finish* (``None``:
+    the final state itself).
 
     .. versionadded:: 0.1.0
     """
@@ -140,8 +138,8 @@ def handler_call(
             machine, start(value), limits, hooks=hooks, max_steps=max_steps
         )
         final = _engine.outcome(out, machine.name)
-        if type(final) is not Success:
-            return final  # type: ignore[return-value]  # a Failure
+        if finish is None or type(final) is not Success:
+            return final  # type: ignore[return-value]  # Out is S, or a Failure
         return Success(finish(final.unwrap()))
 
     return run_fold
@@ -190,11 +188,12 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         gates: Sequence[Gate[S]],
         observers: Sequence[Observer[S]],
         start: Callable[[Any], Snapshot[S]],
-        finish: Callable[[S], Any],
+        finish: Callable[[S], Any] | None,
     ) -> Self:
         """An instance over *machine*: *own* is the subclass's first field
         (a graph's state type, a swarm's initial state); as a handler it
-        folds from ``start(value)`` and returns ``finish(final_state)``."""
+        folds from ``start(value)`` and returns ``finish(final_state)``
+        (``None``: the final state)."""
         gated, observed = tuple(gates), tuple(observers)
         call = handler_call(
             machine,

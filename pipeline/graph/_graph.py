@@ -38,10 +38,6 @@ GraphFailure: TypeAlias = (
 """Failures the graph machinery itself can return."""
 
 
-def _same(state: S) -> S:
-    return state
-
-
 @final
 @attrs.frozen(eq=False, repr=False)
 class Graph(
@@ -78,10 +74,10 @@ class Graph(
         """A graph over *machine* (see :func:`~pipeline.graph.builder`)."""
 
         def start(state: S) -> Snapshot[S]:
-            return machine.start(state, None)
+            return machine.admission(state, None)
 
         return cls.assemble(
-            machine.state_type, machine, limits, gates, observers, start, _same
+            machine.state_type, machine, limits, gates, observers, start, None
         )
 
     @property

@@ -181,7 +181,8 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
         if target != st.active:
             source = st.active
             st = st.handed_to(target)
-            await env.emit(Handoff(source, target, st.handoffs))
+            if env.sink is not None:  # events are built only when listened to
+                await env.sink(Handoff(source, target, st.handoffs))
             handoff(source, target, st.handoffs)
             for observe in self.after_handoff:
                 await observe(Transition(source, (target,), st, snap.step))
@@ -218,7 +219,7 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
                 attrs.evolve(begun, state=cell.value) if self.typed else begun
             )
         out = await agent.converse(
-            st.messages, tools, transfers, member.history, specs
+            st.messages, tools, transfers, member.history, specs, env
         )
         if type(out) is not Success:
             return out
@@ -227,12 +228,7 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
         # decision back from what it said.
         accepted = transfers.accepted or accepted_in(run.messages, own)
         nxt = (accepted,) if accepted else ()
-        state = SwarmState(
-            target,
-            cell.value,
-            messages=st.messages.extend(run.messages),
-            metadata=st.metadata,
-            run_id=st.run_id,
-            handoffs=st.handoffs,
+        state = st.grown(
+            target, cell.value, st.messages.extend(run.messages), st.handoffs
         )
         return snap.successor(state, target, nxt, fingerprint=self.fingerprint)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 
 T_co = TypeVar("T_co", covariant=True)
+T2 = TypeVar("T2")
 
 DEFAULT_MAX_HANDOFFS: Final = 10
 """Handoffs a swarm allows per run unless its limits say otherwise."""
@@ -64,6 +65,10 @@ def _from_context(stored: object) -> dict[str, object]:
         "metadata": stored.get("metadata", {}),
         "run_id": stored.get("run_id", ""),
     }
+
+
+_new = object.__new__
+_setter = object.__setattr__.__get__
 
 
 def _no_metadata() -> Metadata:
@@ -124,14 +129,24 @@ class SwarmState(Generic[T_co]):
 
     def handed_to(self, agent: str) -> SwarmState[T_co]:
         """This state after a handoff to *agent*."""
-        return SwarmState(
-            agent,
-            self.state,
-            messages=self.messages,
-            metadata=self.metadata,
-            run_id=self.run_id,
-            handoffs=self.handoffs + 1,
-        )
+        return self.grown(agent, self.state, self.messages, self.handoffs + 1)
+
+    def grown(
+        self, active: str, state: T2, messages: PVector[Message], handoffs: int
+    ) -> SwarmState[T2]:
+        """The state a step leaves: *active*, *state*, *messages* and
+        *handoffs* new, this one's metadata and run id (already checked:
+        built without converting them again, as attrs' own ``__init__``
+        would, on the path every turn takes)."""
+        out: SwarmState[T2] = _new(SwarmState)
+        put = _setter(out)
+        put("active", active)
+        put("state", state)
+        put("messages", messages)
+        put("metadata", self.metadata)
+        put("run_id", self.run_id)
+        put("handoffs", handoffs)
+        return out
 
 
 @final
