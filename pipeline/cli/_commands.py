@@ -125,15 +125,9 @@ async def resume(
         target = await _thread_target(settings, store, thread_id, ref)
         answer: object = None
         if answer_text is not None:
-            answer = _answer(answer_text)
-            loaded = await target.obj.load(store, thread_id)
-            snap = _found(loaded, thread_id, settings)
-            if snap.pending is None or snap.pending.answered:
-                raise UserError(
-                    f"thread {thread_id!r} is not waiting for an answer "
-                    f"(it is {snap.status})",
-                    hint=f"`pipeline show {thread_id}` shows where it is",
-                )
+            answer = await checked_answer(
+                settings, store, target, thread_id, answer_text
+            )
         obj = target.obj
 
         async def work() -> Result[Any, Any]:
@@ -148,15 +142,45 @@ async def resume(
         except InvalidAnswer as exc:
             if answer_text is None:  # an answer stored before: code's to fix
                 raise
-            # The engine paused the thread again: nothing is lost.
-            raise UserError(
-                f"malformed answer: {exc}",
-                hint=f"thread {thread_id} still waits; answer again with "
-                f"`pipeline answer {thread_id} ANSWER{_store_flag(settings)}`"
-                " (an answer that parses as JSON is that value: quote text "
-                """that looks like JSON, '"123"')""",
-            ) from None
+            raise refused_answer(exc, thread_id, settings) from None
         return await _finish(settings, target, (store, thread_id), result)
+
+
+async def checked_answer(
+    settings: Settings,
+    store: CheckpointStore,
+    target: Target,
+    thread_id: str,
+    text: str,
+) -> object:
+    """*text* as the answer to the question *thread_id* waits on (JSON
+    when it parses as JSON, else the text), or a usage error when it is
+    malformed or the thread waits for no answer (``pipeline answer`` and
+    the web UI's form)."""
+    answer = _answer(text)
+    loaded = await target.obj.load(store, thread_id)
+    snap = _found(loaded, thread_id, settings)
+    if snap.pending is None or snap.pending.answered:
+        raise UserError(
+            f"thread {thread_id!r} is not waiting for an answer "
+            f"(it is {snap.status})",
+            hint=f"`pipeline show {thread_id}` shows where it is",
+        )
+    return answer
+
+
+def refused_answer(
+    exc: Exception, thread_id: str, settings: Settings
+) -> UserError:
+    """The engine refused an answer (its gate's type): the thread paused
+    again, nothing is lost."""
+    return UserError(
+        f"malformed answer: {exc}",
+        hint=f"thread {thread_id} still waits; answer again with "
+        f"`pipeline answer {thread_id} ANSWER{_store_flag(settings)}`"
+        " (an answer that parses as JSON is that value: quote text "
+        """that looks like JSON, '"123"')""",
+    )
 
 
 def _answer(text: str) -> object:

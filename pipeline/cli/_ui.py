@@ -1,0 +1,611 @@
+"""``pipeline ui``: a local web UI over a store (Starlette, served by uvicorn).
+
+Pages are rendered on the server (:mod:`._ui_pages`): no JavaScript, no
+build step.  Reading needs nothing; the two writes (answering a question,
+forking and resuming) need ``--allow-writes`` and carry a CSRF token.
+Bound to any address but loopback, every request needs the token printed
+with the URL (as ``?token=``, then a cookie).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+import uuid
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+
+from . import _ui_pages as p
+from ._commands import (
+    Settings,
+    checked_answer,
+    refused_answer,
+    _failure_error,
+    _found,
+)
+from ._exits import ExitCode, UserError
+from ._output import history_row, snapshot_doc
+from ._stores import describe, is_companion, note_target, noted_target
+from ._stores import open_store
+from ._target import Target, load
+
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from ..stores import CheckpointStore
+
+
+LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+"""Addresses served without a token."""
+
+COOKIE: Final = "pipeline_ui_token"
+MAX_THREADS: Final = 500
+"""Threads listed on one page (a search narrows them)."""
+
+_HEADERS: Final = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"
+    "; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+@attrs.define
+class UI:
+    """What the pages share: the store, the settings, the secrets."""
+
+    settings: Settings
+    ref: str | None
+    writes: bool
+    token: str | None
+    csrf: str = attrs.field(factory=lambda: secrets.token_urlsafe(32))
+    store: CheckpointStore | None = None
+    targets: dict[str, Target] = attrs.field(factory=dict)
+
+    @property
+    def where(self) -> str:
+        """The store, for the page (passwords masked)."""
+        return describe(self.settings.store)
+
+    def opened(self) -> CheckpointStore:
+        assert self.store is not None  # the lifespan opened it
+        return self.store
+
+    async def target(self, thread_id: str) -> Target | None:
+        """The graph or swarm that runs *thread_id* (noted or --target)."""
+        ref = self.ref or await noted_target(self.opened(), thread_id)
+        if ref is None:
+            return None
+        if ref not in self.targets:
+            target = load(ref)
+            if target.kind == "handler":
+                return None
+            self.targets[ref] = target
+        return self.targets[ref]
+
+
+def app(
+    store: str,
+    *,
+    ref: str | None = None,
+    writes: bool = False,
+    token: str | None = None,
+    opened: CheckpointStore | None = None,
+) -> Starlette:
+    """The web UI's ASGI application over the store *store* names (opened
+    at start-up, unless *opened* is that store, already open)."""
+    from starlette.applications import Starlette  # noqa: PLC0415
+    from starlette.routing import Route  # noqa: PLC0415
+
+    ui = UI(Settings(store), ref, writes, token, store=opened)
+
+    @asynccontextmanager
+    async def lifespan(_: object) -> AsyncIterator[None]:
+        if opened is not None:  # the caller's, open while it serves
+            yield
+            return
+        async with open_store(store) as mine:
+            ui.store = mine
+            yield
+            ui.store = None
+
+    def route(
+        path: str,
+        body: Callable[[UI, Request], Awaitable[str]],
+        methods: tuple[str, ...] = ("GET",),
+    ) -> Route:
+        async def endpoint(request: Request) -> Response:
+            return await _respond(ui, request, body)
+
+        return Route(path, endpoint, methods=list(methods))
+
+    return Starlette(
+        routes=[
+            route("/", threads_page),
+            route("/thread", thread_page),
+            route("/state", state_page),
+            route("/diff", diff_page),
+            route("/answer", answer_post, ("POST",)),
+            route("/fork", fork_post, ("POST",)),
+        ],
+        lifespan=lifespan,
+    )
+
+
+async def _respond(
+    ui: UI, request: Request, body: Callable[[UI, Request], Awaitable[str]]
+) -> Response:
+    """Check the token (and for writes the CSRF token), then render."""
+    from starlette.responses import HTMLResponse  # noqa: PLC0415
+
+    if ui.token is not None:
+        given = request.query_params.get("token") or request.cookies.get(
+            COOKIE, ""
+        )
+        if not hmac.compare_digest(given.encode(), ui.token.encode()):
+            return HTMLResponse(
+                _page("token needed", p.error(
+                    "this UI needs the token printed with its URL",
+                    "open the URL `pipeline ui` printed, token included",
+                ), ui),
+                status_code=403,
+                headers=_HEADERS,
+            )
+    status = 200
+    try:
+        if request.method == "POST":
+            await _check_post(ui, request)
+        text = await body(ui, request)
+    except UserError as exc:
+        status = _STATUS.get(exc.code, 400)
+        text = _page("refused", p.error(exc.message, exc.hint), ui)
+    if isinstance(text, _Redirect):
+        from starlette.responses import RedirectResponse  # noqa: PLC0415
+
+        response: Response = RedirectResponse(
+            str(text), status_code=303, headers=_HEADERS
+        )
+    else:
+        response = HTMLResponse(text, status_code=status, headers=_HEADERS)
+    if ui.token is not None and "token" in request.query_params:
+        response.set_cookie(
+            COOKIE, ui.token, httponly=True, samesite="strict"
+        )
+    return response
+
+
+_STATUS: Final = {
+    ExitCode.NOT_FOUND: 404,
+    ExitCode.UNAVAILABLE: 503,
+    ExitCode.FAILED: 409,
+    ExitCode.USAGE: 400,
+}
+
+
+class _Redirect(str):
+    """A page's answer that is a redirect to this URL."""
+
+    __slots__ = ()
+
+
+async def _check_post(ui: UI, request: Request) -> None:
+    if not ui.writes:
+        raise UserError(
+            "this UI is read-only",
+            hint="start it with `pipeline ui --allow-writes` to answer "
+            "questions and fork threads",
+        )
+    form = await request.form()
+    given = form.get("csrf")
+    if not isinstance(given, str) or not hmac.compare_digest(
+        given.encode(), ui.csrf.encode()
+    ):
+        raise UserError(
+            "the form is stale or came from another site (CSRF token)",
+            hint="reload the page and submit the form again",
+        )
+    origin = request.headers.get("origin")
+    if origin is not None and origin.partition("://")[2] != request.headers.get(
+        "host"
+    ):
+        raise UserError(
+            "the form came from another site (Origin)",
+            hint="submit it from the page this UI served",
+        )
+
+
+def _page(title: str, body: str, ui: UI) -> str:
+    return p.page(title, body, store=ui.where, writes=ui.writes)
+
+
+# -- reading ------------------------------------------------------------------
+
+
+async def threads_page(ui: UI, request: Request) -> str:
+    """Every thread, its status and its last version; ``?q=`` searches."""
+    query = request.query_params.get("q", "")
+    store = ui.opened()
+    ids = [
+        t
+        for t in await store.threads()
+        if not is_companion(t) and query.lower() in t.lower()
+    ]
+    rows = []
+    for tid in sorted(ids)[:MAX_THREADS]:
+        head = await store.head(tid)
+        status, node = await _status(ui, tid)
+        rows.append(
+            (
+                f"<a href='{p.href('/thread', id=tid)}'>{p.esc(tid)}</a>",
+                p.esc(status),
+                p.esc(node),
+                p.esc(head),
+            )
+        )
+    more = (
+        f"<p>{len(ids) - MAX_THREADS} more: search to narrow</p>"
+        if len(ids) > MAX_THREADS
+        else ""
+    )
+    search = (
+        "<form method=get action='/'><label>search threads "
+        f"<input name=q value='{p.esc(query)}'></label>"
+        "<button>search</button></form>"
+    )
+    body = search + p.table(
+        ("thread", "status", "node", "last version"), rows
+    )
+    return _page("threads", body + more, ui)
+
+
+async def _status(ui: UI, thread_id: str) -> tuple[str, str]:
+    try:
+        target = await ui.target(thread_id)
+    except UserError:
+        return "unknown (its code does not import)", ""
+    if target is None:
+        return "unknown (no target noted)", ""
+    loaded = await target.obj.load(ui.opened(), thread_id)
+    snap = loaded.value_or(None)
+    if snap is None:
+        return "unreadable", ""
+    return str(snap.status), snap.node or ""
+
+
+def _thread_id(request: Request, name: str = "id") -> str:
+    from ..stores import check_thread_id  # noqa: PLC0415
+    from ..errors import InvalidThreadId  # noqa: PLC0415
+
+    value = request.query_params.get(name)
+    try:
+        return check_thread_id(value, name)
+    except InvalidThreadId as exc:
+        raise UserError(str(exc), hint="pick a thread from the list") from None
+
+
+def _version(raw: object, name: str) -> int:
+    if not isinstance(raw, str) or not raw.strip().isdigit():
+        raise UserError(
+            f"{name} must be a version number (0, 1, 2, ...)",
+            hint="the thread's page lists its versions",
+        )
+    return int(raw.strip()[:18])
+
+
+async def _needed(ui: UI, thread_id: str) -> Target:
+    store = ui.opened()
+    if is_companion(thread_id) or await store.head(thread_id) is None:
+        raise UserError(
+            f"no thread {thread_id!r} in this store",
+            hint="the list of threads shows what there is",
+            code=ExitCode.NOT_FOUND,
+        )
+    target = await ui.target(thread_id)
+    if target is None:
+        raise UserError(
+            f"thread {thread_id!r} was not started by `pipeline run`",
+            hint="start the UI with --target MODULE:OBJECT to read it",
+        )
+    return target
+
+
+async def thread_page(ui: UI, request: Request) -> str:
+    """One thread's timeline, drawing, question, diff and fork forms."""
+    tid = _thread_id(request)
+    target = await _needed(ui, tid)
+    snaps = _found(
+        await target.obj.history(ui.opened(), tid), tid, ui.settings
+    )
+    head = snaps[-1]
+    rows = []
+    for snap in snaps:
+        row = history_row(snap)
+        rows.append(
+            (
+                f"<a href='{p.href('/state', id=tid, v=snap.version)}'>"
+                f"{snap.version}</a>",
+                p.esc(row["parent"]),
+                p.esc(row["step"]),
+                p.esc(row["status"]),
+                p.esc(row["node"]),
+                p.esc(", ".join(row["next"])),
+                p.esc(row["question"]),
+            )
+        )
+    parts = [
+        f"<p>target {p.esc(target.ref)} · status <b>{p.esc(head.status)}</b>"
+        f" · {len(snaps)} versions, head {head.version}"
+        f" · <a href='{p.href('/thread', id=tid)}'>reload</a></p>",
+        "<h2>drawing</h2>",
+        p.drawing(target.obj, head.node),
+    ]
+    if head.pending is not None and not head.pending.answered:
+        parts.append(_question_form(ui, tid, head))
+    parts.append(_diff_form(tid, head.version))
+    if ui.writes:
+        parts.append(_fork_form(ui, tid, head.version))
+    parts.append("<h2>timeline</h2>")
+    parts.append(
+        p.table(
+            ("version", "parent", "step", "status", "node", "next",
+             "question"),
+            rows,
+            marked=len(rows) - 1,
+        )
+    )
+    return _page(f"thread {tid}", "".join(parts), ui)
+
+
+def _question_form(ui: UI, tid: str, head: Any) -> str:
+    text = (
+        "<h2>waiting for an answer</h2>"
+        f"<p class=question>{p.esc(head.pending.question)}</p>"
+    )
+    if not ui.writes:
+        return text + "<p>read-only: answer with `pipeline answer`</p>"
+    return text + (
+        "<form method=post action='/answer' id=answer>"
+        + p.hidden({"csrf": ui.csrf, "id": tid, "seen": head.version})
+        + "<label>answer (JSON when it parses as JSON, else text) "
+        "<input name=answer required></label><button>answer</button></form>"
+    )
+
+
+def _diff_form(tid: str, head: int) -> str:
+    return (
+        "<form method=get action='/diff' id=diff>"
+        + p.hidden({"id": tid})
+        + f"<label>diff version <input name=a value=0 size=6></label> "
+        f"<label>and <input name=b value={head} size=6></label>"
+        "<button>diff</button></form>"
+    )
+
+
+def _fork_form(ui: UI, tid: str, head: int) -> str:
+    return (
+        "<form method=post action='/fork' id=fork>"
+        + p.hidden({"csrf": ui.csrf, "id": tid})
+        + f"<label>fork from version <input name=v value={head} size=6>"
+        "</label> <label>into thread <input name=to placeholder=random>"
+        "</label><button>fork and resume</button></form>"
+    )
+
+
+async def _state_doc(ui: UI, target: Target, tid: str, version: int) -> Any:
+    snap = _found(
+        await target.obj.load(ui.opened(), tid, version=version),
+        tid,
+        ui.settings,
+    )
+    return snap, snapshot_doc(target, snap)
+
+
+def _json(doc: object) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+async def state_page(ui: UI, request: Request) -> str:
+    """The snapshot (state included) at one version."""
+    tid = _thread_id(request)
+    version = _version(request.query_params.get("v"), "v")
+    target = await _needed(ui, tid)
+    snap, doc = await _state_doc(ui, target, tid, version)
+    body = (
+        f"<p><a href='{p.href('/thread', id=tid)}'>back to the thread</a></p>"
+        + p.drawing(target.obj, snap.node)
+        + f"<pre class=state>{p.esc(_json(doc))}</pre>"
+    )
+    return _page(f"thread {tid} at version {version}", body, ui)
+
+
+async def diff_page(ui: UI, request: Request) -> str:
+    """What changed between two versions of a thread."""
+    tid = _thread_id(request)
+    a = _version(request.query_params.get("a"), "a")
+    b = _version(request.query_params.get("b"), "b")
+    target = await _needed(ui, tid)
+    _, before = await _state_doc(ui, target, tid, a)
+    _, after = await _state_doc(ui, target, tid, b)
+    body = (
+        f"<p><a href='{p.href('/thread', id=tid)}'>back to the thread</a></p>"
+        + p.diff(_json(before), _json(after), a, b)
+    )
+    return _page(f"thread {tid}: version {a} against {b}", body, ui)
+
+
+# -- writing ------------------------------------------------------------------
+
+
+async def _form_text(request: Request, name: str) -> str:
+    value = (await request.form()).get(name)
+    if not isinstance(value, str):
+        raise UserError(f"the form has no {name}", hint="reload the page")
+    return value
+
+
+async def answer_post(ui: UI, request: Request) -> str:
+    """Answer the question a thread waits on, and continue it."""
+    form = await request.form()
+    tid = _form_id(form.get("id"), "id")
+    text = await _form_text(request, "answer")
+    seen = _version(form.get("seen"), "seen")
+    target = await _needed(ui, tid)
+    store = ui.opened()
+    head = await store.head(tid)
+    if head != seen:
+        raise UserError(
+            f"thread {tid!r} moved on (version {seen} when the page was "
+            f"drawn, {head} now)",
+            hint="reload the thread's page and answer again",
+            code=ExitCode.FAILED,
+        )
+    answer = await checked_answer(ui.settings, store, target, tid, text)
+    await _resume(ui, target, tid, answer=answer)
+    return _Redirect(f"/thread?{_q(id=tid)}")
+
+
+async def fork_post(ui: UI, request: Request) -> str:
+    """Fork a thread at a version into a new thread, and resume that."""
+    form = await request.form()
+    tid = _form_id(form.get("id"), "id")
+    version = _version(form.get("v"), "v")
+    to = form.get("to") or uuid.uuid4().hex[:16]
+    new_id = _form_id(to, "to")
+    target = await _needed(ui, tid)
+    store = ui.opened()
+    if is_companion(new_id) or await store.head(new_id) is not None:
+        raise UserError(
+            f"thread {new_id!r} already exists", hint="pick another name"
+        )
+    _found(
+        await target.obj.fork(
+            store, tid, version=version, new_thread_id=new_id
+        ),
+        tid,
+        ui.settings,
+    )
+    await note_target(store, new_id, target.ref)
+    await _resume(ui, target, new_id, answer=None)
+    return _Redirect(f"/thread?{_q(id=new_id)}")
+
+
+def _q(**query: str) -> str:
+    from urllib.parse import urlencode  # noqa: PLC0415
+
+    return urlencode(query)
+
+
+def _form_id(value: object, name: str) -> str:
+    from ..errors import InvalidThreadId  # noqa: PLC0415
+    from ..stores import check_thread_id  # noqa: PLC0415
+
+    try:
+        tid = check_thread_id(value, name)
+    except InvalidThreadId as exc:
+        raise UserError(str(exc), hint="give a thread name") from None
+    if is_companion(tid):
+        raise UserError(f"{name} names a thread the CLI keeps for itself")
+    return tid
+
+
+async def _resume(ui: UI, target: Target, tid: str, *, answer: object) -> None:
+    """Continue *tid* until it ends or pauses; a refusal is one line."""
+    from ..errors import InvalidAnswer  # noqa: PLC0415
+
+    try:
+        result = await target.obj.resume(ui.opened(), tid, answer=answer)
+    except InvalidAnswer as exc:
+        raise refused_answer(exc, tid, ui.settings) from None
+    failure = result.failure() if not _ok(result) else None
+    if failure is not None:
+        refused = _failure_error(failure, ui.settings)
+        if refused is not None:
+            raise refused
+        # A failed run is the thread's news, shown on its page.
+
+
+def _ok(result: Any) -> bool:
+    from returns.result import Success  # noqa: PLC0415
+
+    return type(result) is Success
+
+
+# -- serving ------------------------------------------------------------------
+
+
+def serve(
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    ref: str | None,
+    writes: bool,
+    echo: Callable[[str], None],
+) -> ExitCode:
+    """Run the UI until Ctrl-C, printing its URL (and token) first."""
+    try:
+        import starlette  # noqa: F401, PLC0415
+        import uvicorn  # noqa: PLC0415
+    except ImportError:
+        raise UserError(
+            "pipeline ui needs the ui extra (Starlette and uvicorn)",
+            hint="pip install 'typed-pipeline[ui]'",
+            code=ExitCode.UNAVAILABLE,
+        ) from None
+
+    token = None if host in LOOPBACK else secrets.token_urlsafe(24)
+    shown = f"[{host}]" if ":" in host else host
+
+    import asyncio  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(
+            f"cannot listen on {host}:{port} ({type(exc).__name__})",
+            hint="pick another --port (0: any free one) or --host",
+            code=ExitCode.UNAVAILABLE,
+        ) from None
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+
+    async def main() -> None:
+        async with open_store(settings.store) as opened:
+            application = app(
+                settings.store,
+                ref=ref,
+                writes=writes,
+                token=token,
+                opened=opened,
+            )
+            config = uvicorn.Config(
+                application, log_level="warning", lifespan="on"
+            )
+            server = uvicorn.Server(config)
+            query = f"/?token={token}" if token else "/"
+            echo(f"pipeline ui: http://{shown}:{bound}{query}")
+            if not writes:
+                echo("read-only (--allow-writes to answer and fork)")
+            await server.serve(sockets=[sock])
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    return ExitCode.OK
