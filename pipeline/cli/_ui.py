@@ -204,7 +204,7 @@ async def _check_post(ui: UI, request: Request) -> None:
             hint="start it with `pipeline ui --allow-writes` to answer "
             "questions and fork threads",
         )
-    form = await request.form()
+    form = await _form(request)
     given = form.get("csrf")
     if not isinstance(given, str) or not hmac.compare_digest(
         given.encode(), ui.csrf.encode()
@@ -445,8 +445,48 @@ async def diff_page(ui: UI, request: Request) -> str:
 # -- writing ------------------------------------------------------------------
 
 
+MAX_FORM: Final = 1 << 20
+"""The largest form body accepted, in bytes."""
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The posted form (URL-encoded, UTF-8), parsed once per request."""
+    from urllib.parse import parse_qsl  # noqa: PLC0415
+
+    cached = getattr(request.state, "form", None)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    kind = request.headers.get("content-type", "").partition(";")[0]
+    if kind.strip() != "application/x-www-form-urlencoded":
+        raise UserError(
+            "the form must be sent URL-encoded",
+            hint="submit it from the page this UI served",
+        )
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM:
+            raise UserError(
+                f"the form is over {MAX_FORM} bytes",
+                hint="answers are for short values",
+            )
+    try:
+        pairs = parse_qsl(
+            body.decode(), keep_blank_values=True, max_num_fields=16,
+            errors="strict",
+        )
+    except (UnicodeDecodeError, ValueError):
+        raise UserError(
+            "the form is not URL-encoded UTF-8 text",
+            hint="submit it from the page this UI served",
+        ) from None
+    form = dict(pairs)
+    request.state.form = form
+    return form
+
+
 async def _form_text(request: Request, name: str) -> str:
-    value = (await request.form()).get(name)
+    value = (await _form(request)).get(name)
     if not isinstance(value, str):
         raise UserError(f"the form has no {name}", hint="reload the page")
     return value
@@ -454,7 +494,7 @@ async def _form_text(request: Request, name: str) -> str:
 
 async def answer_post(ui: UI, request: Request) -> str:
     """Answer the question a thread waits on, and continue it."""
-    form = await request.form()
+    form = await _form(request)
     tid = _form_id(form.get("id"), "id")
     text = await _form_text(request, "answer")
     seen = _version(form.get("seen"), "seen")
@@ -475,7 +515,7 @@ async def answer_post(ui: UI, request: Request) -> str:
 
 async def fork_post(ui: UI, request: Request) -> str:
     """Fork a thread at a version into a new thread, and resume that."""
-    form = await request.form()
+    form = await _form(request)
     tid = _form_id(form.get("id"), "id")
     version = _version(form.get("v"), "v")
     to = form.get("to") or uuid.uuid4().hex[:16]
