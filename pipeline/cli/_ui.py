@@ -54,7 +54,7 @@ _HEADERS: Final = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"
     "; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 

@@ -89,7 +89,7 @@ def test_security_headers(client: TestClient) -> None:
     headers = client.get("/").headers
     assert "default-src 'none'" in headers["content-security-policy"]
     assert headers["x-content-type-options"] == "nosniff"
-    assert headers["referrer-policy"] == "no-referrer"
+    assert headers["referrer-policy"] == "same-origin"
 
 
 def test_timeline_drawing_and_question(client: TestClient) -> None:
