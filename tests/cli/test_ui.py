@@ -265,7 +265,7 @@ def test_thread_without_a_noted_target(tmp_path: Path, backend: str) -> None:
 
     anyio.run(bare)
     with TestClient(app(str(path)), backend=backend) as client:
-        assert "no target noted" in client.get("/").text
+        assert "interrupted" in client.get("/").text  # read from records
         page = client.get("/thread", params={"id": "b1"})
         assert page.status_code == 400
         assert "--target" in page.text
