@@ -13,6 +13,8 @@ The hierarchy::
     ├── GraphDefects           a graph cannot be built (.defects: GraphDefect)
     ├── SwarmDefects           a swarm cannot be built (.defects: GraphDefect)
     └── InvalidAnswer          a human's answer does not fit its type
+    RuntimeError
+    └── RendererUnavailable    Graphviz's ``dot`` is missing or failed
     KeyError
     └── SecretUnresolved       no resolver knows a secret's reference
     Exception
@@ -42,6 +44,7 @@ __all__ = (
     "GraphDefects",
     "InvalidAnswer",
     "InvalidThreadId",
+    "RendererUnavailable",
     "SecretUnresolved",
     "SwarmDefects",
     "ToolError",
@@ -111,6 +114,15 @@ class SwarmDefects(ValueError):
         self.defects = tuple(defects)
         lines = "\n".join(f"  - {d}" for d in self.defects)
         super().__init__(f"{len(self.defects)} swarm defect(s):\n{lines}")
+
+
+class RendererUnavailable(RuntimeError):
+    """A drawing cannot be rendered: Graphviz's ``dot`` program is not
+    installed (``apt-get install graphviz``, ``brew install graphviz``) or
+    it failed.  The DOT and Mermaid texts need no renderer.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 class ToolError(Exception):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ._edges import Edge, Route, Static
 from ._model import END
@@ -49,4 +49,182 @@ def mermaid(
         else:
             lines.extend(f"  {src} ==> {ids[t]}" for t in edge.to)
             lines.extend(f"  {ids[t]} --> {ids[edge.join]}" for t in edge.to)
+    return "\n".join(lines) + "\n"
+
+
+# -- Graphviz ------------------------------------------------------------------
+
+FONT = "Helvetica,Arial,sans-serif"
+HEAD = (
+    f'  graph [fontname="{FONT}", fontsize=11, nodesep=0.35, ranksep=0.45];',
+    f'  node [fontname="{FONT}", fontsize=11, shape=box, style="rounded,filled",'
+    ' fillcolor="#eef3fb", color="#4a6fa5"];',
+    f'  edge [fontname="{FONT}", fontsize=10, color="#555555"];',
+    '  START [label="start", shape=circle, style=filled, fillcolor="#333333",'
+    ' fontcolor=white, width=0.45, fixedsize=true];',
+    '  END [label="end", shape=doublecircle, style=filled, fillcolor="#333333",'
+    ' fontcolor=white, width=0.4, fixedsize=true];',
+)
+MARK = ', fillcolor="#ffd54f", color="#e65100", penwidth=3'
+"""How a highlighted node stands out (``draw(highlight=...)``)."""
+
+
+def quote(text: str) -> str:
+    """*text* as a quoted DOT string."""
+    escaped = (
+        text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    )
+    return f'"{escaped}"'
+
+
+def gate_name(gate: object) -> str:
+    """A gate's name for a drawing."""
+    name = getattr(gate, "name", None)
+    if isinstance(name, str):
+        return name
+    return str(getattr(gate, "__name__", "gate"))
+
+
+def check_highlight(highlight: str | None, names: Iterable[str]) -> None:
+    """Raise :class:`ValueError` unless *highlight* is ``None`` or a name."""
+    if highlight is not None and highlight not in set(names):
+        msg = f"draw(highlight=...): no node named {highlight!r}"
+        raise ValueError(msg)
+
+
+def _switch_cases(action: object) -> list[tuple[str, str]] | None:
+    """``(edge label, case name)`` for a switch node, else ``None``."""
+    if getattr(action, "kind", None) != "switch":
+        return None
+    children = list(getattr(action, "children", ()))
+    detail = str(getattr(action, "_detail", ""))
+    conditions = detail.split(", ") if detail else []
+    if len(conditions) not in (len(children), len(children) - 1):
+        conditions = [f"case {i}" for i in range(len(children))]
+    cases = [(c, h.name) for c, h in zip(conditions, children, strict=False)]
+    if len(children) > len(conditions):
+        cases.append(("default", children[-1].name))
+    else:
+        cases.append(("no match", ""))
+    return cases
+
+
+def dot(
+    entry: str,
+    nodes: Mapping[str, object],
+    edges: Mapping[str, Edge],
+    gates: Sequence[object] = (),
+    *,
+    highlight: str | None = None,
+    title: str = "",
+) -> str:
+    """The graph as Graphviz DOT text.
+
+    Switch nodes open into their cases (labelled edges, the default
+    included), routes show their router as a diamond with an edge per
+    target, fan-outs draw bold edges to each branch and on to the join,
+    a gate with ``before=`` stands as an octagon in front of its nodes
+    (with its ``stop`` exit) and other gates are noted at the start.
+    """
+    names = list(nodes)
+    check_highlight(highlight, names)
+    ids = {END: "END"} | {n: f"n{i}" for i, n in enumerate(names)}
+    lines = ["digraph pipeline {", *HEAD]
+    if title:
+        lines.append(f"  label={quote(title)}; labelloc=t;")
+    # What a node is entered through (its own box, a switch's diamond, a
+    # gate) and left from (its box, a switch's exit point).
+    enter = dict(ids)
+    leave = dict(ids)
+    for name in names:
+        ident = ids[name]
+        mark = MARK if name == highlight else ""
+        cases = _switch_cases(nodes[name])
+        if cases is None:
+            lines.append(f"  {ident} [label={quote(name)}{mark}];")
+            continue
+        lines.append(f"  subgraph cluster_{ident} {{")
+        lines.append(
+            f'    label={quote(name + " (switch)")}; style="rounded,dashed";'
+            ' color="#4a6fa5";'
+        )
+        lines.append(
+            f"    {ident} [label={quote(name)}, shape=diamond,"
+            f' style=filled, fillcolor="#fff3e0"{mark}];'
+        )
+        lines.append(
+            f'    {ident}_out [label="", shape=point, width=0.08];'
+        )
+        for i, (cond, case) in enumerate(cases):
+            if not case:
+                lines.append(
+                    f"    {ident} -> {ident}_out [label={quote(cond)},"
+                    " style=dashed];"
+                )
+                continue
+            lines.append(f"    {ident}_c{i} [label={quote(case)}];")
+            lines.append(
+                f"    {ident} -> {ident}_c{i} [label={quote(cond)}];"
+            )
+            lines.append(f"    {ident}_c{i} -> {ident}_out [arrowhead=none];")
+        lines.append("  }")
+        leave[name] = f"{ident}_out"
+    every: list[str] = []
+    for k, gate in enumerate(gates):
+        before = getattr(gate, "nodes", None)
+        if not isinstance(before, tuple):
+            every.append(gate_name(gate))
+            continue
+        for target in before:
+            if target not in ids:
+                continue
+            gid = f"g{k}_{ids[target]}"
+            lines.append(
+                f"  {gid} [label={quote('gate: ' + gate_name(gate))},"
+                ' shape=octagon, style=filled, fillcolor="#fde2e2",'
+                ' color="#c62828"];'
+            )
+            lines.append(
+                f'  {gid} -> {enter[target]} [label="go on", color="#c62828"];'
+            )
+            lines.append(
+                f'  {gid} -> END [label="stop", style=dotted,'
+                ' color="#c62828"];'
+            )
+            enter[target] = gid
+    if every:
+        text = "gates on every step: " + ", ".join(every)
+        lines.append(
+            f"  gates [label={quote(text)}, shape=note, style=filled,"
+            ' fillcolor="#fde2e2", color="#c62828"];'
+        )
+        lines.append("  gates -> START [style=dotted, arrowhead=none];")
+    lines.append(f"  START -> {enter[entry]};")
+    for r, (source, edge) in enumerate(edges.items()):
+        src = leave[source]
+        if isinstance(edge, Static):
+            lines.append(f"  {src} -> {enter[edge.to]};")
+        elif isinstance(edge, Route):
+            router = str(getattr(edge.router, "__name__", "route"))
+            rid = f"r{r}"
+            lines.append(
+                f"  {rid} [label={quote(router + '?')}, shape=diamond,"
+                ' style=filled, fillcolor="#fff3e0"];'
+            )
+            lines.append(f"  {src} -> {rid};")
+            lines.extend(
+                f"  {rid} -> {enter[t]} [label={quote('end' if t == END else t)}, style=dashed];"
+                for t in edge.to
+            )
+        else:
+            lines.extend(
+                f'  {src} -> {enter[t]} [label="fan-out", penwidth=2];'
+                for t in edge.to
+            )
+            lines.extend(
+                f'  {leave[t]} -> {enter[edge.join]} [label="join",'
+                " penwidth=2];"
+                for t in edge.to
+            )
+    lines.append("}")
     return "\n".join(lines) + "\n"
