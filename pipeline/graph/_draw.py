@@ -57,13 +57,19 @@ def mermaid(
 FONT = "Helvetica,Arial,sans-serif"
 HEAD = (
     f'  graph [fontname="{FONT}", fontsize=11, nodesep=0.35, ranksep=0.45];',
-    f'  node [fontname="{FONT}", fontsize=11, shape=box, style="rounded,filled",'
-    ' fillcolor="#eef3fb", color="#4a6fa5"];',
+    (
+        f'  node [fontname="{FONT}", fontsize=11, shape=box,'
+        ' style="rounded,filled", fillcolor="#eef3fb", color="#4a6fa5"];'
+    ),
     f'  edge [fontname="{FONT}", fontsize=10, color="#555555"];',
-    '  START [label="start", shape=circle, style=filled, fillcolor="#333333",'
-    ' fontcolor=white, width=0.45, fixedsize=true];',
-    '  END [label="end", shape=doublecircle, style=filled, fillcolor="#333333",'
-    ' fontcolor=white, width=0.4, fixedsize=true];',
+    (
+        '  START [label="start", shape=circle, style=filled,'
+        ' fillcolor="#333333", fontcolor=white, width=0.45, fixedsize=true];'
+    ),
+    (
+        '  END [label="end", shape=doublecircle, style=filled,'
+        ' fillcolor="#333333", fontcolor=white, width=0.4, fixedsize=true];'
+    ),
 )
 MARK = ', fillcolor="#ffd54f", color="#e65100", penwidth=3'
 """How a highlighted node stands out (``draw(highlight=...)``)."""
@@ -109,6 +115,116 @@ def _switch_cases(action: object) -> list[tuple[str, str]] | None:
     return cases
 
 
+def _switch(
+    ident: str, name: str, cases: list[tuple[str, str]], mark: str
+) -> list[str]:
+    """A switch node as a cluster: its diamond, a labelled edge to each
+    case, and the point where the cases meet again (``{ident}_out``)."""
+    lines = [
+        f"  subgraph cluster_{ident} {{",
+        (
+            f"    label={quote(name + ' (switch)')};"
+            ' style="rounded,dashed"; color="#4a6fa5";'
+        ),
+        (
+            f"    {ident} [label={quote(name)}, shape=diamond, style=filled,"
+            f' fillcolor="#fff3e0"{mark}];'
+        ),
+        f'    {ident}_out [label="", shape=point, width=0.08];',
+    ]
+    for i, (cond, case) in enumerate(cases):
+        if not case:
+            lines.append(
+                f"    {ident} -> {ident}_out [label={quote(cond)},"
+                " style=dashed];"
+            )
+            continue
+        lines.append(f"    {ident}_c{i} [label={quote(case)}];")
+        lines.append(f"    {ident} -> {ident}_c{i} [label={quote(cond)}];")
+        lines.append(f"    {ident}_c{i} -> {ident}_out [arrowhead=none];")
+    lines.append("  }")
+    return lines
+
+
+def _gates(
+    gates: Sequence[object], ids: Mapping[str, str], enter: dict[str, str]
+) -> list[str]:
+    """Gates scoped ``before=`` nodes as octagons in front of them (updating
+    *enter*), the others as one note at the start."""
+    lines: list[str] = []
+    every: list[str] = []
+    for k, gate in enumerate(gates):
+        before = getattr(gate, "nodes", None)
+        if not isinstance(before, tuple):
+            every.append(gate_name(gate))
+            continue
+        for target in (t for t in before if t in ids):
+            gid = f"g{k}_{ids[target]}"
+            lines.extend(
+                (
+                    (
+                        f"  {gid} [label={quote('gate: ' + gate_name(gate))},"
+                        ' shape=octagon, style=filled, fillcolor="#fde2e2",'
+                        ' color="#c62828"];'
+                    ),
+                    (
+                        f'  {gid} -> {enter[target]} [label="go on",'
+                        ' color="#c62828"];'
+                    ),
+                    (
+                        f'  {gid} -> END [label="stop", style=dotted,'
+                        ' color="#c62828"];'
+                    ),
+                )
+            )
+            enter[target] = gid
+    if every:
+        text = "gates on every step: " + ", ".join(every)
+        lines.append(
+            f"  gates [label={quote(text)}, shape=note, style=filled,"
+            ' fillcolor="#fde2e2", color="#c62828"];'
+        )
+        lines.append("  gates -> START [style=dotted, arrowhead=none];")
+    return lines
+
+
+def _edge(
+    r: int,
+    src: str,
+    edge: Edge,
+    enter: Mapping[str, str],
+    leave: Mapping[str, str],
+) -> list[str]:
+    """The lines of one edge leaving *src*."""
+    if isinstance(edge, Static):
+        return [f"  {src} -> {enter[edge.to]};"]
+    if isinstance(edge, Route):
+        router = str(getattr(edge.router, "__name__", "route"))
+        rid = f"r{r}"
+        return [
+            (
+                f"  {rid} [label={quote(router + '?')}, shape=diamond,"
+                ' style=filled, fillcolor="#fff3e0"];'
+            ),
+            f"  {src} -> {rid};",
+            *(
+                f"  {rid} -> {enter[t]}"
+                f" [label={quote('end' if t == END else t)}, style=dashed];"
+                for t in edge.to
+            ),
+        ]
+    return [
+        *(
+            f'  {src} -> {enter[t]} [label="fan-out", penwidth=2];'
+            for t in edge.to
+        ),
+        *(
+            f'  {leave[t]} -> {enter[edge.join]} [label="join", penwidth=2];'
+            for t in edge.to
+        ),
+    ]
+
+
 def dot(
     entry: str,
     nodes: Mapping[str, object],
@@ -132,8 +248,8 @@ def dot(
     lines = ["digraph pipeline {", *HEAD]
     if title:
         lines.append(f"  label={quote(title)}; labelloc=t;")
-    # What a node is entered through (its own box, a switch's diamond, a
-    # gate) and left from (its box, a switch's exit point).
+    # What a node is entered through (its own box, a gate) and left from
+    # (its box, a switch's exit point).
     enter = dict(ids)
     leave = dict(ids)
     for name in names:
@@ -142,89 +258,12 @@ def dot(
         cases = _switch_cases(nodes[name])
         if cases is None:
             lines.append(f"  {ident} [label={quote(name)}{mark}];")
-            continue
-        lines.append(f"  subgraph cluster_{ident} {{")
-        lines.append(
-            f'    label={quote(name + " (switch)")}; style="rounded,dashed";'
-            ' color="#4a6fa5";'
-        )
-        lines.append(
-            f"    {ident} [label={quote(name)}, shape=diamond,"
-            f' style=filled, fillcolor="#fff3e0"{mark}];'
-        )
-        lines.append(
-            f'    {ident}_out [label="", shape=point, width=0.08];'
-        )
-        for i, (cond, case) in enumerate(cases):
-            if not case:
-                lines.append(
-                    f"    {ident} -> {ident}_out [label={quote(cond)},"
-                    " style=dashed];"
-                )
-                continue
-            lines.append(f"    {ident}_c{i} [label={quote(case)}];")
-            lines.append(
-                f"    {ident} -> {ident}_c{i} [label={quote(cond)}];"
-            )
-            lines.append(f"    {ident}_c{i} -> {ident}_out [arrowhead=none];")
-        lines.append("  }")
-        leave[name] = f"{ident}_out"
-    every: list[str] = []
-    for k, gate in enumerate(gates):
-        before = getattr(gate, "nodes", None)
-        if not isinstance(before, tuple):
-            every.append(gate_name(gate))
-            continue
-        for target in before:
-            if target not in ids:
-                continue
-            gid = f"g{k}_{ids[target]}"
-            lines.append(
-                f"  {gid} [label={quote('gate: ' + gate_name(gate))},"
-                ' shape=octagon, style=filled, fillcolor="#fde2e2",'
-                ' color="#c62828"];'
-            )
-            lines.append(
-                f'  {gid} -> {enter[target]} [label="go on", color="#c62828"];'
-            )
-            lines.append(
-                f'  {gid} -> END [label="stop", style=dotted,'
-                ' color="#c62828"];'
-            )
-            enter[target] = gid
-    if every:
-        text = "gates on every step: " + ", ".join(every)
-        lines.append(
-            f"  gates [label={quote(text)}, shape=note, style=filled,"
-            ' fillcolor="#fde2e2", color="#c62828"];'
-        )
-        lines.append("  gates -> START [style=dotted, arrowhead=none];")
+        else:
+            lines.extend(_switch(ident, name, cases, mark))
+            leave[name] = f"{ident}_out"
+    lines.extend(_gates(gates, ids, enter))
     lines.append(f"  START -> {enter[entry]};")
     for r, (source, edge) in enumerate(edges.items()):
-        src = leave[source]
-        if isinstance(edge, Static):
-            lines.append(f"  {src} -> {enter[edge.to]};")
-        elif isinstance(edge, Route):
-            router = str(getattr(edge.router, "__name__", "route"))
-            rid = f"r{r}"
-            lines.append(
-                f"  {rid} [label={quote(router + '?')}, shape=diamond,"
-                ' style=filled, fillcolor="#fff3e0"];'
-            )
-            lines.append(f"  {src} -> {rid};")
-            lines.extend(
-                f"  {rid} -> {enter[t]} [label={quote('end' if t == END else t)}, style=dashed];"
-                for t in edge.to
-            )
-        else:
-            lines.extend(
-                f'  {src} -> {enter[t]} [label="fan-out", penwidth=2];'
-                for t in edge.to
-            )
-            lines.extend(
-                f'  {leave[t]} -> {enter[edge.join]} [label="join",'
-                " penwidth=2];"
-                for t in edge.to
-            )
+        lines.extend(_edge(r, leave[source], edge, enter, leave))
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -18,13 +18,13 @@ from returns.result import Failure, Result, Success
 
 from .._context import Context
 from .._handler import Handler
+from .._render import svg
 from ..agents import prompt_tool
 from ..errors import RendererUnavailable
 from ..failures import FanOutLimitExceeded, MergeConflict, UnknownRoute
 from ..fold import EventSink, FoldFailure, Gate, Observer, Runnable, Snapshot
 from ..stores import CheckpointStore
 from ..tools import Tool
-from .._render import svg
 from ._draw import dot, mermaid
 from ._machine import GraphMachine
 from ._model import GraphLimits

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..graph._draw import HEAD, MARK, check_highlight, gate_name, idents, label, quote
+from ..graph._draw import (
+    HEAD,
+    MARK,
+    check_highlight,
+    gate_name,
+    idents,
+    label,
+    quote,
+)
 from ._model import Member
 
 
