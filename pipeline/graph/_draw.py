@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from .._handler import Handler
 from ._edges import Edge, Route, Static
 from ._model import END
 
@@ -99,19 +100,21 @@ def check_highlight(highlight: str | None, names: Iterable[str]) -> None:
 
 
 def _switch_cases(action: object) -> list[tuple[str, str]] | None:
-    """``(edge label, case name)`` for a switch node, else ``None``."""
-    if getattr(action, "kind", None) != "switch":
+    """``(edge label, case name)`` for a switch node, else ``None``; a
+    switch without a default gets a ``no match`` case with no name."""
+    if not isinstance(action, Handler) or action.kind != "switch":
         return None
-    children = list(getattr(action, "children", ()))
-    detail = str(getattr(action, "_detail", ""))
+    children = [str(h.name) for h in action.children]
+    detail: str = action._detail  # noqa: SLF001  # its conditions' names
     conditions = detail.split(", ") if detail else []
     if len(conditions) not in (len(children), len(children) - 1):
         conditions = [f"case {i}" for i in range(len(children))]
-    cases = [(c, h.name) for c, h in zip(conditions, children, strict=False)]
-    if len(children) > len(conditions):
-        cases.append(("default", children[-1].name))
-    else:
-        cases.append(("no match", ""))
+    cases = list(zip(conditions, children, strict=False))
+    cases.append(
+        ("default", children[-1])
+        if len(children) > len(conditions)
+        else ("no match", "")
+    )
     return cases
 
 
