@@ -10,9 +10,9 @@ from doctest import ELLIPSIS, NORMALIZE_WHITESPACE
 import pytest
 
 from sybil import Sybil
-from sybil.sybil import SybilCollection
 from sybil.parsers.markdown import PythonCodeBlockParser
 from sybil.parsers.rest import DocTestParser
+from sybil.sybil import SybilCollection
 
 from tests.tutorial import provider
 
@@ -37,7 +37,9 @@ _docstrings = Sybil(
     name="docstrings",
 )
 
-pytest_collect_file = SybilCollection([_markdown, _tutorial, _docstrings]).pytest()
+pytest_collect_file = SybilCollection(
+    [_markdown, _tutorial, _docstrings]
+).pytest()
 
 SERVER_PAGES = {
     "temporal.md": (pytest.mark.temporal, pytest.mark.slow),

@@ -122,10 +122,14 @@ def option(argv: list[str], name: str) -> str:
 
 async def head(path: Path, thread: str) -> int | None:
     """The thread's last committed version in the SQLite file at *path*."""
-    if not path.exists():  # never create the file the command will make
-        return None
     async with SQLiteStore(path) as store:
         return await store.head(thread)
+
+
+def committed(path: Path, thread: str) -> int | None:
+    """:func:`head`, or None before the command made the file (reading
+    never creates it)."""
+    return anyio.run(head, path, thread) if path.exists() else None
 
 
 def interrupted(
@@ -147,9 +151,7 @@ def interrupted(
         text=True,
     ) as process:
         deadline = time.monotonic() + 60
-        while (seen := anyio.run(head, store, thread)) is None or (
-            seen < version
-        ):
+        while (seen := committed(store, thread)) is None or (seen < version):
             assert process.poll() is None, "the run ended before Ctrl-C"
             assert time.monotonic() < deadline, "no checkpoint in 60 s"
             time.sleep(0.02)  # polling the store between reads
