@@ -238,7 +238,7 @@ def scope(
         budget: limits every model and tool call in the block must fit.
         tracer_provider: an OpenTelemetry ``TracerProvider`` (needs the
             ``typed-pipeline[otel]`` extra).  Without it, a scope nested in
-            a traced one keeps tracing, and an outermost scope traces with
+            a traced one keeps tracing, and any other scope traces with
             the global provider (``opentelemetry.trace.set_tracer_provider``,
             ``logfire.configure()``, ``opentelemetry-instrument``) if one is
             set; with none set, nothing is traced and nothing is paid.
@@ -257,7 +257,7 @@ def scope(
         from ._tracing import Tracing  # noqa: PLC0415  # the otel extra
 
         tracing = Tracing(tracer_provider)
-    elif parent is not None:
+    elif parent is not None and parent.tracing is not None:
         tracing = parent.tracing
     else:
         tracing = global_tracing()
