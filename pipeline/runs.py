@@ -175,7 +175,7 @@ _GLOBAL: list[Tracing] = []
 provider, not one per run)."""
 
 
-def global_tracing() -> Tracing | None:
+def _global_tracing() -> Tracing | None:
     """Tracing with OpenTelemetry's global tracer provider, or ``None`` when
     only the API's no-op one is there (checked once per scope: an untraced
     run pays nothing per step).  Without the API imported (and no
@@ -260,7 +260,7 @@ def scope(
     elif parent is not None and parent.tracing is not None:
         tracing = parent.tracing
     else:
-        tracing = global_tracing()
+        tracing = _global_tracing()
     ledger = Ledger(
         budget,
         anyio.current_time(),
