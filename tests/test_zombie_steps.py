@@ -9,6 +9,11 @@ near expiry it renews first, and a renewal that fails stops the run.
 
 from __future__ import annotations
 
+import os
+import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -72,13 +77,13 @@ def chain(log: Path) -> Graph[Trail, str]:
 
 
 async def _take_over(
-    spec: str, log: Path
+    spec: str, log: Path, thread_id: str = "t"
 ) -> Result[fold.Snapshot[Trail], object]:
     """Another runner: waits (on the clock, as ThreadBusy says) until the
     stalled runner's lease lapses, then runs the thread to its end."""
     async with open_store(spec, lease_ttl=TTL) as store:
         while True:
-            out = await chain(log).resume(store, "t")
+            out = await chain(log).resume(store, thread_id)
             busy = out.failure() if isinstance(out, Failure) else None
             if not isinstance(busy, ThreadBusy):
                 return out
@@ -251,3 +256,58 @@ async def test_a_stalled_agent_runs_no_tool_after_a_takeover(
     assert theirs.unwrap().done
     assert isinstance(out.failure(), LeaseLost)
     assert effects.read_text().splitlines() == ["refund 5"]
+
+
+TRIALS = int(os.environ.get("PIPELINE_SIGSTOP_TRIALS", "25"))
+CHILD = Path(__file__).with_name("sigstop_child.py")
+
+
+def _sigstop_trial(
+    spec: str, thread_id: str, tmp: Path, rng: random.Random
+) -> None:
+    """One trial: the child runs the chain; after a random number of its
+    nodes it is stopped (SIGSTOP), this process takes the thread over once
+    the lease lapses and runs it to the end, then the child continues
+    (SIGCONT): it must start no further node."""
+    theirs, ours = tmp / "child.log", tmp / "takeover.log"
+    at = rng.randint(1, len(NODES) - 1)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    with subprocess.Popen(  # noqa: S603
+        [sys.executable, str(CHILD), spec, str(theirs), thread_id],
+        stdout=subprocess.PIPE,
+        env=env,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"ready"
+        for _ in range(at):
+            assert proc.stdout.readline().strip() in {
+                n.encode() for n in NODES
+            }
+        proc.send_signal(signal.SIGSTOP)
+        out = anyio.run(_take_over, spec, ours, thread_id)
+        assert out.unwrap().done
+        before = theirs.read_text().splitlines()
+        proc.send_signal(signal.SIGCONT)
+        rest = proc.stdout.read().decode().split()
+        assert proc.wait(timeout=60) == 0
+    # Stopped, the child started no step after the takeover: every node it
+    # ran is one it had started before it was stopped.
+    assert theirs.read_text().splitlines() == before
+    assert rest[-2:] == ["ended", "LeaseLost"]
+    effects = Counter(before + ours.read_text().splitlines())
+    assert set(effects) == set(NODES)
+    # The node in flight at the stop may run once more; no other does.
+    assert sum(n - 1 for n in effects.values()) <= 1
+
+
+@pytest.mark.slow
+def test_a_runner_stopped_past_its_lease_starts_no_step_after_a_takeover(
+    tmp_path: Path, store_spec: str
+) -> None:
+    """SIGSTOP past the lease's time, at a random node, ``TRIALS`` times
+    (``PIPELINE_SIGSTOP_TRIALS``, 25 by default) on each store."""
+    rng = random.Random(20261203)  # trial points, not secrets
+    for trial in range(TRIALS):
+        where = tmp_path / f"trial{trial}"
+        where.mkdir()
+        _sigstop_trial(store_spec, f"trial{trial}", where, rng)
