@@ -20,6 +20,14 @@ guard: two records of one version can never both be stored.  Leases run on
 the **server's clock** (``clock_timestamp()``, read under the lock), so
 runners on machines whose clocks differ still agree on who holds a thread.
 
+**A runner stopped inside a transaction** (SIGSTOP, a swapped-out VM, a
+debugger) would hold its thread's lock for as long as it stays stopped.
+The server ends a transaction that idles longer than a lease lasts (at
+least two seconds: ``idle_in_transaction_session_timeout``), so the others
+wait no longer than that.  When the stopped runner wakes up, its
+transaction is gone and nothing of it was stored; it runs once more on a
+fresh connection and finds its lease taken over (``LeaseLost``).
+
 **asyncio and trio.** psycopg's async API runs on asyncio only, and a pool
 belongs to the event loop that opened it.  The store runs its pool on an
 asyncio event loop of its own, in a daemon thread; callers on any anyio
@@ -47,15 +55,16 @@ require(
 )
 
 import contextlib
+import functools
 import math
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, final
 
 import psycopg
 
 from psycopg import sql
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
@@ -166,10 +175,24 @@ def _lease_row(
     return LeaseRow(owner, token, expires)
 
 
-async def _configure(conn: _Conn) -> None:
+_STALL_FLOOR = 2.0
+"""Seconds a transaction may idle at least, however short the leases."""
+
+
+async def _configure(conn: _Conn, *, stall: float) -> None:
     # Each statement under the thread's lock must see what the previous
     # holder committed: read committed, whatever the server's default.
     await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+    # A runner stopped inside a transaction (SIGSTOP, a swapped-out VM)
+    # would hold its thread's advisory lock for as long as it stays
+    # stopped, and every other runner of the thread would queue behind it
+    # for ever: the server ends such a transaction once it has idled
+    # longer than a lease lasts (the runner's lease has lapsed by then).
+    await conn.execute(
+        sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
+            sql.Literal(math.ceil(stall * 1000))
+        )
+    )
 
 
 @final
@@ -269,7 +292,9 @@ class PostgresStore(ServerStore):
             min_size=1,
             max_size=self._pool_size,
             kwargs={"autocommit": True},
-            configure=_configure,
+            configure=functools.partial(
+                _configure, stall=max(self._lease_ttl, _STALL_FLOOR)
+            ),
             timeout=self._timeout,
             open=False,
             name=f"pipeline-{self.schema}",
@@ -329,13 +354,47 @@ class PostgresStore(ServerStore):
             (lease.thread_id, lease.owner, lease.token, lease.expires),
         )
 
+    async def _locked(
+        self, thread_id: str, work: Callable[[_Conn], Awaitable[T]]
+    ) -> T:
+        """*work* in one transaction under *thread_id*'s lock.
+
+        A transaction that broke before its COMMIT was sent stored
+        nothing: the server ended it (its runner stalled inside it longer
+        than a lease lasts, see :func:`_configure`) or the connection
+        dropped.  It runs once more, on a fresh connection, where it sees
+        what happened meanwhile (a lease taken over, a head that moved).
+        A COMMIT that broke may or may not have landed: that error is
+        raised, as is a second break.
+        """
+        for retry in (True, False):
+            sent = False
+            try:
+                conn: _Conn
+                async with self._connection() as conn, conn.transaction():
+                    await self._lock(conn, thread_id)
+                    out = await work(conn)
+                    sent = True
+            except PoolTimeout:
+                raise
+            except (
+                psycopg.OperationalError,
+                psycopg.errors.IdleInTransactionSessionTimeout,
+            ):
+                if sent or not retry:
+                    raise
+            else:
+                return out
+        raise AssertionError  # pragma: no cover  # the loop returns or raises
+
     async def _commit(
         self, record: Record, expected_head: int | None, lease: Lease | None
     ) -> Result[None, ConcurrentModification | LeaseLost]:
         thread = record.thread_id
-        conn: _Conn
-        async with self._connection() as conn, conn.transaction():
-            await self._lock(conn, thread)
+
+        async def work(
+            conn: _Conn,
+        ) -> Result[None, ConcurrentModification | LeaseLost]:
             cur = await conn.execute(self._sql.state, {"t": thread})
             row = await cur.fetchone()
             assert row is not None  # noqa: S101  # one row, always
@@ -358,7 +417,9 @@ class PostgresStore(ServerStore):
                     record.checksum,
                 ),
             )
-        return Success(None)
+            return Success(None)
+
+        return await self._locked(thread, work)
 
     async def _records(
         self, thread_id: str, upto: int | None
@@ -392,30 +453,28 @@ class PostgresStore(ServerStore):
         return sorted(str(thread) for (thread,) in rows)
 
     async def _delete(self, thread_id: str) -> None:
-        conn: _Conn
-        async with self._connection() as conn, conn.transaction():
-            await self._lock(conn, thread_id)
+        async def work(conn: _Conn) -> None:
             for statement in self._sql.delete:
                 await conn.execute(statement, (thread_id,))
+
+        await self._locked(thread_id, work)
 
     async def _acquire(
         self, thread_id: str, owner: str, ttl: float
     ) -> Result[Lease, ThreadBusy]:
-        conn: _Conn
-        async with self._connection() as conn, conn.transaction():
-            await self._lock(conn, thread_id)
+        async def work(conn: _Conn) -> Result[Lease, ThreadBusy]:
             row, now = await self._lease(conn, thread_id)
             out = take(row, thread_id, owner, ttl, now)
             if is_successful(out):
                 await self._put_lease(conn, out.unwrap())
-        return out
+            return out
+
+        return await self._locked(thread_id, work)
 
     async def _renew(
         self, lease: Lease, ttl: float
     ) -> Result[Lease, LeaseLost]:
-        conn: _Conn
-        async with self._connection() as conn, conn.transaction():
-            await self._lock(conn, lease.thread_id)
+        async def work(conn: _Conn) -> Result[Lease, LeaseLost]:
             row, now = await self._lease(conn, lease.thread_id)
             if not holds(row, lease):
                 return Failure(LeaseLost(lease.thread_id))
@@ -423,15 +482,17 @@ class PostgresStore(ServerStore):
                 lease.thread_id, lease.owner, lease.token, now + ttl
             )
             await self._put_lease(conn, renewed)
-        return Success(renewed)
+            return Success(renewed)
+
+        return await self._locked(lease.thread_id, work)
 
     async def _release(self, lease: Lease) -> None:
-        conn: _Conn
-        async with self._connection() as conn, conn.transaction():
-            await self._lock(conn, lease.thread_id)
+        async def work(conn: _Conn) -> None:
             row, _ = await self._lease(conn, lease.thread_id)
             if holds(row, lease):
                 await self._put_lease(
                     conn,
                     Lease(lease.thread_id, lease.owner, lease.token, 0.0),
                 )
+
+        await self._locked(lease.thread_id, work)
