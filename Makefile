@@ -20,8 +20,8 @@ demo: $(STAMP)
 	$(BIN)/python -m pipeline demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check pipeline tests benchmarks examples conftest.py docs/conf.py
-	$(BIN)/ruff format --check pipeline tests benchmarks examples conftest.py docs/conf.py
+	$(BIN)/ruff check pipeline tests benchmarks examples conftest.py docs/conf.py docs/pictures.py
+	$(BIN)/ruff format --check pipeline tests benchmarks examples conftest.py docs/conf.py docs/pictures.py
 
 typing: $(STAMP)
 	$(BIN)/mypy
