@@ -19,7 +19,7 @@ myst_heading_anchors = 3
 # graph.Builder and swarm.Builder share a name: annotations say `Builder`.
 suppress_warnings = ["ref.python"]
 html_theme = "furo"
-exclude_patterns = ["_build", "pictures.py"]
+exclude_patterns = ["_build", "_pictures", "pictures.py"]
 # Type hints point at the defining (private) modules and at third-party
 # packages; offline builds cannot fetch those inventories.
 nitpicky = True
