@@ -471,9 +471,12 @@ async def run_tools(
     on_result: Callable[[ToolCall, str, bool], Awaitable[None]] | None = None,
     agent: str | None = None,
     around: ToolHook | None = None,
+    limit: int | None = None,
 ) -> tuple[Message, ...]:
     """Run *calls* concurrently; tool messages come back in call order,
-    tagged with *agent* (the agent whose calls they answer).
+    tagged with *agent* (the agent whose calls they answer).  With *limit*,
+    at most that many run at once (the others wait their turn, in call
+    order); ``None`` runs them all at once.
 
     An unknown tool, bad arguments, a listed exception or a timeout becomes
     an error result (``error: ...``) for the model; cancellation and the
@@ -505,6 +508,17 @@ async def run_tools(
 
     if len(calls) == 1:
         await one(0, calls[0])
+    elif limit == 1:
+        for i, call in enumerate(calls):
+            await one(i, call)
+    elif limit is not None and limit < len(calls):
+        slots = anyio.Semaphore(limit)
+
+        async def bounded(i: int) -> None:
+            async with slots:
+                await one(i, calls[i])
+
+        await run_all(len(calls), lambda i, _: bounded(i))
     else:
         # The shared kit, never a bare task group: it keeps a native
         # cancellation of the caller (see pipeline/_concurrency.py) and

@@ -195,3 +195,9 @@ _as_model: Model = _backup
 fallback(ScriptedModel(), "gpt-4o")  # type: ignore[arg-type]  # not a model
 fallback(ScriptedModel(), when=lambda e: e.code)  # type: ignore[attr-defined]  # ModelError has no code
 _fb_agent = Agent("fb", _backup)
+
+# Tool concurrency: a whole number (or None for no limit).
+_bounded = Agent("b", ScriptedModel(), max_parallel_tools=4)
+assert_type(_bounded.max_parallel_tools, int | None)
+Agent("b", ScriptedModel(), max_parallel_tools="4")  # type: ignore[arg-type]  # not a number
+Agent("b", ScriptedModel(), max_parallel_tools=2.5)  # type: ignore[arg-type]  # not whole
