@@ -52,7 +52,7 @@ class Fallback:
     Made by :func:`fallback`.  The next model is called only when the one
     before failed with a :class:`~pipeline.failures.ModelError` that *when*
     accepts; the failure returned is the last model's, its
-    :attr:`~pipeline.failures.ModelError.tried` holding the earlier ones in
+    ``tried`` holding the earlier ones in
     order.  A call a budget refuses stops the chain with
     :class:`~pipeline.failures.BudgetExceeded`.
 
