@@ -3,8 +3,11 @@
 # `slow` (servers, subprocesses, crash soaks, stateful fuzzing) and measures
 # no coverage; `make test-all` runs every test with coverage, as `make check`
 # and CI do.
+# Another Python in a venv of its own, e.g. what CI runs for 3.12:
+#   make test-all PYTHON=python3.12 VENV=.venv-3.12 COVERAGE=
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
+COVERAGE ?= --cov --cov-report=term
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
@@ -33,7 +36,7 @@ test: $(STAMP)
 	$(BIN)/pytest -m "not slow"
 
 test-all: $(STAMP)
-	$(BIN)/pytest --cov --cov-report=term
+	$(BIN)/pytest $(COVERAGE)
 
 check: lint typing test-all docs
 
@@ -47,4 +50,4 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks --quick
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-3.* .mypy_cache .pytest_cache .ruff_cache

@@ -49,6 +49,7 @@ from typing import (
 
 import attrs
 
+from ._depth import loads
 from .errors import ConstructionError, SecretUnresolved
 
 
@@ -362,8 +363,12 @@ def redact_arguments(
     (the call does not decode: its secret may sit under a misspelt name),
     are replaced whole (they might hold a secret anyway)."""
     try:
-        raw = None if whole else json.loads(arguments or "{}")
-    except (ValueError, RecursionError):
+        raw = (
+            None
+            if whole
+            else loads(arguments or "{}", f"arguments for {tool!r}")
+        )
+    except ValueError:  # NestedTooDeeply included
         raw = None
     if not isinstance(raw, dict):
         return json.dumps({MARKER: f"tool:{tool}"})
