@@ -23,11 +23,17 @@ from typing import Any, Final
 from .errors import NestedTooDeeply
 
 
-__all__ = ("MAX_DEPTH", "check_depth", "depth_of", "loads")
+__all__ = ("MAX_DEPTH", "RECORD_DEPTH", "check_depth", "depth_of", "loads")
 
 MAX_DEPTH: Final = 64
 """JSON nested deeper than this is refused, wherever it is read: arrays
 and objects count a level each (``[]`` is 1, ``[[]]`` is 2)."""
+
+RECORD_DEPTH: Final = 4 * MAX_DEPTH
+"""A checkpoint record's limit: what it holds (an answer, input, state
+made of them) sits inside its envelope, and folds nested in a step nest
+their documents in it.  A record deeper than this is neither written
+(the commit is an ``InvalidState`` naming the field) nor read."""
 
 _BRACKETS = bytes.maketrans(b"{}", b"[]")
 _NOT_MARKS = bytes(set(range(256)) - set(b'[]{}"'))
@@ -69,8 +75,10 @@ def depth_of(data: str | bytes | bytearray, cap: int | None = None) -> int:
     return depth
 
 
-def check_depth(data: str | bytes | bytearray, where: str) -> None:
-    """Refuse *data* (JSON text) if it nests past :data:`MAX_DEPTH`.
+def check_depth(
+    data: str | bytes | bytearray, where: str, limit: int = MAX_DEPTH
+) -> None:
+    """Refuse *data* (JSON text) if it nests past *limit* levels.
 
     Raises:
         NestedTooDeeply: naming *where* (never the value).
@@ -79,8 +87,8 @@ def check_depth(data: str | bytes | bytearray, where: str) -> None:
         brackets = data.count("[") + data.count("{")
     else:
         brackets = data.count(b"[") + data.count(b"{")
-    if brackets > MAX_DEPTH and depth_of(data, MAX_DEPTH) > MAX_DEPTH:
-        raise NestedTooDeeply(where, MAX_DEPTH)
+    if brackets > limit and depth_of(data, limit) > limit:
+        raise NestedTooDeeply(where, limit)
 
 
 def loads(data: str | bytes | bytearray, where: str, **options: Any) -> Any:

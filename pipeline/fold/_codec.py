@@ -43,7 +43,7 @@ from pyrsistent import PMap, PVector, pvector
 from pyrsistent._pvector import PythonPVector
 from returns.result import Failure, Result, Success
 
-from .._depth import MAX_DEPTH, check_depth, depth_of
+from .._depth import RECORD_DEPTH, check_depth, depth_of
 from .._fields import APPEND_ONLY, LINEAGE, extends
 from .._serde import (
     STRUCTURE_ERRORS,
@@ -72,7 +72,7 @@ surrogate, an integer past the digit limit, a structure too deep)."""
 _FIELD_DEPTH = 4
 """Levels a field's value may sit under in a record (the document, its
 ``state`` or ``logs``, a log's pair and item list): a value nesting past
-``MAX_DEPTH`` less these is what made a record too deep."""
+``RECORD_DEPTH`` less these is what made a record too deep."""
 
 
 def alike(converter: cattrs.Converter, back: Any, live: Any) -> bool:
@@ -346,7 +346,7 @@ class Codec(Generic[S]):
             doc = self.document(snap, parent, progress)
             data, exact = canonical_exact(doc)
             # What a reader would refuse is not written.
-            check_depth(data, "the record")
+            check_depth(data, "the record", RECORD_DEPTH)
         except ENCODE_ERRORS as exc:  # NestedTooDeeply included
             return self._diagnose(snap, node, exc)
         checked = doc
@@ -443,10 +443,10 @@ class Codec(Generic[S]):
                         written = canonical(self.converter.unstructure(part))
                         # The record holds it a few levels down.
                         if (
-                            depth_of(written, MAX_DEPTH)
-                            > MAX_DEPTH - _FIELD_DEPTH
+                            depth_of(written, RECORD_DEPTH)
+                            > RECORD_DEPTH - _FIELD_DEPTH
                         ):
-                            raise NestedTooDeeply(f.name, MAX_DEPTH)
+                            raise NestedTooDeeply(f.name, RECORD_DEPTH)
                 except ENCODE_ERRORS as inner:
                     return InvalidState(
                         node, f.name, f.expected, _reason(inner)
@@ -478,7 +478,7 @@ class Codec(Generic[S]):
                 )
             )
         try:
-            check_depth(record.data, "the record")
+            check_depth(record.data, "the record", RECORD_DEPTH)
             doc = json.loads(record.data, parse_constant=_no_constant)
         except NestedTooDeeply as exc:
             return Failure(CheckpointDecodeError("$", str(exc)))
