@@ -91,14 +91,19 @@ def check_depth(
         raise NestedTooDeeply(where, limit)
 
 
-def loads(data: str | bytes | bytearray, where: str, **options: Any) -> Any:
+def loads(
+    data: str | bytes | bytearray,
+    where: str,
+    limit: int = MAX_DEPTH,
+    **options: Any,
+) -> Any:
     """:func:`json.loads` of JSON from outside, its depth checked first.
 
     Raises:
-        NestedTooDeeply: *data* nests past :data:`MAX_DEPTH`.
+        NestedTooDeeply: *data* nests past *limit* levels.
         ValueError: it is not JSON (or an option's hook refused it).
     """
     import json  # noqa: PLC0415  # the standard library's, loaded on use
 
-    check_depth(data, where)
+    check_depth(data, where, limit)
     return json.loads(data, **options)

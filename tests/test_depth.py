@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from returns.result import Failure, Success
 
-from pipeline import graph, handler, stores, tool
+from pipeline import Graph, graph, handler, stores, tool
 from pipeline._decode import decode_json
 from pipeline._depth import (
     MAX_DEPTH,
@@ -182,7 +182,7 @@ async def keep(s: Deep) -> Success[Deep]:
     return Success(s)
 
 
-def deep_graph() -> graph.Graph[Deep, Any]:
+def deep_graph() -> Graph[Deep, Any]:
     return (
         graph.builder(Deep)
         .node("keep", keep)
@@ -240,4 +240,40 @@ async def test_a_stored_record_one_level_too_deep() -> None:
     assert isinstance(failed, CheckpointDecodeError)
     assert (
         failed.reason == f"the record nests deeper than {RECORD_DEPTH} levels"
+    )
+
+
+def test_a_policy_verdict() -> None:
+    from pipeline.failures import BadVerdict  # noqa: PLC0415
+    from pipeline.llm import PolicyResult, _verdict  # noqa: PLC0415
+
+    fields = ', "allowed": true, "reason": "ok"'
+    at = '{"extra": ' + text(MAX_DEPTH - 1) + fields + "}"
+    past = '{"extra": ' + text(MAX_DEPTH) + fields + "}"
+    # At the limit the depth is not the problem (the field is unknown).
+    assert _verdict(at, PolicyResult) != _verdict(past, PolicyResult)
+    refused = _verdict(past, PolicyResult).failure()
+    assert isinstance(refused, BadVerdict)
+    assert refused.problem == "NestedTooDeeply"
+
+
+def test_a_temporal_payload() -> None:
+    pytest.importorskip("temporalio")
+    from temporalio.api.common.v1 import Payload  # noqa: PLC0415
+
+    from pipeline.temporal import CattrsJSONPayloadConverter  # noqa: PLC0415
+    from pipeline.temporal._converter import PAYLOAD_DEPTH  # noqa: PLC0415
+
+    converter = CattrsJSONPayloadConverter()
+
+    def payload(depth: int) -> Payload:
+        data = ("[" * depth + "]" * depth).encode()
+        return Payload(metadata={"encoding": b"json/plain"}, data=data)
+
+    assert depth_of(payload(PAYLOAD_DEPTH).data) == PAYLOAD_DEPTH
+    converter.from_payload(payload(PAYLOAD_DEPTH))
+    with pytest.raises(RuntimeError) as caught:
+        converter.from_payload(payload(PAYLOAD_DEPTH + 1))
+    assert str(caught.value) == (
+        f"a Temporal payload nests deeper than {PAYLOAD_DEPTH} levels"
     )
