@@ -209,9 +209,9 @@ class Loop:
             hook = scope.tool_hook
         if offload is not None:
             hook = _around(hook, offload.tools(agent, self.tools))
-        if listen:
-            for call in calls:
-                await env.emit(ToolCallStarted(name, call))
+        lapsed = await self._start_tools(calls, listen=listen)
+        if lapsed is not None:
+            return lapsed
         try:
             results = await self._tools(
                 run_calls, taken, listen=listen, hook=hook, shown=calls
@@ -233,6 +233,21 @@ class Loop:
         name = self.name
         nxt = () if stop else (name,)
         return snap.successor(state, name, nxt, fingerprint=self.fingerprint)
+
+    async def _start_tools(
+        self, calls: tuple[ToolCall, ...], *, listen: bool
+    ) -> Failure[Any] | None:
+        """Before a reply's tools run: ``Failure`` if the thread's lease may
+        have lapsed (no tool starts then), else the calls announced."""
+        env = self.env
+        if env.boundary is not None:
+            lapsed = await env.boundary.ensure()
+            if lapsed is not None:
+                return lapsed
+        if listen:
+            for call in calls:
+                await env.emit(ToolCallStarted(self.name, call))
+        return None
 
     async def _tools(
         self,

@@ -31,11 +31,13 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from . import failures
 from ._combinators import must, sequential
 from ._context import Context
 from ._decode import decode_json
 from ._handler import Call, Handler
 from ._messages import Message, Role, Usage
+from ._moved import moved
 from ._offload import note_agent, note_fold_tool
 from ._runners import ok
 from ._turns import Intercept, Loop, PauseRequested, digest
@@ -48,7 +50,6 @@ from .failures import (
     InvalidOutput,
     ModelError,
     RunPaused,
-    TurnLimitExceeded,
 )
 from .fold import Ambient, Status, ambient, current_boundary, run_machine
 from .models._types import Model, ResponseSchema, ToolSpec
@@ -81,7 +82,7 @@ T = TypeVar("T")
 
 AgentError: TypeAlias = (
     ModelError
-    | TurnLimitExceeded
+    | failures.TurnLimitExceeded
     | HistoryBudgetExceeded
     | RunPaused
     | BudgetExceeded
@@ -640,3 +641,12 @@ async def _run_prompt(
         return Failure(out.failure())
     added = tuple(out.unwrap().messages[1:])
     return Success(AgentRun(agent.name, added).text)
+
+
+# Old paths of names that live elsewhere now; they warn.
+_MOVED: dict[str, str] = {
+    "TurnLimitExceeded": "pipeline.failures:TurnLimitExceeded",
+}
+
+if not TYPE_CHECKING:  # type checkers refuse the old paths
+    __getattr__ = moved(__name__, _MOVED)

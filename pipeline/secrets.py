@@ -36,6 +36,7 @@ import typing
 
 from collections.abc import Callable, Mapping
 from typing import (
+    TYPE_CHECKING,
     Any,
     Generic,
     NoReturn,
@@ -49,8 +50,10 @@ from typing import (
 
 import attrs
 
+from . import errors
 from ._depth import loads
-from .errors import ConstructionError, SecretUnresolved
+from ._moved import moved
+from .errors import ConstructionError
 
 
 T_co = TypeVar("T_co", covariant=True)
@@ -193,7 +196,7 @@ def environment(ref: str) -> object:
         value = os.environ.get(ref[4:])
         if value is not None:
             return value
-    raise SecretUnresolved(ref)
+    raise errors.SecretUnresolved(ref)
 
 
 def resolver(
@@ -211,7 +214,7 @@ def resolver(
             return known[ref]
         if env:
             return environment(ref)
-        raise SecretUnresolved(ref)
+        raise errors.SecretUnresolved(ref)
 
     return resolve
 
@@ -226,16 +229,16 @@ def resolve(ref: str) -> object:
     :func:`pipeline.scope` with *secrets*, else the environment).
 
     Raises:
-        SecretUnresolved: no resolver knows *ref*.
+        errors.SecretUnresolved: no resolver knows *ref*.
 
     .. versionadded:: 0.1.0
     """
     try:
         return _RESOLVER.get()(ref)
-    except SecretUnresolved:
+    except errors.SecretUnresolved:
         raise
     except LookupError:
-        raise SecretUnresolved(ref) from None
+        raise errors.SecretUnresolved(ref) from None
 
 
 current_resolver: Callable[[], Resolver] = _RESOLVER.get
@@ -423,3 +426,12 @@ def _type_name(exc: BaseException) -> str:
     if kind.__module__ == "builtins":
         return kind.__qualname__
     return f"{kind.__module__}.{kind.__qualname__}"
+
+
+# Old paths of names that live elsewhere now; they warn.
+_MOVED: dict[str, str] = {
+    "SecretUnresolved": "pipeline.errors:SecretUnresolved",
+}
+
+if not TYPE_CHECKING:  # type checkers refuse the old paths
+    __getattr__ = moved(__name__, _MOVED)

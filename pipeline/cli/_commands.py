@@ -207,7 +207,7 @@ async def _watch(
     report = reporter(
         json=settings.json, converter=target.converter, title=target.ref
     )
-    return await execute(work, report)
+    return await execute(work, report, name=target.ref)
 
 
 async def _finish(

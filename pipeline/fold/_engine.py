@@ -46,7 +46,7 @@ from ..failures import (
     StepLimitExceeded,
 )
 from ..runs import tracing_now
-from ..stores import CheckpointStore, Lease, check_thread_id, leased
+from ..stores import CheckpointStore, Held, check_thread_id, leased
 from . import _checkpoints
 from ._ambient import Ambient, ambient
 from ._codec import Codec, alike
@@ -211,7 +211,7 @@ async def run_machine(
     answer: object = None
     if store is not None:
 
-        async def admitted(lease: Lease) -> Result[Snapshot[S], Any]:
+        async def admitted(held: Held) -> Result[Snapshot[S], Any]:
             journal = ThreadJournal(
                 store,
                 machine.codec,
@@ -219,7 +219,7 @@ async def run_machine(
                 None,
                 None,
                 on_event,
-                lease,
+                held,
             )
             admission = await journal.commit(snap)
             if type(admission) is Failure:
@@ -284,7 +284,7 @@ async def resume(
     *,
     store: CheckpointStore,
     head: int | None,
-    lease: Lease | None = None,
+    held: Held | None = None,
     answer: object = None,
     migrate: Migration | None = None,
     hooks: Hooks[S] = NO_HOOKS,
@@ -306,7 +306,7 @@ async def resume(
         return Success(snap)
     on_event = sink(hooks.on_event)
     journal = ThreadJournal(
-        store, machine.codec, snap.thread_id, snap, head, on_event, lease
+        store, machine.codec, snap.thread_id, snap, head, on_event, held
     )
     pending = snap.pending
     if snap.status is Status.INTERRUPTED and answer is not None:
@@ -359,7 +359,7 @@ async def resume_thread(
     first commit expects: no other runner can commit in between.
     """
 
-    async def body(lease: Lease) -> Result[Snapshot[S], Any]:
+    async def body(held: Held) -> Result[Snapshot[S], Any]:
         loaded = await _checkpoints.load_for_resume(
             machine.codec, store, thread_id, version, sink(hooks.on_event)
         )
@@ -372,7 +372,7 @@ async def resume_thread(
             context,
             store=store,
             head=head,
-            lease=lease,
+            held=held,
             answer=answer,
             migrate=migrate,
             hooks=hooks,
@@ -547,6 +547,13 @@ async def _drive(
                 return await _pause(
                     snap, journal, on_event, decision.question, NO_PROGRESS
                 )
+        # Never start a step on a lease that may have lapsed while this
+        # runner stalled (another may have taken the thread over).
+        if (
+            journal is not None
+            and (lapsed := await journal.ensure()) is not None
+        ):
+            return lapsed
         if on_event is not None:
             await on_event(NodeStarted(snap.next, snap.step))
         if journal is None:

@@ -36,10 +36,9 @@ __all__ = (
     "from_env",
 )
 
+_MOVED: dict[str, str] = {
+    "ModelError": "pipeline.failures:ModelError",
+}
+
 if not TYPE_CHECKING:  # type checkers refuse the old paths
-    __getattr__ = moved(
-        __name__,
-        {
-            "ModelError": "pipeline.failures:ModelError",
-        },
-    )
+    __getattr__ = moved(__name__, _MOVED)
