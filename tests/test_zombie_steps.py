@@ -262,6 +262,20 @@ TRIALS = int(os.environ.get("PIPELINE_SIGSTOP_TRIALS", "25"))
 CHILD = Path(__file__).with_name("sigstop_child.py")
 
 
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill *proc* if it still runs (stopped or not)."""
+    if proc.poll() is None:
+        proc.kill()
+
+
+async def _take_over_within(
+    spec: str, log: Path, thread_id: str, seconds: float
+) -> Result[fold.Snapshot[Trail], object]:
+    """:func:`_take_over`, failing the trial after *seconds*."""
+    with anyio.fail_after(seconds):
+        return await _take_over(spec, log, thread_id)
+
+
 def _sigstop_trial(
     spec: str, thread_id: str, tmp: Path, rng: random.Random
 ) -> None:
@@ -277,19 +291,27 @@ def _sigstop_trial(
         stdout=subprocess.PIPE,
         env=env,
     ) as proc:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == b"ready"
-        for _ in range(at):
-            assert proc.stdout.readline().strip() in {
-                n.encode() for n in NODES
-            }
-        proc.send_signal(signal.SIGSTOP)
-        out = anyio.run(_take_over, spec, ours, thread_id)
-        assert out.unwrap().done
-        before = theirs.read_text().splitlines()
-        proc.send_signal(signal.SIGCONT)
-        rest = proc.stdout.read().decode().split()
-        assert proc.wait(timeout=60) == 0
+        # A trial that goes wrong fails; it never hangs the suite: past
+        # its time the child is killed (its pipe ends, reads return).
+        watchdog = threading.Timer(120, _kill, (proc,))
+        watchdog.start()
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == b"ready"
+            for _ in range(at):
+                assert proc.stdout.readline().strip() in {
+                    n.encode() for n in NODES
+                }
+            proc.send_signal(signal.SIGSTOP)
+            out = anyio.run(_take_over_within, spec, ours, thread_id, 60.0)
+            assert out.unwrap().done
+            before = theirs.read_text().splitlines()
+            proc.send_signal(signal.SIGCONT)
+            rest = proc.stdout.read().decode().split()
+            assert proc.wait(timeout=60) == 0
+        finally:
+            watchdog.cancel()
+            _kill(proc)
     # Stopped, the child started no step after the takeover: every node it
     # ran is one it had started before it was stopped.
     assert theirs.read_text().splitlines() == before
