@@ -12,7 +12,8 @@ The hierarchy::
     ├── InvalidThreadId        a thread id no store can keep
     ├── GraphDefects           a graph cannot be built (.defects: GraphDefect)
     ├── SwarmDefects           a swarm cannot be built (.defects: GraphDefect)
-    └── InvalidAnswer          a human's answer does not fit its type
+    ├── InvalidAnswer          a human's answer does not fit its type
+    └── NestedTooDeeply        JSON read from outside nests past the limit
     RuntimeError
     └── RendererUnavailable    Graphviz's ``dot`` is missing or failed
     KeyError
@@ -44,6 +45,7 @@ __all__ = (
     "GraphDefects",
     "InvalidAnswer",
     "InvalidThreadId",
+    "NestedTooDeeply",
     "RendererUnavailable",
     "SecretUnresolved",
     "SwarmDefects",
@@ -174,6 +176,24 @@ class InvalidAnswer(ValueError):
         name = getattr(kind, "__qualname__", None) or str(kind)
         super().__init__(f"the answer is not a {name}")
         self.kind = kind
+
+
+@final
+class NestedTooDeeply(ValueError):
+    """JSON read from outside (an answer, ``--input``, a stored record,
+    metadata, a model's tool arguments) nests deeper than the one limit
+    all of them share (64 levels; *limit*).  It is refused by counting,
+    before it is parsed, on every Python (3.13's parser no longer raises
+    ``RecursionError`` where 3.11's did).  *where* names what was read;
+    the value itself is never quoted.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, where: str, limit: int) -> None:
+        super().__init__(f"{where} nests deeper than {limit} levels")
+        self.where = where
+        self.limit = limit
 
 
 @final

@@ -57,10 +57,11 @@ from ._decode import (
     names,
     unsendable,
 )
+from ._depth import check_depth
 from ._messages import Message, ToolCall
 from ._schema import schema_for
 from ._serde import canonical, make_converter, unicode_safe
-from .errors import ConstructionError, ToolError
+from .errors import ConstructionError, NestedTooDeeply, ToolError
 from .events import ToolRaised, emit, listening
 from .models._types import ToolSpec
 from .secrets import holds_secret, redact_arguments, redacted_traceback
@@ -206,8 +207,11 @@ class Tool:
         ):
             return f"{where} exceed {MAX_ARGUMENT_BYTES} bytes"
         try:
+            check_depth(arguments, where)
             raw = JSON.decode(arguments or "{}")
-        except (ValueError, RecursionError):
+        except NestedTooDeeply as exc:
+            return str(exc)
+        except ValueError:
             return f"{where} are not valid JSON"
         if not isinstance(raw, dict):
             return f"{where} must be a JSON object"
