@@ -5,9 +5,25 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from hypothesis import given
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
 from returns.result import Failure, Result, Success
 
-from pipeline import Agent, Budget, Context, Message, handler, or_else, run
+from pipeline import (
+    Agent,
+    Budget,
+    Context,
+    Handler,
+    Message,
+    handler,
+    or_else,
+    run,
+)
 from pipeline.errors import ConstructionError
 from pipeline.failures import AllFailed, BudgetExceeded, ModelError
 from pipeline.models import Fallback, ModelRequest, fallback
@@ -177,3 +193,79 @@ def test_fallback_name_lists_its_models() -> None:
 
 def test_model_error_without_chain_reads_as_before() -> None:
     assert str(ModelError("p", "m", 500)) == "p (HTTP 500): m"
+
+
+class Listed:
+    """A failure type or_else moves on from."""
+
+
+class Other:
+    """A failure type that ends the chain."""
+
+
+def _attempt(
+    i: int, outcome: str, ran: list[int]
+) -> Handler[int, int, object]:
+    @handler
+    async def attempt(x: int) -> Result[int, object]:
+        ran.append(i)
+        if outcome == "ok":
+            return Success(x + i)
+        return Failure(Listed() if outcome == "listed" else Other())
+
+    return attempt
+
+
+@given(
+    outcomes=st.lists(
+        st.sampled_from(["ok", "listed", "other"]), min_size=1, max_size=6
+    )
+)
+async def test_or_else_runs_exactly_up_to_the_first_success_or_other_failure(
+    outcomes: list[str],
+) -> None:
+    """Property: attempts run in order, each only after a listed failure of
+    the one before; the result is the first success, else every failure."""
+    ran: list[int] = []
+    h = or_else(
+        *(_attempt(i, o, ran) for i, o in enumerate(outcomes)), on=(Listed,)
+    )
+    out = await h(100)
+    stop = next(
+        (i for i, o in enumerate(outcomes) if o != "listed"), len(outcomes) - 1
+    )
+    assert ran == list(range(stop + 1))
+    if outcomes[stop] == "ok":
+        assert out == Success(100 + stop)
+    else:
+        failure = out.failure()
+        assert isinstance(failure, AllFailed)
+        kinds = [
+            "listed" if isinstance(f, Listed) else "other"
+            for f in failure.failures
+        ]
+        assert kinds == outcomes[: stop + 1]
+
+
+async def test_fallback_traces_each_call_made() -> None:
+    """Traced: one span per model called, under its own name; none for a
+    model never called."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with (
+        ScriptedModel(Reply.error("down"), name="a") as a,
+        ScriptedModel(Reply.text("b here"), name="b") as b,
+        ScriptedModel(name="c") as c,
+    ):
+        agent = Agent("x", fallback(a, b, c))
+        done = await run(agent, _user("hi"), tracer_provider=provider)
+    assert done.result.unwrap().messages[-1].content == "b here"
+    models = [
+        s.attributes.get("gen_ai.request.model")
+        for s in exporter.get_finished_spans()
+        if s.attributes and s.attributes.get("gen_ai.operation.name") == "chat"
+    ]
+    assert models == ["a", "b"]
+    assert c.requests == []
+    provider.shutdown()
