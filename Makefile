@@ -31,7 +31,7 @@ lint: $(STAMP)
 
 typing: $(STAMP)
 	$(BIN)/mypy
-	$(BIN)/basedpyright
+	$(BIN)/basedpyright --pythonpath $(BIN)/python
 	$(BIN)/python -m tests.doc_blocks .docs_typing
 	$(BIN)/mypy --strict .docs_typing
 
