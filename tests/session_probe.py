@@ -43,7 +43,7 @@ def test_the_session_keeps_its_own(
         "tmp_path": str(tmp_path),
     }
     with socket.create_connection(
-        ("127.0.0.1", int(os.environ[PORT_ENV])), timeout=300
+        ("127.0.0.1", int(os.environ[PORT_ENV])), timeout=900
     ) as s:
         s.sendall(json.dumps(report).encode() + b"\n")
         with s.makefile("rb") as answer:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
+import time
 
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,42 @@ def _port(address: str) -> str:
     return address.rsplit(":", 1)[1].split("/", 1)[0]
 
 
+_PATIENCE = 900.0
+"""Seconds a session may take to start its servers and report (CI runs
+three whole suites beside this one on two cores)."""
+
+
+def _output(session: subprocess.Popen[bytes]) -> str:
+    """What a finished (or killed) probe session printed."""
+    session.kill()
+    out = session.communicate()[0]
+    return out.decode(errors="replace")
+
+
+def _reports(
+    server: socket.socket, sessions: list[subprocess.Popen[bytes]]
+) -> list[tuple[socket.socket, dict[str, Any]]]:
+    """Each session's report, as it connects; a session that ends without
+    reporting, or a wait past ``_PATIENCE``, fails the test with what the
+    sessions printed (rather than a bare socket timeout)."""
+    held: list[tuple[socket.socket, dict[str, Any]]] = []
+    deadline = time.monotonic() + _PATIENCE
+    while len(held) < len(sessions):
+        ended = [s for s in sessions if s.poll() is not None]
+        if ended or time.monotonic() > deadline:
+            printed = "\n---\n".join(_output(s) for s in sessions)
+            why = "ended without reporting" if ended else "did not report"
+            pytest.fail(f"a probe session {why}:\n{printed}")
+        # Wake at least once a second to notice a session that ended.
+        ready, _, _ = select.select([server], [], [], 1.0)
+        if ready:
+            conn, _address = server.accept()
+            conn.settimeout(_PATIENCE)
+            with conn.makefile("rb") as lines:
+                held.append((conn, json.loads(lines.readline())))
+    return held
+
+
 def test_two_sessions_at_once_keep_their_own_servers() -> None:
     """Two pytest processes, both holding their servers at the same time:
     different ports, different tmp roots, each reads back what it wrote."""
@@ -45,7 +83,6 @@ def test_two_sessions_at_once_keep_their_own_servers() -> None:
         and not k.startswith("PYTEST_")
     }
     with socket.create_server(("127.0.0.1", 0)) as server:
-        server.settimeout(300)
         port = server.getsockname()[1]
         sessions = [
             subprocess.Popen(  # noqa: S603
@@ -70,16 +107,12 @@ def test_two_sessions_at_once_keep_their_own_servers() -> None:
             for name in ("first", "second")
         ]
         try:
-            held: list[tuple[socket.socket, dict[str, Any]]] = []
-            for _ in sessions:
-                conn, _address = server.accept()
-                with conn.makefile("rb") as lines:
-                    held.append((conn, json.loads(lines.readline())))
+            held = _reports(server, sessions)
             reports = [report for _conn, report in held]
             for conn, _report in held:
                 conn.sendall(b"go\n")
                 conn.close()
-            outputs = [s.communicate(timeout=300)[0] for s in sessions]
+            outputs = [s.communicate(timeout=_PATIENCE)[0] for s in sessions]
         finally:
             for s in sessions:
                 s.kill()
