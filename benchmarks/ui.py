@@ -73,6 +73,7 @@ def main() -> None:
         records = anyio.run(_build, store)
         starts: list[float] = []
         renders: list[float] = []
+        rows = 0
         with browser() as chromium:
             for _ in range(args.reps):
                 began = time.perf_counter()

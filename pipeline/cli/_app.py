@@ -47,9 +47,9 @@ def _go(
     ``--trace``, an OpenTelemetry provider set globally for it)."""
     import anyio  # noqa: PLC0415
 
-    from ._commands import Settings  # noqa: PLC0415
     from ._output import logs  # noqa: PLC0415
     from ._stores import resolve  # noqa: PLC0415
+    from ._threads import Settings  # noqa: PLC0415
     from ._trace import tracing  # noqa: PLC0415
 
     settings = Settings(
@@ -422,9 +422,9 @@ def ui(
 
     Needs the ui extra: pip install 'typed-pipeline[ui]'.
     """
-    from ._commands import Settings  # noqa: PLC0415
     from ._output import logs  # noqa: PLC0415
     from ._stores import resolve  # noqa: PLC0415
+    from ._threads import Settings  # noqa: PLC0415
     from ._ui import serve  # noqa: PLC0415
 
     settings = Settings(resolve(store), traceback=ctx.obj["traceback"])

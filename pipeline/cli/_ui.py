@@ -16,23 +16,29 @@ import uuid
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from . import _ui_pages as p
-from ._commands import (
+from ._exits import ExitCode, UserError
+from ._output import snapshot_doc
+from ._stores import (
+    describe,
+    is_companion,
+    note_target,
+    noted_target,
+    open_store,
+)
+from ._target import Target, load
+from ._threads import (
     Settings,
     checked_answer,
+    failure_error,
+    found,
     refused_answer,
-    _failure_error,
-    _found,
 )
-from ._exits import ExitCode, UserError
-from ._output import history_row, snapshot_doc
-from ._stores import describe, is_companion, note_target, noted_target
-from ._stores import open_store
-from ._target import Target, load
 
 
 if TYPE_CHECKING:
@@ -77,7 +83,10 @@ class UI:
         return describe(self.settings.store)
 
     def opened(self) -> CheckpointStore:
-        assert self.store is not None  # the lifespan opened it
+        """The store (open while the UI serves)."""
+        if self.store is None:  # the lifespan opens it before any request
+            msg = "the web UI's store is not open"
+            raise RuntimeError(msg)
         return self.store
 
     async def target(self, thread_id: str) -> Target | None:
@@ -153,10 +162,14 @@ async def _respond(
         )
         if not hmac.compare_digest(given.encode(), ui.token.encode()):
             return HTMLResponse(
-                _page("token needed", p.error(
-                    "this UI needs the token printed with its URL",
-                    "open the URL `pipeline ui` printed, token included",
-                ), ui),
+                _page(
+                    "token needed",
+                    p.error(
+                        "this UI needs the token printed with its URL",
+                        "open the URL `pipeline ui` printed, token included",
+                    ),
+                    ui,
+                ),
                 status_code=403,
                 headers=_HEADERS,
             )
@@ -177,9 +190,7 @@ async def _respond(
     else:
         response = HTMLResponse(text, status_code=status, headers=_HEADERS)
     if ui.token is not None and "token" in request.query_params:
-        response.set_cookie(
-            COOKIE, ui.token, httponly=True, samesite="strict"
-        )
+        response.set_cookie(COOKIE, ui.token, httponly=True, samesite="strict")
     return response
 
 
@@ -214,9 +225,9 @@ async def _check_post(ui: UI, request: Request) -> None:
             hint="reload the page and submit the form again",
         )
     origin = request.headers.get("origin")
-    if origin is not None and origin.partition("://")[2] != request.headers.get(
-        "host"
-    ):
+    if origin is not None and origin.partition("://")[
+        2
+    ] != request.headers.get("host"):
         raise UserError(
             "the form came from another site (Origin)",
             hint="submit it from the page this UI served",
@@ -242,13 +253,14 @@ async def threads_page(ui: UI, request: Request) -> str:
     rows = []
     for tid in sorted(ids)[:MAX_THREADS]:
         head = await store.head(tid)
-        status, node = await _status(ui, tid)
+        status, node, changed = await _status(ui, tid)
         rows.append(
             (
                 f"<a href='{p.href('/thread', id=tid)}'>{p.esc(tid)}</a>",
                 p.esc(status),
                 p.esc(node),
                 p.esc(head),
+                p.esc(changed),
             )
         )
     more = (
@@ -262,19 +274,20 @@ async def threads_page(ui: UI, request: Request) -> str:
         "<button>search</button></form>"
     )
     body = search + p.table(
-        ("thread", "status", "node", "last version"), rows
+        ("thread", "status", "node", "last version", "last change (UTC)"),
+        rows,
     )
     return _page("threads", body + more, ui)
 
 
-async def _status(ui: UI, thread_id: str) -> tuple[str, str]:
-    """A thread's status and node, read from its head record alone (no
-    code imported, no state decoded: the list stays quick)."""
+async def _status(ui: UI, thread_id: str) -> tuple[str, str, str]:
+    """A thread's status, node and last change, read from its records'
+    envelopes (no code imported, no state decoded: the list stays quick)."""
     import orjson  # noqa: PLC0415
 
     rows = await ui.opened().records(thread_id)
     if not rows:
-        return "gone", ""
+        return "gone", "", ""
     by_version = {r.version: r for r in rows}
     try:
         doc = orjson.loads(rows[-1].data)
@@ -283,14 +296,61 @@ async def _status(ui: UI, thread_id: str) -> tuple[str, str]:
         parent = by_version.get(rows[-1].parent)  # type: ignore[arg-type]
         if "node" not in doc and parent is not None:
             node = "+".join(orjson.loads(parent.data).get("next", []))
+        changed = _stamp(doc.get("at"))
     except (orjson.JSONDecodeError, AttributeError, TypeError):
-        return "unreadable", ""
-    return status, node if isinstance(node, str) else ""
+        return "unreadable", "", ""
+    return status, node if isinstance(node, str) else "", changed
+
+
+def _stamp(at: object) -> str:
+    """A record's commit time (its envelope's ``at``, UTC milliseconds, in
+    stores that keep one) for people; empty when unknown."""
+    if not isinstance(at, int) or isinstance(at, bool):
+        return ""
+    try:
+        return _clock(datetime.fromtimestamp(at / 1000, UTC))
+    except (OverflowError, ValueError, OSError):
+        return ""
+
+
+def _clock(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _committed(snap: Any) -> str:
+    """When *snap* was committed, where the snapshot says (records that
+    carry their time); empty otherwise."""
+    at = getattr(snap, "committed_at", None)
+    return _clock(at) if isinstance(at, datetime) else ""
+
+
+def _origin(snap: Any) -> tuple[str, int] | None:
+    """The thread and version *snap*'s thread was forked from, where the
+    snapshot says (records that carry their origin)."""
+    origin = getattr(snap, "origin", None)
+    if (
+        isinstance(origin, tuple)
+        and len(origin) == 2  # thread, version
+        and isinstance(origin[0], str)
+        and isinstance(origin[1], int)
+    ):
+        return origin[0], origin[1]
+    return None
+
+
+def _lineage(origin: tuple[str, int]) -> str:
+    """A link to where a forked thread came from."""
+    thread, version = origin
+    return (
+        f"fork of <a href='{p.href('/thread', id=thread)}'>{p.esc(thread)}</a>"
+        f" at <a href='{p.href('/state', id=thread, v=version)}'>"
+        f"version {version}</a>"
+    )
 
 
 def _thread_id(request: Request, name: str = "id") -> str:
-    from ..stores import check_thread_id  # noqa: PLC0415
     from ..errors import InvalidThreadId  # noqa: PLC0415
+    from ..stores import check_thread_id  # noqa: PLC0415
 
     value = request.query_params.get(name)
     try:
@@ -329,29 +389,41 @@ async def thread_page(ui: UI, request: Request) -> str:
     """One thread's timeline, drawing, question, diff and fork forms."""
     tid = _thread_id(request)
     target = await _needed(ui, tid)
-    snaps = _found(
-        await target.obj.history(ui.opened(), tid), tid, ui.settings
-    )
+    snaps = found(await target.obj.history(ui.opened(), tid), tid, ui.settings)
     head = snaps[-1]
     rows = []
     for snap in snaps:
-        row = history_row(snap)
+        origin = _origin(snap) if snap.version == 0 else None
+        pending = snap.pending
         rows.append(
             (
-                f"<a href='{p.href('/state', id=tid, v=snap.version)}'>"
-                f"{snap.version}</a>",
-                p.esc(row["parent"]),
-                p.esc(row["step"]),
-                p.esc(row["status"]),
-                p.esc(row["node"]),
-                p.esc(", ".join(row["next"])),
-                p.esc(row["question"]),
+                (
+                    f"<a href='{p.href('/state', id=tid, v=snap.version)}'>"
+                    f"{snap.version}</a>"
+                ),
+                _lineage(origin) if origin else p.esc(snap.parent),
+                p.esc(_committed(snap)),
+                p.esc(getattr(snap, "author", "")),
+                p.esc(snap.step),
+                p.esc(snap.status),
+                p.esc(snap.node),
+                p.esc(", ".join(snap.next)),
+                p.esc(
+                    pending.question
+                    if pending is not None and not pending.answered
+                    else ""
+                ),
             )
         )
+    origin = _origin(head)
     parts = [
-        f"<p>target {p.esc(target.ref)} · status <b>{p.esc(head.status)}</b>"
-        f" · {len(snaps)} versions, head {head.version}"
-        f" · <a href='{p.href('/thread', id=tid)}'>reload</a></p>",
+        (
+            f"<p>target {p.esc(target.ref)} · status "
+            f"<b>{p.esc(head.status)}</b> · {len(snaps)} versions, head "
+            f"{head.version} · <a href='{p.href('/thread', id=tid)}'>"
+            "reload</a></p>"
+        ),
+        f"<p class=lineage>{_lineage(origin)}</p>" if origin else "",
         "<h2>drawing</h2>",
         p.drawing(target.obj, head.node),
     ]
@@ -363,8 +435,17 @@ async def thread_page(ui: UI, request: Request) -> str:
     parts.append("<h2>timeline</h2>")
     parts.append(
         p.table(
-            ("version", "parent", "step", "status", "node", "next",
-             "question"),
+            (
+                "version",
+                "parent",
+                "committed (UTC)",
+                "author",
+                "step",
+                "status",
+                "node",
+                "next",
+                "question",
+            ),
             rows,
             marked=len(rows) - 1,
         )
@@ -408,7 +489,7 @@ def _fork_form(ui: UI, tid: str, head: int) -> str:
 
 
 async def _state_doc(ui: UI, target: Target, tid: str, version: int) -> Any:
-    snap = _found(
+    snap = found(
         await target.obj.load(ui.opened(), tid, version=version),
         tid,
         ui.settings,
@@ -479,7 +560,9 @@ async def _form(request: Request) -> dict[str, str]:
             )
     try:
         pairs = parse_qsl(
-            body.decode(), keep_blank_values=True, max_num_fields=16,
+            body.decode(),
+            keep_blank_values=True,
+            max_num_fields=16,
             errors="strict",
         )
     except (UnicodeDecodeError, ValueError):
@@ -533,7 +616,7 @@ async def fork_post(ui: UI, request: Request) -> str:
         raise UserError(
             f"thread {new_id!r} already exists", hint="pick another name"
         )
-    _found(
+    found(
         await target.obj.fork(
             store, tid, version=version, new_thread_id=new_id
         ),
@@ -574,7 +657,7 @@ async def _resume(ui: UI, target: Target, tid: str, *, answer: object) -> None:
         raise refused_answer(exc, tid, ui.settings) from None
     failure = result.failure() if not _ok(result) else None
     if failure is not None:
-        refused = _failure_error(failure, ui.settings)
+        refused = failure_error(failure, ui.settings)
         if refused is not None:
             raise refused
         # A failed run is the thread's news, shown on its page.

@@ -4,9 +4,11 @@ client on real SQLite files, on both event loops."""
 from __future__ import annotations
 
 import re
+import secrets
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import pytest
@@ -19,14 +21,15 @@ from tests.cli import flows
 pytest.importorskip("starlette")
 pytest.importorskip("httpx")
 
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-from pipeline.cli._ui import COOKIE, app  # noqa: E402
+from pipeline.cli._ui import COOKIE, app
 
 
 DESK = "tests.cli.flows:desk"
 EVIL = "<script>alert('x')</script> & charge"
-BACKENDS = ["asyncio", "trio"]
+Backend = Literal["asyncio", "trio"]
+BACKENDS: list[Backend] = ["asyncio", "trio"]
 
 
 async def seed(path: Path, thread: str, text: str = EVIL) -> None:
@@ -66,9 +69,10 @@ def test_threads_status_and_search(client: TestClient) -> None:
     assert page.status_code == 200
     assert "href='/thread?id=t1'" in page.text
     assert "interrupted" in page.text
-    assert "t1" not in client.get("/", params={"q": "nothing"}).text.split(
-        "<h1>"
-    )[1]
+    assert (
+        "t1"
+        not in client.get("/", params={"q": "nothing"}).text.split("<h1>")[1]
+    )
     assert "'/thread?id=t1'" in client.get("/", params={"q": "T1"}).text
 
 
@@ -120,7 +124,11 @@ def test_timeline_drawing_and_question(client: TestClient) -> None:
     ],
 )
 def test_bad_input_in_reading(
-    client: TestClient, path: str, query: dict[str, str], status: int, says: str
+    client: TestClient,
+    path: str,
+    query: dict[str, str],
+    status: int,
+    says: str,
 ) -> None:
     page = client.get(path, params=query)
     assert page.status_code == status
@@ -224,7 +232,7 @@ def test_foreign_origin_is_refused(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_read_only_by_default(db: Path, backend: str) -> None:
+def test_read_only_by_default(db: Path, backend: Backend) -> None:
     with TestClient(app(str(db)), backend=backend) as client:
         page = client.get("/thread", params={"id": "t1"}).text
         assert "read-only" in page
@@ -234,28 +242,32 @@ def test_read_only_by_default(db: Path, backend: str) -> None:
         )
         assert refused.status_code == 400
         assert "read-only" in refused.text
-        assert "status <b>interrupted</b>" in client.get(
-            "/thread", params={"id": "t1"}
-        ).text
+        assert (
+            "status <b>interrupted</b>"
+            in client.get("/thread", params={"id": "t1"}).text
+        )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_token_on_every_request(db: Path, backend: str) -> None:
-    with TestClient(app(str(db), token="s3cret"), backend=backend) as client:
+def test_token_on_every_request(db: Path, backend: Backend) -> None:
+    token = secrets.token_urlsafe(16)
+    with TestClient(app(str(db), token=token), backend=backend) as client:
         assert client.get("/").status_code == 403
         wrong = client.get("/", params={"token": "guess"})
         assert wrong.status_code == 403
         assert "guess" not in wrong.text
-        right = client.get("/", params={"token": "s3cret"})
+        right = client.get("/", params={"token": token})
         assert right.status_code == 200
-        assert client.cookies.get(COOKIE) == "s3cret"
+        assert client.cookies.get(COOKIE) == token
         assert client.get("/thread", params={"id": "t1"}).status_code == 200
         client.cookies.clear()
         assert client.get("/thread", params={"id": "t1"}).status_code == 403
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_thread_without_a_noted_target(tmp_path: Path, backend: str) -> None:
+def test_thread_without_a_noted_target(
+    tmp_path: Path, backend: Backend
+) -> None:
     path = tmp_path / "bare.sqlite3"
 
     async def bare() -> None:
@@ -270,9 +282,10 @@ def test_thread_without_a_noted_target(tmp_path: Path, backend: str) -> None:
         assert page.status_code == 400
         assert "--target" in page.text
     with TestClient(app(str(path), ref=DESK), backend=backend) as client:
-        assert "send this reply?" in client.get(
-            "/thread", params={"id": "b1"}
-        ).text
+        assert (
+            "send this reply?"
+            in client.get("/thread", params={"id": "b1"}).text
+        )
 
 
 def test_a_store_that_changes_while_the_page_is_open(

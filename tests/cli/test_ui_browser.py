@@ -16,7 +16,9 @@ from tests.cli.runner import FLOWS, cli, environment
 from tests.cli.ui_browser import browser, serving
 
 
-if os.environ.get("CI") is None:  # CI installs them (.ci/run): never skip there
+if (
+    os.environ.get("CI") is None
+):  # CI installs them (.ci/run): never skip there
     pytest.importorskip("playwright")
     pytest.importorskip("starlette")
 
@@ -165,9 +167,7 @@ def test_a_run_commits_while_the_page_is_open(
         assert page.locator("form#answer").count() == 0
 
 
-def test_read_only_and_the_token(
-    chromium: Browser, tmp_path: Path
-) -> None:
+def test_read_only_and_the_token(chromium: Browser, tmp_path: Path) -> None:
     store = str(tmp_path / "threads.sqlite3")
     thread = paused(store, tmp_path)
     with serving(store, cwd=tmp_path, env=environment()) as url:
