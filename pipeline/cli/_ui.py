@@ -672,6 +672,21 @@ def _ok(result: Any) -> bool:
 # -- serving ------------------------------------------------------------------
 
 
+def _require() -> None:
+    """Import what the UI needs, or a one-line error saying how to get it."""
+    import importlib  # noqa: PLC0415
+
+    for name in ("starlette", "uvicorn"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            msg = (
+                f"pipeline ui needs Starlette and uvicorn (missing: {name}): "
+                "pip install 'typed-pipeline[ui]'"
+            )
+            raise UserError(msg, code=ExitCode.UNAVAILABLE) from None
+
+
 def serve(
     settings: Settings,
     *,
@@ -682,15 +697,8 @@ def serve(
     echo: Callable[[str], None],
 ) -> ExitCode:
     """Run the UI until Ctrl-C, printing its URL (and token) first."""
-    try:
-        import starlette  # noqa: F401, PLC0415
-        import uvicorn  # noqa: PLC0415
-    except ImportError:
-        raise UserError(
-            "pipeline ui needs the ui extra (Starlette and uvicorn)",
-            hint="pip install 'typed-pipeline[ui]'",
-            code=ExitCode.UNAVAILABLE,
-        ) from None
+    _require()
+    import uvicorn  # noqa: PLC0415
 
     token = None if host in LOOPBACK else secrets.token_urlsafe(24)
     shown = f"[{host}]" if ":" in host else host

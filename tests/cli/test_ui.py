@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import sys
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Literal
 import anyio
 import pytest
 
+from pipeline.cli import ExitCode, main
 from pipeline.cli._stores import note_target
 from pipeline.stores import SQLiteStore
 from tests.cli import flows
@@ -310,3 +312,21 @@ def test_a_store_that_changes_while_the_page_is_open(
     now = client.get("/thread", params={"id": "t1"}).text
     assert "status <b>done</b>" in now
     assert "'/state?id=t1&amp;v=5'" in now
+
+
+@pytest.mark.parametrize("hidden", ["starlette", "uvicorn"])
+def test_a_missing_extra_is_one_line(
+    db: Path,
+    hidden: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without Starlette or uvicorn: one line naming the extra, exit 6."""
+    monkeypatch.setitem(sys.modules, hidden, None)
+    code = main(["ui", "--store", str(db), "--port", "0"])
+    assert code == ExitCode.UNAVAILABLE
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "pipeline: error: pipeline ui needs Starlette and uvicorn "
+        f"(missing: {hidden}): pip install 'typed-pipeline[ui]'"
+    )
