@@ -76,6 +76,10 @@ class UI:
     csrf: str = attrs.field(factory=lambda: secrets.token_urlsafe(32))
     store: CheckpointStore | None = None
     targets: dict[str, Target] = attrs.field(factory=dict)
+    pictures: dict[tuple[str, str | None], str | None] = attrs.field(
+        factory=dict
+    )
+    """Drawings made, by target and highlighted node."""
 
     @property
     def where(self) -> str:
@@ -425,7 +429,9 @@ async def thread_page(ui: UI, request: Request) -> str:
         ),
         f"<p class=lineage>{_lineage(origin)}</p>" if origin else "",
         "<h2>drawing</h2>",
-        p.drawing(target.obj, head.node),
+        p.drawing(
+            target.obj, head.node, await _picture(ui, target, head.node)
+        ),
     ]
     if head.pending is not None and not head.pending.answered:
         parts.append(_question_form(ui, tid, head))
@@ -451,6 +457,31 @@ async def thread_page(ui: UI, request: Request) -> str:
         )
     )
     return _page(f"thread {tid}", "".join(parts), ui)
+
+
+async def _picture(ui: UI, target: Target, node: str | None) -> str | None:
+    """*target* drawn as SVG with *node* marked (made once, in a worker
+    thread: Graphviz runs as a process), or ``None`` without Graphviz."""
+    key = (target.ref, node)
+    if key not in ui.pictures:
+        import anyio.to_thread  # noqa: PLC0415
+
+        ui.pictures[key] = await anyio.to_thread.run_sync(
+            _draw, target.obj, node
+        )
+    return ui.pictures[key]
+
+
+def _draw(obj: Any, node: str | None) -> str | None:
+    from ..errors import RendererUnavailable  # noqa: PLC0415
+
+    try:
+        try:
+            return str(obj.draw(highlight=node))
+        except ValueError:  # not one node: fan-out branches, or the end
+            return str(obj.draw())
+    except RendererUnavailable:
+        return None
 
 
 def _question_form(ui: UI, tid: str, head: Any) -> str:
@@ -509,7 +540,9 @@ async def state_page(ui: UI, request: Request) -> str:
     snap, doc = await _state_doc(ui, target, tid, version)
     body = (
         f"<p><a href='{p.href('/thread', id=tid)}'>back to the thread</a></p>"
-        + p.drawing(target.obj, snap.node)
+        + p.drawing(
+            target.obj, snap.node, await _picture(ui, target, snap.node)
+        )
         + f"<pre class=state>{p.esc(_json(doc))}</pre>"
     )
     return _page(f"thread {tid} at version {version}", body, ui)

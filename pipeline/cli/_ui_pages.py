@@ -80,15 +80,19 @@ def hidden(fields: Mapping[str, object]) -> str:
     )
 
 
-def drawing(obj: Any, node: str | None) -> str:
+def drawing(obj: Any, node: str | None, picture: str | None) -> str:
     """The graph or swarm *obj*, with *node* (where the thread stands)
-    named.  One place to switch to ``obj.draw(highlight=node)`` (SVG) once
-    graphs draw themselves; until then the Mermaid text, escaped."""
+    named and, in *picture* (its SVG drawing, made by this package through
+    Graphviz from the code's node names, never from a state), marked.
+    Without a picture (no Graphviz), the Mermaid text, escaped."""
     where = (
         f"<p>the thread stands at <b class=here>{esc(node)}</b></p>"
         if node
         else ""
     )
+    if picture is not None and "<svg" in picture:
+        svg = picture[picture.index("<svg") :]
+        return f"{where}<div class=drawing>{svg}</div>"
     return f"{where}<pre class=mermaid-text>{esc(obj.mermaid())}</pre>"
 
 

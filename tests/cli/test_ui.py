@@ -103,10 +103,26 @@ def test_timeline_drawing_and_question(client: TestClient) -> None:
     for version in range(4):
         assert f"'/state?id=t1&amp;v={version}'" in page
     assert "the thread stands at <b class=here>draft</b>" in page
-    assert "flowchart" in page
+    drawing = page[page.index("<svg") : page.index("</svg>")]
+    marked = drawing.split('fill="#ffd54f"', 1)[1].split("</g>", 1)[0]
+    assert ">draft</text>" in marked  # the node it stands at, marked
     assert "send this reply?" in page
     assert "id=answer" in page
     assert "id=fork" in page
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_drawing_without_graphviz(
+    db: Path, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``dot`` on the PATH: the Mermaid text, escaped, still naming the
+    node the thread stands at."""
+    monkeypatch.setenv("PATH", str(db.parent))
+    with TestClient(app(str(db)), backend=backend) as client:
+        page = client.get("/thread", params={"id": "t1"}).text
+    assert "<svg" not in page
+    assert "<pre class=mermaid-text>flowchart" in page
+    assert "the thread stands at <b class=here>draft</b>" in page
 
 
 @pytest.mark.parametrize(
