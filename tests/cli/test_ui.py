@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
+import attrs
 import pytest
 
 from pipeline.cli import ExitCode, main
 from pipeline.cli._stores import note_target
+from pipeline.fold import Snapshot
 from pipeline.stores import SQLiteStore
 from tests.cli import flows
 
@@ -215,6 +217,34 @@ def test_fork_and_resume(client: TestClient) -> None:
     forked = client.get("/thread", params={"id": "f1"}).text
     assert "send this reply?" in forked  # ran on until the same question
     assert "'/thread?id=f1'" in client.get("/").text
+
+
+CARRY_TIMES = "committed_at" in attrs.fields_dict(Snapshot)
+"""Records carry their commit time, author and fork origin (the history
+work of issue 18): the UI shows them once they do."""
+STAMP = re.compile(r"<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</td>")
+
+
+@pytest.mark.skipif(not CARRY_TIMES, reason="records carry no times yet")
+def test_times_and_fork_lineage(client: TestClient) -> None:
+    """The list shows each thread's last change; a timeline, each
+    version's time; a fork, where it came from (linked)."""
+    listed = client.get("/").text
+    assert "<th>last change (UTC)</th>" in listed
+    assert STAMP.search(listed)
+    page = client.get("/thread", params={"id": "t1"}).text
+    assert len(STAMP.findall(page)) == 4  # one per version
+    assert "fork of" not in page
+    client.post(
+        "/fork", data={"csrf": csrf(page), "id": "t1", "v": "2", "to": "f2"}
+    )
+    forked = client.get("/thread", params={"id": "f2"}).text
+    lineage = (
+        "fork of <a href='/thread?id=t1'>t1</a> at "
+        "<a href='/state?id=t1&amp;v=2'>version 2</a>"
+    )
+    assert f"<p class=lineage>{lineage}</p>" in forked  # above the page
+    assert f"<td>{lineage}</td>" in forked  # and as version 0's parent
 
 
 @pytest.mark.parametrize(
