@@ -185,6 +185,8 @@ def _answer_form(client: TestClient) -> dict[str, str]:
         ({"seen": "two"}, 400, "seen must be"),
         ({"seen": "2"}, 409, "moved on"),
         ({"answer": "[" * 5000 + "]" * 5000}, 400, "malformed answer"),
+        ({"answer": "9" * 5000}, 400, "malformed answer"),
+        ({"answer": '"\\ud800"'}, 400, "malformed answer"),
     ],
 )
 def test_bad_input_in_the_answer_form(

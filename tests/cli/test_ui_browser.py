@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.cli.runner import FLOWS, cli, environment
+from tests.cli.test_ui import CARRY_TIMES
 from tests.cli.ui_browser import browser, serving
 
 
@@ -73,6 +74,40 @@ def refused(page: Page, says: str) -> None:
     assert says in alert.inner_text()
 
 
+def bad_input_in_every_field(page: Page, here: str, thread: str) -> None:
+    """Each form field given bad input: a clear line, nothing written."""
+    for field, value, says in [
+        ("diff version", "x", "a must be a version"),
+        ("and", "-3", "b must be a version"),
+        ("and", "999", "at version 999"),
+    ]:
+        page.get_by_label(field, exact=True).fill(value)
+        page.get_by_role("button", name="diff").click()
+        refused(page, says)
+        page.goto(here)
+    for field, value, says in [
+        ("fork from version", "one", "v must be a version"),
+        ("fork from version", "77", "at version 77"),
+        ("into thread", "z" * 300, "300 characters"),
+        ("into thread", thread, "already exists"),
+        ("into thread", "pipeline-cli:x", "keeps for itself"),
+    ]:
+        page.get_by_label(field).fill(value)
+        page.get_by_role("button", name="fork and resume").click()
+        refused(page, says)
+        page.goto(here)
+    deep = "[" * 3000 + "]" * 3000
+    # too deep, an integer past Python's digit limit, a lone surrogate
+    for answer in (deep, "9" * 5000, '"\\ud800"'):
+        page.get_by_label("answer", exact=False).fill(answer)
+        page.get_by_role("button", name="answer", exact=True).click()
+        refused(page, "malformed answer")
+        assert "[[[" not in page.content()
+        assert "99999" not in page.content()  # never echoed
+        page.goto(here)
+    assert "4 versions" in page.inner_text("p")  # nothing written
+
+
 def test_browse_answer_and_fork(
     chromium: Browser, store: str, tmp_path: Path
 ) -> None:
@@ -86,44 +121,27 @@ def test_browse_answer_and_fork(
         page.goto(url)
         page.get_by_label("search threads").fill(thread[3:])
         page.get_by_role("button", name="search").click()
+        listed = page.locator("tr", has_text=thread)
+        assert "interrupted" in listed.inner_text()  # its status and node
+        assert "draft" in listed.inner_text()
         page.get_by_role("link", name=thread).click()
         here = page.url
         assert "interrupted" in page.inner_text("p")
         assert "send this reply?" in page.inner_text(".question")
         assert "draft" in page.inner_text("b.here")
+        # the drawing marks the node the thread stands at
+        marked = page.locator(
+            "svg g.node", has=page.locator("[fill='#ffd54f']")
+        )
+        assert marked.locator("text").text_content() == "draft"
+        assert page.locator("svg g.node").count() > 3
 
         # the state holds attacker text: shown, never run
         page.get_by_role("link", name="0", exact=True).click()
         assert EVIL in page.inner_text("pre.state")
         page.goto(here)
 
-        # bad input in every field, each refused with a clear line
-        for field, value, says in [
-            ("diff version", "x", "a must be a version"),
-            ("and", "-3", "b must be a version"),
-            ("and", "999", "at version 999"),
-        ]:
-            page.get_by_label(field, exact=True).fill(value)
-            page.get_by_role("button", name="diff").click()
-            refused(page, says)
-            page.goto(here)
-        for field, value, says in [
-            ("fork from version", "one", "v must be a version"),
-            ("fork from version", "77", "at version 77"),
-            ("into thread", "z" * 300, "300 characters"),
-            ("into thread", thread, "already exists"),
-            ("into thread", "pipeline-cli:x", "keeps for itself"),
-        ]:
-            page.get_by_label(field).fill(value)
-            page.get_by_role("button", name="fork and resume").click()
-            refused(page, says)
-            page.goto(here)
-        deep = "[" * 3000 + "]" * 3000
-        page.get_by_label("answer", exact=False).fill(deep)
-        page.get_by_role("button", name="answer", exact=True).click()
-        refused(page, "malformed answer")
-        assert "[[[" not in page.content()
-        page.goto(here)
+        bad_input_in_every_field(page, here, thread)
 
         # a good diff, then answer
         page.get_by_label("diff version").fill("1")
@@ -140,6 +158,12 @@ def test_browse_answer_and_fork(
         page.get_by_role("button", name="fork and resume").click()
         assert page.url.endswith(f"/thread?id={thread}-f")
         assert "send this reply?" in page.inner_text(".question")
+        if CARRY_TIMES:  # records carry their time and origin
+            assert page.inner_text("p.lineage") == (
+                f"fork of {thread} at version 2"
+            )
+            page.get_by_role("link", name="version 2").first.click()
+            assert f"thread {thread} at version 2" in page.inner_text("h1")
     assert dialogs == []  # no script in the state ever ran
 
 
@@ -171,10 +195,22 @@ def test_read_only_and_the_token(chromium: Browser, tmp_path: Path) -> None:
     store = str(tmp_path / "threads.sqlite3")
     thread = paused(store, tmp_path)
     with serving(store, cwd=tmp_path, env=environment()) as url:
+        assert url.startswith("http://127.0.0.1:")  # loopback, no token
+        assert "token" not in url
         page = chromium.new_page()
         page.goto(f"{url}thread?id={thread}")
         assert "read-only" in page.inner_text("body")
         assert page.locator("form[method=post]").count() == 0
+        # a write posted anyway (with the browser's cookies) is refused
+        for action in ("fork", "answer"):
+            posted = page.request.post(
+                f"{url}{action}",
+                form={"id": thread, "v": "1", "seen": "3", "answer": "yes"},
+            )
+            assert posted.status == 400
+            assert "this UI is read-only" in posted.text()
+        page.reload()
+        assert "4 versions" in page.inner_text("p")  # nothing written
     # another loopback address is not 127.0.0.1: a token is required
     with serving(
         store, "--host", "127.0.0.2", cwd=tmp_path, env=environment()
