@@ -5,7 +5,8 @@ browser takes to render a thread page of 1,000 versions.
 
 Start-up is wall time from spawning ``pipeline ui`` to the first answer of
 its threads page (the process prints its URL once it listens).  Render time
-is what Chromium reports for the thread page (Navigation Timing: request
+is what Chromium reports for the thread page (its newest 200 versions
+listed, as the page lists them by default; Navigation Timing: request
 start to the load event), the page served by that process.  The target is
 under a second for each; this is a measurement, not a test.
 
@@ -94,7 +95,8 @@ def main() -> None:
                     page.close()
     figures = {
         "records": records,
-        "thread_versions": rows,
+        "thread_versions": 1000,
+        "rows_listed": rows,
         "startup_s_median": statistics.median(starts),
         "render_s_median": statistics.median(renders),
         "startup_s": starts,
@@ -103,7 +105,9 @@ def main() -> None:
     if args.json:
         print(json.dumps(figures))
         return
-    print(f"store: {records} records; thread page: {rows} versions")
+    print(
+        f"store: {records} records; thread page: 1000 versions, {rows} listed"
+    )
     print(
         f"pipeline ui start-up: median {figures['startup_s_median']:.3f} s "
         f"over {len(starts)} (target < 1 s)"

@@ -53,6 +53,9 @@ LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 """Addresses served without a token."""
 
 COOKIE: Final = "pipeline_ui_token"
+TIMELINE: Final = 200
+"""Versions a thread's page lists at once (the newest first shown;
+``?from=N`` lists from version N)."""
 MAX_THREADS: Final = 500
 """Threads listed on one page (a search narrows them)."""
 
@@ -395,8 +398,12 @@ async def thread_page(ui: UI, request: Request) -> str:
     target = await _needed(ui, tid)
     snaps = found(await target.obj.history(ui.opened(), tid), tid, ui.settings)
     head = snaps[-1]
+    start = max(0, len(snaps) - TIMELINE)
+    if "from" in request.query_params:
+        start = min(_version(request.query_params["from"], "from"), start)
+    shown = snaps[start : start + TIMELINE]
     rows = []
-    for snap in snaps:
+    for snap in shown:
         origin = _origin(snap) if snap.version == 0 else None
         pending = snap.pending
         rows.append(
@@ -439,6 +446,7 @@ async def thread_page(ui: UI, request: Request) -> str:
     if ui.writes:
         parts.append(_fork_form(ui, tid, head.version))
     parts.append("<h2>timeline</h2>")
+    parts.append(_pager(tid, start, len(shown), len(snaps)))
     parts.append(
         p.table(
             (
@@ -453,10 +461,28 @@ async def thread_page(ui: UI, request: Request) -> str:
                 "question",
             ),
             rows,
-            marked=len(rows) - 1,
+            marked=len(rows) - 1 if shown[-1] is head else None,
         )
     )
     return _page(f"thread {tid}", "".join(parts), ui)
+
+
+def _pager(tid: str, start: int, shown: int, total: int) -> str:
+    """Which versions the timeline lists, and links to the others."""
+    links = []
+    if start > 0:
+        older = max(0, start - TIMELINE)
+        links.append(
+            f"<a href='{p.href('/thread', id=tid, **{'from': older})}'>older</a>"
+        )
+    if start + shown < total:
+        links.append(f"<a href='{p.href('/thread', id=tid)}'>newest</a>")
+        newer = start + TIMELINE
+        links.append(
+            f"<a href='{p.href('/thread', id=tid, **{'from': newer})}'>newer</a>"
+        )
+    where = f"versions {start} to {start + shown - 1} of {total}"  # 0, 1, ...
+    return f"<p class=pager>{' · '.join([where, *links])}</p>"
 
 
 async def _picture(ui: UI, target: Target, node: str | None) -> str | None:

@@ -27,6 +27,7 @@ pytest.importorskip("httpx")
 
 from starlette.testclient import TestClient
 
+from pipeline.cli import _ui as ui_module
 from pipeline.cli._ui import COOKIE, app
 
 
@@ -113,6 +114,28 @@ def test_timeline_drawing_and_question(client: TestClient) -> None:
     assert "id=fork" in page
 
 
+def test_timeline_in_pages(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long timeline lists its newest versions, with links to the rest."""
+    monkeypatch.setattr(ui_module, "TIMELINE", 2)
+    newest = client.get("/thread", params={"id": "t1"}).text
+    assert (
+        "versions 2 to 3 of 4 · <a href='/thread?id=t1&amp;from=0'>older"
+        in (newest)
+    )
+    assert "'/state?id=t1&amp;v=1'" not in newest
+    assert "<tr class=here><td><a href='/state?id=t1&amp;v=3'>" in newest
+    oldest = client.get("/thread", params={"id": "t1", "from": "0"}).text
+    assert "versions 0 to 1 of 4" in oldest
+    assert "&amp;from=2'>newer</a>" in oldest
+    assert "'/state?id=t1&amp;v=0'" in oldest
+    assert "'/state?id=t1&amp;v=3'" not in oldest
+    assert "class=here><td>" not in oldest  # the head is on the next page
+    past = client.get("/thread", params={"id": "t1", "from": "99"}).text
+    assert "versions 2 to 3 of 4" in past
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_drawing_without_graphviz(
     db: Path, backend: Backend, monkeypatch: pytest.MonkeyPatch
@@ -134,6 +157,7 @@ def test_drawing_without_graphviz(
         ("/thread", {}, 400, "cannot name a thread"),
         ("/thread", {"id": "x" * 300}, 400, "300 characters"),
         ("/thread", {"id": "pipeline-cli:t1"}, 404, "no thread"),
+        ("/thread", {"id": "t1", "from": "x"}, 400, "from must be a version"),
         ("/state", {"id": "t1", "v": "abc"}, 400, "v must be a version"),
         ("/state", {"id": "t1", "v": "-1"}, 400, "v must be a version"),
         ("/state", {"id": "t1", "v": "99"}, 404, "at version 99"),
