@@ -123,6 +123,13 @@ def cli(
       6  unavailable (store, busy thread, renderer, extra)
       130  cancelled with Ctrl-C (the checkpoint is kept)
     """
+    if backend == "trio":
+        from .._extras import MissingExtra, require  # noqa: PLC0415
+
+        try:
+            require("--backend trio", "trio", "trio", ("trio",))
+        except MissingExtra as exc:
+            raise UserError(str(exc), code=ExitCode.UNAVAILABLE) from None
     ctx.obj = {
         "backend": backend,
         "traceback": traceback,

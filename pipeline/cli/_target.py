@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeAlias, cast, final
 import attrs
 import cattrs
 
+from .._extras import MissingExtra
 from ._exits import ExitCode, UserError
 
 
@@ -140,6 +141,8 @@ def _is_prefix(missing: str, wanted: str) -> bool:
 
 
 def _import_failed(module_name: str, exc: BaseException) -> UserError:
+    if isinstance(exc, MissingExtra):  # one line that says what to install
+        return UserError(str(exc), code=ExitCode.UNAVAILABLE)
     return UserError(
         f"importing {module_name!r} raised {type(exc).__name__}",
         hint="pass --traceback to see where",
