@@ -205,7 +205,7 @@ def scope(
     Args:
         budget: limits every model and tool call in the block must fit.
         tracer_provider: an OpenTelemetry ``TracerProvider`` (needs the
-            ``pipeline[otel]`` extra); never the global one unless you pass
+            ``typed-pipeline[otel]`` extra); never the global one unless you pass
             it.  Without it, nothing is traced (a scope nested in a traced
             one keeps tracing).
         secrets: turns stored secret references back into values (see
