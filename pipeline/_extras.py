@@ -6,6 +6,8 @@ import importlib
 
 from collections.abc import Sequence
 
+from .errors import MissingExtra
+
 
 DISTRIBUTION = "typed-pipeline"
 """The name on the package index (the import name is ``pipeline``)."""
@@ -17,25 +19,21 @@ def install_command(extra: str) -> str:
     return f"pip install '{DISTRIBUTION}[{extra}]'"
 
 
-class MissingExtra(ImportError):
-    """An optional dependency is not installed: the message is one line
-    ending with the command that installs it (:attr:`command`)."""
-
-    def __init__(self, message: str, *, extra: str, name: str | None) -> None:
-        super().__init__(message, name=name)
-        self.extra = extra
-        self.command = install_command(extra)
-
-
 def require(
     module: str, needs: str, extra: str, imports: Sequence[str]
 ) -> None:
-    """Import *imports*; if one is missing, raise :class:`MissingExtra` (an
-    :class:`ImportError`) saying, on one line, that *module* needs *needs* and how to install it
-    (the extra *extra*)."""
+    """Import *imports*; if one is missing, raise
+    :class:`~pipeline.errors.MissingExtra` (an :class:`ImportError`)
+    saying, on one line, that *module* needs *needs* and how to install
+    it (the extra *extra*)."""
     for name in imports:
         try:
             importlib.import_module(name)
         except ImportError as exc:
             msg = f"{module} needs {needs} (missing: {exc.name or name}): {install_command(extra)}"
-            raise MissingExtra(msg, extra=extra, name=exc.name) from exc
+            raise MissingExtra(
+                msg,
+                extra=extra,
+                command=install_command(extra),
+                name=exc.name,
+            ) from exc

@@ -124,7 +124,8 @@ def cli(
       130  cancelled with Ctrl-C (the checkpoint is kept)
     """
     if backend == "trio":
-        from .._extras import MissingExtra, require  # noqa: PLC0415
+        from .._extras import require  # noqa: PLC0415
+        from ..errors import MissingExtra  # noqa: PLC0415
 
         try:
             require("--backend trio", "trio", "trio", ("trio",))

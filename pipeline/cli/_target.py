@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeAlias, cast, final
 import attrs
 import cattrs
 
-from .._extras import MissingExtra
+from ..errors import MissingExtra
 from ._exits import ExitCode, UserError
 
 
