@@ -41,13 +41,16 @@ def _go(
     store: str | None = None,
     *,
     as_json: bool = False,
+    trace: str | None = None,
 ) -> int:
-    """Run the async body of a command on the chosen event loop."""
+    """Run the async body of a command on the chosen event loop (with
+    ``--trace``, an OpenTelemetry provider set globally for it)."""
     import anyio  # noqa: PLC0415
 
     from ._commands import Settings  # noqa: PLC0415
     from ._output import logs  # noqa: PLC0415
     from ._stores import resolve  # noqa: PLC0415
+    from ._trace import tracing  # noqa: PLC0415
 
     settings = Settings(
         resolve(store), json=as_json, traceback=ctx.obj["traceback"]
@@ -57,7 +60,7 @@ def _go(
         from ._target import load_resolver  # noqa: PLC0415
 
         body = _resolving(load_resolver(ctx.obj["resolver"]), make)
-    with logs(traceback=settings.traceback):
+    with logs(traceback=settings.traceback), tracing(trace):
         return int(anyio.run(body, settings, backend=ctx.obj["backend"]))
 
 
@@ -73,6 +76,15 @@ def _resolving(
             return await make(settings)
 
     return body
+
+
+trace_option = click.option(
+    "--trace",
+    type=click.Choice(["otlp", "console"]),
+    help="trace the run with OpenTelemetry: to an OTLP/HTTP endpoint "
+    "($OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318), or to "
+    "stderr (needs typed-pipeline[otel])",
+)
 
 
 class _Commands(click.Group):
@@ -157,6 +169,7 @@ def cli(
     help="give a handler a Context (a string input is one user message)",
 )
 @json_option
+@trace_option
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -166,6 +179,7 @@ def run(
     thread: str | None,
     context: bool,
     as_json: bool,
+    trace: str | None,
 ) -> int:
     """Run a handler, graph or swarm; graphs and swarms keep checkpoints.
 
@@ -187,6 +201,7 @@ def run(
         ),
         store,
         as_json=as_json,
+        trace=trace,
     )
 
 
@@ -196,6 +211,7 @@ def run(
 @target_option
 @store_option
 @json_option
+@trace_option
 @click.pass_context
 def resume(
     ctx: click.Context,
@@ -204,6 +220,7 @@ def resume(
     ref: str | None,
     store: str | None,
     as_json: bool,
+    trace: str | None,
 ) -> int:
     """Continue THREAD from its latest (or --version N) checkpoint."""
     from ._commands import resume as body  # noqa: PLC0415
@@ -213,6 +230,7 @@ def resume(
         lambda s: body(s, thread, version=version, ref=ref, answer_text=None),
         store,
         as_json=as_json,
+        trace=trace,
     )
 
 
@@ -222,6 +240,7 @@ def resume(
 @target_option
 @store_option
 @json_option
+@trace_option
 @click.pass_context
 def answer(
     ctx: click.Context,
@@ -230,6 +249,7 @@ def answer(
     ref: str | None,
     store: str | None,
     as_json: bool,
+    trace: str | None,
 ) -> int:
     """Answer the question THREAD paused on, and continue it.
 
@@ -243,6 +263,7 @@ def answer(
         lambda s: body(s, thread, version=None, ref=ref, answer_text=answer),
         store,
         as_json=as_json,
+        trace=trace,
     )
 
 
@@ -336,20 +357,22 @@ def delete(ctx: click.Context, thread: str, store: str | None) -> int:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["mermaid", "svg", "png"]),
+    type=click.Choice(["mermaid", "dot", "svg", "png"]),
     default="mermaid",
     show_default=True,
-    help="svg and png need the Mermaid CLI (mmdc)",
+    help="svg and png are rendered by Graphviz's dot",
 )
 @click.option(
     "--output",
     "-o",
     metavar="FILE",
-    help="write here (default: stdout for mermaid, OBJECT.FORMAT otherwise)",
+    help="write here (default: stdout for mermaid and dot, OBJECT.FORMAT "
+    "otherwise)",
 )
 @click.pass_context
 def draw(ctx: click.Context, target: str, fmt: str, output: str | None) -> int:
-    """Draw a graph or swarm as a Mermaid flowchart."""
+    """Draw a graph or swarm: Mermaid or DOT text, or an SVG or PNG
+    picture (rendered by Graphviz)."""
     from ._commands import draw as body  # noqa: PLC0415
 
     return int(body(target, fmt, output, traceback=ctx.obj["traceback"]))

@@ -28,6 +28,7 @@ decisions in its server-side scripts), and run the conformance suite
 lists the rest.  Runners take a thread's lease with :func:`leased`.
 """
 
+from ._lease import Held as Held
 from ._lease import leased as leased
 from ._memory import MemoryStore as MemoryStore
 from ._protocol import DEFAULT_LEASE_TTL as DEFAULT_LEASE_TTL
@@ -49,6 +50,7 @@ __all__ = (
     "DEFAULT_LEASE_TTL",
     "MAX_THREAD_ID",
     "CheckpointStore",
+    "Held",
     "Lease",
     "LeaseRow",
     "MemoryStore",

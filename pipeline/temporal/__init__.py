@@ -71,11 +71,10 @@ __all__ = (
     "worker",
 )
 
+_MOVED: dict[str, str] = {
+    "RemoteFailure": "pipeline.failures:RemoteFailure",
+    "Retry": "pipeline.temporal:ActivityRetry",
+}
+
 if not TYPE_CHECKING:  # type checkers refuse the old paths
-    __getattr__ = moved(
-        __name__,
-        {
-            "RemoteFailure": "pipeline.failures:RemoteFailure",
-            "Retry": "pipeline.temporal:ActivityRetry",
-        },
-    )
+    __getattr__ = moved(__name__, _MOVED)
