@@ -47,9 +47,9 @@ def _go(
     ``--trace``, an OpenTelemetry provider set globally for it)."""
     import anyio  # noqa: PLC0415
 
-    from ._commands import Settings  # noqa: PLC0415
     from ._output import logs  # noqa: PLC0415
     from ._stores import resolve  # noqa: PLC0415
+    from ._threads import Settings  # noqa: PLC0415
     from ._trace import tracing  # noqa: PLC0415
 
     settings = Settings(
@@ -394,3 +394,56 @@ def version() -> int:
 
     click.echo(__version__)
     return 0
+
+
+@cli.command()
+@store_option
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="the address to serve on; any but loopback needs the printed token",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="the port (0: any free one)",
+)
+@target_option
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="let the page answer questions and fork threads (default: read-only)",
+)
+@click.pass_context
+def ui(
+    ctx: click.Context,
+    store: str | None,
+    host: str,
+    port: int,
+    ref: str | None,
+    allow_writes: bool,
+) -> int:
+    """Serve a web UI over the store: threads, timelines, states, diffs.
+
+    Needs the ui extra: pip install 'typed-pipeline[ui]'.
+    """
+    from ._output import logs  # noqa: PLC0415
+    from ._stores import resolve  # noqa: PLC0415
+    from ._threads import Settings  # noqa: PLC0415
+    from ._ui import serve  # noqa: PLC0415
+
+    settings = Settings(resolve(store), traceback=ctx.obj["traceback"])
+    with logs(traceback=settings.traceback):
+        return int(
+            serve(
+                settings,
+                host=host,
+                port=port,
+                ref=ref,
+                writes=allow_writes,
+                echo=click.echo,
+            )
+        )
