@@ -4,7 +4,7 @@ The wheel is built once per session from this tree (``pip wheel
 --no-deps``, the build backend fetched by pip into an isolated build
 environment).  For each of Python 3.11, 3.12 and 3.13 a fresh virtual
 environment installs it **by name**, ``typed-pipeline[trio,otel,redis,
-testing]`` (the pure-Python extras) with ``--find-links`` to the built
+testing,ui]`` (the pure-Python extras) with ``--find-links`` to the built
 wheel's folder, so that pip resolves our name and never the unrelated
 ``pipeline`` on the package index.  Then, from a directory outside the
 checkout, with no ``PYTHONPATH``: the offline demo on trio, the shipped
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VERSIONS = tuple(
     os.environ.get("PIPELINE_CI_PYTHONS", "3.11 3.12 3.13").split()
 )
-EXTRAS = "trio,otel,redis,testing"
+EXTRAS = "trio,otel,redis,testing,ui"
 """The extras without compiled code of their own (pyproject.toml's
 ``[project.optional-dependencies]``; ``openai``, ``anthropic``,
 ``postgres``, ``temporal`` bring binary wheels, ``docs`` Sphinx)."""
@@ -249,7 +249,8 @@ def test_installed_by_name_the_demo_runs_offline(
         venv / "python",
         "-c",
         "import trio, pipeline._tracing, pipeline.stores.redis,"
-        " pipeline.testing.strategies",
+        " pipeline.testing.strategies, uvicorn;"
+        " from pipeline.cli._ui import app; app('threads.sqlite3')",
         cwd=outside,
     )
 
