@@ -186,8 +186,9 @@ class MissingExtra(ImportError):
     """A module needs an optional dependency that is not installed.
 
     The message is one line that ends with the command installing the
-    extra, ``pip install 'typed-pipeline[EXTRA]'`` (also :attr:`command`);
-    :attr:`name` is the module that could not be imported.
+    extra, ``pip install 'typed-pipeline[EXTRA]'`` (also ``.command``;
+    the extra is ``.extra``); ``.name`` is the module that could not be
+    imported.
 
     .. versionadded:: 0.1.0
     """
