@@ -135,6 +135,14 @@ def cli(
       6  unavailable (store, busy thread, renderer, extra)
       130  cancelled with Ctrl-C (the checkpoint is kept)
     """
+    if backend == "trio":
+        from .._extras import require  # noqa: PLC0415
+        from ..errors import MissingExtra  # noqa: PLC0415
+
+        try:
+            require("--backend trio", "trio", "trio", ("trio",))
+        except MissingExtra as exc:
+            raise UserError(str(exc), code=ExitCode.UNAVAILABLE) from None
     ctx.obj = {
         "backend": backend,
         "traceback": traceback,
