@@ -1,8 +1,7 @@
 """A connection to one MCP server, whose tools an agent calls.
 
->>> server = stdio("python", "-m", "myserver")  # doctest: +SKIP
->>> async with server:  # doctest: +SKIP
-...     agent = Agent("a", model, tools=await server.tools())
+``async with stdio("python", "-m", "myserver") as server:`` then
+``Agent("a", model, tools=await server.tools())``.
 
 The connection is an async context manager (the server process, or the
 HTTP session, lives as long as the block).  Its tools are listed once and
@@ -21,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, final
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.lowlevel
@@ -142,9 +142,11 @@ class McpServer:
             return self._tools
 
     async def changed(self) -> None:
-        """Wait until the server next says its tool list changed (then
-        :meth:`tools` lists them again)."""
-        await self._changed.wait()
+        """Wait until the server has said its tool list changed since the
+        last listing (at once if it has): :meth:`tools` then lists them
+        again.  Build a new agent from them to offer the new list."""
+        if not self._stale:
+            await self._changed.wait()
 
     async def _list(self) -> None:
         client = self._live()
@@ -299,7 +301,7 @@ def http(
     .. versionadded:: 0.1.0
     """
     return McpServer(
-        name or url.split("//")[-1].split("/")[0].rpartition("@")[2],
+        name or urlsplit(url).netloc.rpartition("@")[2],
         url,
         timeout=timeout,
         prefix=prefix,

@@ -33,10 +33,16 @@ STATE = {"changed": False, "calls": 0}
 def listed(mode: str) -> list[types.Tool]:
     def t(name: str, props: dict[str, Any], required: list[str]) -> types.Tool:
         schema = {"type": "object", "properties": props, "required": required}
-        return types.Tool(name=name, description=f"the {name} tool", input_schema=schema)
+        return types.Tool(
+            name=name, description=f"the {name} tool", input_schema=schema
+        )
 
     out = [
-        t("add", {"a": {"type": "integer"}, "b": {"type": "integer", "minimum": 0}}, ["a"]),
+        t(
+            "add",
+            {"a": {"type": "integer"}, "b": {"type": "integer", "minimum": 0}},
+            ["a"],
+        ),
         t("echo", {"text": {"type": "string"}}, ["text"]),
         t("picture", {}, []),
         t("fail", {}, []),
@@ -53,7 +59,10 @@ def listed(mode: str) -> list[types.Tool]:
             types.Tool.model_construct(
                 name="broken",
                 description="a schema that is not one",
-                input_schema={"type": "object", "properties": {"x": {"type": 7}}},
+                input_schema={
+                    "type": "object",
+                    "properties": {"x": {"type": 7}},
+                },
             )
         )
     if mode == "misnamed":
@@ -62,7 +71,9 @@ def listed(mode: str) -> list[types.Tool]:
 
 
 def text(value: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=value)])
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=value)]
+    )
 
 
 def make(mode: str) -> Server[Any]:
@@ -71,7 +82,9 @@ def make(mode: str) -> Server[Any]:
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed(mode))
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         STATE["calls"] += 1
         args = params.arguments or {}
         name = params.name
@@ -87,12 +100,19 @@ def make(mode: str) -> Server[Any]:
             return types.CallToolResult(
                 content=[
                     types.TextContent(type="text", text="a dot"),
-                    types.ImageContent(type="image", data="iVBORw0KGgo=", mime_type="image/png"),
+                    types.ImageContent(
+                        type="image",
+                        data="iVBORw0KGgo=",
+                        mime_type="image/png",
+                    ),
                 ]
             )
         if name == "fail":
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text="the tool says no")], is_error=True
+                content=[
+                    types.TextContent(type="text", text="the tool says no")
+                ],
+                is_error=True,
             )
         if name == "boom":
             raise RuntimeError("boom on the server")
@@ -116,7 +136,9 @@ def make(mode: str) -> Server[Any]:
 
 
 async def serve_stdio(server: Server[Any]) -> None:
-    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+    options = server.create_initialization_options(
+        NotificationOptions(tools_changed=True)
+    )
     async with stdio_server() as (read, write):
         await server.run(read, write, options)
 
