@@ -39,7 +39,10 @@ async def http_server(mode: str = "normal") -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def connected(
-    transport: str, mode: str = "normal", *, timeout: float | None = None
+    transport: str,
+    mode: str = "normal",
+    *,
+    timeout: float | None = None,  # noqa: ASYNC109  # the tools' timeout
 ) -> AsyncIterator[McpServer]:
     """A connection to the tools server over *transport*, entered."""
     if transport == "stdio":
@@ -54,6 +57,8 @@ async def connected(
         async with server:
             yield server
         return
-    async with http_server(mode) as url:
-        async with http(url, name="tools", timeout=timeout) as server:
-            yield server
+    async with (
+        http_server(mode) as url,
+        http(url, name="tools", timeout=timeout) as server,
+    ):
+        yield server

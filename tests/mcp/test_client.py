@@ -69,7 +69,7 @@ async def test_arguments_are_checked_against_the_schema(
     async with connected(transport) as server:
         tools = by_name(await server.tools())
         add = tools["add"]
-        secret = "hunter2-value"
+        secret = "hunter2-value"  # noqa: S105  # must never be echoed
         cases = {
             json.dumps({"a": secret}): "argument 'a': type must be 'integer'",
             '{"a": 1, "b": -7}': "argument 'b': minimum must be 0",
@@ -180,8 +180,10 @@ async def test_cancellation(transport: str, anyio_backend: str) -> None:
     [
         (
             "malformed",
-            "MCP server 'tools': tool 'broken': the input schema is not a "
-            "JSON schema at properties/x/type",
+            (
+                "MCP server 'tools': tool 'broken': the input schema is "
+                "not a JSON schema at properties/x/type"
+            ),
         ),
         ("misnamed", "lists a tool whose name is not 1-64 letters"),
     ],

@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import uvicorn
 
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
@@ -76,13 +77,13 @@ def text(value: str) -> types.CallToolResult:
     )
 
 
-def make(mode: str) -> Server[Any]:
+def make(mode: str) -> Server[Any]:  # noqa: C901  # one branch per tool
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed(mode))
 
-    async def call_tool(
+    async def call_tool(  # noqa: C901
         ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         STATE["calls"] += 1
@@ -144,13 +145,12 @@ async def serve_stdio(server: Server[Any]) -> None:
 
 
 def serve_http(server: Server[Any]) -> None:
-    import uvicorn
-
     app = server.streamable_http_app()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
-    print(sock.getsockname()[1], flush=True)
+    sys.stdout.write(f"{sock.getsockname()[1]}\n")
+    sys.stdout.flush()
     config = uvicorn.Config(app, log_level="error", lifespan="on")
     anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
 
@@ -168,4 +168,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
