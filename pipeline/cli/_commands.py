@@ -575,15 +575,15 @@ def mcp_serve(ref: str, *, backend: str, traceback: bool) -> ExitCode:
 
     obj = load_object(ref, traceback=traceback)
     require("pipeline mcp serve", "the MCP SDK", "mcp", ("mcp",))
-    from ..mcp import serve_stdio, served  # noqa: PLC0415
+    from ..agents import Agent  # noqa: PLC0415
+    from ..graph._graph import Graph  # noqa: PLC0415
+    from ..mcp import serve_stdio  # noqa: PLC0415
 
-    try:
-        served(obj)
-    except TypeError:
+    if not isinstance(obj, Agent | Graph):
         raise UserError(
             f"{ref} is a {type(obj).__name__}, not an agent or a graph",
             hint="point at an Agent(...) or a value built with "
             "graph.builder()",
-        ) from None
+        )
     anyio.run(serve_stdio, obj, backend=backend)
     return ExitCode.OK

@@ -15,7 +15,7 @@ from .._extras import require
 require("pipeline.mcp", "the MCP SDK", "mcp", ("mcp", "jsonschema"))
 
 from ._client import McpServer, http, stdio  # noqa: E402
-from ._serve import serve_stdio, served  # noqa: E402
+from ._serve import serve_stdio  # noqa: E402
 
 
-__all__ = ("McpServer", "http", "serve_stdio", "served", "stdio")
+__all__ = ("McpServer", "http", "serve_stdio", "stdio")

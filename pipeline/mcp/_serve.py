@@ -32,7 +32,7 @@ from ..agents import Agent
 from ..graph._graph import Graph
 
 
-__all__ = ("serve_stdio", "served")
+__all__ = ("serve_stdio",)
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -48,7 +48,7 @@ class Served:
     run: Callable[[dict[str, Any]], Awaitable[types.CallToolResult]]
 
 
-def served(obj: Agent | Graph[Any, Any]) -> Served:
+def _served(obj: Agent | Graph[Any, Any]) -> Served:
     """*obj* as the tool its MCP server offers.
 
     Raises:
@@ -164,12 +164,20 @@ def _server(tool: Served) -> Server[Any]:
 
 
 async def serve_stdio(obj: Agent | Graph[Any, Any]) -> None:
-    """Offer *obj* as an MCP server on standard input and output, until
-    the client closes them.
+    """Offer *obj*, an :class:`~pipeline.Agent` or a
+    :class:`~pipeline.Graph`, as an MCP server on standard input and
+    output, until the client closes them (``pipeline mcp serve
+    MODULE:OBJECT`` runs this).  Its one tool is named after *obj*: an
+    agent's takes ``{"message": "..."}`` and answers with the agent's
+    last reply; a graph's takes its state's fields and answers with the
+    final state.
+
+    Raises:
+        TypeError: *obj* is neither an agent nor a graph.
 
     .. versionadded:: 0.1.0
     """
-    server = _server(served(obj))
+    server = _server(_served(obj))
     options = server.create_initialization_options(NotificationOptions())
     async with stdio_server() as (read, write):
         await server.run(read, write, options)
