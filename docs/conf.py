@@ -40,7 +40,7 @@ nitpick_ignore_regex = [
     # Aliases and the machines' private value types.
     (
         r"py:.*",
-        r"(Param|Observer|Gate|HandoffObserver|GraphMachine|SwarmMachine|Member|Intercept|Progress|Migration|EventSink|FoldEvent|Doc|Where|Reducer|Hooks|Journal|NestedJournal|MakeRunner|Offload|Resolver|Shaped|Writable|Ledger|Tracing|DeltaSink|ToolHook|TracerProvider|WorkflowHandle|SnapshotDoc|RunRequest|Waited|Kinds|Client|Worker)",
+        r"(Param|Observer|Gate|HandoffObserver|GraphMachine|SwarmMachine|Member|Intercept|Progress|Migration|EventSink|FoldEvent|Doc|Where|Reducer|Hooks|Journal|NestedJournal|MakeRunner|Offload|Resolver|Shaped|Writable|Ledger|Tracing|DeltaSink|ToolHook|TracerProvider|WorkflowHandle|SnapshotDoc|RunRequest|Waited|Kinds|Client|Worker|StdioServerParameters)",
     ),
     # Type variables and aliases, wherever they are defined.
     (
