@@ -210,8 +210,17 @@ class McpServer:
         if problems:
             msg = f"invalid arguments for {tool!r}: " + "; ".join(problems)
             raise ToolError(msg)
+        result = await self._send(client, tool, arguments)
+        text = result_text(result)
+        if result.is_error:
+            raise ToolError(text or f"tool {tool!r} failed on the server")
+        return text
+
+    async def _send(
+        self, client: Client, tool: str, arguments: Mapping[str, Any]
+    ) -> types.CallToolResult:
         try:
-            result = await client.call_tool(tool, dict(arguments))
+            return await client.call_tool(tool, dict(arguments))
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 await self._gone(tool)
@@ -228,10 +237,14 @@ class McpServer:
                 "that does not fit the protocol"
             )
             raise ToolError(msg) from None
-        text = result_text(result)
-        if result.is_error:
-            raise ToolError(text or f"tool {tool!r} failed on the server")
-        return text
+        except RuntimeError:
+            # The SDK's word for structured content that its tool's listed
+            # output schema refuses (its text quotes the content).
+            msg = (
+                f"MCP server {self.name!r} answered {tool!r} with a result "
+                "that does not fit the tool's output schema"
+            )
+            raise ToolError(msg) from None
 
     async def _gone(self, tool: str) -> NoReturn:
         self._lost = True

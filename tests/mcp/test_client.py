@@ -37,7 +37,7 @@ async def test_lists_and_calls(transport: str) -> None:
         tools = by_name(await server.tools())
         assert sorted(tools) == [
             "add", "boom", "calls", "change", "crash", "echo", "fail",
-            "ghost", "gone", "hang", "picture",
+            "ghost", "gone", "hang", "picture", "shifty",
         ]  # fmt: skip
         add = tools["add"]
         assert add.description == "the add tool"
@@ -94,6 +94,14 @@ async def test_a_server_that_lies(transport: str) -> None:
         assert failed
         assert "refused the call to 'ghost'" in text
         assert "unknown tool" not in text  # the server's words withheld
+        text, failed = await tools["shifty"].call("{}")
+        assert (text, failed) == (
+            (
+                "error: MCP server 'tools' answered 'shifty' with a result "
+                "that does not fit the tool's output schema"
+            ),
+            True,
+        )
         assert await tools["gone"].call("{}") == ("still here", False)
         assert await tools["change"].call("{}") == ("changed", False)
         with anyio.fail_after(10):

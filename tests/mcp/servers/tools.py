@@ -5,6 +5,7 @@ stdio, or (``--http``) on a free loopback port, printed on the first line
 of its output.  Its tools: ``add`` (text and structured content), ``echo``,
 ``picture`` (an image), ``fail`` (an error result), ``boom`` (a protocol
 error), ``crash`` (the process exits mid-call), ``hang`` (never answers),
+``shifty`` (its result does not fit its output schema),
 ``change`` (the list changes: ``gone`` vanishes, ``late`` appears; a
 notification says so), ``gone``, ``calls`` (how many calls reached the
 server), and ``ghost``, listed but unknown to the call handler (a lie).
@@ -53,6 +54,16 @@ def listed(mode: str) -> list[types.Tool]:
         t("change", {}, []),
         t("calls", {}, []),
         t("ghost", {}, []),
+        types.Tool(
+            name="shifty",
+            description="says it answers a number; does not",
+            input_schema={"type": "object", "properties": {}},
+            output_schema={
+                "type": "object",
+                "properties": {"n": {"type": "integer"}},
+                "required": ["n"],
+            },
+        ),
     ]
     out.append(t("late", {}, []) if STATE["changed"] else t("gone", {}, []))
     if mode == "malformed":
@@ -125,6 +136,11 @@ def make(mode: str) -> Server[Any]:  # noqa: C901  # one branch per tool
             STATE["changed"] = True
             await ctx.session.send_tool_list_changed()
             return text("changed")
+        if name == "shifty":
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text="secret-ish")],
+                structured_content={"n": "secret-ish"},
+            )
         if name == "calls":
             return text(str(STATE["calls"] - 1))
         if name == "gone" and not STATE["changed"]:
