@@ -23,6 +23,7 @@ from typing import Any, NoReturn, final
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import mcp_types as types
 import pydantic
@@ -83,29 +84,30 @@ class McpServer:
         self._lost = False
         self._lock = anyio.Lock()
         self._changed = anyio.Event()
+        self._closing = anyio.Event()
+        self._group: anyio.abc.TaskGroup | None = None
+        self._calls: set[anyio.CancelScope] = set()
 
     def __repr__(self) -> str:
         return f"McpServer({self.name})"
 
     async def __aenter__(self) -> McpServer:
-        if self._client is not None:
-            msg = f"MCP server {self.name!r} is already connected"
+        if self._group is not None or self._closing.is_set():
+            msg = f"MCP server {self.name!r}: a connection is entered once"
             raise ConstructionError(msg)
-        client = Client(
-            self._server,
-            mode="legacy",
-            cache=None,
-            message_handler=self._on_message,
-        )
-        await client.__aenter__()
-        self._client = client
+        # The SDK's client lives in a task of its own: a transport that
+        # fails (an HTTP server gone) ends that task, never the caller's.
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
         try:
+            await group.start(self._host)
             with anyio.fail_after(self.timeout):
                 await self.tools()
         except BaseException:
-            self._client = None
-            with anyio.CancelScope(shield=True):
-                await _close(client)
+            self._closing.set()
+            self._group = None
+            await group.__aexit__(None, None, None)
             raise
         return self
 
@@ -114,12 +116,40 @@ class McpServer:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+    ) -> bool | None:
+        group, self._group = self._group, None
+        self._closing.set()
+        if group is None:
+            return None
+        return await group.__aexit__(exc_type, exc, tb)
+
+    async def _host(
+        self,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        client, self._client = self._client, None
-        self._lost = True
-        if client is None:
-            return
-        await _close(client)
+        started = False
+        try:
+            async with Client(
+                self._server,
+                mode="legacy",
+                cache=None,
+                message_handler=self._on_message,
+            ) as client:
+                self._client = client
+                started = True
+                task_status.started()
+                await self._closing.wait()
+        except Exception:
+            if not started:
+                raise
+            # The transport failed: calls under way end as "went away".
+            _LOG.warning("MCP server %r: the connection failed", self.name)
+        finally:
+            self._lost = True
+            self._client = None
+            for scope in tuple(self._calls):
+                scope.cancel()
 
     @property
     def connected(self) -> bool:
@@ -216,7 +246,19 @@ class McpServer:
             raise ToolError(text or f"tool {tool!r} failed on the server")
         return text
 
-    async def _send(
+    async def _send(  # noqa: RET503  # _gone never returns
+        self, client: Client, tool: str, arguments: Mapping[str, Any]
+    ) -> types.CallToolResult:
+        scope = anyio.CancelScope()
+        self._calls.add(scope)
+        try:
+            with scope:
+                return await self._request(client, tool, arguments)
+        finally:
+            self._calls.discard(scope)
+        await self._gone(tool)  # the connection ended under the call
+
+    async def _request(
         self, client: Client, tool: str, arguments: Mapping[str, Any]
     ) -> types.CallToolResult:
         try:
@@ -261,14 +303,6 @@ class McpServer:
             changed, self._changed = self._changed, anyio.Event()
             changed.set()
         await anyio.lowlevel.checkpoint()
-
-
-async def _close(client: Client) -> None:
-    try:
-        await client.__aexit__(None, None, None)
-    except Exception:  # noqa: BLE001
-        # A connection that already broke has nothing left to close.
-        _LOG.info("closing a broken MCP connection")
 
 
 def stdio(

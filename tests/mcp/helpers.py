@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import anyio.abc
 
 from pipeline.mcp import McpServer, http, stdio
 
@@ -19,8 +20,10 @@ TRANSPORTS = ("stdio", "http")
 
 
 @asynccontextmanager
-async def http_server(mode: str = "normal") -> AsyncIterator[str]:
-    """The tools server on a free loopback port: its URL."""
+async def http_process(
+    mode: str = "normal",
+) -> AsyncIterator[tuple[str, anyio.abc.Process]]:
+    """The tools server on a free loopback port: its URL and process."""
     command = [sys.executable, TOOLS, "--http", "--mode", mode]
     async with await anyio.open_process(command, stderr=None) as process:
         assert process.stdout is not None
@@ -29,12 +32,19 @@ async def http_server(mode: str = "normal") -> AsyncIterator[str]:
             while not line.endswith(b"\n"):
                 line += await process.stdout.receive(1)
         try:
-            yield f"http://127.0.0.1:{int(line)}/mcp"
+            yield f"http://127.0.0.1:{int(line)}/mcp", process
         finally:
             if process.returncode is None:
                 process.kill()
             with anyio.CancelScope(shield=True):
                 await process.wait()
+
+
+@asynccontextmanager
+async def http_server(mode: str = "normal") -> AsyncIterator[str]:
+    """The tools server on a free loopback port: its URL."""
+    async with http_process(mode) as (url, _):
+        yield url
 
 
 @asynccontextmanager
