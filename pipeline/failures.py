@@ -30,6 +30,7 @@ The hierarchy::
     │   ├── MergeConflict           fan-out branches wrote one field apart
     │   ├── RunStopped              a gate stopped the run
     │   ├── RunPaused               a run waits for an answer
+    │   ├── StaleAnswer             an answer for a question not pending
     │   └── HistoryBudgetExceeded
     ├── checkpoints and stores
     │   ├── ConcurrentModification  another writer took the version
@@ -85,6 +86,7 @@ __all__ = (
     "RunPaused",
     "RunStopped",
     "SnapshotNotFound",
+    "StaleAnswer",
     "StepLimitExceeded",
     "ThreadBusy",
     "TimedOut",
@@ -234,9 +236,13 @@ class UnknownRoute(PipelineError):
 @final
 @attrs.frozen
 class StepLimitExceeded(PipelineError):
-    """A run reached its step limit; the last checkpoint can be resumed.
+    """A run reached its step limit.
 
-    *tail* holds the names of the last nodes that ran, newest last.
+    *tail* holds the names of the last nodes that ran, newest last.  With
+    a store, the thread stops there: a record with status ``stopped`` and
+    this failure as its reason is committed, and resuming the thread
+    returns that stop.  To go on with larger limits, resume from the
+    version before the stop (``resume(version=...)``) or fork it.
 
     .. versionadded:: 0.1.0
     """
@@ -423,6 +429,44 @@ class RunPaused(PipelineError):
 
     def __str__(self) -> str:
         return f"paused for an answer: {self.question!r} (at {self.where()})"
+
+
+@final
+@attrs.frozen
+class StaleAnswer(PipelineError):
+    """An answer for a question that is not the one pending: nothing was
+    committed, nothing ran.
+
+    *question* is the id the answer was given for (``None``: none was
+    given), *pending* the id of the question thread *thread_id* waits at
+    (``None``: it waits at none; *status* says where it stands).  A
+    question's id is ``Snapshot.question_id``: the version that asked it
+    and a digest of what it asked.  The answer itself is never part of
+    the message.
+
+    .. versionadded:: 0.1.0
+    """
+
+    thread_id: str
+    question: str | None
+    pending: str | None
+    status: str
+
+    def __str__(self) -> str:
+        given = (
+            "the answer"
+            if self.question is None
+            else f"the answer to question {self.question}"
+        )
+        if self.pending is None:
+            return (
+                f"{given} applies to nothing: thread {self.thread_id!r} "
+                f"waits for no answer (it is {self.status})"
+            )
+        return (
+            f"{given} is not for the question thread {self.thread_id!r} "
+            f"waits at ({self.pending}); nothing was applied"
+        )
 
 
 @final

@@ -28,7 +28,7 @@ from ..failures import (
 )
 from ..stores import CheckpointStore, Record, check_thread_id
 from ._codec import Acc, Codec
-from ._model import Snapshot
+from ._model import Snapshot, Status
 
 
 Sink = Callable[[Any], Awaitable[None]]
@@ -79,8 +79,9 @@ async def load(
 
     Nothing committed is ever skipped silently: the head must decode, with
     one exception, a *last* record that is torn or fails its checksum (a
-    write cut short): it is skipped for the one before it, and reported
-    (a warning on the ``pipeline.fold`` logger).  Any other record that does
+    write cut short): it is skipped for its parent (never for a record of
+    another branch), and reported (a warning on the ``pipeline.fold``
+    logger).  Any other record that does
     not decode is a :class:`~pipeline.failures.CheckpointDecodeError`.
     """
     out = await load_for_resume(codec, store, thread_id, version, None)
@@ -120,12 +121,20 @@ async def load_for_resume(
             )
             if sink is not None:
                 await sink(CheckpointSkipped(thread_id, head, reason))
-            earlier = [v for v in by_version if v < head]
-            if not earlier:
+            # Its parent, never the newest record before it: that may be
+            # on another branch (a question there is not this one's).
+            parent = by_version[head].parent
+            if parent is None or not 0 <= parent < head:
+                what = "the only record" if head == 0 else "the last record"
                 return Failure(
-                    CheckpointDecodeError("$", f"the only record: {reason}")
+                    CheckpointDecodeError(
+                        "$",
+                        f"{what} (version {head}): {reason}; it names no "
+                        "earlier record to continue from (resume an "
+                        "earlier version, or fork one)",
+                    )
                 )
-            target = max(earlier)
+            target = parent
     snap = await _decode_at(codec, by_version, target)
     if type(snap) is not Success:
         return Failure(snap.failure())
@@ -257,7 +266,9 @@ async def fork(
 ]:
     """Copy a snapshot into a new thread (version 0); the original is untouched.
 
-    What nested folds had saved in the step in flight is copied too: the
+    A stopped snapshot is copied running (a fork is how a stopped thread
+    goes on); a paused one still waits, at a question of its own (another
+    id).  What nested folds had saved in the step in flight is copied too: the
     fork continues them.
     """
     new = (
@@ -268,12 +279,17 @@ async def fork(
     loaded = await load(codec, store, thread_id, version=version)
     if type(loaded) is not Success:
         return Failure(loaded.failure())
+    source = loaded.unwrap()
     forked: Snapshot[Any] = attrs.evolve(
-        loaded.unwrap(),
+        source,
         thread_id=new,
         version=0,
         parent=None,
     )
+    if source.status is Status.STOPPED:
+        # A fork is how a stopped thread goes on: the copy runs again
+        # from where the stop was (its gates decide anew).
+        forked = attrs.evolve(forked, status=Status.RUNNING, reason="")
     committed = await store.commit(
         codec.encode(forked, None), expected_head=None
     )
@@ -308,7 +324,7 @@ class Threads(Generic[S]):
         """The snapshot at *version*, or at the head.
 
         A *last* record that is torn or fails its checksum (a write cut
-        short) is skipped for the one before it, with a warning on the
+        short) is skipped for its parent, with a warning on the
         ``pipeline.fold`` logger; any other record that does not decode, and
         records missing below the head, are a
         :class:`~pipeline.failures.CheckpointDecodeError`.
@@ -340,7 +356,8 @@ class Threads(Generic[S]):
         | LeaseLost,
     ]:
         """Copy a snapshot into a new thread (version 0); the original is
-        untouched.  Progress of nested folds in the step in flight is copied
+        untouched.  A stopped snapshot is copied running: a fork is how a
+        stopped thread goes on.  Progress of nested folds in the step in flight is copied
         too: the fork continues them."""
         return await fork(
             self.codec,

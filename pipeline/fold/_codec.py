@@ -9,7 +9,7 @@ A record holds one snapshot as a delta against its parent:
   changed; the root record of a chain stores every field;
 * the envelope is short: schema, fingerprint, next and step, and the rest
   only when it is not at its default (the node that ran is the parent's
-  *next*);
+  *next*; a stop's ``reason`` only in the stop record);
 * ``in`` carries the progress of folds nested in the step in flight (an
   agent's turns inside a graph node): each such record appends documents
   to the nested folds' chains; a record without ``in`` starts afresh.
@@ -241,6 +241,8 @@ class Codec(Generic[S]):
             doc["join"] = snap.join
         if snap.status is not Status.RUNNING:
             doc["status"] = snap.status.value
+        if snap.reason:
+            doc["reason"] = snap.reason
         if snap.pending is not None:
             pending: dict[str, Any] = {
                 "source": snap.pending.source,
@@ -643,6 +645,8 @@ class Codec(Generic[S]):
                 status=Status(head.get("status", "running")),
                 pending=pending,
                 progress=acc.progress or NO_PROGRESS,
+                # Records written before stops were stored have none.
+                reason=self.converter.structure(head.get("reason", ""), str),
             )
         except (*_STRUCTURE_OR_KEY,) as exc:
             return Failure(CheckpointDecodeError("$", _reason(exc)))
@@ -725,8 +729,18 @@ _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "state": dict,
     "logs": dict,
     "in": dict,
+    "reason": str,
 }
-_OPTIONAL = {"node", "join", "status", "pending", "state", "logs", "in"}
+_OPTIONAL = {
+    "node",
+    "join",
+    "status",
+    "pending",
+    "state",
+    "logs",
+    "in",
+    "reason",
+}
 
 
 def _opt_str(value: object) -> str | None:

@@ -89,7 +89,8 @@ class Boundary:
 
     *saved* is the progress committed for this step so far (empty for a
     step that had not started), *answer* the human's answer to deliver to
-    a nested fold that paused.  *track*, when a machine sets it, gives the
+    a nested fold that paused; *paused* and *stopped* say that one paused
+    (its question) or stopped (its reason) in this attempt.  *track*, when a machine sets it, gives the
     machine's current state while the step runs (a swarm's typed state as
     its state tools change it): progress records carry it.
 
@@ -105,6 +106,7 @@ class Boundary:
         "answer",
         "paused",
         "saved",
+        "stopped",
         "touched",
         "track",
     )
@@ -126,6 +128,7 @@ class Boundary:
         self.saved = saved
         self.answer = answer
         self.paused: str | None = None
+        self.stopped: str | None = None
         self.touched: set[str] = set()
         self.track: Callable[[], Any] | None = None
 
@@ -181,6 +184,14 @@ class Boundary:
         root.paused = question
         if root._up is not None:
             root._up.pause(question)
+
+    def stop(self, reason: str) -> None:
+        """Note that a nested fold stopped for *reason* (and recorded it),
+        as :meth:`pause` does."""
+        root = self._root
+        root.stopped = reason
+        if root._up is not None:
+            root._up.stop(reason)
 
     def branch(self, name: str) -> Boundary:
         """The boundary a fan-out branch's nested folds see."""
@@ -392,6 +403,8 @@ class NestedJournal(Journal[S]):
             self.boundary.pause(
                 snap.pending.question if snap.pending is not None else ""
             )
+        elif snap.status is Status.STOPPED:
+            self.boundary.stop(snap.reason)
         return await self.boundary.save(self.key, doc)
 
     async def ensure(self) -> Failure[Any] | None:
