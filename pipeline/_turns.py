@@ -262,14 +262,25 @@ class Loop:
             _finished(self.env, self.name, calls, shown) if listen else None
         )
         name = self.name
+        limit = self.agent.max_parallel_tools
         if not taken:
             return await run_tools(
-                calls, self.tools, on_result=on_result, agent=name, around=hook
+                calls,
+                self.tools,
+                on_result=on_result,
+                agent=name,
+                around=hook,
+                limit=limit,
             )
         rest = [c for i, c in enumerate(calls) if i not in taken]
         ran = iter(
             await run_tools(
-                rest, self.tools, on_result=on_result, agent=name, around=hook
+                rest,
+                self.tools,
+                on_result=on_result,
+                agent=name,
+                around=hook,
+                limit=limit,
             )
         )
         out: list[Message] = []

@@ -203,7 +203,10 @@ class Agent(Handler[Context, Context, AgentError]):
     call with tools disabled, so the model must answer.  *history* (a
     :mod:`pipeline.history` policy) selects what the agent sees of the
     messages it is given; *description* says what it is for (swarms and
-    :func:`~pipeline.agents.as_tool` show it to other models).  Streaming: when a
+    :func:`~pipeline.agents.as_tool` show it to other models).
+    *max_parallel_tools* bounds the tool calls of one reply that run at
+    once (default ``None``: all of them; ``1`` runs them one after another);
+    results keep the calls' order either way.  Streaming: when a
     :func:`pipeline.stream` is listening, the model streams and each text
     fragment is emitted as a ``MessageDelta``.
 
@@ -226,6 +229,7 @@ class Agent(Handler[Context, Context, AgentError]):
     max_tokens: int | None = None
     history: HistoryPolicy | None = None
     description: str = ""
+    max_parallel_tools: int | None = None
     _tool_map: Mapping[str, Tool] = attrs.field(
         init=False, default=attrs.Factory(_tool_map, takes_self=True)
     )
@@ -238,6 +242,13 @@ class Agent(Handler[Context, Context, AgentError]):
     def __attrs_post_init__(self) -> None:
         if self.max_turns < 1:
             msg = f"agent {self.name!r}: max_turns must be at least 1"
+            raise ConstructionError(msg)
+        limit = self.max_parallel_tools
+        if limit is not None and (type(limit) is not int or limit < 1):
+            msg = (
+                f"agent {self.name!r}: max_parallel_tools must be a whole "
+                "number at least 1, or None for no limit"
+            )
             raise ConstructionError(msg)
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):

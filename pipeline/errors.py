@@ -12,7 +12,10 @@ The hierarchy::
     ├── InvalidThreadId        a thread id no store can keep
     ├── GraphDefects           a graph cannot be built (.defects: GraphDefect)
     ├── SwarmDefects           a swarm cannot be built (.defects: GraphDefect)
-    └── InvalidAnswer          a human's answer does not fit its type
+    ├── InvalidAnswer          a human's answer does not fit its type
+    └── NestedTooDeeply        JSON read from outside nests past the limit
+    RuntimeError
+    └── RendererUnavailable    Graphviz's ``dot`` is missing or failed
     KeyError
     └── SecretUnresolved       no resolver knows a secret's reference
     Exception
@@ -42,6 +45,8 @@ __all__ = (
     "GraphDefects",
     "InvalidAnswer",
     "InvalidThreadId",
+    "NestedTooDeeply",
+    "RendererUnavailable",
     "SecretUnresolved",
     "SwarmDefects",
     "ToolError",
@@ -113,6 +118,15 @@ class SwarmDefects(ValueError):
         super().__init__(f"{len(self.defects)} swarm defect(s):\n{lines}")
 
 
+class RendererUnavailable(RuntimeError):
+    """A drawing cannot be rendered: Graphviz's ``dot`` program is not
+    installed (``apt-get install graphviz``, ``brew install graphviz``) or
+    it failed.  The DOT and Mermaid texts need no renderer.
+
+    .. versionadded:: 0.1.0
+    """
+
+
 class ToolError(Exception):
     """Raise it in a tool to send its message to the model as the result.
 
@@ -162,6 +176,24 @@ class InvalidAnswer(ValueError):
         name = getattr(kind, "__qualname__", None) or str(kind)
         super().__init__(f"the answer is not a {name}")
         self.kind = kind
+
+
+@final
+class NestedTooDeeply(ValueError):
+    """JSON read from outside (an answer, ``--input``, a stored record,
+    metadata, a model's tool arguments) nests deeper than the one limit
+    all of them share (64 levels; *limit*).  It is refused by counting,
+    before it is parsed, on every Python (3.13's parser no longer raises
+    ``RecursionError`` where 3.11's did).  *where* names what was read;
+    the value itself is never quoted.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, where: str, limit: int) -> None:
+        super().__init__(f"{where} nests deeper than {limit} levels")
+        self.where = where
+        self.limit = limit
 
 
 @final

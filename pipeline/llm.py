@@ -15,6 +15,7 @@ from returns.result import Failure, Result, Success
 from . import failures
 from ._combinators import Condition, condition
 from ._context import Context
+from ._depth import loads
 from ._handler import Handler
 from ._messages import Message
 from ._moved import moved
@@ -88,7 +89,7 @@ def _verdict(
     if not text.strip():
         return Failure(failures.BadVerdict(text, "empty answer"))
     try:
-        return Success(_CONVERTER.structure(json.loads(text), kind))
+        return Success(_CONVERTER.structure(loads(text, "the verdict"), kind))
     except (
         ValueError,
         TypeError,
@@ -228,8 +229,8 @@ def llm_condition(
             return Failure(answer.failure())
         text = answer.unwrap().text
         try:
-            value = json.loads(text)
-        except ValueError:
+            value = loads(text, "the answer")
+        except ValueError:  # NestedTooDeeply included
             return Failure(failures.BadVerdict(text, "not JSON"))
         if not (isinstance(value, dict) and type(value.get("bool")) is bool):
             return Failure(

@@ -46,6 +46,7 @@ from returns.result import Failure, Result, Success
 from ._usage import RunUsage
 from .budgets import Budget, Ledger
 from .failures import BudgetExceeded
+from .models import Fallback
 from .secrets import Resolver, reset_resolver, use_resolver
 
 
@@ -115,6 +116,10 @@ class Scope:
         on_delta: DeltaSink | None,
     ) -> Result[ModelResponse, ModelError | BudgetExceeded]:
         """One model call: checked, traced and counted."""
+        if type(model) is Fallback:
+            # Each model a fallback calls is checked, traced and counted on
+            # its own (through this scope), never the chain as one call.
+            return await model.each(request, on_delta, self.generate)
         name = model.name
         refused = self.ledger.start_model_call(name, anyio.current_time())
         if refused is not None:

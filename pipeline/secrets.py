@@ -51,6 +51,7 @@ from typing import (
 import attrs
 
 from . import errors
+from ._depth import loads
 from ._moved import moved
 from .errors import ConstructionError
 
@@ -365,8 +366,12 @@ def redact_arguments(
     (the call does not decode: its secret may sit under a misspelt name),
     are replaced whole (they might hold a secret anyway)."""
     try:
-        raw = None if whole else json.loads(arguments or "{}")
-    except (ValueError, RecursionError):
+        raw = (
+            None
+            if whole
+            else loads(arguments or "{}", f"arguments for {tool!r}")
+        )
+    except ValueError:  # NestedTooDeeply included
         raw = None
     if not isinstance(raw, dict):
         return json.dumps({MARKER: f"tool:{tool}"})

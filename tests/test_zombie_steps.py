@@ -9,6 +9,12 @@ near expiry it renews first, and a renewal that fails stops the run.
 
 from __future__ import annotations
 
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
@@ -72,13 +78,13 @@ def chain(log: Path) -> Graph[Trail, str]:
 
 
 async def _take_over(
-    spec: str, log: Path
+    spec: str, log: Path, thread_id: str = "t"
 ) -> Result[fold.Snapshot[Trail], object]:
     """Another runner: waits (on the clock, as ThreadBusy says) until the
     stalled runner's lease lapses, then runs the thread to its end."""
     async with open_store(spec, lease_ttl=TTL) as store:
         while True:
-            out = await chain(log).resume(store, "t")
+            out = await chain(log).resume(store, thread_id)
             busy = out.failure() if isinstance(out, Failure) else None
             if not isinstance(busy, ThreadBusy):
                 return out
@@ -251,3 +257,110 @@ async def test_a_stalled_agent_runs_no_tool_after_a_takeover(
     assert theirs.unwrap().done
     assert isinstance(out.failure(), LeaseLost)
     assert effects.read_text().splitlines() == ["refund 5"]
+
+
+TRIALS = int(os.environ.get("PIPELINE_SIGSTOP_TRIALS", "25"))
+CHILD = Path(__file__).with_name("sigstop_child.py")
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill *proc* if it still runs (stopped or not)."""
+    if proc.poll() is None:
+        proc.kill()
+
+
+async def _take_over_within(
+    spec: str, log: Path, thread_id: str, seconds: float
+) -> Result[fold.Snapshot[Trail], object]:
+    """:func:`_take_over`, failing the trial after *seconds*."""
+    with anyio.fail_after(seconds):
+        return await _take_over(spec, log, thread_id)
+
+
+def _sigstop_trial(
+    spec: str, thread_id: str, tmp: Path, rng: random.Random
+) -> None:
+    """One trial: the child runs the chain; after a random number of its
+    nodes it is stopped (SIGSTOP), this process takes the thread over once
+    the lease lapses and runs it to the end, then the child continues
+    (SIGCONT): it must start no further node."""
+    theirs, ours = tmp / "child.log", tmp / "takeover.log"
+    at = rng.randint(1, len(NODES) - 1)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    with subprocess.Popen(  # noqa: S603
+        [sys.executable, str(CHILD), spec, str(theirs), thread_id],
+        stdout=subprocess.PIPE,
+        env=env,
+    ) as proc:
+        # A trial that goes wrong fails; it never hangs the suite: past
+        # its time the child is killed (its pipe ends, reads return).
+        watchdog = threading.Timer(120, _kill, (proc,))
+        watchdog.start()
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == b"ready"
+            for _ in range(at):
+                assert proc.stdout.readline().strip() in {
+                    n.encode() for n in NODES
+                }
+            proc.send_signal(signal.SIGSTOP)
+            ended: list[str] = []
+            while spec.startswith("sqlite:") and _write_locked(spec):
+                # Stopped inside a write transaction, the child holds the
+                # file's lock: no other process can write until it goes
+                # on (SQLite has no server to end it).  Let it reach its
+                # next node, and stop it there.
+                proc.send_signal(signal.SIGCONT)
+                line = proc.stdout.readline().strip()
+                proc.send_signal(signal.SIGSTOP)
+                if line not in {n.encode() for n in NODES}:
+                    ended = line.decode().split()
+                    break  # it ended: nothing is left to take over
+            out = anyio.run(_take_over_within, spec, ours, thread_id, 60.0)
+            assert out.unwrap().done
+            before = theirs.read_text().splitlines()
+            proc.send_signal(signal.SIGCONT)
+            rest = ended + proc.stdout.read().decode().split()
+            assert proc.wait(timeout=60) == 0
+        finally:
+            watchdog.cancel()
+            _kill(proc)
+    taken = ours.read_text().splitlines() if ours.exists() else []
+    # Stopped, the child started no step after the takeover: every node it
+    # ran is one it had started before it was stopped.
+    assert theirs.read_text().splitlines() == before
+    # It lost its lease, unless it had run the chain to its end before it
+    # was stopped (a loaded machine runs the child ahead of this process):
+    # then the takeover found the thread done and ran nothing.
+    assert rest[-2:] == ["ended", "LeaseLost" if taken else "done"]
+    effects = Counter(before + taken)
+    assert set(effects) == set(NODES)
+    # The node in flight at the stop may run once more; no other does.
+    assert sum(n - 1 for n in effects.values()) <= 1
+
+
+def _write_locked(spec: str) -> bool:
+    """Whether a process holds the write lock of the SQLite file *spec*."""
+    conn = sqlite3.connect(spec.removeprefix("sqlite:"), timeout=0)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:
+        return True
+    else:
+        conn.execute("ROLLBACK")
+        return False
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_a_runner_stopped_past_its_lease_starts_no_step_after_a_takeover(
+    tmp_path: Path, store_spec: str
+) -> None:
+    """SIGSTOP past the lease's time, at a random node, ``TRIALS`` times
+    (``PIPELINE_SIGSTOP_TRIALS``, 25 by default) on each store."""
+    rng = random.Random(20261203)  # trial points, not secrets
+    for trial in range(TRIALS):
+        where = tmp_path / f"trial{trial}"
+        where.mkdir()
+        _sigstop_trial(store_spec, f"trial{trial}", where, rng)

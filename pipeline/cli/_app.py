@@ -349,20 +349,22 @@ def delete(ctx: click.Context, thread: str, store: str | None) -> int:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["mermaid", "svg", "png"]),
+    type=click.Choice(["mermaid", "dot", "svg", "png"]),
     default="mermaid",
     show_default=True,
-    help="svg and png need the Mermaid CLI (mmdc)",
+    help="svg and png are rendered by Graphviz's dot",
 )
 @click.option(
     "--output",
     "-o",
     metavar="FILE",
-    help="write here (default: stdout for mermaid, OBJECT.FORMAT otherwise)",
+    help="write here (default: stdout for mermaid and dot, OBJECT.FORMAT "
+    "otherwise)",
 )
 @click.pass_context
 def draw(ctx: click.Context, target: str, fmt: str, output: str | None) -> int:
-    """Draw a graph or swarm as a Mermaid flowchart."""
+    """Draw a graph or swarm: Mermaid or DOT text, or an SVG or PNG
+    picture (rendered by Graphviz)."""
     from ._commands import draw as body  # noqa: PLC0415
 
     return int(body(target, fmt, output, traceback=ctx.obj["traceback"]))

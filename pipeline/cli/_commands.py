@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
-import tempfile
 import uuid
 
 from pathlib import Path
@@ -16,6 +13,8 @@ import attrs
 
 from returns.result import Result, Success
 
+from .._render import render
+from ..errors import RendererUnavailable
 from . import _output as out
 from ._events import JsonLines, reporter
 from ._execute import Work, execute
@@ -530,38 +529,38 @@ def draw(
             f"{ref} is a handler; draw takes a graph or a swarm",
             hint="handlers print their structure with repr()",
         )
-    text: str = target.obj.mermaid()
     if fmt == "mermaid":
+        text: str = target.obj.mermaid()
         if output is None:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
         else:
             _write(Path(output), text)
         return ExitCode.OK
-    renderer = shutil.which("mmdc")
-    if renderer is None:
-        raise UserError(
-            f"--format {fmt} needs the Mermaid CLI (mmdc), which is not "
-            "installed",
-            hint="npm install -g @mermaid-js/mermaid-cli; or use "
-            "--format mermaid and render the text elsewhere",
-            code=ExitCode.UNAVAILABLE,
-        )
+    source: str = target.obj.dot()
+    if fmt == "dot":
+        if output is None:
+            sys.stdout.write(source)
+        else:
+            _write(Path(output), source)
+        return ExitCode.OK
     dest = Path(output or f"{ref.rpartition(':')[2]}.{fmt}")
     if not dest.parent.is_dir():
         raise _no_directory(dest)
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "graph.mmd"
-        source.write_text(text, encoding="utf-8")
-        done = subprocess.run(  # noqa: S603  # a fixed program, our arguments
-            [renderer, "--input", str(source), "--output", str(dest)],
-            capture_output=True,
-            check=False,
-        )
-    if done.returncode != 0:
+    try:
+        picture = render(source, "png" if fmt == "png" else "svg")
+    except RendererUnavailable as exc:
         raise UserError(
-            f"mmdc failed (exit {done.returncode})",
-            hint="run mmdc by hand on the output of --format mermaid",
+            str(exc),
+            hint="or use --format mermaid or --format dot and render the "
+            "text elsewhere",
             code=ExitCode.UNAVAILABLE,
-        )
+        ) from None
+    try:
+        dest.write_bytes(picture)
+    except OSError as exc:
+        raise UserError(
+            f"-o: cannot write {str(dest)!r} ({type(exc).__name__})",
+            hint="pick a file you can write",
+        ) from None
     out.say(f"wrote {dest}")
     return ExitCode.OK

@@ -21,6 +21,8 @@ from urllib.parse import unquote_plus
 
 import orjson
 
+from .._depth import check_depth
+from ..errors import NestedTooDeeply
 from ._exits import ExitCode, UserError
 
 
@@ -192,8 +194,9 @@ async def noted_target(store: CheckpointStore, thread_id: str) -> str | None:
     if not rows:
         return None
     try:
+        check_depth(rows[0].data, "the CLI's note")
         doc = orjson.loads(rows[0].data)
-    except orjson.JSONDecodeError:
+    except (NestedTooDeeply, orjson.JSONDecodeError):
         return None
     ref = doc.get("target") if isinstance(doc, dict) else None
     return ref if isinstance(ref, str) else None

@@ -11,7 +11,6 @@ and nesting (a fold inside the step of another commits through it; see
 from __future__ import annotations
 
 import collections
-import json
 
 from collections.abc import Awaitable, Callable, Sequence
 from typing import (
@@ -29,8 +28,9 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from .._depth import loads
 from .._serde import canonical, checksum
-from ..errors import InvalidAnswer
+from ..errors import InvalidAnswer, NestedTooDeeply
 from ..events import (
     FoldEvent,
     Interrupted,
@@ -412,8 +412,11 @@ def stored_answer(codec: Codec[Any], answer: object) -> object:
     """
     try:
         stored = codec.converter.unstructure(answer)
-        back = json.loads(canonical(stored))
+        back = loads(canonical(stored), "the answer")
+    except NestedTooDeeply as exc:
+        return InvalidState("<answer>", "answer", _JSON_ANSWER, str(exc))
     except (ValueError, TypeError, RecursionError) as exc:
+        # (RecursionError: cattrs unstructuring a deep Python value.)
         return InvalidState(
             "<answer>", "answer", _JSON_ANSWER, type(exc).__name__
         )
