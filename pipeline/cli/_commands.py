@@ -118,8 +118,10 @@ async def resume(
     version: int | None,
     ref: str | None,
     answer_text: str | None,
+    question: str | None = None,
 ) -> ExitCode:
-    """``pipeline resume`` and ``pipeline answer``."""
+    """``pipeline resume`` and ``pipeline answer`` (for the question whose
+    id is *question*, if given)."""
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
         answer: object = None
@@ -127,17 +129,16 @@ async def resume(
             answer = _answer(answer_text)
             loaded = await target.obj.load(store, thread_id)
             snap = _found(loaded, thread_id, settings)
-            if snap.pending is None or snap.pending.answered:
-                raise UserError(
-                    f"thread {thread_id!r} is not waiting for an answer "
-                    f"(it is {snap.status})",
-                    hint=f"`pipeline show {thread_id}` shows where it is",
-                )
+            await _check_waiting(settings, store, target, snap)
         obj = target.obj
 
         async def work() -> Result[Any, Any]:
             return await obj.resume(  # type: ignore[no-any-return]
-                store, thread_id, version=version, answer=answer
+                store,
+                thread_id,
+                version=version,
+                answer=answer,
+                question=question,
             )
 
         from ..errors import InvalidAnswer  # noqa: PLC0415
@@ -156,6 +157,65 @@ async def resume(
                 """that looks like JSON, '"123"')""",
             ) from None
         return await _finish(settings, target, (store, thread_id), result)
+
+
+async def _check_waiting(
+    settings: Settings,
+    store: CheckpointStore,
+    target: Target,
+    snap: Any,
+) -> None:
+    """Refuse an answer for a thread that waits for none: a stopped one
+    says how to go on (answer its question again on a fork)."""
+    from ..fold import Status  # noqa: PLC0415
+
+    if snap.question_id is not None:
+        return
+    tid = snap.thread_id
+    if snap.status is Status.STOPPED:
+        asked = await _asked_at(store, target, snap)
+        flag = _store_flag(settings)
+        why = f": {snap.reason}" if snap.reason else ""
+        if asked is None:
+            hint = (
+                f"it stays stopped; to go on, fork the version before the "
+                f"stop and resume the fork: `pipeline fork {tid} --version "
+                f"{snap.parent}{flag}`, then `pipeline resume NEW{flag}`"
+            )
+        else:
+            hint = (
+                f"it stays stopped; to answer its question (version "
+                f"{asked}) again, fork there: `pipeline fork {tid} "
+                f"--version {asked} --answer ANSWER{flag}`"
+            )
+        raise UserError(
+            f"thread {tid!r} is stopped{why}; it waits for no answer",
+            hint=hint,
+        )
+    raise UserError(
+        f"thread {tid!r} is not waiting for an answer (it is {snap.status})",
+        hint=f"`pipeline show {tid}` shows where it is",
+    )
+
+
+async def _asked_at(
+    store: CheckpointStore, target: Target, snap: Any
+) -> int | None:
+    """The version of the question last asked on *snap*'s lineage (the
+    one a stop after an answer declined), if any."""
+    from ..fold import Status  # noqa: PLC0415
+
+    read = await target.obj.history(store, snap.thread_id)
+    if type(read) is not Success:
+        return None
+    by_version = {s.version: s for s in read.unwrap()}
+    cursor = snap.parent
+    while cursor is not None and cursor in by_version:
+        at = by_version[cursor]
+        if at.status is Status.INTERRUPTED and at.question_id is not None:
+            return int(cursor)
+        cursor = at.parent
+    return None
 
 
 def _answer(text: str) -> object:
@@ -278,6 +338,14 @@ async def _finish(
                 "result", {"status": "stopped", **where, "reason": snap.reason}
             )
         out.say(f"stopped: {snap.reason}" if snap.reason else "stopped")
+        if tid is not None and snap.parent is not None:
+            out.say(
+                f"hint: thread {tid} stays stopped (version {snap.version});"
+                f" to go on, fork it: `pipeline fork {tid} --version "
+                f"{snap.parent}{store_hint}` (a question it declined: "
+                f"`pipeline fork {tid} --version V --answer ANSWER"
+                f"{store_hint}`, V its version in `pipeline history {tid}`)"
+            )
         return ExitCode.STOPPED
     if lines is not None:
         lines.write(
@@ -299,10 +367,17 @@ def _failure_error(failure: object, settings: Settings) -> UserError | None:
         IncompatibleGraph,
         LeaseLost,
         SnapshotNotFound,
+        StaleAnswer,
         ThreadBusy,
     )
 
     flag = _store_flag(settings)
+    if isinstance(failure, StaleAnswer):
+        return UserError(
+            str(failure),
+            hint=f"`pipeline show {failure.thread_id}{flag}` shows the "
+            "question it waits at (pending.id); answer that one",
+        )
     unresolved = _unresolved(failure)
     if unresolved is not None:
         return unresolved
@@ -417,13 +492,38 @@ async def threads(settings: Settings) -> ExitCode:
             if is_companion(tid):
                 continue
             head = await store.head(tid)
-            rows.append((tid, head, await noted_target(store, tid)))
+            status = await _head_status(store, tid)
+            rows.append((tid, head, status, await noted_target(store, tid)))
     if settings.json:
-        for tid, head, ref in rows:
-            out.emit_json({"thread": tid, "head": head, "target": ref})
+        for tid, head, status, ref in rows:
+            out.emit_json(
+                {"thread": tid, "head": head, "status": status, "target": ref}
+            )
     else:
-        out.table("threads", ("thread", "head", "target"), rows)
+        out.table("threads", ("thread", "head", "status", "target"), rows)
     return ExitCode.OK
+
+
+async def _head_status(store: CheckpointStore, thread_id: str) -> str:
+    """Where a thread stands (``running``, ``interrupted``, ``stopped``,
+    ``done``), read from its head record without its code (a torn head
+    record counts as its parent, as a load does); ``unreadable`` if that
+    record does not parse."""
+    from ..stores import record_checksum  # noqa: PLC0415
+
+    rows = {r.version: r for r in await store.records(thread_id)}
+    if not rows:
+        return "unreadable"
+    row = rows[max(rows)]
+    intact = record_checksum(row.thread_id, row.version, row.parent, row.data)
+    if intact != row.checksum and row.parent in rows:
+        row = rows[row.parent]
+    try:
+        doc = json.loads(row.data)
+    except ValueError:
+        return "unreadable"
+    status = doc.get("status", "running") if isinstance(doc, dict) else None
+    return status if isinstance(status, str) else "unreadable"
 
 
 async def history(
@@ -448,6 +548,7 @@ async def history(
         "node",
         "next",
         "question",
+        "reason",
     )
     out.table(
         f"thread {thread_id}",
@@ -481,8 +582,10 @@ async def fork(
     version: int | None,
     new_id: str | None,
     ref: str | None,
+    answer_text: str | None = None,
 ) -> ExitCode:
-    """``pipeline fork``."""
+    """``pipeline fork`` (and, with *answer_text*, answer the question the
+    fork waits at: how a stopped thread's question is answered again)."""
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
         new_id = new_id or uuid.uuid4().hex[:16]
@@ -490,6 +593,21 @@ async def fork(
             raise UserError(
                 f"thread {new_id!r} already exists", hint="pick another --to"
             )
+        if answer_text is not None:
+            source = _found(
+                await target.obj.load(store, thread_id, version=version),
+                thread_id,
+                settings,
+            )
+            if source.question_id is None:
+                at = "" if version is None else f" at version {version}"
+                raise UserError(
+                    f"thread {thread_id!r}{at} waits for no answer "
+                    f"(it is {source.status}); nothing was forked",
+                    hint=f"`pipeline history {thread_id}"
+                    f"{_store_flag(settings)}` lists the questions and "
+                    "their versions (--version V)",
+                )
         snap = _found(
             await target.obj.fork(
                 store, thread_id, version=version, new_thread_id=new_id
@@ -498,7 +616,21 @@ async def fork(
             settings,
         )
         await note_target(store, snap.thread_id, target.ref)
-    print(snap.thread_id)
+    if answer_text is not None:
+        if not settings.json:
+            out.say(f"thread {snap.thread_id}")
+        return await resume(
+            settings,
+            snap.thread_id,
+            version=None,
+            ref=target.ref,
+            answer_text=answer_text,
+            question=snap.question_id,
+        )
+    if settings.json:
+        out.emit_json({"thread": snap.thread_id})
+    else:
+        print(snap.thread_id)
     return ExitCode.OK
 
 
