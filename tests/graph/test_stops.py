@@ -258,3 +258,49 @@ async def test_answer_needs_one_pending_question() -> None:
     out = await g.resume(store, "t", version=stop.parent, answer="yes")
     assert out == Failure(StaleAnswer("t", None, None, "running"))
     assert await store.head("t") == stop.version
+
+
+async def test_a_stop_inside_a_subgraph_stops_the_run_for_good(
+    make_store: StoreFactory,
+) -> None:
+    """A subgraph's gate that stops, inside a checkpointed run, stops the
+    enclosing run too: a stopped record with the reason; resuming returns
+    it and runs neither graph's nodes."""
+    runs = Runs()
+
+    async def halt(t: Transition[Counted]) -> Decision:
+        return Stop("inner no") if t.targets == ("i1",) else Continue()
+
+    inner = (
+        graph.builder(Counted)
+        .node("i0", step("i0", runs))
+        .node("i1", step("i1", runs))
+        .entry("i0")
+        .edge("i0", "i1")
+        .edge("i1", END)
+        .gate(halt)
+        .build()
+    )
+    outer = (
+        graph.builder(Counted)
+        .node("o0", step("o0", runs))
+        .node("sub", inner)
+        .node("o1", step("o1", runs))
+        .entry("o0")
+        .edge("o0", "sub")
+        .edge("sub", "o1")
+        .edge("o1", END)
+        .build()
+    )
+    async with make_store() as store:
+        out = (await outer.run(Counted(), store=store, thread_id="t")).unwrap()
+        assert (out.status, out.reason, out.next) == (
+            Status.STOPPED,
+            "inner no",
+            ("sub",),
+        )
+        assert (await outer.load(store, "t")).unwrap() == out
+        ran = runs.total()
+        assert (await outer.resume(store, "t")).unwrap() == out
+        assert runs.total() == ran
+        assert ("o1", 2) not in runs.calls
