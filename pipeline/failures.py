@@ -31,6 +31,7 @@ The hierarchy::
     │   ├── RunStopped              a gate stopped the run
     │   ├── RunPaused               a run waits for an answer
     │   ├── StaleAnswer             an answer for a question not pending
+    │   ├── EditRefused             a thread that cannot be edited now
     │   └── HistoryBudgetExceeded
     ├── checkpoints and stores
     │   ├── ConcurrentModification  another writer took the version
@@ -70,6 +71,7 @@ __all__ = (
     "CheckpointDecodeError",
     "ConcurrentModification",
     "ConditionError",
+    "EditRefused",
     "FanOutLimitExceeded",
     "HistoryBudgetExceeded",
     "IncompatibleGraph",
@@ -469,6 +471,28 @@ class StaleAnswer(PipelineError):
         return (
             f"{given} is not for the question thread {self.thread_id!r} "
             f"waits at ({self.pending}); nothing was applied"
+        )
+
+
+@final
+@attrs.frozen
+class EditRefused(PipelineError):
+    """A thread's state cannot be edited now (``update_state``): only a
+    paused or stopped thread between steps can be; nothing was committed.
+
+    *status* is where thread *thread_id* stands, *why* what is missing.
+
+    .. versionadded:: 0.1.0
+    """
+
+    thread_id: str
+    status: str
+    why: str
+
+    def __str__(self) -> str:
+        return (
+            f"thread {self.thread_id!r} cannot be edited ({self.status}): "
+            f"{self.why}"
         )
 
 

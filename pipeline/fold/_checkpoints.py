@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import uuid
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
@@ -19,16 +19,21 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from .._serde import STRUCTURE_ERRORS
 from ..events import CheckpointSkipped
 from ..failures import (
     CheckpointDecodeError,
     ConcurrentModification,
+    EditRefused,
+    InvalidState,
     LeaseLost,
     SnapshotNotFound,
+    ThreadBusy,
 )
-from ..stores import CheckpointStore, Record, check_thread_id
+from ..stores import CheckpointStore, Held, Record, check_thread_id, leased
 from ._codec import Acc, Codec
-from ._model import Snapshot, Status
+from ._model import Edit, Snapshot, Status
+from ._plan import type_name
 
 
 Sink = Callable[[Any], Awaitable[None]]
@@ -285,6 +290,7 @@ async def fork(
         thread_id=new,
         version=0,
         parent=None,
+        edit=None,
     )
     if source.status is Status.STOPPED:
         # A fork is how a stopped thread goes on: the copy runs again
@@ -296,6 +302,91 @@ async def fork(
     if type(committed) is not Success:
         return Failure(committed.failure())
     return Success(forked)
+
+
+def merge_patch(target: object, patch: object) -> object:
+    """*target* (JSON-shaped) with the JSON merge patch *patch* applied
+    (RFC 7386: an object patches member by member, ``null`` deletes a
+    member, anything else replaces).
+
+    .. versionadded:: 0.1.0
+    """
+    if not isinstance(patch, dict):
+        return patch
+    out: dict[str, object] = (
+        dict(cast("dict[str, object]", target))
+        if isinstance(target, dict)
+        else {}
+    )
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+async def update_state(
+    codec: Codec[S],
+    store: CheckpointStore,
+    thread_id: str,
+    state: S | None,
+    patch: Mapping[str, object] | None,
+    *,
+    author: str,
+    reason: str,
+) -> Result[Snapshot[S], Any]:
+    """Commit a paused or stopped thread's head again with another state
+    (*state*, or the head's with the JSON merge patch *patch*), as a record
+    of its own carrying *author* and *reason*; the thread's lease is held
+    meanwhile."""
+    from ._journal import ThreadJournal  # noqa: PLC0415
+
+    async def body(held: Held) -> Result[Snapshot[S], Any]:
+        loaded = await load_for_resume(codec, store, thread_id, None, None)
+        if type(loaded) is not Success:
+            return Failure(loaded.failure())
+        snap, head = loaded.unwrap()
+        status = str(snap.status)
+        if snap.status not in {Status.INTERRUPTED, Status.STOPPED}:
+            return Failure(
+                EditRefused(thread_id, status, "it is not paused or stopped")
+            )
+        if snap.progress:
+            return Failure(
+                EditRefused(
+                    thread_id,
+                    status,
+                    "it paused inside a step (a nested run's question): "
+                    "answer it first",
+                )
+            )
+        new_state: Any = state
+        if patch is not None:
+            whole = codec.converter.unstructure(snap.state)
+            try:
+                new_state = codec.converter.structure(
+                    merge_patch(whole, dict(patch)), codec.state_type
+                )
+            except STRUCTURE_ERRORS as exc:
+                return Failure(
+                    InvalidState(
+                        "<edit>",
+                        "$",
+                        type_name(codec.state_type),
+                        f"the patched state does not fit: {type(exc).__name__}",
+                    )
+                )
+        journal = ThreadJournal(
+            store, codec, thread_id, snap, head, None, held
+        )
+        edited = attrs.evolve(snap, state=new_state, edit=Edit(author, reason))
+        committed = await journal.commit(edited)
+        if type(committed) is Failure:
+            return committed
+        return Success(committed)
+
+    return await leased(store, check_thread_id(thread_id), body)
 
 
 class Threads(Generic[S]):
@@ -365,4 +456,47 @@ class Threads(Generic[S]):
             thread_id,
             version=version,
             new_thread_id=new_thread_id,
+        )
+
+    async def update_state(
+        self,
+        store: CheckpointStore,
+        thread_id: str,
+        state: S | None = None,
+        *,
+        patch: Mapping[str, object] | None = None,
+        author: str,
+        reason: str,
+    ) -> Result[
+        Snapshot[S],
+        SnapshotNotFound
+        | CheckpointDecodeError
+        | InvalidState
+        | EditRefused
+        | ConcurrentModification
+        | ThreadBusy
+        | LeaseLost,
+    ]:
+        """Edit a paused or stopped thread: its head again, with *state*
+        (or the head's state with *patch*, a JSON merge patch over its
+        JSON form), committed as a version of its own that records
+        *author* and *reason* (:attr:`Snapshot.edit`; ``history`` shows
+        it).  Checked as any commit (:class:`~pipeline.failures.InvalidState`,
+        naming the field, never the value).  A paused thread still waits
+        at its question (a new id: the edit's version); a stopped one stays
+        stopped (fork the edit to go on).
+
+        .. versionadded:: 0.1.0
+        """
+        if (state is None) == (patch is None):
+            msg = "update_state takes a state or a patch (one of them)"
+            raise TypeError(msg)
+        return await update_state(
+            self.codec,
+            store,
+            thread_id,
+            state,
+            patch,
+            author=author,
+            reason=reason,
         )

@@ -54,7 +54,7 @@ from .._serde import (
 from ..errors import ConstructionError, NestedTooDeeply, SecretUnresolved
 from ..failures import CheckpointDecodeError, InvalidState
 from ..stores import Record, record_checksum
-from ._model import NO_PROGRESS, Pending, Progress, Snapshot, Status
+from ._model import NO_PROGRESS, Edit, Pending, Progress, Snapshot, Status
 from ._plan import Plan, plan_for, type_name
 
 
@@ -249,6 +249,11 @@ class Codec(Generic[S]):
             doc["status"] = snap.status.value
         if snap.reason:
             doc["reason"] = snap.reason
+        if snap.edit is not None:
+            doc["edit"] = {
+                "author": snap.edit.author,
+                "reason": snap.edit.reason,
+            }
         if snap.pending is not None:
             pending: dict[str, Any] = {
                 "source": snap.pending.source,
@@ -664,6 +669,12 @@ class Codec(Generic[S]):
                 progress=acc.progress or NO_PROGRESS,
                 # Records written before stops were stored have none.
                 reason=self.converter.structure(head.get("reason", ""), str),
+                edit=None
+                if "edit" not in head
+                else Edit(
+                    self.converter.structure(head["edit"]["author"], str),
+                    self.converter.structure(head["edit"]["reason"], str),
+                ),
             )
         except (*_STRUCTURE_OR_KEY,) as exc:
             return Failure(CheckpointDecodeError("$", _reason(exc)))
@@ -747,6 +758,7 @@ _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "logs": dict,
     "in": dict,
     "reason": str,
+    "edit": dict,
 }
 _OPTIONAL = {
     "node",
@@ -757,6 +769,7 @@ _OPTIONAL = {
     "logs",
     "in",
     "reason",
+    "edit",
 }
 
 

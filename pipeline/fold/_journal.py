@@ -254,6 +254,13 @@ class Journal(Generic[S]):
         last = self.last if self.head is not None else None
         version = 0 if self.head is None else self.head + 1
         parent = None if last is None else last.version
+        if (
+            snap.edit is not None
+            and last is not None
+            and snap.edit is last.edit
+        ):
+            # Inherited from the edit record: this record is no edit.
+            snap = attrs.evolve(snap, edit=None)
         if snap.version != version or snap.parent != parent:
             snap = Snapshot(
                 thread_id=snap.thread_id,
@@ -269,6 +276,7 @@ class Journal(Generic[S]):
                 pending=snap.pending,
                 progress=snap.progress,
                 reason=snap.reason,
+                edit=snap.edit,
             )
         sealed = self.codec.seal(snap, last, progress)
         if type(sealed) is not tuple:

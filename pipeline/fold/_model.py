@@ -108,6 +108,9 @@ class Snapshot(Generic[S_co]):
     reason: str = ""
     """Why the run stopped (status ``STOPPED``): a gate's reason, or the
     limit it reached; stored in the stop record."""
+    edit: Edit | None = None
+    """Who changed the state by hand, and why: set on the record an
+    edit (:meth:`~pipeline.fold.Threads.update_state`) committed only."""
 
     @property
     def done(self) -> bool:
@@ -164,6 +167,7 @@ class Snapshot(Generic[S_co]):
         put("pending", None)
         put("progress", NO_PROGRESS)
         put("reason", "")
+        put("edit", None)
         return out
 
     def successor(
@@ -198,10 +202,25 @@ class Snapshot(Generic[S_co]):
         put("pending", None)
         put("progress", NO_PROGRESS)
         put("reason", "")
+        put("edit", None)
         return out
 
 
 # -- hooks ------------------------------------------------------------------
+
+
+@final
+@attrs.frozen
+class Edit:
+    """A state changed by hand (``update_state``, ``pipeline edit``):
+    *author* made the change for *reason*; stored in its record and shown
+    in the thread's history.
+
+    .. versionadded:: 0.1.0
+    """
+
+    author: str
+    reason: str
 
 
 @final
