@@ -370,6 +370,57 @@ def fork(
 
 @cli.command()
 @click.argument("thread")
+@click.option(
+    "--state",
+    "state_text",
+    metavar="JSON|@FILE",
+    help="the whole new state",
+)
+@click.option(
+    "--patch",
+    "patch_text",
+    metavar="JSON|@FILE",
+    help="a JSON merge patch over the state (null deletes a field)",
+)
+@click.option("--author", required=True, help="who makes the change")
+@click.option("--reason", required=True, help="why")
+@target_option
+@store_option
+@json_option
+@click.pass_context
+def edit(
+    ctx: click.Context,
+    thread: str,
+    state_text: str | None,
+    patch_text: str | None,
+    author: str,
+    reason: str,
+    ref: str | None,
+    store: str | None,
+    as_json: bool,
+) -> int:
+    """Edit the state of THREAD, paused or stopped: a version of its own
+    with --author and --reason, shown by `pipeline history`."""
+    from ._commands import edit as body  # noqa: PLC0415
+
+    return _go(
+        ctx,
+        lambda s: body(
+            s,
+            thread,
+            state_text=state_text,
+            patch_text=patch_text,
+            author=author,
+            reason=reason,
+            ref=ref,
+        ),
+        store,
+        as_json=as_json,
+    )
+
+
+@cli.command()
+@click.argument("thread")
 @store_option
 @click.pass_context
 def delete(ctx: click.Context, thread: str, store: str | None) -> int:

@@ -549,14 +549,20 @@ async def history(
         "next",
         "question",
         "reason",
+        "edit",
     )
+
+    def cell(row: dict[str, Any], column: str) -> object:
+        if column == "next":
+            return ", ".join(row[column])
+        if column == "edit" and row[column] is not None:
+            return f"{row[column]['author']}: {row[column]['reason']}"
+        return row[column]
+
     out.table(
         f"thread {thread_id}",
         columns,
-        [
-            [", ".join(r[c]) if c == "next" else r[c] for c in columns]
-            for r in rows
-        ],
+        [[cell(r, c) for c in columns] for r in rows],
     )
     return ExitCode.OK
 
@@ -631,6 +637,74 @@ async def fork(
         out.emit_json({"thread": snap.thread_id})
     else:
         print(snap.thread_id)
+    return ExitCode.OK
+
+
+async def edit(
+    settings: Settings,
+    thread_id: str,
+    *,
+    state_text: str | None,
+    patch_text: str | None,
+    author: str,
+    reason: str,
+    ref: str | None,
+) -> ExitCode:
+    """``pipeline edit``: a paused or stopped thread's state, replaced
+    (``--state``) or patched (``--patch``, a JSON merge patch)."""
+    if (state_text is None) == (patch_text is None):
+        raise UserError(
+            "edit takes --state or --patch (one of them)",
+            hint='--patch \'{"field": "value"}\' changes one field',
+        )
+    async with open_store(settings.store) as store:
+        target = await _thread_target(settings, store, thread_id, ref)
+        codec = target.obj.codec
+        state: object = None
+        patch: dict[str, object] | None = None
+        if state_text is not None:
+            value = read_json(state_text, "--state")
+            try:
+                state = codec.converter.structure(value, codec.state_type)
+            except Exception as exc:  # noqa: BLE001  # cattrs raises many kinds
+                raise UserError(
+                    f"--state does not fit the thread's state type "
+                    f"({type(exc).__name__})",
+                    hint=f"`pipeline show {thread_id}` prints the state as "
+                    "it is; --patch changes only what it names",
+                ) from None
+        else:
+            value = read_json(patch_text or "", "--patch")
+            if not isinstance(value, dict):
+                raise UserError(
+                    "--patch is a JSON object (a JSON merge patch)",
+                    hint='for example: --patch \'{"field": "value"}\'',
+                )
+            patch = value
+        out_ = await target.obj.update_state(
+            store,
+            thread_id,
+            state,
+            patch=patch,
+            author=author,
+            reason=reason,
+        )
+        if type(out_) is not Success:
+            failure = out_.failure()
+            refused = _failure_error(failure, settings)
+            raise refused or UserError(
+                str(failure),
+                hint=f"`pipeline show {thread_id}"
+                f"{_store_flag(settings)}` shows where it stands",
+            )
+        snap = out_.unwrap()
+    if settings.json:
+        out.emit_json(out.history_row(snap))
+    else:
+        out.say(
+            f"thread {thread_id}: version {snap.version} edited by "
+            f"{author} ({snap.status})"
+        )
     return ExitCode.OK
 
 

@@ -142,6 +142,9 @@ def history_row(snap: Snapshot[Any]) -> dict[str, Any]:
         else None,
         "question_id": snap.question_id,
         "reason": snap.reason or None,
+        "edit": None
+        if snap.edit is None
+        else {"author": snap.edit.author, "reason": snap.edit.reason},
     }
 
 

@@ -208,6 +208,65 @@ def test_declined_answer_stops(tmp_path: Path, store: str) -> None:
 
 
 @pytest.mark.slow
+def test_edit_a_paused_thread(tmp_path: Path, store: str) -> None:
+    """`pipeline edit` patches a paused thread's state: a version with its
+    author and reason in history; the answer then goes on from it; a patch
+    that does not fit is one error line, naming no value."""
+    cli(
+        "run",
+        f"{FLOWS}:desk",
+        "--input",
+        '{"text": "x"}',
+        "--store",
+        store,
+        "--thread",
+        "t",
+        cwd=tmp_path,
+    )
+    edited = cli(
+        "edit",
+        "t",
+        "--patch",
+        '{"reply": "Refunded."}',
+        "--author",
+        "ana",
+        "--reason",
+        "kinder reply",
+        "--store",
+        store,
+        "--json",
+        cwd=tmp_path,
+    )
+    assert edited.returncode == ExitCode.OK, edited.stderr
+    row = json.loads(edited.stdout)
+    assert row["edit"] == {"author": "ana", "reason": "kinder reply"}
+    assert row["status"] == "interrupted"
+    hist = lines(
+        cli("history", "t", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert hist[-1] == row
+    bad = cli(
+        "edit",
+        "t",
+        "--patch",
+        '{"sent": "sk-canary-9"}',
+        "--author",
+        "ana",
+        "--reason",
+        "oops",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert bad.returncode == ExitCode.USAGE
+    assert_one_line_error(bad.stderr)
+    assert "sk-canary-9" not in bad.stderr
+    answered = cli("answer", "t", "yes", "--store", store, cwd=tmp_path)
+    assert answered.returncode == ExitCode.OK, answered.stderr
+    assert json.loads(answered.stdout)["reply"] == "Refunded."
+
+
+@pytest.mark.slow
 def test_json_events(tmp_path: Path, store: str) -> None:
     """--json prints every event as one JSON object per line, then the result."""
     ran = cli(
