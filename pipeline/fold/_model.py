@@ -109,8 +109,9 @@ class Snapshot(Generic[S_co]):
     """Why the run stopped (status ``STOPPED``): a gate's reason, or the
     limit it reached; stored in the stop record."""
     edit: Edit | None = None
-    """Who changed the state by hand, and why: set on the record an
-    edit (:meth:`~pipeline.fold.Threads.update_state`) committed only."""
+    """The author and reason of a hand edit of the state (``update_state``,
+    ``pipeline edit``), on the record that edit committed only; else
+    ``None``."""
 
     @property
     def done(self) -> bool:
