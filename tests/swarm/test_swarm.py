@@ -49,6 +49,7 @@ from pipeline.failures import (
 from pipeline.fold import (
     Continue,
     Decision,
+    Edit,
     Interrupt,
     Status,
     Stop,
@@ -1282,6 +1283,35 @@ async def test_a_stop_is_recorded_and_the_thread_goes_on_from_before_it() -> (
     done = (await desk().resume(store, "t", version=head.parent)).unwrap()
     assert done.state.messages[-1].content == SPECIALIST
     assert (done.state.active, done.state.handoffs) == ("specialist", 1)
+
+
+async def test_a_stopped_swarm_thread_is_edited_by_patch() -> None:
+    """Swarm.update_state patches a stopped swarm thread's typed state: a
+    version with its author and reason; the thread stays stopped."""
+    team = desk()
+    store = stores.MemoryStore()
+    stop = (
+        await team.run(
+            CTX,
+            store=store,
+            thread_id="t",
+            gates=[gate_of([], lambda t: Stop("later"))],
+        )
+    ).unwrap()
+    edited = (
+        await team.update_state(
+            store,
+            "t",
+            patch={"state": {"mission": "rescoped"}},
+            author="ana",
+            reason="new scope",
+        )
+    ).unwrap()
+    assert edited.state.state == Mission("rescoped")
+    assert edited.state.messages == stop.state.messages
+    assert (edited.status, edited.parent) == (Status.STOPPED, stop.version)
+    assert edited.edit == Edit("ana", "new scope")
+    assert (await team.load(store, "t")).unwrap() == edited
 
 
 async def test_one_swarm_serves_concurrent_runs() -> None:
