@@ -11,6 +11,16 @@ finish reasons and error *types* only.
 
 from __future__ import annotations
 
+from ._extras import require
+
+
+require(
+    "tracing (pipeline.runs.scope(tracer_provider=...))",
+    "the OpenTelemetry API",
+    "otel",
+    ("opentelemetry.trace",),
+)
+
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast, final

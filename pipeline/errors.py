@@ -18,6 +18,8 @@ The hierarchy::
     └── RendererUnavailable    Graphviz's ``dot`` is missing or failed
     KeyError
     └── SecretUnresolved       no resolver knows a secret's reference
+    ImportError
+    └── MissingExtra           an optional dependency is not installed
     Exception
     └── ToolError              raised in a tool: its message is the result
         └── AgentFailed        an agent used as a tool failed
@@ -45,6 +47,7 @@ __all__ = (
     "GraphDefects",
     "InvalidAnswer",
     "InvalidThreadId",
+    "MissingExtra",
     "NestedTooDeeply",
     "RendererUnavailable",
     "SecretUnresolved",
@@ -176,6 +179,26 @@ class InvalidAnswer(ValueError):
         name = getattr(kind, "__qualname__", None) or str(kind)
         super().__init__(f"the answer is not a {name}")
         self.kind = kind
+
+
+@final
+class MissingExtra(ImportError):
+    """A module needs an optional dependency that is not installed.
+
+    The message is one line that ends with the command installing the
+    extra, ``pip install 'typed-pipeline[EXTRA]'`` (also ``.command``;
+    the extra is ``.extra``); ``.name`` is the module that could not be
+    imported.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self, message: str, *, extra: str, command: str, name: str | None
+    ) -> None:
+        super().__init__(message, name=name)
+        self.extra = extra
+        self.command = command
 
 
 @final

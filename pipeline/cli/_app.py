@@ -47,9 +47,9 @@ def _go(
     ``--trace``, an OpenTelemetry provider set globally for it)."""
     import anyio  # noqa: PLC0415
 
-    from ._commands import Settings  # noqa: PLC0415
     from ._output import logs  # noqa: PLC0415
     from ._stores import resolve  # noqa: PLC0415
+    from ._threads import Settings  # noqa: PLC0415
     from ._trace import tracing  # noqa: PLC0415
 
     settings = Settings(
@@ -135,6 +135,14 @@ def cli(
       6  unavailable (store, busy thread, renderer, extra)
       130  cancelled with Ctrl-C (the checkpoint is kept)
     """
+    if backend == "trio":
+        from .._extras import require  # noqa: PLC0415
+        from ..errors import MissingExtra  # noqa: PLC0415
+
+        try:
+            require("--backend trio", "trio", "trio", ("trio",))
+        except MissingExtra as exc:
+            raise UserError(str(exc), code=ExitCode.UNAVAILABLE) from None
     ctx.obj = {
         "backend": backend,
         "traceback": traceback,
@@ -472,3 +480,56 @@ def version() -> int:
 
     click.echo(__version__)
     return 0
+
+
+@cli.command()
+@store_option
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="the address to serve on; any but loopback needs the printed token",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="the port (0: any free one)",
+)
+@target_option
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="let the page answer questions and fork threads (default: read-only)",
+)
+@click.pass_context
+def ui(
+    ctx: click.Context,
+    store: str | None,
+    host: str,
+    port: int,
+    ref: str | None,
+    allow_writes: bool,
+) -> int:
+    """Serve a web UI over the store: threads, timelines, states, diffs.
+
+    Needs the ui extra: pip install 'typed-pipeline[ui]'.
+    """
+    from ._output import logs  # noqa: PLC0415
+    from ._stores import resolve  # noqa: PLC0415
+    from ._threads import Settings  # noqa: PLC0415
+    from ._ui import serve  # noqa: PLC0415
+
+    settings = Settings(resolve(store), traceback=ctx.obj["traceback"])
+    with logs(traceback=settings.traceback):
+        return int(
+            serve(
+                settings,
+                host=host,
+                port=port,
+                ref=ref,
+                writes=allow_writes,
+                echo=click.echo,
+            )
+        )

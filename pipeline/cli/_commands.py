@@ -9,8 +9,6 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from returns.result import Result, Success
 
 from .._render import render
@@ -28,29 +26,24 @@ from ._stores import (
     open_store,
 )
 from ._target import (
-    RESOLVER_HINT,
-    UNRESOLVED,
     Target,
-    UnfitJSON,
     as_context,
     load,
-    parse_json,
     read_json,
     structure_input,
+)
+from ._threads import (
+    Settings,
+    checked_answer,
+    failure_error,
+    found,
+    refused_answer,
+    store_flag,
 )
 
 
 if TYPE_CHECKING:
     from ..stores import CheckpointStore
-
-
-@attrs.frozen
-class Settings:
-    """What every command may use: where checkpoints are, how to print."""
-
-    store: str
-    json: bool = False
-    traceback: bool = False
 
 
 # -- running ----------------------------------------------------------------
@@ -97,7 +90,7 @@ async def run(
             raise UserError(
                 f"thread {tid!r} already exists",
                 hint=f"continue it with `pipeline resume {tid}"
-                f"{_store_flag(settings)}`, or pick another --thread",
+                f"{store_flag(settings)}`, or pick another --thread",
             )
         await note_target(store, tid, target.ref)
         if not settings.json:
@@ -126,10 +119,9 @@ async def resume(
         target = await _thread_target(settings, store, thread_id, ref)
         answer: object = None
         if answer_text is not None:
-            answer = _answer(answer_text)
-            loaded = await target.obj.load(store, thread_id)
-            snap = _found(loaded, thread_id, settings)
-            await _check_waiting(settings, store, target, snap)
+            answer = await checked_answer(
+                settings, store, target, thread_id, answer_text
+            )
         obj = target.obj
 
         async def work() -> Result[Any, Any]:
@@ -148,96 +140,8 @@ async def resume(
         except InvalidAnswer as exc:
             if answer_text is None:  # an answer stored before: code's to fix
                 raise
-            # The engine paused the thread again: nothing is lost.
-            raise UserError(
-                f"malformed answer: {exc}",
-                hint=f"thread {thread_id} still waits; answer again with "
-                f"`pipeline answer {thread_id} ANSWER{_store_flag(settings)}`"
-                " (an answer that parses as JSON is that value: quote text "
-                """that looks like JSON, '"123"')""",
-            ) from None
+            raise refused_answer(exc, thread_id, settings) from None
         return await _finish(settings, target, (store, thread_id), result)
-
-
-async def _check_waiting(
-    settings: Settings,
-    store: CheckpointStore,
-    target: Target,
-    snap: Any,
-) -> None:
-    """Refuse an answer for a thread that waits for none: a stopped one
-    says how to go on (answer its question again on a fork)."""
-    from ..fold import Status  # noqa: PLC0415
-
-    if snap.question_id is not None:
-        return
-    tid = snap.thread_id
-    if snap.status is Status.STOPPED:
-        asked = await _asked_at(store, target, snap)
-        flag = _store_flag(settings)
-        why = f": {snap.reason}" if snap.reason else ""
-        if asked is None:
-            hint = (
-                f"it stays stopped; to go on, fork the version before the "
-                f"stop and resume the fork: `pipeline fork {tid} --version "
-                f"{snap.parent}{flag}`, then `pipeline resume NEW{flag}`"
-            )
-        else:
-            hint = (
-                f"it stays stopped; to answer its question (version "
-                f"{asked}) again, fork there: `pipeline fork {tid} "
-                f"--version {asked} --answer ANSWER{flag}`"
-            )
-        raise UserError(
-            f"thread {tid!r} is stopped{why}; it waits for no answer",
-            hint=hint,
-        )
-    raise UserError(
-        f"thread {tid!r} is not waiting for an answer (it is {snap.status})",
-        hint=f"`pipeline show {tid}` shows where it is",
-    )
-
-
-async def _asked_at(
-    store: CheckpointStore, target: Target, snap: Any
-) -> int | None:
-    """The version of the question last asked on *snap*'s lineage (the
-    one a stop after an answer declined), if any."""
-    from ..fold import Status  # noqa: PLC0415
-
-    read = await target.obj.history(store, snap.thread_id)
-    if type(read) is not Success:
-        return None
-    by_version = {s.version: s for s in read.unwrap()}
-    cursor = snap.parent
-    while cursor is not None and cursor in by_version:
-        at = by_version[cursor]
-        if at.status is Status.INTERRUPTED and at.question_id is not None:
-            return int(cursor)
-        cursor = at.parent
-    return None
-
-
-def _answer(text: str) -> object:
-    """An answer is JSON when it parses as JSON, else the text itself
-    (``pipeline answer t1 yes`` answers ``"yes"``, ``NaN`` ``"NaN"``)."""
-    try:
-        return parse_json(text)
-    except json.JSONDecodeError:  # not JSON: the text
-        pass
-    except UnfitJSON as exc:
-        if not exc.nan:
-            raise UserError(
-                f"malformed answer: {exc}", hint=exc.hint
-            ) from None
-    try:
-        text.encode()
-    except UnicodeEncodeError:  # undecodable bytes on the command line
-        raise UserError(
-            "malformed answer: it is not UTF-8 text",
-            hint="give the answer as UTF-8 text",
-        ) from None
-    return text
 
 
 def _write(path: Path, text: str) -> None:
@@ -280,7 +184,7 @@ async def _finish(
 
     lines = JsonLines(target.converter, sys.stdout) if settings.json else None
     tid = thread[1] if thread is not None else None
-    store_hint = _store_flag(settings)
+    store_hint = store_flag(settings)
     if result is None:
         version = await thread[0].head(thread[1]) if thread else None
         if lines is not None:
@@ -297,7 +201,7 @@ async def _finish(
         return ExitCode.CANCELLED
     if type(result) is not Success:
         failure = result.failure()
-        refused = _failure_error(failure, settings)
+        refused = failure_error(failure, settings)
         if refused is not None:
             raise refused
         if lines is not None:
@@ -361,59 +265,6 @@ async def _finish(
     return ExitCode.OK
 
 
-def _failure_error(failure: object, settings: Settings) -> UserError | None:
-    """A failure that is about the thread, not the run: one line, a hint."""
-    from ..failures import (  # noqa: PLC0415
-        IncompatibleGraph,
-        LeaseLost,
-        SnapshotNotFound,
-        StaleAnswer,
-        ThreadBusy,
-    )
-
-    flag = _store_flag(settings)
-    if isinstance(failure, StaleAnswer):
-        return UserError(
-            str(failure),
-            hint=f"`pipeline show {failure.thread_id}{flag}` shows the "
-            "question it waits at (pending.id); answer that one",
-        )
-    unresolved = _unresolved(failure)
-    if unresolved is not None:
-        return unresolved
-    if isinstance(failure, IncompatibleGraph):
-        return UserError(
-            "the thread was written by another version of this graph "
-            f"({failure.stored[:12]}, now {failure.current[:12]})",
-            hint="resume it with the code that wrote it (--target), or "
-            "declare a migration (Graph.resume(migrate=...))",
-            code=ExitCode.FAILED,
-        )
-    if isinstance(failure, ThreadBusy | LeaseLost):
-        return UserError(
-            str(failure),
-            hint="another process is running this thread; wait for it, "
-            "or for its lease to lapse",
-            code=ExitCode.UNAVAILABLE,
-        )
-    if isinstance(failure, SnapshotNotFound):
-        return UserError(
-            str(failure),
-            hint=f"`pipeline history {failure.thread_id}{flag}` lists its "
-            "versions",
-            code=ExitCode.NOT_FOUND,
-        )
-    return None
-
-
-def _store_flag(settings: Settings) -> str:
-    from ._stores import resolve  # noqa: PLC0415
-
-    if settings.store == resolve(None):
-        return ""
-    return f" --store {describe(settings.store)}"
-
-
 # -- reading threads --------------------------------------------------------
 
 
@@ -424,7 +275,7 @@ async def _thread_target(
     if is_companion(thread_id) or await store.head(thread_id) is None:
         raise UserError(
             f"no thread {thread_id!r} in {describe(settings.store)}",
-            hint=f"`pipeline threads{_store_flag(settings)}` lists them",
+            hint=f"`pipeline threads{store_flag(settings)}` lists them",
             code=ExitCode.NOT_FOUND,
         )
     ref = ref or await noted_target(store, thread_id)
@@ -440,48 +291,6 @@ async def _thread_target(
             hint="--target names the graph or swarm that ran the thread",
         )
     return target
-
-
-def _found(
-    loaded: Result[Any, Any], thread_id: str, settings: Settings
-) -> Any:
-    from ..failures import SnapshotNotFound  # noqa: PLC0415
-
-    if type(loaded) is Success:
-        return loaded.unwrap()
-    failure = loaded.failure()
-    if isinstance(failure, SnapshotNotFound):
-        at = (
-            "" if failure.version is None else f" at version {failure.version}"
-        )
-        raise UserError(
-            f"no checkpoint for thread {thread_id!r}{at}",
-            hint=f"`pipeline history {thread_id}{_store_flag(settings)}` "
-            "lists its versions",
-            code=ExitCode.NOT_FOUND,
-        )
-    unresolved = _unresolved(failure)
-    if unresolved is not None:
-        raise unresolved
-    raise UserError(
-        f"cannot read thread {thread_id!r}: {failure}",
-        hint="was it written by another version of this graph? "
-        "--target names the one that wrote it",
-        code=ExitCode.FAILED,
-    )
-
-
-def _unresolved(failure: object) -> UserError | None:
-    """A checkpoint or state holding a secret reference no resolver in force
-    knows: the command needs ``--resolver`` (a usage mistake, not a bug)."""
-    from ..failures import CheckpointDecodeError, InvalidState  # noqa: PLC0415
-
-    if not isinstance(failure, CheckpointDecodeError | InvalidState):
-        return None
-    text = str(failure)  # names references, never values
-    if UNRESOLVED not in text:
-        return None
-    return UserError(f"a secret is missing: {text}", hint=RESOLVER_HINT)
 
 
 async def threads(settings: Settings) -> ExitCode:
@@ -532,7 +341,7 @@ async def history(
     """``pipeline history``."""
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
-        snaps = _found(
+        snaps = found(
             await target.obj.history(store, thread_id), thread_id, settings
         )
     rows = [out.history_row(s) for s in snaps]
@@ -573,7 +382,7 @@ async def show(
     """``pipeline show``."""
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
-        snap = _found(
+        snap = found(
             await target.obj.load(store, thread_id, version=version),
             thread_id,
             settings,
@@ -600,7 +409,7 @@ async def fork(
                 f"thread {new_id!r} already exists", hint="pick another --to"
             )
         if answer_text is not None:
-            source = _found(
+            source = found(
                 await target.obj.load(store, thread_id, version=version),
                 thread_id,
                 settings,
@@ -611,10 +420,10 @@ async def fork(
                     f"thread {thread_id!r}{at} waits for no answer "
                     f"(it is {source.status}); nothing was forked",
                     hint=f"`pipeline history {thread_id}"
-                    f"{_store_flag(settings)}` lists the questions and "
+                    f"{store_flag(settings)}` lists the questions and "
                     "their versions (--version V)",
                 )
-        snap = _found(
+        snap = found(
             await target.obj.fork(
                 store, thread_id, version=version, new_thread_id=new_id
             ),
@@ -691,11 +500,11 @@ async def edit(
         )
         if type(out_) is not Success:
             failure = out_.failure()
-            refused = _failure_error(failure, settings)
+            refused = failure_error(failure, settings)
             raise refused or UserError(
                 str(failure),
                 hint=f"`pipeline show {thread_id}"
-                f"{_store_flag(settings)}` shows where it stands",
+                f"{store_flag(settings)}` shows where it stands",
             )
         snap = out_.unwrap()
     if settings.json:
@@ -714,7 +523,7 @@ async def delete(settings: Settings, thread_id: str) -> ExitCode:
         if is_companion(thread_id) or await store.head(thread_id) is None:
             raise UserError(
                 f"no thread {thread_id!r} in {describe(settings.store)}",
-                hint=f"`pipeline threads{_store_flag(settings)}` lists them",
+                hint=f"`pipeline threads{store_flag(settings)}` lists them",
                 code=ExitCode.NOT_FOUND,
             )
         await forget(store, thread_id)

@@ -22,6 +22,7 @@ from urllib.parse import unquote_plus
 import orjson
 
 from .._depth import check_depth
+from .._extras import install_command
 from ..errors import NestedTooDeeply
 from ._exits import ExitCode, UserError
 
@@ -161,8 +162,7 @@ async def _reached(spec: str, store: object) -> AsyncIterator[CheckpointStore]:
 
 def _missing_extra(extra: str) -> UserError:
     return UserError(
-        f"this store needs the {extra} extra",
-        hint=f"pip install 'pipeline[{extra}]'",
+        f"this store needs the {extra} extra: {install_command(extra)}",
         code=ExitCode.UNAVAILABLE,
     )
 

@@ -15,7 +15,7 @@ import attrs
 import cattrs
 
 from .._depth import check_depth
-from ..errors import NestedTooDeeply
+from ..errors import MissingExtra, NestedTooDeeply
 from ._exits import ExitCode, UserError
 
 
@@ -142,6 +142,8 @@ def _is_prefix(missing: str, wanted: str) -> bool:
 
 
 def _import_failed(module_name: str, exc: BaseException) -> UserError:
+    if isinstance(exc, MissingExtra):  # one line that says what to install
+        return UserError(str(exc), code=ExitCode.UNAVAILABLE)
     return UserError(
         f"importing {module_name!r} raised {type(exc).__name__}",
         hint="pass --traceback to see where",

@@ -6,6 +6,11 @@ schema; the tool's input becomes the message text (JSON).
 
 from __future__ import annotations
 
+from .._extras import require
+
+
+require(__name__, "the Anthropic SDK", "anthropic", ("anthropic",))
+
 import json
 
 from collections.abc import Sequence

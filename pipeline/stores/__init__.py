@@ -16,9 +16,9 @@ its own that imports its client library (an extra) only when it is imported
 itself:
 
 - :mod:`pipeline.stores.postgres`: :class:`~pipeline.stores.postgres.PostgresStore`
-  (``pip install 'pipeline[postgres]'``);
+  (``pip install 'typed-pipeline[postgres]'``);
 - :mod:`pipeline.stores.redis`: :class:`~pipeline.stores.redis.RedisStore`
-  (``pip install 'pipeline[redis]'``).
+  (``pip install 'typed-pipeline[redis]'``).
 
 Writing a store of your own: implement :class:`CheckpointStore`, deciding
 leases with :func:`take` and :func:`holds` on a :class:`LeaseRow` and

@@ -162,8 +162,12 @@ async def leased(
         with anyio.CancelScope(shield=True) as scope:
             scope.deadline = anyio.current_time() + RELEASE_BOUND
             await store.release(held.lease)
-    if held.lost or result is None:
+    if result is None:  # cancelled: the renewing task found the lease lost
         return Failure(LeaseLost(thread_id))
+    # The body ended on its own: every commit it made was checked against
+    # the lease by the store, so its result stands even if a renewal after
+    # its last commit found the lease taken (a runner stopped between its
+    # last commit and its return, whose thread another then found done).
     return result
 
 

@@ -1,4 +1,4 @@
-"""Graphs and swarms as Temporal workflows (extra ``pipeline[temporal]``).
+"""Graphs and swarms as Temporal workflows (extra ``typed-pipeline[temporal]``).
 
 The same :class:`~pipeline.Graph` or :class:`~pipeline.Swarm`
 value that runs in process runs on a Temporal cluster, unchanged: a
@@ -13,6 +13,11 @@ as JSON through the checkpoint stores' cattrs converter
 
 See ``docs/temporal.md``.
 """
+
+from .._extras import require
+
+
+require(__name__, "the Temporal SDK", "temporal", ("temporalio",))
 
 from typing import TYPE_CHECKING
 
