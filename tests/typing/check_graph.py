@@ -11,7 +11,7 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from pipeline import Graph, Handler, fold, graph, handler, map_reduce
+from pipeline import Graph, Handler, fold, graph, handler, map_reduce, stores
 from pipeline.failures import FanOutLimitExceeded
 
 
@@ -60,6 +60,16 @@ async def use() -> None:
         Result[fold.Snapshot[State], Boom | KeyError | graph.GraphFailure],
     )
     await g.run(1)  # type: ignore[arg-type]  # the state type is checked
+    # A question's id binds an answer to it (a string, when one waits).
+    snap = out.unwrap()
+    assert_type(snap.question_id, str | None)
+    store = stores.MemoryStore()
+    again = await g.resume(store, "t", answer="yes", question="7-abc")
+    assert_type(
+        again,
+        Result[fold.Snapshot[State], Boom | KeyError | graph.GraphFailure],
+    )
+    await g.resume(store, "t", answer="yes", question=7)  # type: ignore[arg-type]  # an id is a string
 
 
 # Drawings: SVG and DOT text; a highlight is a node's name.
