@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 
 from collections.abc import Callable
+from pathlib import Path
 
 from benchmarks import (
     cli_startup,
@@ -36,6 +39,12 @@ def main() -> None:
         default="",
         help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe,temporal",
     )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="also write every case to this file (benchmarks.compare reads it)",
+    )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
     min_units = 20_000 if args.quick else 200_000
@@ -61,6 +70,15 @@ def main() -> None:
         for case in batch():
             print(case.line(), flush=True)
             cases.append(case)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            "backend": args.backend,
+            "quick": args.quick,
+            "loadavg": list(os.getloadavg()),
+            "cases": [json.loads(c.line()) for c in cases],
+        }
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
     print()
     print(f"backend: {args.backend}; medians of {reps} runs after a warm-up")
     print(table(cases))
