@@ -185,3 +185,37 @@ async def test_crash_between_cache_write_and_commit() -> None:
     assert list(done.state.trail) == ["a", "b"]
     assert [r.version for r in await store.records("t")] == [0, 1, 2]
     assert done.version == 2  # a's hit committed its record (version 1)
+
+
+async def test_the_node_span_says_hit_or_miss() -> None:
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
+        SimpleSpanProcessor,
+    )
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: PLC0415
+        InMemorySpanExporter,
+    )
+
+    from pipeline.runs import scope  # noqa: PLC0415
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    g = chain(Runs(), CachePolicy()).build()
+    try:
+        with scope(tracer_provider=provider, name="s"):
+            await g.run(Counted())
+            await g.run(Counted())
+    finally:
+        provider.shutdown()
+    marked = [
+        (s.name, (s.attributes or {}).get("pipeline.cache.hit"))
+        for s in exporter.get_finished_spans()
+        if s.name.startswith("node ")
+    ]
+    assert marked == [
+        ("node a", False),
+        ("node b", None),
+        ("node a", True),
+        ("node b", None),
+    ]
