@@ -18,6 +18,7 @@ from benchmarks import (
     w9_durable,
     w10_swarm,
     w11_temporal,
+    w_cache,
     w_graph,
     w_observe,
     w_servers,
@@ -37,7 +38,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe,temporal",
+        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe,temporal,cache",
     )
     parser.add_argument(
         "--json",
@@ -63,6 +64,7 @@ def main() -> None:
         "cli": lambda: cli_startup.cases(max(reps, 20)),
         "observe": lambda: w_observe.cases(settings, quick=args.quick),
         "temporal": lambda: w11_temporal.cases(settings, quick=args.quick),
+        "cache": lambda: w_cache.cases(settings, quick=args.quick),
     }
     chosen = [b for b in args.only.split(",") if b] or list(batches)
     cases: list[Case] = []

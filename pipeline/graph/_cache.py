@@ -23,7 +23,7 @@ from returns.result import Failure, Success
 
 from .._runners import AnyCall
 from .._serde import STRUCTURE_ERRORS, canonical, checksum
-from ..events import CacheLookup, emit
+from ..events import CacheLookup, current_sink, emit
 from ..failures import InvalidState
 from ..fold import Codec
 from ..runs import current
@@ -145,9 +145,11 @@ def cached(
             except STRUCTURE_ERRORS:
                 out = None  # an entry that no longer fits: run the node
             else:
-                await _tell(node, key, hit=True)
+                if current_sink() is not None or current() is not None:
+                    await _tell(node, key, hit=True)
                 return Success(out)
-        await _tell(node, key, hit=False)
+        if current_sink() is not None or current() is not None:
+            await _tell(node, key, hit=False)
         r = await call(state)
         if type(r) is Success:
             try:
