@@ -11,6 +11,7 @@ from pathlib import Path
 
 from benchmarks import (
     cli_startup,
+    mcp,
     w1_chain,
     w3_loop,
     w7_agent,
@@ -38,7 +39,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe,temporal,cache",
+        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe,temporal,mcp,cache",
     )
     parser.add_argument(
         "--json",
@@ -64,6 +65,7 @@ def main() -> None:
         "cli": lambda: cli_startup.cases(max(reps, 20)),
         "observe": lambda: w_observe.cases(settings, quick=args.quick),
         "temporal": lambda: w11_temporal.cases(settings, quick=args.quick),
+        "mcp": lambda: mcp.cases(settings, quick=args.quick),
         "cache": lambda: w_cache.cases(settings, quick=args.quick),
     }
     chosen = [b for b in args.only.split(",") if b] or list(batches)
