@@ -196,3 +196,21 @@ def strings_lazily(s: State) -> Iterator[str]:
 
 
 map_reduce(strings_lazily, square, total)  # type: ignore[arg-type]  # square takes ints
+
+
+# -- per-node caching ----------------------------------------------------------
+
+policy = graph.CachePolicy[State](ttl=60, key=lambda s: s.n)
+assert_type(policy, graph.CachePolicy[State])
+cached_builder = graph.builder(State).node("bump", bump, cache=policy)
+assert_type(cached_builder, graph.GraphBuilder[State, Boom])
+assert_type(
+    graph.builder(State).node(
+        "bump", bump, cache=graph.CachePolicy(store=graph.MemoryCache())
+    ),
+    graph.GraphBuilder[State, Boom],
+)
+graph.CachePolicy[State](key=lambda s: s.missing)  # type: ignore[attr-defined]  # the key reads the state
+graph.CachePolicy[State](ttl="60")  # type: ignore[arg-type]  # seconds
+graph.builder(State).node("bump", bump, cache=graph.CachePolicy[int]())  # type: ignore[arg-type]  # a policy over another state
+graph.MemoryCache(clock=1.0)  # type: ignore[arg-type]  # a clock is a function
