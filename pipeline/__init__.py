@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
     from ._messages import Usage as Usage
     from ._usage import RunUsage as RunUsage
     from .agents import Agent as Agent
+    from .agents import Output as Output
     from .budgets import Budget as Budget
     from .budgets import Price as Price
     from .events import Note as Note
@@ -81,6 +82,7 @@ __all__ = (
     "MergeStrategy",
     "Message",
     "Note",
+    "Output",
     "Par",
     "Price",
     "Race",
@@ -159,6 +161,7 @@ _HOMES = {
     "ToolCall": "._messages",
     "Usage": "._messages",
     "Agent": ".agents",
+    "Output": ".agents",
     "Budget": ".budgets",
     "Price": ".budgets",
     "RunUsage": "._usage",

@@ -20,15 +20,23 @@ from returns.result import Failure, Result
 from ._agent_spec import AgentSpec
 from ._fields import APPEND_ONLY
 from ._messages import Message, ToolCall, Usage
+from ._output import repair_request
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
 from .events import (
     MessageComplete,
     MessageDelta,
+    OutputRejected,
     ToolCallFinished,
     ToolCallStarted,
 )
-from .failures import BudgetExceeded, ModelError, RunPaused, TurnLimitExceeded
+from .failures import (
+    BudgetExceeded,
+    InvalidOutput,
+    ModelError,
+    RunPaused,
+    TurnLimitExceeded,
+)
 from .fold import Ambient, Codec, Snapshot, Status, ambient
 from .models._types import (
     ModelDelta,
@@ -54,6 +62,8 @@ class Turns:
     )
     usage: Usage = Usage()
     turns: int = 0
+    # Why each refused final answer did not fit (see pipeline.Output).
+    repairs: tuple[str, ...] = ()
 
 
 CODEC: Codec[Turns] = Codec(Turns)
@@ -151,7 +161,7 @@ class Loop:
         name = self.name
         progress = snap.state
         turn = progress.turns + 1
-        last = turn >= agent.max_turns
+        last = turn - len(progress.repairs) >= agent.max_turns
         history = joined(self.view, progress.messages)
         request = ModelRequest(
             history,
@@ -188,8 +198,7 @@ class Loop:
             await env.emit(MessageComplete(name, message))
         calls = message.tool_calls
         if not calls:
-            done = Turns(progress.messages.append(message), usage, turn)
-            return self._next(snap, done, stop=True)
+            return await self._final(snap, message, usage, turn)
         # Calls the caller takes itself (a swarm's transfers), decided
         # before any tool runs: an accepted transfer needs no further model
         # call, so it may come on the last turn.
@@ -223,9 +232,49 @@ class Loop:
             for result in results:
                 await env.emit(MessageComplete(name, result))
         done = Turns(
-            progress.messages.append(message).extend(results), usage, turn
+            progress.messages.append(message).extend(results),
+            usage,
+            turn,
+            progress.repairs,
         )
         return self._next(snap, done, stop=stop)
+
+    async def _final(
+        self, snap: Snapshot[Turns], message: Message, usage: Usage, turn: int
+    ) -> Any:
+        """A final answer, checked against the agent's output if it has
+        one: accepted, or sent back with the reason (never the value) for another try."""
+        output = self.agent.output
+        progress = snap.state
+        added = progress.messages.append(message)
+        if output is None:
+            done = Turns(added, usage, turn, progress.repairs)
+            return self._next(snap, done, stop=True)
+        checked = output.check(message.content)
+        if type(checked) is not Failure:
+            done = Turns(added, usage, turn, progress.repairs)
+            return self._next(snap, done, stop=True)
+        name = self.name
+        reason: str = checked.failure()
+        repairs = (*progress.repairs, reason)
+        retrying = len(repairs) <= output.retries
+        env = self.env
+        listen = env.sink is not None
+        if listen:
+            await env.emit(
+                OutputRejected(name, len(repairs), reason, retrying)
+            )
+        if not retrying:
+            return Failure(
+                InvalidOutput(
+                    output.name, reason, attempts=repairs, path=(name,)
+                )
+            )
+        ask = repair_request(output, reason)
+        if listen:
+            await env.emit(MessageComplete(name, ask))
+        done = Turns(added.append(ask), usage, turn, repairs)
+        return self._next(snap, done, stop=False)
 
     def _next(
         self, snap: Snapshot[Turns], state: Turns, *, stop: bool

@@ -39,6 +39,7 @@ from ._handler import Call, Handler
 from ._messages import Message, Role, Usage
 from ._moved import moved
 from ._offload import note_agent, note_fold_tool
+from ._output import Output
 from ._runners import ok
 from ._turns import Intercept, Loop, PauseRequested, digest
 from ._views import joined
@@ -86,6 +87,7 @@ AgentError: TypeAlias = (
     | HistoryBudgetExceeded
     | RunPaused
     | BudgetExceeded
+    | InvalidOutput
 )
 """What running an agent may fail with."""
 
@@ -206,7 +208,14 @@ class Agent(Handler[Context, Context, AgentError]):
     :func:`~pipeline.agents.as_tool` show it to other models).
     *max_parallel_tools* bounds the tool calls of one reply that run at
     once (default ``None``: all of them; ``1`` runs them one after another);
-    results keep the calls' order either way.  Streaming: when a
+    results keep the calls' order either way.  *output* (an
+    :class:`~pipeline.Output`) makes the final answer structured: the model
+    is asked for its JSON schema (unless *response_schema* is given), and an
+    answer that does not decode or that its validator refuses goes back to
+    the model with the reason, up to ``output.retries`` times, then fails
+    with :class:`~pipeline.failures.InvalidOutput`; these repair calls are
+    model calls (budgets count them) but not turns against *max_turns*.
+    Read the typed answer with ``output.read(run)``.  Streaming: when a
     :func:`pipeline.stream` is listening, the model streams and each text
     fragment is emitted as a ``MessageDelta``.
 
@@ -230,6 +239,7 @@ class Agent(Handler[Context, Context, AgentError]):
     history: HistoryPolicy | None = None
     description: str = ""
     max_parallel_tools: int | None = None
+    output: Output[Any] | None = None
     _tool_map: Mapping[str, Tool] = attrs.field(
         init=False, default=attrs.Factory(_tool_map, takes_self=True)
     )
@@ -250,6 +260,8 @@ class Agent(Handler[Context, Context, AgentError]):
                 "number at least 1, or None for no limit"
             )
             raise ConstructionError(msg)
+        if self.output is not None and self.response_schema is None:
+            object.__setattr__(self, "response_schema", self.output.schema)
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
             msg = f"agent {self.name!r}: duplicate tool names {sorted(names)}"
@@ -300,7 +312,9 @@ class Agent(Handler[Context, Context, AgentError]):
             loop,
             loop.start(),
             None,
-            max_steps=self.max_turns + 1,
+            max_steps=self.max_turns
+            + 1
+            + (self.output.retries if self.output is not None else 0),
             digest=key,
             announce=False,
             env=env,

@@ -61,6 +61,7 @@ __all__ = (
     "MessageDelta",
     "NodeFinished",
     "NodeStarted",
+    "OutputRejected",
     "Stopped",
     "ToolCallFinished",
     "ToolCallStarted",
@@ -230,6 +231,23 @@ class Handoff:
 
 @final
 @attrs.frozen
+class OutputRejected:
+    """An agent's final answer did not fit its :class:`pipeline.Output`:
+    *reason* names the fields and rules (never the value); *attempt*
+    counts the answers refused so far in this run; *retrying* says whether
+    the model is asked again.
+
+    .. versionadded:: 0.1.0
+    """
+
+    agent: str
+    attempt: int
+    reason: str
+    retrying: bool
+
+
+@final
+@attrs.frozen
 class Note:
     """A free-form progress note from your own handler.
 
@@ -258,6 +276,7 @@ Event: TypeAlias = (
     | ToolCallFinished
     | ToolRaised
     | Handoff
+    | OutputRejected
     | Note
     | NodeStarted
     | NodeFinished

@@ -524,13 +524,16 @@ class InvalidOutput(PipelineError):
 
     *expected* names the type, *reason* says where and what was expected
     (``expected an integer at $.score``), never the value: the answer may
-    hold anything.
+    hold anything.  *attempts* holds the reason of every answer that did
+    not fit, in order, when an agent asked its model again
+    (:class:`pipeline.Output`); *reason* is the last one.
 
     .. versionadded:: 0.1.0
     """
 
     expected: str
     reason: str
+    attempts: tuple[str, ...] = attrs.field(default=(), kw_only=True)
 
     def __str__(self) -> str:
         return (
