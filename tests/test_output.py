@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
-from pipeline import Agent, Budget, Context, Message, Output, Role, run
-from pipeline.agents import AgentRun
+from pipeline import Agent, Budget, Context, Graph, Message, Output, Role, run
+from pipeline.agents import AgentError, AgentRun
 from pipeline.errors import ConstructionError
 from pipeline.events import Event, MessageComplete, OutputRejected, stream
 from pipeline.failures import BudgetExceeded, InvalidOutput
@@ -237,7 +237,7 @@ async def test_a_crash_mid_repair_resumes_with_attempts_counted(
             raise SimulatedCrash
         return Reply.text(json.dumps({"title": f"t{n}", "priority": "hot"}))
 
-    def make() -> object:
+    def make() -> Graph[Context, AgentError]:
         agent = Agent(
             "triage",
             ScriptedModel(step, cycle=True),
@@ -259,11 +259,11 @@ async def test_a_crash_mid_repair_resumes_with_attempts_counted(
     g = make()
     with pytest.raises(SimulatedCrash):
         async with opened() as store:
-            await g.run(Context.of(*ask()), store=store, thread_id="t1")  # type: ignore[attr-defined]
+            await g.run(Context.of(*ask()), store=store, thread_id="t1")
     assert calls == [0, 1, 2]
     g = make()
     async with opened() as store:
-        out = await g.resume(store, "t1")  # type: ignore[attr-defined]
+        out = await g.resume(store, "t1")
     assert calls == [0, 1, 2, 2]  # only the call in flight again
     failed = out.failure()
     assert isinstance(failed, InvalidOutput)
