@@ -53,14 +53,14 @@ def _retries(value: int) -> int:
 class Output(Generic[T]):
     """The structured answer an :class:`~pipeline.Agent` must give.
 
-    *kind* is an attrs class (or any type :func:`pipeline.ResponseSchema.of`
+    *kind* is an attrs class (or any type :meth:`pipeline.models.ResponseSchema.of`
     describes); the agent asks for it with its JSON schema.  *validate*, if
     given, checks a decoded answer further: ``Success`` keeps it,
     ``Failure(reason)`` refuses it; the reason goes back to the model, so
     it must name fields and rules, never the value.  An answer that does
     not decode or is refused is sent back with the reason, and the model
     asked again, up to *retries* times (default
-    :data:`DEFAULT_OUTPUT_RETRIES`, 1); after that the run fails with
+    1, as Pydantic AI); after that the run fails with
     :class:`~pipeline.failures.InvalidOutput`, whose ``attempts`` holds
     every attempt's reason.
 
