@@ -9,7 +9,7 @@ reasons (never the value), up to :attr:`Output.retries` times.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar, final
 
 import attrs
@@ -17,6 +17,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from ._decode import decode_json
+from ._guards import OutputGuard
 from ._messages import Message
 from .errors import ConstructionError
 from .failures import InvalidOutput
@@ -48,6 +49,10 @@ def _retries(value: int) -> int:
     return value
 
 
+def _guards(guards: Iterable[OutputGuard[T]]) -> tuple[OutputGuard[T], ...]:
+    return tuple(guards)
+
+
 @final
 @attrs.frozen(eq=False)
 class Output(Generic[T]):
@@ -62,7 +67,9 @@ class Output(Generic[T]):
     asked again, up to *retries* times (default
     1, as Pydantic AI); after that the run fails with
     :class:`~pipeline.failures.InvalidOutput`, whose ``attempts`` holds
-    every attempt's reason.
+    every attempt's reason.  *guards* (:class:`pipeline.agents.OutputGuard`)
+    then check the valid answer, in order: one may send it back too
+    (counting against *retries*) or stop the run.
 
     *validate* must be pure: :meth:`read` runs it again on the answer.
 
@@ -73,6 +80,9 @@ class Output(Generic[T]):
     validate: Callable[[T], Result[T, str]] | None = None
     retries: int = attrs.field(
         default=DEFAULT_OUTPUT_RETRIES, converter=_retries
+    )
+    guards: tuple[OutputGuard[T], ...] = attrs.field(
+        default=(), converter=_guards
     )
 
     @property
@@ -106,9 +116,16 @@ class Output(Generic[T]):
         return Success(checked.unwrap())
 
 
-def repair_request(output: Output[Any], reason: str) -> Message:
-    """The message asking the model again: what did not fit, never the
-    value."""
+def repair_request(
+    output: Output[Any], reason: str, guard: str | None = None
+) -> Message:
+    """The message asking the model again: what did not fit (or which
+    guardrail refused it, and why), never the value."""
+    if guard is not None:
+        return Message.user(
+            f"Your answer was refused by the {guard!r} check: {reason}. "
+            "Answer again."
+        )
     return Message.user(
         f"Your answer is not a valid {output.name}: {reason}. "
         "Answer again with JSON that fits the schema."

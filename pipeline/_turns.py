@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias, final
 
+import anyio
 import attrs
 
 from pyrsistent import PVector, pvector
@@ -19,11 +20,13 @@ from returns.result import Failure, Result
 
 from ._agent_spec import AgentSpec
 from ._fields import APPEND_ONLY
+from ._guards import Halt, InputGuard, Verdict
 from ._messages import Message, ToolCall, Usage
 from ._output import repair_request
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
 from .events import (
+    GuardrailChecked,
     MessageComplete,
     MessageDelta,
     OutputRejected,
@@ -32,6 +35,7 @@ from .events import (
 )
 from .failures import (
     BudgetExceeded,
+    GuardrailTripped,
     InvalidOutput,
     ModelError,
     RunPaused,
@@ -106,6 +110,7 @@ class Loop:
         "agent",
         "env",
         "fingerprint",
+        "guards",
         "intercept",
         "name",
         "secret",
@@ -125,8 +130,10 @@ class Loop:
         intercept: Intercept | None = None,
         specs: tuple[ToolSpec, ...] | None = None,
         env: Ambient | None = None,
+        guards: tuple[InputGuard, ...] = (),
     ) -> None:
         self.agent = agent
+        self.guards = guards  # input guardrails, before the first turn
         # What the run is inside of (scope, stream, offload), read once:
         # none of it changes while the run goes on.
         self.env = ambient() if env is None else env
@@ -157,14 +164,103 @@ class Loop:
 
     async def step(self, snap: Snapshot[Turns], _: object, /) -> Any:
         """One turn: ask the model; run the tools it asks for."""
+        if self.guards and not snap.state.turns:
+            return await self._first(snap)
+        return await self._turn(snap, None)
+
+    async def _first(self, snap: Snapshot[Turns]) -> Any:
+        """The first turn, behind the agent's input guards: those not
+        concurrent run before the model call, the others alongside it (the
+        answer waits for them before any tool runs)."""
+        guards = self.guards
+        for guard in guards:
+            if not guard.concurrent:
+                tripped = await self._input(guard)
+                if tripped is not None:
+                    return tripped
+        alongside = [g for g in guards if g.concurrent]
+        if not alongside:
+            return await self._turn(snap, None)
+        tripped_by: list[Failure[GuardrailTripped]] = []
+        cleared = anyio.Event()
+
+        async def check_all(scope: anyio.CancelScope) -> None:
+            for guard in alongside:
+                tripped = await self._input(guard)
+                if tripped is not None:
+                    tripped_by.append(tripped)
+                    scope.cancel()
+                    return
+            cleared.set()
+
+        out: Any = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(check_all, tg.cancel_scope)
+            out = await self._turn(snap, cleared.wait)
+        return tripped_by[0] if tripped_by else out
+
+    async def _input(
+        self, guard: InputGuard
+    ) -> Failure[GuardrailTripped] | None:
+        verdict = await self._judge(
+            guard.name, "input", guard.check, self.view
+        )
+        if verdict is None:
+            return None
+        return Failure(
+            GuardrailTripped(
+                guard.name, "input", verdict.reason, path=(self.name,)
+            )
+        )
+
+    async def _judge(
+        self,
+        guard: str,
+        stage: str,
+        check: Callable[[Any], Awaitable[Verdict]],
+        value: object,
+    ) -> Verdict:
+        """*check* on *value*, as a span (in a traced run) and an event."""
+        env = self.env
+        tracing = env.scope.tracing if env.scope is not None else None
+        if tracing is None:
+            verdict = await check(value)
+        else:
+            with tracing.span(
+                f"guardrail {guard}",
+                {
+                    "pipeline.agent": self.name,
+                    "pipeline.guardrail.name": guard,
+                    "pipeline.guardrail.stage": stage,
+                },
+            ) as span:
+                verdict = await check(value)
+                span.set_attribute(
+                    "pipeline.guardrail.outcome", _outcome(verdict)
+                )
+        if env.sink is not None:
+            reason = "" if verdict is None else verdict.reason
+            await env.emit(
+                GuardrailChecked(
+                    self.name, guard, stage, _outcome(verdict), reason
+                )
+            )
+        return verdict
+
+    async def _turn(
+        self,
+        snap: Snapshot[Turns],
+        wait: Callable[[], Awaitable[object]] | None,
+    ) -> Any:
+        """Ask the model (its answer waits for *wait*, the input guards
+        running alongside); run the tools it asks for."""
         agent = self.agent
         name = self.name
         progress = snap.state
         turn = progress.turns + 1
         last = turn - len(progress.repairs) >= agent.max_turns
-        history = joined(self.view, progress.messages)
         request = ModelRequest(
-            history,
+            joined(self.view, progress.messages),
             self.specs,
             response_schema=agent.response_schema,
             temperature=agent.temperature,
@@ -187,6 +283,8 @@ class Loop:
         if type(answer) is Failure:
             return answer
         response = answer.unwrap()
+        if wait is not None:
+            await wait()
         message = _named(response.message, name)
         run_calls = message.tool_calls
         if self.secret and run_calls:
@@ -247,15 +345,33 @@ class Loop:
         output = self.agent.output
         progress = snap.state
         added = progress.messages.append(message)
+        name = self.name
+        reason: str
         if output is None:
             done = Turns(added, usage, turn, progress.repairs)
             return self._next(snap, done, stop=True)
         checked = output.check(message.content)
+        guard: str | None = None
         if type(checked) is not Failure:
-            done = Turns(added, usage, turn, progress.repairs)
-            return self._next(snap, done, stop=True)
-        name = self.name
-        reason: str = checked.failure()
+            value = checked.unwrap()
+            for each in output.guards:
+                verdict = await self._judge(
+                    each.name, "output", each.check, value
+                )
+                if type(verdict) is Halt:
+                    return Failure(
+                        GuardrailTripped(
+                            each.name, "output", verdict.reason, path=(name,)
+                        )
+                    )
+                if verdict is not None:
+                    guard, reason = each.name, verdict.reason
+                    break
+            else:
+                done = Turns(added, usage, turn, progress.repairs)
+                return self._next(snap, done, stop=True)
+        else:
+            reason = checked.failure()
         repairs = (*progress.repairs, reason)
         retrying = len(repairs) <= output.retries
         env = self.env
@@ -270,7 +386,7 @@ class Loop:
                     output.name, reason, attempts=repairs, path=(name,)
                 )
             )
-        ask = repair_request(output, reason)
+        ask = repair_request(output, reason, guard)
         if listen:
             await env.emit(MessageComplete(name, ask))
         done = Turns(added.append(ask), usage, turn, repairs)
@@ -349,6 +465,12 @@ class Loop:
             else:
                 out.append(next(ran))
         return tuple(out)
+
+
+def _outcome(verdict: Verdict) -> str:
+    if verdict is None:
+        return "pass"
+    return "stop" if type(verdict) is Halt else "retry"
 
 
 def _around(outer: ToolHook | None, inner: ToolHook | None) -> ToolHook | None:

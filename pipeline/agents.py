@@ -35,6 +35,7 @@ from . import failures
 from ._combinators import must, sequential
 from ._context import Context
 from ._decode import decode_json
+from ._guards import AskAgain, Halt, InputGuard, OutputGuard, Verdict
 from ._handler import Call, Handler
 from ._messages import Message, Role, Usage
 from ._moved import moved
@@ -47,6 +48,7 @@ from .errors import AgentFailed, ConstructionError
 from .events import MessageComplete, emit
 from .failures import (
     BudgetExceeded,
+    GuardrailTripped,
     HistoryBudgetExceeded,
     InvalidOutput,
     ModelError,
@@ -69,9 +71,14 @@ __all__ = (
     "AgentLike",
     "AgentOutput",
     "AgentRun",
+    "AskAgain",
+    "Halt",
+    "InputGuard",
+    "OutputGuard",
     "ParallelAgent",
     "SequentialAgent",
     "ToolSource",
+    "Verdict",
     "as_tool",
     "default_merge",
 )
@@ -88,6 +95,7 @@ AgentError: TypeAlias = (
     | RunPaused
     | BudgetExceeded
     | InvalidOutput
+    | GuardrailTripped
 )
 """What running an agent may fail with."""
 
@@ -175,6 +183,10 @@ def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
+def _input_guards(guards: Iterable[InputGuard]) -> tuple[InputGuard, ...]:
+    return tuple(guards)
+
+
 def _agents(agents: Iterable[AgentLike]) -> tuple[AgentLike, ...]:
     return tuple(agents)
 
@@ -215,7 +227,10 @@ class Agent(Handler[Context, Context, AgentError]):
     the model with the reason, up to ``output.retries`` times, then fails
     with :class:`~pipeline.failures.InvalidOutput`; these repair calls are
     model calls (budgets count them) but not turns against *max_turns*.
-    Read the typed answer with ``output.read(run)``.  Streaming: when a
+    Read the typed answer with ``output.read(run)``.  *input_guards*
+    (:class:`~pipeline.agents.InputGuard`) check the messages before the
+    first model call, or alongside it; a guard that stops the run makes it
+    fail with :class:`~pipeline.failures.GuardrailTripped`.  Streaming: when a
     :func:`pipeline.stream` is listening, the model streams and each text
     fragment is emitted as a ``MessageDelta``.
 
@@ -240,6 +255,9 @@ class Agent(Handler[Context, Context, AgentError]):
     description: str = ""
     max_parallel_tools: int | None = None
     output: Output[Any] | None = None
+    input_guards: tuple[InputGuard, ...] = attrs.field(
+        default=(), converter=_input_guards
+    )
     _tool_map: Mapping[str, Tool] = attrs.field(
         init=False, default=attrs.Factory(_tool_map, takes_self=True)
     )
@@ -307,7 +325,9 @@ class Agent(Handler[Context, Context, AgentError]):
             view = selected.unwrap()
         if self.instructions:
             view = joined((Message.system(self.instructions),), view)
-        loop = Loop(self, view, tools, intercept, specs, env)
+        loop = Loop(
+            self, view, tools, intercept, specs, env, self.input_guards
+        )
         out = await run_machine(
             loop,
             loop.start(),

@@ -55,6 +55,7 @@ __all__ = (
     "EventStream",
     "Finished",
     "FoldEvent",
+    "GuardrailChecked",
     "Handoff",
     "Interrupted",
     "MessageComplete",
@@ -248,6 +249,23 @@ class OutputRejected:
 
 @final
 @attrs.frozen
+class GuardrailChecked:
+    """An agent's guardrail gave its verdict: *stage* is ``input`` or
+    ``output``, *outcome* ``pass``, ``retry`` or ``stop``, *reason* what
+    the check said ('' when it passed).
+
+    .. versionadded:: 0.1.0
+    """
+
+    agent: str
+    guardrail: str
+    stage: str
+    outcome: str
+    reason: str = ""
+
+
+@final
+@attrs.frozen
 class Note:
     """A free-form progress note from your own handler.
 
@@ -277,6 +295,7 @@ Event: TypeAlias = (
     | ToolRaised
     | Handoff
     | OutputRejected
+    | GuardrailChecked
     | Note
     | NodeStarted
     | NodeFinished

@@ -41,6 +41,7 @@ The hierarchy::
     │   └── InvalidState            a state that cannot be stored
     ├── agents and models
     │   ├── InvalidOutput           structured output that does not decode
+    │   ├── GuardrailTripped        an agent's guardrail stopped its run
     │   ├── ModelError              a provider call failed
     │   ├── TurnLimitExceeded
     │   ├── PolicyViolation         llm.policy judged the input invalid
@@ -70,6 +71,7 @@ __all__ = (
     "ConcurrentModification",
     "ConditionError",
     "FanOutLimitExceeded",
+    "GuardrailTripped",
     "HistoryBudgetExceeded",
     "IncompatibleGraph",
     "InvalidOutput",
@@ -539,6 +541,30 @@ class InvalidOutput(PipelineError):
         return (
             f"the answer is not a valid {self.expected}: {self.reason} "
             f"(at {self.where()})"
+        )
+
+
+@final
+@attrs.frozen
+class GuardrailTripped(PipelineError):
+    """A guardrail stopped an agent's run (see
+    :class:`pipeline.agents.InputGuard` and
+    :class:`pipeline.agents.OutputGuard`).
+
+    *guardrail* names it, *stage* says which (``input`` or ``output``),
+    *reason* is what its check said.
+
+    .. versionadded:: 0.1.0
+    """
+
+    guardrail: str
+    stage: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"the {self.stage} guardrail {self.guardrail!r} stopped the run: "
+            f"{self.reason} (at {self.where()})"
         )
 
 
