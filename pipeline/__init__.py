@@ -51,9 +51,9 @@ if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
     from ._messages import Role as Role
     from ._messages import ToolCall as ToolCall
     from ._messages import Usage as Usage
+    from ._output import Output as Output
     from ._usage import RunUsage as RunUsage
     from .agents import Agent as Agent
-    from .agents import Output as Output
     from .budgets import Budget as Budget
     from .budgets import Price as Price
     from .events import Note as Note
@@ -161,7 +161,7 @@ _HOMES = {
     "ToolCall": "._messages",
     "Usage": "._messages",
     "Agent": ".agents",
-    "Output": ".agents",
+    "Output": "._output",
     "Budget": ".budgets",
     "Price": ".budgets",
     "RunUsage": "._usage",
