@@ -5,16 +5,24 @@ executed."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, assert_type
 
 import attrs
 
 from returns.result import Failure, Result, Success
 
-from pipeline import Agent, Output
-from pipeline.agents import AgentRun
+from pipeline import Agent, Message, Output
+from pipeline.agents import (
+    AgentRun,
+    AskAgain,
+    Halt,
+    InputGuard,
+    OutputGuard,
+    Verdict,
+)
 from pipeline.events import OutputRejected
-from pipeline.failures import InvalidOutput
+from pipeline.failures import GuardrailTripped, InvalidOutput
 from pipeline.testing import ScriptedModel
 
 
@@ -62,3 +70,41 @@ Output(Ticket, validate=wrong_error)  # type: ignore[arg-type]
 Output(Ticket, retries="2")  # type: ignore[arg-type]
 out.read(3)  # type: ignore[arg-type]
 Agent("a", ScriptedModel(), output=Ticket)  # type: ignore[arg-type]
+
+
+# -- guardrails -------------------------------------------------------------
+
+
+async def shouting(t: Ticket) -> Verdict:
+    return AskAgain("the title must not shout") if t.title.isupper() else None
+
+
+async def injection(t: Ticket) -> Verdict:
+    return Halt("looks like an injection") if ";" in t.title else None
+
+
+async def on_topic(messages: Sequence[Message]) -> Halt | None:
+    return None
+
+
+async def about_ints(n: int) -> Verdict:
+    return None
+
+
+async def asks_again(messages: Sequence[Message]) -> AskAgain | None:
+    return None
+
+
+guarded = Output(Ticket, guards=[OutputGuard("shouting", shouting)])
+assert_type(guarded, Output[Ticket])
+assert_type(guarded.guards, tuple[OutputGuard[Ticket], ...])
+assert_type(OutputGuard("injection", injection), OutputGuard[Ticket])
+Agent("a", ScriptedModel(), input_guards=[InputGuard("topic", on_topic)])
+assert_type(InputGuard("topic", on_topic, concurrent=True).concurrent, bool)
+tripped = GuardrailTripped("topic", "input", "off topic")
+assert_type(tripped.guardrail, str)
+
+# An output guard checks the output type; an input guard cannot ask again.
+Output(Ticket, guards=[OutputGuard("ints", about_ints)])  # type: ignore[misc]
+InputGuard("again", asks_again)  # type: ignore[arg-type]
+Agent("a", ScriptedModel(), input_guards=[on_topic])  # type: ignore[list-item]
