@@ -117,6 +117,7 @@ class Loop:
         "specs",
         "tools",
         "view",
+        "waiting",
     )
 
     codec = CODEC
@@ -134,6 +135,9 @@ class Loop:
     ) -> None:
         self.agent = agent
         self.guards = guards  # input guardrails, before the first turn
+        # What the first turn's answer waits for: the input guards that run
+        # alongside its model call.
+        self.waiting: Callable[[], Awaitable[object]] | None = None
         # What the run is inside of (scope, stream, offload), read once:
         # none of it changes while the run goes on.
         self.env = ambient() if env is None else env
@@ -162,17 +166,13 @@ class Loop:
         """Agents have no gates."""
         return False
 
-    async def step(self, snap: Snapshot[Turns], _: object, /) -> Any:
-        """One turn: ask the model; run the tools it asks for."""
-        if self.guards and not snap.state.turns:
-            return await self._first(snap)
-        return await self._turn(snap, None)
-
     async def _first(self, snap: Snapshot[Turns]) -> Any:
         """The first turn, behind the agent's input guards: those not
         concurrent run before the model call, the others alongside it (the
         answer waits for them before any tool runs)."""
-        guards = self.guards
+        guards, self.guards = self.guards, ()  # checked once per run
+        if snap.state.turns:  # resumed after the first turn: checked then
+            return await self.step(snap, None)
         for guard in guards:
             if not guard.concurrent:
                 tripped = await self._input(guard)
@@ -180,7 +180,7 @@ class Loop:
                     return tripped
         alongside = [g for g in guards if g.concurrent]
         if not alongside:
-            return await self._turn(snap, None)
+            return await self.step(snap, None)
         tripped_by: list[Failure[GuardrailTripped]] = []
         cleared = anyio.Event()
 
@@ -194,9 +194,13 @@ class Loop:
             cleared.set()
 
         out: Any = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(check_all, tg.cancel_scope)
-            out = await self._turn(snap, cleared.wait)
+        self.waiting = cleared.wait
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(check_all, tg.cancel_scope)
+                out = await self.step(snap, None)
+        finally:
+            self.waiting = None
         return tripped_by[0] if tripped_by else out
 
     async def _input(
@@ -247,13 +251,10 @@ class Loop:
             )
         return verdict
 
-    async def _turn(
-        self,
-        snap: Snapshot[Turns],
-        wait: Callable[[], Awaitable[object]] | None,
-    ) -> Any:
-        """Ask the model (its answer waits for *wait*, the input guards
-        running alongside); run the tools it asks for."""
+    async def step(self, snap: Snapshot[Turns], _: object, /) -> Any:
+        """One turn: ask the model; run the tools it asks for."""
+        if self.guards:
+            return await self._first(snap)
         agent = self.agent
         name = self.name
         progress = snap.state
@@ -283,20 +284,21 @@ class Loop:
         if type(answer) is Failure:
             return answer
         response = answer.unwrap()
-        if wait is not None:
-            await wait()
+        if self.waiting is not None:  # input guards alongside the call
+            await self.waiting()
         message = _named(response.message, name)
         run_calls = message.tool_calls
         if self.secret and run_calls:
             # The tools get what the model sent; everything else (history,
             # checkpoints, events, spans) the redacted calls.
             message = _redacted(message, self.secret)
-        usage = progress.usage + response.usage
         if listen:
             await env.emit(MessageComplete(name, message))
         calls = message.tool_calls
         if not calls:
-            return await self._final(snap, message, usage, turn)
+            return await self._final(
+                snap, message, progress.usage + response.usage, turn
+            )
         # Calls the caller takes itself (a swarm's transfers), decided
         # before any tool runs: an accepted transfer needs no further model
         # call, so it may come on the last turn.
@@ -331,7 +333,7 @@ class Loop:
                 await env.emit(MessageComplete(name, result))
         done = Turns(
             progress.messages.append(message).extend(results),
-            usage,
+            progress.usage + response.usage,
             turn,
             progress.repairs,
         )
