@@ -9,7 +9,9 @@ reasons (never the value), up to :attr:`Output.retries` times.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, final
 
 import attrs
@@ -18,13 +20,19 @@ from returns.result import Failure, Result, Success
 
 from ._decode import decode_json
 from ._guards import OutputGuard
-from ._messages import Message
+from ._messages import Message, Role
 from .errors import ConstructionError
 from .failures import InvalidOutput
 from .models._types import ResponseSchema
 
 
-__all__ = ("DEFAULT_OUTPUT_RETRIES", "HasText", "Output", "repair_request")
+__all__ = (
+    "DEFAULT_OUTPUT_RETRIES",
+    "HasText",
+    "Output",
+    "repair_request",
+    "repairs_in",
+)
 
 T = TypeVar("T")
 
@@ -116,6 +124,14 @@ class Output(Generic[T]):
         return Success(checked.unwrap())
 
 
+_REFUSED = re.compile(
+    r"Your answer was refused by the '[A-Za-z0-9_.-]+' check: "
+)
+_INVALID = re.compile(r"Your answer is not a valid [^:]*: ")
+_AGAIN = ". Answer again."
+_AGAIN_JSON = ". Answer again with JSON that fits the schema."
+
+
 def repair_request(
     output: Output[Any], reason: str, guard: str | None = None
 ) -> Message:
@@ -123,10 +139,25 @@ def repair_request(
     guardrail refused it, and why), never the value."""
     if guard is not None:
         return Message.user(
-            f"Your answer was refused by the {guard!r} check: {reason}. "
-            "Answer again."
+            f"Your answer was refused by the {guard!r} check: {reason}{_AGAIN}"
         )
     return Message.user(
-        f"Your answer is not a valid {output.name}: {reason}. "
-        "Answer again with JSON that fits the schema."
+        f"Your answer is not a valid {output.name}: {reason}{_AGAIN_JSON}"
     )
+
+
+def repairs_in(messages: Sequence[Message]) -> tuple[str, ...]:
+    """The reasons of the repair requests among *messages*, what one run of
+    an agent added (the only user messages there), in order."""
+    found: list[str] = []
+    for m in messages:
+        if m.role is not Role.USER:
+            continue
+        text = m.content
+        head = _INVALID.match(text)
+        tail = _AGAIN_JSON
+        if head is None:
+            head, tail = _REFUSED.match(text), _AGAIN
+        if head is not None and text.endswith(tail):
+            found.append(text[head.end() : len(text) - len(tail)])
+    return tuple(found)

@@ -22,7 +22,7 @@ from ._agent_spec import AgentSpec
 from ._fields import APPEND_ONLY
 from ._guards import Halt, InputGuard, Verdict
 from ._messages import Message, ToolCall, Usage
-from ._output import repair_request
+from ._output import repair_request, repairs_in
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
 from .events import (
@@ -66,8 +66,6 @@ class Turns:
     )
     usage: Usage = Usage()
     turns: int = 0
-    # Why each refused final answer did not fit (see pipeline.Output).
-    repairs: tuple[str, ...] = ()
 
 
 CODEC: Codec[Turns] = Codec(Turns)
@@ -259,7 +257,11 @@ class Loop:
         name = self.name
         progress = snap.state
         turn = progress.turns + 1
-        last = turn - len(progress.repairs) >= agent.max_turns
+        # Repairs of the final answer are model calls, not turns.
+        last = turn >= agent.max_turns and (
+            agent.output is None
+            or turn - len(repairs_in(progress.messages)) >= agent.max_turns
+        )
         request = ModelRequest(
             joined(self.view, progress.messages),
             self.specs,
@@ -335,7 +337,6 @@ class Loop:
             progress.messages.append(message).extend(results),
             progress.usage + response.usage,
             turn,
-            progress.repairs,
         )
         return self._next(snap, done, stop=stop)
 
@@ -350,7 +351,7 @@ class Loop:
         name = self.name
         reason: str
         if output is None:
-            done = Turns(added, usage, turn, progress.repairs)
+            done = Turns(added, usage, turn)
             return self._next(snap, done, stop=True)
         checked = output.check(message.content)
         guard: str | None = None
@@ -370,11 +371,13 @@ class Loop:
                     guard, reason = each.name, verdict.reason
                     break
             else:
-                done = Turns(added, usage, turn, progress.repairs)
+                done = Turns(added, usage, turn)
                 return self._next(snap, done, stop=True)
         else:
             reason = checked.failure()
-        repairs = (*progress.repairs, reason)
+        # The reasons so far are in the repair requests the run holds (a
+        # checkpointed run resumes with them).
+        repairs = (*repairs_in(progress.messages), reason)
         retrying = len(repairs) <= output.retries
         env = self.env
         listen = env.sink is not None
@@ -391,7 +394,7 @@ class Loop:
         ask = repair_request(output, reason, guard)
         if listen:
             await env.emit(MessageComplete(name, ask))
-        done = Turns(added.append(ask), usage, turn, repairs)
+        done = Turns(added.append(ask), usage, turn)
         return self._next(snap, done, stop=False)
 
     def _next(

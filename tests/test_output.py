@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
 from pipeline import Agent, Budget, Context, Graph, Message, Output, Role, run
+from pipeline._output import repair_request, repairs_in
 from pipeline.agents import AgentError, AgentRun
 from pipeline.errors import ConstructionError
 from pipeline.events import Event, MessageComplete, OutputRejected, stream
@@ -292,7 +293,6 @@ invalid = st.sampled_from(
 )
 
 
-@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     answers=st.lists(invalid, min_size=0, max_size=5),
@@ -341,3 +341,18 @@ async def test_invalid_outputs_are_retried_at_most_n_times_never_echoed(
             assert MARK not in repr(event)
     rejected = [e for e in seen if isinstance(e, OutputRejected)]
     assert len(rejected) == min(bad, retries + 1)
+
+
+def test_the_reasons_so_far_are_read_back_from_the_repair_requests() -> None:
+    """A run's attempts live in its repair requests (what a checkpoint
+    holds): each reason comes back whole, colons and full stops included."""
+    out = Output(Ticket)
+    reasons = ["a: b. Answer again.", "expected an integer at $.priority"]
+    messages = [
+        Message.assistant("{}"),
+        repair_request(out, reasons[0]),
+        Message.assistant("{}"),
+        repair_request(out, reasons[1], guard="calm.v2"),
+        Message.tool("ok", tool_call_id="c1", name="t"),
+    ]
+    assert repairs_in(messages) == tuple(reasons)
