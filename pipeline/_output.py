@@ -104,7 +104,7 @@ class Output(Generic[T]):
         return ResponseSchema.of(self.kind)
 
     def check(self, text: str) -> Result[T, str]:
-        """*text* decoded into :attr:`kind` and validated, or why not (field
+        """*text* decoded into *kind* and validated, or why not (field
         names and reasons, never the value)."""
         decoded = decode_json(text, self.kind)
         if type(decoded) is Failure or self.validate is None:
