@@ -49,6 +49,7 @@ Out_co = TypeVar("Out_co", covariant=True)
 Err_co = TypeVar("Err_co", covariant=True)
 
 __all__ = (
+    "CacheLookup",
     "CheckpointSaved",
     "CheckpointSkipped",
     "Event",
@@ -58,6 +59,7 @@ __all__ = (
     "GuardrailChecked",
     "Handoff",
     "Interrupted",
+    "McpServerLost",
     "MessageComplete",
     "MessageDelta",
     "NodeFinished",
@@ -97,6 +99,21 @@ class NodeFinished:
 
     nodes: tuple[str, ...]
     step: int
+
+
+@final
+@attrs.frozen
+class CacheLookup:
+    """A cached node looked its input up: *hit* (not run) or a miss (run).
+
+    *key* is the first 16 hex digits of the input's digest.
+
+    .. versionadded:: 0.1.0
+    """
+
+    node: str
+    hit: bool
+    key: str
 
 
 @final
@@ -217,6 +234,20 @@ class ToolRaised:
 
 @final
 @attrs.frozen
+class McpServerLost:
+    """An MCP server's connection ended while *tool* was being called (the
+    process died, the HTTP server went away): the model got an error
+    result, and later calls to *server* fail at once.
+
+    .. versionadded:: 0.1.0
+    """
+
+    server: str
+    tool: str
+
+
+@final
+@attrs.frozen
 class Handoff:
     """A swarm moved the conversation from one agent to another.
 
@@ -293,12 +324,14 @@ Event: TypeAlias = (
     | ToolCallStarted
     | ToolCallFinished
     | ToolRaised
+    | McpServerLost
     | Handoff
     | OutputRejected
     | GuardrailChecked
     | Note
     | NodeStarted
     | NodeFinished
+    | CacheLookup
     | CheckpointSaved
     | CheckpointSkipped
     | Interrupted

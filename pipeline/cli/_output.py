@@ -112,6 +112,7 @@ def snapshot_doc(target: Target, snap: Snapshot[Any]) -> dict[str, Any]:
         pending = {
             "question": snap.pending.question,
             "answered": snap.pending.answered,
+            "id": snap.question_id,
         }
     return {
         "thread": snap.thread_id,
@@ -122,6 +123,7 @@ def snapshot_doc(target: Target, snap: Snapshot[Any]) -> dict[str, Any]:
         "node": snap.node,
         "next": list(snap.next),
         "pending": pending,
+        "reason": snap.reason or None,
         "state": state,
     }
 
@@ -138,6 +140,11 @@ def history_row(snap: Snapshot[Any]) -> dict[str, Any]:
         "question": snap.pending.question
         if snap.pending is not None and not snap.pending.answered
         else None,
+        "question_id": snap.question_id,
+        "reason": snap.reason or None,
+        "edit": None
+        if snap.edit is None
+        else {"author": snap.edit.author, "reason": snap.edit.reason},
     }
 
 

@@ -9,7 +9,7 @@ A record holds one snapshot as a delta against its parent:
   changed; the root record of a chain stores every field;
 * the envelope is short: schema, fingerprint, next and step, and the rest
   only when it is not at its default (the node that ran is the parent's
-  *next*);
+  *next*; a stop's ``reason`` only in the stop record);
 * ``in`` carries the progress of folds nested in the step in flight (an
   agent's turns inside a graph node): each such record appends documents
   to the nested folds' chains; a record without ``in`` starts afresh.
@@ -54,7 +54,7 @@ from .._serde import (
 from ..errors import ConstructionError, NestedTooDeeply, SecretUnresolved
 from ..failures import CheckpointDecodeError, InvalidState
 from ..stores import Record, record_checksum
-from ._model import NO_PROGRESS, Pending, Progress, Snapshot, Status
+from ._model import NO_PROGRESS, Edit, Pending, Progress, Snapshot, Status
 from ._plan import Plan, plan_for, type_name
 
 
@@ -247,6 +247,13 @@ class Codec(Generic[S]):
             doc["join"] = snap.join
         if snap.status is not Status.RUNNING:
             doc["status"] = snap.status.value
+        if snap.reason:
+            doc["reason"] = snap.reason
+        if snap.edit is not None:
+            doc["edit"] = {
+                "author": snap.edit.author,
+                "reason": snap.edit.reason,
+            }
         if snap.pending is not None:
             pending: dict[str, Any] = {
                 "source": snap.pending.source,
@@ -660,6 +667,14 @@ class Codec(Generic[S]):
                 status=Status(head.get("status", "running")),
                 pending=pending,
                 progress=acc.progress or NO_PROGRESS,
+                # Records written before stops were stored have none.
+                reason=self.converter.structure(head.get("reason", ""), str),
+                edit=None
+                if "edit" not in head
+                else Edit(
+                    self.converter.structure(head["edit"]["author"], str),
+                    self.converter.structure(head["edit"]["reason"], str),
+                ),
             )
         except (*_STRUCTURE_OR_KEY,) as exc:
             return Failure(CheckpointDecodeError("$", _reason(exc)))
@@ -742,8 +757,20 @@ _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "state": dict,
     "logs": dict,
     "in": dict,
+    "reason": str,
+    "edit": dict,
 }
-_OPTIONAL = {"node", "join", "status", "pending", "state", "logs", "in"}
+_OPTIONAL = {
+    "node",
+    "join",
+    "status",
+    "pending",
+    "state",
+    "logs",
+    "in",
+    "reason",
+    "edit",
+}
 
 
 def _opt_str(value: object) -> str | None:

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeAlias, TypeVar, final
 
 import attrs
 
+from .._serde import canonical, checksum
 from ..errors import InvalidAnswer
 
 
@@ -105,12 +106,43 @@ class Snapshot(Generic[S_co]):
     pending: Pending | None = None
     progress: Progress = NO_PROGRESS
     reason: str = ""
-    """Why a gate stopped the run (status ``STOPPED``); never stored."""
+    """Why the run stopped (status ``STOPPED``): a gate's reason, or the
+    limit it reached; stored in the stop record."""
+    edit: Edit | None = None
+    """The author and reason of a hand edit of the state (``update_state``,
+    ``pipeline edit``), on the record that edit committed only; else
+    ``None``."""
 
     @property
     def done(self) -> bool:
         """Whether the run reached its end."""
         return self.status is Status.DONE
+
+    @property
+    def question_id(self) -> str | None:
+        """The id of the question this snapshot waits at (status
+        ``INTERRUPTED``), else ``None``: ``"<version>-<digest>"``, the
+        version that asked it and a digest of the thread, that version
+        and what it asks.  ``resume(answer=..., question=id)`` applies the
+        answer to this question only.
+
+        .. versionadded:: 0.1.0
+        """
+        pending = self.pending
+        if (
+            self.status is not Status.INTERRUPTED
+            or pending is None
+            or pending.answered
+        ):
+            return None
+        asked = [
+            self.thread_id,
+            self.version,
+            pending.source,
+            list(pending.targets),
+            pending.question,
+        ]
+        return f"{self.version}-{checksum(canonical(asked))[:12]}"
 
     @staticmethod
     def first(
@@ -136,6 +168,7 @@ class Snapshot(Generic[S_co]):
         put("pending", None)
         put("progress", NO_PROGRESS)
         put("reason", "")
+        put("edit", None)
         return out
 
     def successor(
@@ -170,10 +203,25 @@ class Snapshot(Generic[S_co]):
         put("pending", None)
         put("progress", NO_PROGRESS)
         put("reason", "")
+        put("edit", None)
         return out
 
 
 # -- hooks ------------------------------------------------------------------
+
+
+@final
+@attrs.frozen
+class Edit:
+    """A state changed by hand (``update_state``, ``pipeline edit``):
+    *author* made the change for *reason*; stored in its record and shown
+    in the thread's history.
+
+    .. versionadded:: 0.1.0
+    """
+
+    author: str
+    reason: str
 
 
 @final
@@ -188,7 +236,11 @@ class Continue:
 @final
 @attrs.frozen
 class Stop:
-    """Gate decision: end the run gracefully (nothing is written).
+    """Gate decision: end the run gracefully.
+
+    With a store, the stop is a record (status ``stopped``, *reason*): the
+    thread stays stopped, and resuming it returns that stop without
+    running a node; fork it (or resume an earlier version) to go on.
 
     .. versionadded:: 0.1.0
     """
