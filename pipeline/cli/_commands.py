@@ -587,9 +587,13 @@ def mcp_serve(ref: str, *, backend: str, traceback: bool) -> ExitCode:
     import anyio  # noqa: PLC0415
 
     from .._extras import require  # noqa: PLC0415
+    from ..errors import MissingExtra  # noqa: PLC0415
 
+    try:  # before the user's code is imported
+        require("pipeline mcp serve", "the MCP SDK", "mcp", ("mcp",))
+    except MissingExtra as exc:
+        raise UserError(str(exc), code=ExitCode.UNAVAILABLE) from None
     obj = load_object(ref, traceback=traceback)
-    require("pipeline mcp serve", "the MCP SDK", "mcp", ("mcp",))
     from ..agents import Agent  # noqa: PLC0415
     from ..graph._graph import Graph  # noqa: PLC0415
     from ..mcp import serve_stdio  # noqa: PLC0415
