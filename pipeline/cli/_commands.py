@@ -436,27 +436,15 @@ async def history(
         snaps = _found(
             await target.obj.history(store, thread_id), thread_id, settings
         )
-    rows = [out.history_row(s) for s in snaps]
+    rows = out.history_rows(snaps)
     if settings.json:
         for row in rows:
             out.emit_json(row)
         return ExitCode.OK
-    columns = (
-        "version",
-        "parent",
-        "step",
-        "status",
-        "node",
-        "next",
-        "question",
-    )
     out.table(
         f"thread {thread_id}",
-        columns,
-        [
-            [", ".join(r[c]) if c == "next" else r[c] for c in columns]
-            for r in rows
-        ],
+        out.HISTORY_COLUMNS,
+        [out.history_cells(r) for r in rows],
     )
     return ExitCode.OK
 

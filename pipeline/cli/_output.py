@@ -5,15 +5,22 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sys
 
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ..fold import Snapshot
     from ._target import Target
+
+
+_TAB_BREAKS = re.compile(r"[\t\r\n]")
 
 
 def say(line: str) -> None:
@@ -122,32 +129,164 @@ def snapshot_doc(target: Target, snap: Snapshot[Any]) -> dict[str, Any]:
         "node": snap.node,
         "next": list(snap.next),
         "pending": pending,
+        "committed_at": when(snap.committed_at),
+        "author": snap.author or None,
+        "origin": origin_doc(snap),
         "state": state,
     }
 
 
-def history_row(snap: Snapshot[Any]) -> dict[str, Any]:
-    """One line of ``pipeline history``."""
-    return {
-        "version": snap.version,
-        "parent": snap.parent,
-        "step": snap.step,
-        "status": str(snap.status),
-        "node": snap.node,
-        "next": list(snap.next),
-        "question": snap.pending.question
-        if snap.pending is not None and not snap.pending.answered
-        else None,
-    }
+def when(at: datetime | None) -> str | None:
+    """A commit time as ISO 8601 UTC to the millisecond (``None``: a record
+    written before records carried their time)."""
+    if at is None:
+        return None
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def origin_doc(snap: Snapshot[Any]) -> dict[str, Any] | None:
+    """Where a forked thread came from, JSON-shaped."""
+    if snap.origin is None:
+        return None
+    return {"thread": snap.origin[0], "version": snap.origin[1]}
+
+
+def _segment(key: str) -> str:
+    """One part of a progress key, as people name it: a fan-out branch
+    (``b:name``) or a nested fold (``f:name#k@digest``)."""
+    kind, _, rest = key.partition(":")
+    name, _, more = rest.partition("#")
+    name = unquote(name)
+    if kind == "b":
+        return f"branch {name}"
+    occurrence = more.partition("@")[0]
+    return name if occurrence in {"", "0"} else f"{name} #{occurrence}"
+
+
+def _nested_node(docs: Sequence[Any]) -> str | None:
+    """The step a nested fold's newest document recorded (its node, or what
+    the document before it said runs next)."""
+    if not docs or not isinstance(docs[-1], dict):
+        return None
+    last = docs[-1]
+    node = last.get("node")
+    if isinstance(node, str):
+        return node
+    if len(docs) > 1 and isinstance(docs[-2], dict):
+        before = docs[-2].get("next")
+        if isinstance(before, list) and before:
+            return "+".join(str(n) for n in before)
+    return None
+
+
+def record_path(
+    snap: Snapshot[Any], parent: Snapshot[Any] | None
+) -> list[str]:
+    """Where in the run a record was written: the node for a step's record;
+    for progress saved inside a step (an agent's turn, a tool, a fan-out
+    branch), the node in flight, then each nested fold down to the step
+    the record saved."""
+    if snap.node is None and parent is None:
+        return []
+    saved = parent.progress if parent is not None else {}
+    grown = [
+        k for k, v in snap.progress.items() if len(v) > len(saved.get(k, ()))
+    ]
+    if (
+        not grown
+        or parent is None
+        or parent.step != snap.step
+        or parent.next != snap.next
+    ):
+        return [] if snap.node is None else [snap.node]
+    key = max(grown, key=len)  # the innermost fold that saved
+    path = ["+".join(snap.next), *(_segment(k) for k in key.split("/"))]
+    nested = _nested_node(snap.progress[key])
+    if nested is not None:
+        path.append(nested)
+    return path
+
+
+def history_rows(snaps: Sequence[Snapshot[Any]]) -> list[dict[str, Any]]:
+    """The lines of ``pipeline history``, oldest first: each record's time,
+    status, where in the run it was written, and how long after the record
+    it grew from (``duration``, seconds; ``None`` when either time is
+    unknown)."""
+    by_version = {s.version: s for s in snaps}
+    rows = []
+    for snap in snaps:
+        parent = None if snap.parent is None else by_version.get(snap.parent)
+        duration = None
+        if (
+            parent is not None
+            and snap.committed_at is not None
+            and parent.committed_at is not None
+        ):
+            duration = round(
+                (snap.committed_at - parent.committed_at).total_seconds(), 3
+            )
+        rows.append(
+            {
+                "version": snap.version,
+                "parent": snap.parent,
+                "origin": origin_doc(snap) if snap.version == 0 else None,
+                "at": when(snap.committed_at),
+                "duration": duration,
+                "step": snap.step,
+                "status": str(snap.status),
+                "node": snap.node,
+                "path": record_path(snap, parent),
+                "next": list(snap.next),
+                "question": snap.pending.question
+                if snap.pending is not None and not snap.pending.answered
+                else None,
+                "author": snap.author or None,
+            }
+        )
+    return rows
+
+
+def history_cells(row: dict[str, Any]) -> list[object]:
+    """One history row as table cells (see :func:`history_rows`)."""
+    origin = row["origin"]
+    parent = row["parent"]
+    if origin is not None:
+        parent = f"fork of {origin['thread']}@{origin['version']}"
+    return [
+        row["version"],
+        parent,
+        row["at"] or "?",
+        row["status"],
+        row["step"],
+        " → ".join(row["path"]),
+        ", ".join(row["next"]),
+        row["question"],
+        row["author"],
+    ]
+
+
+HISTORY_COLUMNS = (
+    "version",
+    "parent",
+    "committed (UTC)",
+    "status",
+    "step",
+    "path",
+    "next",
+    "question",
+    "author",
+)
 
 
 def table(
     title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]
 ) -> None:
-    """A table: drawn by rich on a terminal, tab-separated otherwise."""
+    """A table: drawn by rich on a terminal, tab-separated otherwise (a
+    header row first; tabs and line breaks in a cell become spaces)."""
     cells = [["" if v is None else str(v) for v in row] for row in rows]
     if not sys.stdout.isatty():
-        for row in cells:
+        for row in [list(columns), *cells]:
+            row = [_TAB_BREAKS.sub(" ", c) for c in row]  # noqa: PLW2901
             sys.stdout.write("\t".join(row) + "\n")
         sys.stdout.flush()
         return

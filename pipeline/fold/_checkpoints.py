@@ -257,7 +257,8 @@ async def fork(
 ]:
     """Copy a snapshot into a new thread (version 0); the original is untouched.
 
-    What nested folds had saved in the step in flight is copied too: the
+    The new thread's snapshots name their origin (``origin``: this thread
+    and version).  What nested folds had saved in the step in flight is copied too: the
     fork continues them.
     """
     new = (
@@ -268,11 +269,15 @@ async def fork(
     loaded = await load(codec, store, thread_id, version=version)
     if type(loaded) is not Success:
         return Failure(loaded.failure())
+    source = loaded.unwrap()
     forked: Snapshot[Any] = attrs.evolve(
-        loaded.unwrap(),
+        source,
         thread_id=new,
         version=0,
         parent=None,
+        committed_at=None,
+        author="",
+        origin=(source.thread_id, source.version),
     )
     committed = await store.commit(
         codec.encode(forked, None), expected_head=None
@@ -340,7 +345,8 @@ class Threads(Generic[S]):
         | LeaseLost,
     ]:
         """Copy a snapshot into a new thread (version 0); the original is
-        untouched.  Progress of nested folds in the step in flight is copied
+        untouched; its snapshots name it as their ``origin``.  Progress of
+        nested folds in the step in flight is copied
         too: the fork continues them."""
         return await fork(
             self.codec,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Generic, TypeAlias, TypeVar, final
 
@@ -106,6 +107,22 @@ class Snapshot(Generic[S_co]):
     progress: Progress = NO_PROGRESS
     reason: str = ""
     """Why a gate stopped the run (status ``STOPPED``); never stored."""
+    committed_at: datetime | None = attrs.field(default=None, eq=False)
+    """When the record was committed (UTC, to the millisecond), as read
+    back from a store; ``None`` for a snapshot not read back, or a record
+    stored before records carried their time.
+
+    .. versionadded:: 0.1.0"""
+    author: str = ""
+    """Who wrote the record, for records a person made (an answer, an
+    edit); empty for the records a run commits.
+
+    .. versionadded:: 0.1.0"""
+    origin: tuple[str, int] | None = None
+    """The thread and version this thread was forked from (kept by every
+    snapshot of a forked thread); ``None`` for a thread that was not.
+
+    .. versionadded:: 0.1.0"""
 
     @property
     def done(self) -> bool:
@@ -136,6 +153,9 @@ class Snapshot(Generic[S_co]):
         put("pending", None)
         put("progress", NO_PROGRESS)
         put("reason", "")
+        put("committed_at", None)
+        put("author", "")
+        put("origin", None)
         return out
 
     def successor(
@@ -170,6 +190,9 @@ class Snapshot(Generic[S_co]):
         put("pending", None)
         put("progress", NO_PROGRESS)
         put("reason", "")
+        put("committed_at", None)
+        put("author", "")
+        put("origin", self.origin)
         return out
 
 
