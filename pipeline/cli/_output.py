@@ -163,29 +163,65 @@ def _segment(key: str) -> str:
     return name if occurrence in {"", "0"} else f"{name} #{occurrence}"
 
 
-def _nested_node(docs: Sequence[Any]) -> str | None:
-    """The step a nested fold's newest document recorded (its node, or what
-    the document before it said runs next)."""
-    if not docs or not isinstance(docs[-1], dict):
-        return None
-    last = docs[-1]
-    node = last.get("node")
+def _tools(doc: dict[str, Any]) -> list[str]:
+    """The tools a nested record's appended messages called."""
+    names: list[str] = []
+    logs = doc.get("logs")
+    for log in logs.values() if isinstance(logs, dict) else ():
+        items = log[1] if isinstance(log, list) and len(log) == 2 else ()
+        for item in items if isinstance(items, list) else ():
+            calls = item.get("tool_calls") if isinstance(item, dict) else None
+            for call in calls if isinstance(calls, list) else ():
+                name = call.get("name") if isinstance(call, dict) else None
+                if isinstance(name, str) and name not in names:
+                    names.append(name)
+    return names
+
+
+def _leaf(doc: dict[str, Any], before: Any) -> list[str]:
+    """What the innermost record saved: an agent's turn (and the tools it
+    called), else the step its fold ran."""
+    fp = doc.get("fp")
+    step = doc.get("step")
+    if isinstance(fp, str) and fp.startswith("agent:"):
+        tools = _tools(doc)
+        turn = [f"turn {step}"]
+        return [*turn, f"tool {', '.join(tools)}"] if tools else turn
+    node = doc.get("node")
     if isinstance(node, str):
-        return node
-    if len(docs) > 1 and isinstance(docs[-2], dict):
-        before = docs[-2].get("next")
-        if isinstance(before, list) and before:
-            return "+".join(str(n) for n in before)
-    return None
+        return [node]
+    ran = before.get("next") if isinstance(before, dict) else None
+    if isinstance(ran, list) and ran:
+        return ["+".join(str(n) for n in ran)]
+    return [] if step is None else [f"step {step}"]
+
+
+def _descend(path: list[str], key: str, docs: Sequence[Any]) -> list[str]:
+    """*path*, extended down the nested folds of progress key *key* whose
+    chain is *docs*, to the step the newest document saved."""
+    while True:
+        for part in key.split("/"):
+            label = _segment(part)
+            if label != path[-1]:  # a node's own cell names it again
+                path.append(label)
+        if not docs or not isinstance(docs[-1], dict):
+            return path
+        last = docs[-1]
+        nested = last.get("in")
+        if not isinstance(nested, dict) or not nested:
+            before = docs[-2] if len(docs) > 1 else None
+            return path + [p for p in _leaf(last, before) if p != path[-1]]
+        key = max(nested)  # canonical JSON sorts keys: one is the rule
+        docs = nested[key] if isinstance(nested[key], list) else []
 
 
 def record_path(
     snap: Snapshot[Any], parent: Snapshot[Any] | None
 ) -> list[str]:
     """Where in the run a record was written: the node for a step's record;
-    for progress saved inside a step (an agent's turn, a tool, a fan-out
-    branch), the node in flight, then each nested fold down to the step
-    the record saved."""
+    for progress saved inside a step (an agent's turn and the tools it
+    called, a fan-out branch, a nested graph's node), the node in flight,
+    then each fold nested in it, down to what the record saved."""
     if snap.node is None and parent is None:
         return []
     saved = parent.progress if parent is not None else {}
@@ -200,11 +236,7 @@ def record_path(
     ):
         return [] if snap.node is None else [snap.node]
     key = max(grown, key=len)  # the innermost fold that saved
-    path = ["+".join(snap.next), *(_segment(k) for k in key.split("/"))]
-    nested = _nested_node(snap.progress[key])
-    if nested is not None:
-        path.append(nested)
-    return path
+    return _descend(["+".join(snap.next)], key, snap.progress[key])
 
 
 def history_rows(snaps: Sequence[Snapshot[Any]]) -> list[dict[str, Any]]:

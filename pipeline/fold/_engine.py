@@ -412,13 +412,16 @@ def stored_answer(codec: Codec[Any], answer: object) -> object:
     return back
 
 
+_NOT_INPUT = frozenset({"fp", "at", "by"})
+
+
 def input_digest(doc: dict[str, Any]) -> str:
     """Identifies a nested run's input: its admission document without the
     machine's fingerprint (a changed machine must be *refused* on resume,
     as :class:`~pipeline.failures.IncompatibleGraph`, not silently started
-    afresh) and without run ids (a context made anew on every attempt gets
-    a new one)."""
-    doc = {k: v for k, v in doc.items() if k != "fp"}
+    afresh), without run ids (a context made anew on every attempt gets
+    a new one), and without when and by whom it was written."""
+    doc = {k: v for k, v in doc.items() if k not in _NOT_INPUT}
     return checksum(canonical(_without_run_ids(doc)))[:16]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from pipeline import Graph, ToolCall, events, fold, graph, stores
+from pipeline import Agent, Graph, ToolCall, events, fold, graph, stores, tool
 from pipeline._serde import make_converter
 from pipeline.cli import _output as out
 from pipeline.cli._events import JsonLines
@@ -21,7 +21,9 @@ from pipeline.failures import CheckpointDecodeError
 from pipeline.fold._codec import CLOCK
 from pipeline.graph import END
 from pipeline.stores import Record, record_checksum
+from pipeline.testing import Reply, ScriptedModel
 from tests.graph.helpers import Counted, step
+from tests.graph.test_agent_nodes import Ticket, keep, see
 from tests.servers import StoreFactory
 
 
@@ -226,6 +228,41 @@ def test_nested_records_show_their_path() -> None:
     assert out.history_cells(rows[1])[5] == (
         "research → branch web → researcher → model"
     )
+
+
+@tool
+async def lookup(q: str) -> str:
+    """Look *q* up."""
+    return f"found {q}"
+
+
+async def test_an_agent_nodes_turns_show_as_turns_and_tools() -> None:
+    """A real agent node's progress records read node -> turn -> tool."""
+    model = ScriptedModel(
+        Reply.tool_call("lookup", {"q": "x"}), Reply.text("done")
+    )
+    g = (
+        graph.builder(Ticket)
+        .agent(
+            "triage",
+            Agent("triage", model, tools=[lookup]),
+            messages=see,
+            update=keep,
+        )
+        .entry("triage")
+        .edge("triage", END)
+        .build()
+    )
+    store = stores.MemoryStore()
+    await g.run(Ticket(), store=store, thread_id="t")
+    rows = out.history_rows((await g.history(store, "t")).unwrap())
+    assert [" → ".join(r["path"]) for r in rows] == [
+        "",
+        "triage → turn 1 → tool lookup",
+        "triage → turn 2",
+        "triage",
+    ]
+    assert [r["node"] for r in rows].count("triage") == 1
 
 
 def test_piped_tables_have_a_header(
