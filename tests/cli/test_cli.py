@@ -313,6 +313,24 @@ def test_threads_fork_delete(tmp_path: Path, store: str) -> None:
     ]
     shown = json.loads(cli("show", "b", "--store", store, cwd=tmp_path).stdout)
     assert (shown["node"], shown["next"]) == ("classify", ["draft"])
+    assert shown["origin"] == {"thread": "a", "version": 1}
+    assert shown["committed_at"].endswith("Z")
+    assert shown["author"] is None
+    piped = cli("history", "b", "--store", store, cwd=tmp_path).stdout
+    header, first = (line.split("\t") for line in piped.splitlines())
+    assert header[:4] == ["version", "parent", "committed (UTC)", "status"]
+    assert first[:2] == ["0", "fork of a@1"]
+    assert first[2] == shown["committed_at"]
+    history_a = lines(
+        cli("history", "a", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert [r["origin"] for r in history_a] == [None] * 4
+    assert all(str(r["at"]).endswith("Z") for r in history_a)
+    assert history_a[0]["duration"] is None
+    assert all(
+        isinstance(r["duration"], float) and r["duration"] >= 0
+        for r in history_a[1:]
+    )
     old = json.loads(
         cli(
             "show", "a", "--version", "0", "--store", store, cwd=tmp_path
