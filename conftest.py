@@ -12,12 +12,23 @@ import pytest
 from sybil import Sybil
 from sybil.parsers.markdown import PythonCodeBlockParser
 from sybil.parsers.rest import DocTestParser
+from sybil.sybil import SybilCollection
+
+from tests.tutorial import provider
 
 
 _markdown = Sybil(
     parsers=[PythonCodeBlockParser()],
     patterns=["README.md", "docs/*.md"],
+    excludes=["docs/tutorial.md"],
     name="docs",
+)
+_tutorial = Sybil(  # its "real model" block talks to a server on loopback
+    parsers=[PythonCodeBlockParser()],
+    patterns=["docs/tutorial.md"],
+    setup=provider.setup,
+    teardown=provider.teardown,
+    name="tutorial",
 )
 _docstrings = Sybil(
     parsers=[DocTestParser(optionflags=ELLIPSIS | NORMALIZE_WHITESPACE)],
@@ -26,9 +37,14 @@ _docstrings = Sybil(
     name="docstrings",
 )
 
-pytest_collect_file = (_markdown + _docstrings).pytest()
+pytest_collect_file = SybilCollection(
+    [_markdown, _tutorial, _docstrings]
+).pytest()
 
-SERVER_PAGES = {"temporal.md": (pytest.mark.temporal, pytest.mark.slow)}
+SERVER_PAGES = {
+    "temporal.md": (pytest.mark.temporal, pytest.mark.slow),
+    "tutorial.md": (pytest.mark.slow,),  # its graph's check node takes 3 s
+}
 """Doc pages whose examples start servers of their own, by marker (and
 ``slow``: starting the server takes seconds)."""
 

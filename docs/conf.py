@@ -1,10 +1,14 @@
 """Sphinx configuration: MyST Markdown, furo, intersphinx (online only)."""
 
 import os
+import sys
 
+
+sys.path.insert(0, os.path.dirname(__file__))  # noqa: PTH120  # pictures.py
 
 project = "pipeline"
 extensions = [
+    "pictures",  # the drawings and the live view, made at build time
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.intersphinx",
@@ -15,7 +19,7 @@ myst_heading_anchors = 3
 # graph.Builder and swarm.Builder share a name: annotations say `Builder`.
 suppress_warnings = ["ref.python"]
 html_theme = "furo"
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_pictures", "pictures.py"]
 # Type hints point at the defining (private) modules and at third-party
 # packages; offline builds cannot fetch those inventories.
 nitpicky = True

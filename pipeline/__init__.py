@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
     from ._combinators import metadata_equals as metadata_equals
     from ._combinators import must as must
     from ._combinators import noop as noop
+    from ._combinators import or_else as or_else
     from ._combinators import sequential as sequential
     from ._combinators import switch as switch
     from ._combinators import when as when
@@ -109,6 +110,7 @@ __all__ = (
     "middleware",
     "must",
     "noop",
+    "or_else",
     "run",
     "safe",
     "scope",
@@ -138,6 +140,7 @@ _HOMES = {
     "metadata_equals": "._combinators",
     "must": "._combinators",
     "noop": "._combinators",
+    "or_else": "._combinators",
     "sequential": "._combinators",
     "switch": "._combinators",
     "when": "._combinators",

@@ -56,3 +56,8 @@ class AgentSpec(Protocol):
     def max_tokens(self) -> int | None:
         """Output token limit, if set."""
         ...
+
+    @property
+    def max_parallel_tools(self) -> int | None:
+        """Tool calls of one reply that may run at once (``None``: all)."""
+        ...

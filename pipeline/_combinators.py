@@ -1,4 +1,4 @@
-"""Named combinators: sequential, must, first, loop, for_each, switch, if_.
+"""Named combinators: sequential, must, first, or_else, loop, for_each, switch, if_.
 
 Each builds a composite :class:`~pipeline.Handler`; none mutates its inputs.
 Arguments that can never run (no branches, a non-positive limit) raise
@@ -251,6 +251,58 @@ def first(
         raise ConstructionError(msg)
     label = name or "first"
     return composite("race", branches, race_builder(label), name=label)
+
+
+def or_else(
+    *handlers: Handler[In, Out, Err],
+    on: tuple[type[Any], ...] | None = None,
+    name: str | None = None,
+) -> Handler[In, Out, AllFailed[Err]]:
+    """Try *handlers* one after another: the next runs only when the one
+    before failed with a type listed in *on* (default: any failure).
+
+    Unlike ``a | b`` (:func:`first`), which runs every branch at once and
+    pays for each, the next handler starts only after the previous one
+    failed, so only what ran is paid for.  The first success is returned.
+    Otherwise the failure is :class:`~pipeline.failures.AllFailed` holding
+    each attempt's failure in order: every handler's when each failed with
+    a listed type, or fewer when one failed with a type not in *on* (that
+    one is last, and no handler after it ran).
+
+    .. versionadded:: 0.1.0
+    """
+    if not handlers:
+        msg = "or_else() needs at least one handler"
+        raise ConstructionError(msg)
+    if on is not None and (not on or not all(isinstance(t, type) for t in on)):
+        msg = "or_else(on=...) must be a non-empty tuple of failure types"
+        raise ConstructionError(msg)
+    label = name or "or_else"
+    return composite(
+        "or_else", handlers, _or_else_builder(label, on), name=label
+    )
+
+
+def _or_else_builder(
+    label: str, on: tuple[type[Any], ...] | None
+) -> MakeRunner:
+    def build(calls: Sequence[AnyCall]) -> AnyCall:
+        async def run_or_else(value: Any) -> Result[Any, Any]:
+            await checkpoint_if_cancelled()
+            failures: list[Any] = []
+            for i, call in enumerate(calls):
+                r = await call(value)
+                if type(r) is Success:
+                    return r
+                err = located(r, f"{label}[{i}]").failure()
+                failures.append(err)
+                if on is not None and not isinstance(err, on):
+                    break
+            return Failure(AllFailed(tuple(failures), path=(label,)))
+
+        return run_or_else
+
+    return build
 
 
 # -- loop and for_each --------------------------------------------------------

@@ -30,9 +30,10 @@ from cattrs.errors import (
 )
 from returns.result import Failure, Result, Success
 
+from ._depth import MAX_DEPTH, check_depth
 from ._schema import schema_for
 from ._serde import STRUCTURE_ERRORS, make_converter, unicode_safe
-from .errors import ConstructionError
+from .errors import ConstructionError, NestedTooDeeply
 
 
 __all__ = (
@@ -55,10 +56,6 @@ T = TypeVar("T")
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CONVERTER = make_converter()
-
-
-MAX_DEPTH = 64
-"""JSON nested deeper than this is refused."""
 
 
 def no_constant(_: str) -> NoReturn:
@@ -205,8 +202,11 @@ def decode_json(text: str, kind: type[T]) -> Result[T, str]:
     :func:`explain`): NaN, nesting past :data:`MAX_DEPTH` and lone
     surrogates are refused too."""
     try:
+        check_depth(text, "the value")
         raw = JSON.decode(text)
-    except (ValueError, RecursionError):
+    except NestedTooDeeply:
+        return Failure(f"nested deeper than {MAX_DEPTH} levels")
+    except ValueError:
         return Failure("not valid JSON")
     problem = unsendable(raw)
     if problem is not None:

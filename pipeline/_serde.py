@@ -24,6 +24,7 @@ from cattrs.preconf.json import make_converter as _json_converter
 from pyrsistent import PMap, PVector, pmap, pvector
 
 from ._context import Context, freeze
+from ._depth import loads
 from ._messages import Message, ToolCall
 from .secrets import MARKER, Secret, is_secret_type, resolve, stored
 
@@ -292,7 +293,7 @@ def _keyed_structure(
             raise TypeError(msg)
         out = {}
         for k, v in value.items():
-            raw = json.loads(k) if isinstance(k, str) else k
+            raw = loads(k, "a mapping key") if isinstance(k, str) else k
             out[conv.structure(raw, key_type)] = conv.structure(v, value_type)
         return out
 

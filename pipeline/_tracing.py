@@ -3,13 +3,23 @@
 Follows the OpenTelemetry GenAI semantic conventions where they have a
 name for the thing (``invoke_agent``, ``chat``, ``execute_tool`` and the
 ``gen_ai.*`` attributes); the rest is under ``pipeline.*``.  Imported only
-when a tracer provider is given, so that ``import pipeline`` does not pay
-for OpenTelemetry.  Spans never carry message content, arguments or
+when a tracer provider is given or set globally, so that ``import
+pipeline`` does not pay for OpenTelemetry.  Spans never carry message content, arguments or
 exception messages (they may hold secrets): names, counts, token usage,
 finish reasons and error *types* only.
 """
 
 from __future__ import annotations
+
+from ._extras import require
+
+
+require(
+    "tracing (pipeline.runs.scope(tracer_provider=...))",
+    "the OpenTelemetry API",
+    "otel",
+    ("opentelemetry.trace",),
+)
 
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -63,9 +73,10 @@ def model_id(name: str) -> tuple[str, str]:
 class Tracing:
     """Makes this library's spans with a tracer from the given provider."""
 
-    __slots__ = ("tracer",)
+    __slots__ = ("provider", "tracer")
 
     def __init__(self, provider: TracerProvider) -> None:
+        self.provider = provider
         self.tracer: Tracer = provider.get_tracer("pipeline", __version__)
 
     @contextmanager

@@ -209,9 +209,9 @@ class Loop:
             hook = scope.tool_hook
         if offload is not None:
             hook = _around(hook, offload.tools(agent, self.tools))
-        if listen:
-            for call in calls:
-                await env.emit(ToolCallStarted(name, call))
+        lapsed = await self._start_tools(calls, listen=listen)
+        if lapsed is not None:
+            return lapsed
         try:
             results = await self._tools(
                 run_calls, taken, listen=listen, hook=hook, shown=calls
@@ -234,6 +234,21 @@ class Loop:
         nxt = () if stop else (name,)
         return snap.successor(state, name, nxt, fingerprint=self.fingerprint)
 
+    async def _start_tools(
+        self, calls: tuple[ToolCall, ...], *, listen: bool
+    ) -> Failure[Any] | None:
+        """Before a reply's tools run: ``Failure`` if the thread's lease may
+        have lapsed (no tool starts then), else the calls announced."""
+        env = self.env
+        if env.boundary is not None:
+            lapsed = await env.boundary.ensure()
+            if lapsed is not None:
+                return lapsed
+        if listen:
+            for call in calls:
+                await env.emit(ToolCallStarted(self.name, call))
+        return None
+
     async def _tools(
         self,
         calls: tuple[ToolCall, ...],
@@ -247,14 +262,25 @@ class Loop:
             _finished(self.env, self.name, calls, shown) if listen else None
         )
         name = self.name
+        limit = self.agent.max_parallel_tools
         if not taken:
             return await run_tools(
-                calls, self.tools, on_result=on_result, agent=name, around=hook
+                calls,
+                self.tools,
+                on_result=on_result,
+                agent=name,
+                around=hook,
+                limit=limit,
             )
         rest = [c for i, c in enumerate(calls) if i not in taken]
         ran = iter(
             await run_tools(
-                rest, self.tools, on_result=on_result, agent=name, around=hook
+                rest,
+                self.tools,
+                on_result=on_result,
+                agent=name,
+                around=hook,
+                limit=limit,
             )
         )
         out: list[Message] = []

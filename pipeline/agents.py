@@ -31,11 +31,13 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from . import failures
 from ._combinators import must, sequential
 from ._context import Context
 from ._decode import decode_json
 from ._handler import Call, Handler
 from ._messages import Message, Role, Usage
+from ._moved import moved
 from ._offload import note_agent, note_fold_tool
 from ._runners import ok
 from ._turns import Intercept, Loop, PauseRequested, digest
@@ -48,7 +50,6 @@ from .failures import (
     InvalidOutput,
     ModelError,
     RunPaused,
-    TurnLimitExceeded,
 )
 from .fold import Ambient, Status, ambient, current_boundary, run_machine
 from .models._types import Model, ResponseSchema, ToolSpec
@@ -81,7 +82,7 @@ T = TypeVar("T")
 
 AgentError: TypeAlias = (
     ModelError
-    | TurnLimitExceeded
+    | failures.TurnLimitExceeded
     | HistoryBudgetExceeded
     | RunPaused
     | BudgetExceeded
@@ -202,7 +203,10 @@ class Agent(Handler[Context, Context, AgentError]):
     call with tools disabled, so the model must answer.  *history* (a
     :mod:`pipeline.history` policy) selects what the agent sees of the
     messages it is given; *description* says what it is for (swarms and
-    :func:`~pipeline.agents.as_tool` show it to other models).  Streaming: when a
+    :func:`~pipeline.agents.as_tool` show it to other models).
+    *max_parallel_tools* bounds the tool calls of one reply that run at
+    once (default ``None``: all of them; ``1`` runs them one after another);
+    results keep the calls' order either way.  Streaming: when a
     :func:`pipeline.stream` is listening, the model streams and each text
     fragment is emitted as a ``MessageDelta``.
 
@@ -225,6 +229,7 @@ class Agent(Handler[Context, Context, AgentError]):
     max_tokens: int | None = None
     history: HistoryPolicy | None = None
     description: str = ""
+    max_parallel_tools: int | None = None
     _tool_map: Mapping[str, Tool] = attrs.field(
         init=False, default=attrs.Factory(_tool_map, takes_self=True)
     )
@@ -237,6 +242,13 @@ class Agent(Handler[Context, Context, AgentError]):
     def __attrs_post_init__(self) -> None:
         if self.max_turns < 1:
             msg = f"agent {self.name!r}: max_turns must be at least 1"
+            raise ConstructionError(msg)
+        limit = self.max_parallel_tools
+        if limit is not None and (type(limit) is not int or limit < 1):
+            msg = (
+                f"agent {self.name!r}: max_parallel_tools must be a whole "
+                "number at least 1, or None for no limit"
+            )
             raise ConstructionError(msg)
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
@@ -640,3 +652,12 @@ async def _run_prompt(
         return Failure(out.failure())
     added = tuple(out.unwrap().messages[1:])
     return Success(AgentRun(agent.name, added).text)
+
+
+# Old paths of names that live elsewhere now; they warn.
+_MOVED: dict[str, str] = {
+    "TurnLimitExceeded": "pipeline.failures:TurnLimitExceeded",
+}
+
+if not TYPE_CHECKING:  # type checkers refuse the old paths
+    __getattr__ = moved(__name__, _MOVED)

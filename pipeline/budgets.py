@@ -28,13 +28,18 @@ import math
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
-from ._usage import RunUsage
+from . import _usage
+from ._moved import moved
 from .errors import ConstructionError
 from .failures import BudgetExceeded
+
+
+if TYPE_CHECKING:
+    from ._usage import RunUsage
 
 
 __all__ = ()
@@ -161,7 +166,7 @@ class Ledger:
 
     def usage(self, now: float) -> RunUsage:
         """The totals so far, *now* being anyio's current time."""
-        return RunUsage(
+        return _usage.RunUsage(
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             cost=self.cost,
@@ -287,3 +292,12 @@ class Ledger:
             limit, maximum, spent, self.usage(now), model=model
         )
         return self.exceeded
+
+
+# Old paths of names that live elsewhere now; they warn.
+_MOVED: dict[str, str] = {
+    "RunUsage": "pipeline:RunUsage",
+}
+
+if not TYPE_CHECKING:  # type checkers refuse the old paths
+    __getattr__ = moved(__name__, _MOVED)

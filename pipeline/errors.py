@@ -12,9 +12,14 @@ The hierarchy::
     ├── InvalidThreadId        a thread id no store can keep
     ├── GraphDefects           a graph cannot be built (.defects: GraphDefect)
     ├── SwarmDefects           a swarm cannot be built (.defects: GraphDefect)
-    └── InvalidAnswer          a human's answer does not fit its type
+    ├── InvalidAnswer          a human's answer does not fit its type
+    └── NestedTooDeeply        JSON read from outside nests past the limit
+    RuntimeError
+    └── RendererUnavailable    Graphviz's ``dot`` is missing or failed
     KeyError
     └── SecretUnresolved       no resolver knows a secret's reference
+    ImportError
+    └── MissingExtra           an optional dependency is not installed
     Exception
     └── ToolError              raised in a tool: its message is the result
         └── AgentFailed        an agent used as a tool failed
@@ -42,6 +47,9 @@ __all__ = (
     "GraphDefects",
     "InvalidAnswer",
     "InvalidThreadId",
+    "MissingExtra",
+    "NestedTooDeeply",
+    "RendererUnavailable",
     "SecretUnresolved",
     "SwarmDefects",
     "ToolError",
@@ -113,6 +121,15 @@ class SwarmDefects(ValueError):
         super().__init__(f"{len(self.defects)} swarm defect(s):\n{lines}")
 
 
+class RendererUnavailable(RuntimeError):
+    """A drawing cannot be rendered: Graphviz's ``dot`` program is not
+    installed (``apt-get install graphviz``, ``brew install graphviz``) or
+    it failed.  The DOT and Mermaid texts need no renderer.
+
+    .. versionadded:: 0.1.0
+    """
+
+
 class ToolError(Exception):
     """Raise it in a tool to send its message to the model as the result.
 
@@ -165,6 +182,44 @@ class InvalidAnswer(ValueError):
 
 
 @final
+class MissingExtra(ImportError):
+    """A module needs an optional dependency that is not installed.
+
+    The message is one line that ends with the command installing the
+    extra, ``pip install 'typed-pipeline[EXTRA]'`` (also ``.command``;
+    the extra is ``.extra``); ``.name`` is the module that could not be
+    imported.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self, message: str, *, extra: str, command: str, name: str | None
+    ) -> None:
+        super().__init__(message, name=name)
+        self.extra = extra
+        self.command = command
+
+
+@final
+class NestedTooDeeply(ValueError):
+    """JSON read from outside (an answer, ``--input``, a stored record,
+    metadata, a model's tool arguments) nests deeper than the one limit
+    all of them share (64 levels; *limit*).  It is refused by counting,
+    before it is parsed, on every Python (3.13's parser no longer raises
+    ``RecursionError`` where 3.11's did).  *where* names what was read;
+    the value itself is never quoted.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, where: str, limit: int) -> None:
+        super().__init__(f"{where} nests deeper than {limit} levels")
+        self.where = where
+        self.limit = limit
+
+
+@final
 class SecretUnresolved(KeyError):
     """No resolver knows a secret's reference (the reference is named; a
     reference is never a value).
@@ -184,37 +239,36 @@ class SecretUnresolved(KeyError):
 
 
 # Failure values moved to pipeline.failures; their old paths warn.
+_MOVED: dict[str, str] = {
+    "format_path": "pipeline.failures:format_path",
+    "PipelineError": "pipeline.failures:PipelineError",
+    "Raised": "pipeline.failures:Raised",
+    "AllFailed": "pipeline.failures:AllFailed",
+    "TimedOut": "pipeline.failures:TimedOut",
+    "LimitExceeded": "pipeline.failures:LimitExceeded",
+    "ConditionError": "pipeline.failures:ConditionError",
+    "UnknownRoute": "pipeline.failures:UnknownRoute",
+    "StepLimitExceeded": "pipeline.failures:StepLimitExceeded",
+    "FanOutLimitExceeded": "pipeline.failures:FanOutLimitExceeded",
+    "MergeConflict": "pipeline.failures:MergeConflict",
+    "ConcurrentModification": "pipeline.failures:ConcurrentModification",
+    "SnapshotNotFound": "pipeline.failures:SnapshotNotFound",
+    "IncompatibleGraph": "pipeline.failures:IncompatibleGraph",
+    "CheckpointDecodeError": "pipeline.failures:CheckpointDecodeError",
+    "RunStopped": "pipeline.failures:RunStopped",
+    "RunPaused": "pipeline.failures:RunPaused",
+    "HistoryBudgetExceeded": "pipeline.failures:HistoryBudgetExceeded",
+    "ThreadBusy": "pipeline.failures:ThreadBusy",
+    "LeaseLost": "pipeline.failures:LeaseLost",
+    "InvalidState": "pipeline.failures:InvalidState",
+    "InvalidOutput": "pipeline.failures:InvalidOutput",
+    "BudgetExceeded": "pipeline.failures:BudgetExceeded",
+    "ModelError": "pipeline.failures:ModelError",
+    "TurnLimitExceeded": "pipeline.failures:TurnLimitExceeded",
+    "PolicyViolation": "pipeline.failures:PolicyViolation",
+    "BadVerdict": "pipeline.failures:BadVerdict",
+    "RemoteFailure": "pipeline.failures:RemoteFailure",
+}
+
 if not TYPE_CHECKING:  # type checkers refuse the old paths
-    __getattr__ = moved(
-        __name__,
-        {
-            "format_path": "pipeline.failures:format_path",
-            "PipelineError": "pipeline.failures:PipelineError",
-            "Raised": "pipeline.failures:Raised",
-            "AllFailed": "pipeline.failures:AllFailed",
-            "TimedOut": "pipeline.failures:TimedOut",
-            "LimitExceeded": "pipeline.failures:LimitExceeded",
-            "ConditionError": "pipeline.failures:ConditionError",
-            "UnknownRoute": "pipeline.failures:UnknownRoute",
-            "StepLimitExceeded": "pipeline.failures:StepLimitExceeded",
-            "FanOutLimitExceeded": "pipeline.failures:FanOutLimitExceeded",
-            "MergeConflict": "pipeline.failures:MergeConflict",
-            "ConcurrentModification": "pipeline.failures:ConcurrentModification",
-            "SnapshotNotFound": "pipeline.failures:SnapshotNotFound",
-            "IncompatibleGraph": "pipeline.failures:IncompatibleGraph",
-            "CheckpointDecodeError": "pipeline.failures:CheckpointDecodeError",
-            "RunStopped": "pipeline.failures:RunStopped",
-            "RunPaused": "pipeline.failures:RunPaused",
-            "HistoryBudgetExceeded": "pipeline.failures:HistoryBudgetExceeded",
-            "ThreadBusy": "pipeline.failures:ThreadBusy",
-            "LeaseLost": "pipeline.failures:LeaseLost",
-            "InvalidState": "pipeline.failures:InvalidState",
-            "InvalidOutput": "pipeline.failures:InvalidOutput",
-            "BudgetExceeded": "pipeline.failures:BudgetExceeded",
-            "ModelError": "pipeline.failures:ModelError",
-            "TurnLimitExceeded": "pipeline.failures:TurnLimitExceeded",
-            "PolicyViolation": "pipeline.failures:PolicyViolation",
-            "BadVerdict": "pipeline.failures:BadVerdict",
-            "RemoteFailure": "pipeline.failures:RemoteFailure",
-        },
-    )
+    __getattr__ = moved(__name__, _MOVED)

@@ -143,9 +143,12 @@ class Raised(PipelineError, Generic[E_co]):
 @final
 @attrs.frozen
 class AllFailed(PipelineError, Generic[E_co]):
-    """Every branch of a first-success race failed.
+    """Every branch of a first-success race failed (:func:`~pipeline.first`,
+    ``|``), or every attempt of :func:`~pipeline.or_else`.
 
-    *failures* holds each branch's failure in definition order.
+    *failures* holds each branch's failure in definition order (for
+    ``or_else``, the attempts made: the last may be a failure of a type not
+    listed, after which no handler ran).
 
     .. versionadded:: 0.1.0
     """
@@ -578,7 +581,9 @@ def _amount(value: float) -> str:
 class ModelError(PipelineError):
     """A provider call failed: HTTP status, bad body, dropped stream, ...
 
-    *status* is the HTTP status when there was one.
+    *status* is the HTTP status when there was one.  *tried* holds the
+    failures of the models a :func:`~pipeline.models.fallback` called
+    before this one, in order (empty otherwise).
 
     .. versionadded:: 0.1.0
     """
@@ -586,10 +591,15 @@ class ModelError(PipelineError):
     provider: str
     message: str
     status: int | None = None
+    tried: tuple[ModelError, ...] = attrs.field(default=(), kw_only=True)
 
     def __str__(self) -> str:
         status = f" (HTTP {self.status})" if self.status is not None else ""
-        return f"{self.provider}{status}: {self.message}"
+        text = f"{self.provider}{status}: {self.message}"
+        if self.tried:
+            before = "; ".join(str(e) for e in self.tried)
+            text += f" (after {len(self.tried)} failed before it: {before})"
+        return text
 
 
 @final

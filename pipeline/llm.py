@@ -5,26 +5,23 @@ from __future__ import annotations
 import json
 
 from collections.abc import Callable
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import attrs
 import cattrs
 
 from returns.result import Failure, Result, Success
 
+from . import failures
 from ._combinators import Condition, condition
 from ._context import Context
+from ._depth import loads
 from ._handler import Handler
 from ._messages import Message
+from ._moved import moved
 from ._runners import ok
 from ._serde import make_converter
-from .failures import (
-    BadVerdict,
-    BudgetExceeded,
-    ModelError,
-    PipelineError,
-    PolicyViolation,
-)
+from .failures import BudgetExceeded, ModelError, PipelineError
 from .models._types import Model, ModelRequest, ResponseSchema
 from .runs import generate
 
@@ -88,18 +85,18 @@ _POLICY_SCHEMA = ResponseSchema(
 
 def _verdict(
     text: str, kind: type[PolicyResult]
-) -> Result[PolicyResult, BadVerdict]:
+) -> Result[PolicyResult, failures.BadVerdict]:
     if not text.strip():
-        return Failure(BadVerdict(text, "empty answer"))
+        return Failure(failures.BadVerdict(text, "empty answer"))
     try:
-        return Success(_CONVERTER.structure(json.loads(text), kind))
+        return Success(_CONVERTER.structure(loads(text, "the verdict"), kind))
     except (
         ValueError,
         TypeError,
         KeyError,
         cattrs.BaseValidationError,
     ) as exc:
-        return Failure(BadVerdict(text, type(exc).__name__))
+        return Failure(failures.BadVerdict(text, type(exc).__name__))
 
 
 def policy(
@@ -112,7 +109,12 @@ def policy(
     ]
     | None = None,
 ) -> Handler[
-    Context, Context, PolicyViolation | BadVerdict | ModelError | PipelineError
+    Context,
+    Context,
+    failures.PolicyViolation
+    | failures.BadVerdict
+    | ModelError
+    | PipelineError,
 ]:
     """Validate the conversation with a model that answers valid/reason/violation.
 
@@ -139,7 +141,9 @@ def policy(
             return on_result(ctx, result)
         if not result.valid:
             return Failure(
-                PolicyViolation(result.reason, result.violation, path=(name,))
+                failures.PolicyViolation(
+                    result.reason, result.violation, path=(name,)
+                )
             )
         return Success(ctx)
 
@@ -199,7 +203,7 @@ _BOOL_SCHEMA = ResponseSchema(
 
 def llm_condition(
     model: Model, prompt: str, *, name: str | None = None
-) -> Condition[Context, ModelError | BadVerdict | BudgetExceeded]:
+) -> Condition[Context, ModelError | failures.BadVerdict | BudgetExceeded]:
     """A switch/if condition a model judges: ``{"bool": true|false}``.
 
     The model sees *prompt* and the latest message of the conversation.
@@ -209,7 +213,7 @@ def llm_condition(
 
     async def judge(
         ctx: Context,
-    ) -> Result[bool, ModelError | BadVerdict | BudgetExceeded]:
+    ) -> Result[bool, ModelError | failures.BadVerdict | BudgetExceeded]:
         last = ctx.last.content if ctx.last else ""
         request = ModelRequest(
             (
@@ -225,11 +229,23 @@ def llm_condition(
             return Failure(answer.failure())
         text = answer.unwrap().text
         try:
-            value = json.loads(text)
-        except ValueError:
-            return Failure(BadVerdict(text, "not JSON"))
+            value = loads(text, "the answer")
+        except ValueError:  # NestedTooDeeply included
+            return Failure(failures.BadVerdict(text, "not JSON"))
         if not (isinstance(value, dict) and type(value.get("bool")) is bool):
-            return Failure(BadVerdict(text, 'expected {"bool": true|false}'))
+            return Failure(
+                failures.BadVerdict(text, 'expected {"bool": true|false}')
+            )
         return Success(value["bool"])
 
     return condition(judge, name=name or f"llm({prompt[:30]})")
+
+
+# Failure values live in pipeline.failures; their old paths here warn.
+_MOVED: dict[str, str] = {
+    "BadVerdict": "pipeline.failures:BadVerdict",
+    "PolicyViolation": "pipeline.failures:PolicyViolation",
+}
+
+if not TYPE_CHECKING:  # type checkers refuse the old paths
+    __getattr__ = moved(__name__, _MOVED)

@@ -17,9 +17,9 @@ a :func:`~pipeline.stream`); :func:`~pipeline.run` runs one handler in a scope a
 returns its result with the usage.  Inside a scope, every model call and
 tool call, in whatever branch of ``&``, ``|``, a fan-out, a swarm or
 :func:`~pipeline.map_reduce`, is checked against the budget before it
-starts and recorded when it ends; with a tracer provider, runs, graph
-nodes, handoffs, agent turns, model calls and tool calls are spans (see
-:doc:`/tracing`).  Outside a scope nothing is checked or traced and
+starts and recorded when it ends; with a tracer provider (given, or the
+global one), runs, graph nodes, handoffs, agent turns, model calls and
+tool calls are spans (see :doc:`/tracing`).  Outside a scope nothing is checked or traced and
 nothing is paid for it.
 
 The scope travels in a context variable, which anyio copies into every
@@ -31,6 +31,8 @@ them.
 from __future__ import annotations
 
 import contextvars
+import os
+import sys
 
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -44,6 +46,7 @@ from returns.result import Failure, Result, Success
 from ._usage import RunUsage
 from .budgets import Budget, Ledger
 from .failures import BudgetExceeded
+from .models import Fallback
 from .secrets import Resolver, reset_resolver, use_resolver
 
 
@@ -113,6 +116,10 @@ class Scope:
         on_delta: DeltaSink | None,
     ) -> Result[ModelResponse, ModelError | BudgetExceeded]:
         """One model call: checked, traced and counted."""
+        if type(model) is Fallback:
+            # Each model a fallback calls is checked, traced and counted on
+            # its own (through this scope), never the chain as one call.
+            return await model.each(request, on_delta, self.generate)
         name = model.name
         refused = self.ledger.start_model_call(name, anyio.current_time())
         if refused is not None:
@@ -168,6 +175,36 @@ def tracing_now() -> Tracing | None:
     return found.tracing if found is not None else None
 
 
+_GLOBAL: list[Tracing] = []
+"""The tracing made for the global provider last seen (one tracer per
+provider, not one per run)."""
+
+
+def _global_tracing() -> Tracing | None:
+    """Tracing with OpenTelemetry's global tracer provider, or ``None`` when
+    only the API's no-op one is there (checked once per scope: an untraced
+    run pays nothing per step).  Without the API imported (and no
+    ``OTEL_PYTHON_TRACER_PROVIDER``), no one can have set a provider: the
+    API is not imported for nothing."""
+    if (
+        "opentelemetry.trace" not in sys.modules
+        and "OTEL_PYTHON_TRACER_PROVIDER" not in os.environ
+    ):
+        return None
+    import opentelemetry.trace as api  # noqa: PLC0415  # the otel extra
+
+    provider = api.get_tracer_provider()
+    if isinstance(provider, (api.ProxyTracerProvider, api.NoOpTracerProvider)):
+        return None
+    if _GLOBAL and _GLOBAL[0].provider is provider:
+        return _GLOBAL[0]
+    from ._tracing import Tracing  # noqa: PLC0415
+
+    made = Tracing(provider)
+    _GLOBAL[:] = [made]
+    return made
+
+
 async def generate(
     model: Model,
     request: ModelRequest,
@@ -205,9 +242,11 @@ def scope(
     Args:
         budget: limits every model and tool call in the block must fit.
         tracer_provider: an OpenTelemetry ``TracerProvider`` (needs the
-            ``pipeline[otel]`` extra); never the global one unless you pass
-            it.  Without it, nothing is traced (a scope nested in a traced
-            one keeps tracing).
+            ``typed-pipeline[otel]`` extra).  Without it, a scope nested in
+            a traced one keeps tracing, and any other scope traces with
+            the global provider (``opentelemetry.trace.set_tracer_provider``,
+            ``logfire.configure()``, ``opentelemetry-instrument``) if one is
+            set; with none set, nothing is traced and nothing is paid.
         secrets: turns stored secret references back into values (see
             :mod:`pipeline.secrets`); by default ``env:`` references only.
         name: the run's name on its span.
@@ -223,8 +262,10 @@ def scope(
         from ._tracing import Tracing  # noqa: PLC0415  # the otel extra
 
         tracing = Tracing(tracer_provider)
+    elif parent is not None and parent.tracing is not None:
+        tracing = parent.tracing
     else:
-        tracing = parent.tracing if parent is not None else None
+        tracing = _global_tracing()
     ledger = Ledger(
         budget,
         anyio.current_time(),

@@ -36,6 +36,7 @@ import typing
 
 from collections.abc import Callable, Mapping
 from typing import (
+    TYPE_CHECKING,
     Any,
     Generic,
     NoReturn,
@@ -49,7 +50,10 @@ from typing import (
 
 import attrs
 
-from .errors import ConstructionError, SecretUnresolved
+from . import errors
+from ._depth import loads
+from ._moved import moved
+from .errors import ConstructionError
 
 
 T_co = TypeVar("T_co", covariant=True)
@@ -192,7 +196,7 @@ def environment(ref: str) -> object:
         value = os.environ.get(ref[4:])
         if value is not None:
             return value
-    raise SecretUnresolved(ref)
+    raise errors.SecretUnresolved(ref)
 
 
 def resolver(
@@ -210,7 +214,7 @@ def resolver(
             return known[ref]
         if env:
             return environment(ref)
-        raise SecretUnresolved(ref)
+        raise errors.SecretUnresolved(ref)
 
     return resolve
 
@@ -225,16 +229,16 @@ def resolve(ref: str) -> object:
     :func:`pipeline.scope` with *secrets*, else the environment).
 
     Raises:
-        SecretUnresolved: no resolver knows *ref*.
+        errors.SecretUnresolved: no resolver knows *ref*.
 
     .. versionadded:: 0.1.0
     """
     try:
         return _RESOLVER.get()(ref)
-    except SecretUnresolved:
+    except errors.SecretUnresolved:
         raise
     except LookupError:
-        raise SecretUnresolved(ref) from None
+        raise errors.SecretUnresolved(ref) from None
 
 
 current_resolver: Callable[[], Resolver] = _RESOLVER.get
@@ -362,8 +366,12 @@ def redact_arguments(
     (the call does not decode: its secret may sit under a misspelt name),
     are replaced whole (they might hold a secret anyway)."""
     try:
-        raw = None if whole else json.loads(arguments or "{}")
-    except (ValueError, RecursionError):
+        raw = (
+            None
+            if whole
+            else loads(arguments or "{}", f"arguments for {tool!r}")
+        )
+    except ValueError:  # NestedTooDeeply included
         raw = None
     if not isinstance(raw, dict):
         return json.dumps({MARKER: f"tool:{tool}"})
@@ -418,3 +426,12 @@ def _type_name(exc: BaseException) -> str:
     if kind.__module__ == "builtins":
         return kind.__qualname__
     return f"{kind.__module__}.{kind.__qualname__}"
+
+
+# Old paths of names that live elsewhere now; they warn.
+_MOVED: dict[str, str] = {
+    "SecretUnresolved": "pipeline.errors:SecretUnresolved",
+}
+
+if not TYPE_CHECKING:  # type checkers refuse the old paths
+    __getattr__ = moved(__name__, _MOVED)

@@ -57,10 +57,11 @@ from ._decode import (
     names,
     unsendable,
 )
+from ._depth import check_depth
 from ._messages import Message, ToolCall
 from ._schema import schema_for
 from ._serde import canonical, make_converter, unicode_safe
-from .errors import ConstructionError, ToolError
+from .errors import ConstructionError, NestedTooDeeply, ToolError
 from .events import ToolRaised, emit, listening
 from .models._types import ToolSpec
 from .secrets import holds_secret, redact_arguments, redacted_traceback
@@ -206,8 +207,11 @@ class Tool:
         ):
             return f"{where} exceed {MAX_ARGUMENT_BYTES} bytes"
         try:
+            check_depth(arguments, where)
             raw = JSON.decode(arguments or "{}")
-        except (ValueError, RecursionError):
+        except NestedTooDeeply as exc:
+            return str(exc)
+        except ValueError:
             return f"{where} are not valid JSON"
         if not isinstance(raw, dict):
             return f"{where} must be a JSON object"
@@ -471,9 +475,12 @@ async def run_tools(
     on_result: Callable[[ToolCall, str, bool], Awaitable[None]] | None = None,
     agent: str | None = None,
     around: ToolHook | None = None,
+    limit: int | None = None,
 ) -> tuple[Message, ...]:
     """Run *calls* concurrently; tool messages come back in call order,
-    tagged with *agent* (the agent whose calls they answer).
+    tagged with *agent* (the agent whose calls they answer).  With *limit*,
+    at most that many run at once (the others wait their turn, in call
+    order); ``None`` runs them all at once.
 
     An unknown tool, bad arguments, a listed exception or a timeout becomes
     an error result (``error: ...``) for the model; cancellation and the
@@ -505,6 +512,17 @@ async def run_tools(
 
     if len(calls) == 1:
         await one(0, calls[0])
+    elif limit == 1:
+        for i, call in enumerate(calls):
+            await one(i, call)
+    elif limit is not None and limit < len(calls):
+        slots = anyio.Semaphore(limit)
+
+        async def bounded(i: int) -> None:
+            async with slots:
+                await one(i, calls[i])
+
+        await run_all(len(calls), lambda i, _: bounded(i))
     else:
         # The shared kit, never a bare task group: it keeps a native
         # cancellation of the caller (see pipeline/_concurrency.py) and

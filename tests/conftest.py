@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from pathlib import Path
+
 import pytest
 
 from hypothesis import HealthCheck, settings
@@ -48,3 +50,36 @@ settings.load_profile(
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Every async test runs on asyncio and on trio."""
     return str(request.param)
+
+
+ROOT = Path(__file__).parents[1]
+
+VERSION_SENSITIVE = (
+    "tests/cli",  # argparse's usage and errors, exit codes, subprocesses
+    "tests/temporal",  # the workflow sandbox re-imports the standard library
+    "tests/tutorial",  # the tutorial's shell sessions, printed as the page has
+    "tests/test_api_reference.py",  # signatures as inspect renders them
+    "tests/test_public_api.py",  # what each module exports and imports
+    "tests/test_depth.py",  # json's own limits moved (RecursionError, 3.13)
+    "tests/test_serde.py",  # json, the cattrs converters
+    "tests/graph/test_signed.py",  # sqlite3's ResourceWarnings (3.13)
+    "tests/test_native_cancellation.py",  # asyncio's task internals
+    "tests/test_stray_cancellation.py",
+    "tests/test_exception_propagation.py",  # exception groups
+    "docs",  # the examples' printed output
+    "README.md",
+)
+"""Tests whose outcome depends most on the interpreter's version, by path:
+``-m "not slow or versions"`` is the fast tier plus these, which `.ci/run`
+runs on the Pythons that do not run the whole suite (docs/layout.md)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests under :data:`VERSION_SENSITIVE` ``versions``."""
+    for item in items:
+        where = item.path.relative_to(ROOT).as_posix()
+        if any(
+            where == path or where.startswith(f"{path}/")
+            for path in VERSION_SENSITIVE
+        ):
+            item.add_marker(pytest.mark.versions)

@@ -258,6 +258,59 @@ async def test_postgres_under_serializable_default(postgres_url: str) -> None:
         PostgresStore(url, pool_size=0)
 
 
+@pytest.mark.postgres
+async def test_postgres_commits_in_one_statement_on_an_older_schema(
+    postgres_url: str,
+) -> None:
+    """A schema whose tables an earlier release made (no commit function)
+    gets the function when a store opens it; the thread's records stay,
+    and commits on them check the head and the lease as before."""
+    import psycopg  # noqa: PLC0415
+
+    from psycopg import sql  # noqa: PLC0415
+
+    from pipeline.stores.postgres import (  # noqa: PLC0415
+        PostgresStore,
+        _Statements,
+    )
+
+    name = servers.namespace()
+    # The earlier release's schema: its tables, no commit function.
+    *tables, function = _Statements(name).tables
+    assert "FUNCTION" in function.as_string()
+    old = sql.SQL(
+        "INSERT INTO {} VALUES ('old', 0, NULL, '{{}}'::bytea, 'sum-0')"
+    ).format(sql.Identifier(name, "pipeline_checkpoints"))
+
+    def make() -> None:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name))
+            )
+            for statement in (*tables, old):
+                conn.execute(statement)
+
+    await anyio.to_thread.run_sync(make)
+    try:
+        async with PostgresStore(postgres_url, schema=name) as store:
+            lease = (await store.acquire("old", "me", ttl=60)).unwrap()
+            for v in range(1, 4):
+                out = await store.commit(
+                    rec("old", v), expected_head=v - 1, lease=lease
+                )
+                assert out == Success(None)
+            stale = await store.commit(rec("old", 4), expected_head=2)
+            assert not is_successful(stale)
+            assert [r.version for r in await store.records("old")] == [
+                0,
+                1,
+                2,
+                3,
+            ]
+    finally:
+        await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
+
+
 @pytest.mark.slow
 @pytest.mark.postgres
 async def test_postgres_stores_create_one_schema_at_once(

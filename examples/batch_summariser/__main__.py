@@ -1,6 +1,7 @@
-"""``python -m examples.batch_summariser [FOLDER]``."""
+"""``python -m examples.batch_summariser [FOLDER]`` in a checkout,
+``python -m pipeline.examples.batch_summariser [FOLDER]`` from the wheel."""
 
-from examples.batch_summariser.summariser import run
+from .summariser import run
 
 
 run()

@@ -141,7 +141,7 @@ def build(
         .edge("triage", "answer")
         .edge("answer", "send")
         .edge("send", END)
-        .gate(approve)
+        .gate(approve, before="send")
         .build(name="desk")
     )
 

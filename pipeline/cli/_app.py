@@ -41,13 +41,16 @@ def _go(
     store: str | None = None,
     *,
     as_json: bool = False,
+    trace: str | None = None,
 ) -> int:
-    """Run the async body of a command on the chosen event loop."""
+    """Run the async body of a command on the chosen event loop (with
+    ``--trace``, an OpenTelemetry provider set globally for it)."""
     import anyio  # noqa: PLC0415
 
-    from ._commands import Settings  # noqa: PLC0415
     from ._output import logs  # noqa: PLC0415
     from ._stores import resolve  # noqa: PLC0415
+    from ._threads import Settings  # noqa: PLC0415
+    from ._trace import tracing  # noqa: PLC0415
 
     settings = Settings(
         resolve(store), json=as_json, traceback=ctx.obj["traceback"]
@@ -57,7 +60,7 @@ def _go(
         from ._target import load_resolver  # noqa: PLC0415
 
         body = _resolving(load_resolver(ctx.obj["resolver"]), make)
-    with logs(traceback=settings.traceback):
+    with logs(traceback=settings.traceback), tracing(trace):
         return int(anyio.run(body, settings, backend=ctx.obj["backend"]))
 
 
@@ -73,6 +76,15 @@ def _resolving(
             return await make(settings)
 
     return body
+
+
+trace_option = click.option(
+    "--trace",
+    type=click.Choice(["otlp", "console"]),
+    help="trace the run with OpenTelemetry: to an OTLP/HTTP endpoint "
+    "($OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318), or to "
+    "stderr (needs typed-pipeline[otel])",
+)
 
 
 class _Commands(click.Group):
@@ -123,6 +135,14 @@ def cli(
       6  unavailable (store, busy thread, renderer, extra)
       130  cancelled with Ctrl-C (the checkpoint is kept)
     """
+    if backend == "trio":
+        from .._extras import require  # noqa: PLC0415
+        from ..errors import MissingExtra  # noqa: PLC0415
+
+        try:
+            require("--backend trio", "trio", "trio", ("trio",))
+        except MissingExtra as exc:
+            raise UserError(str(exc), code=ExitCode.UNAVAILABLE) from None
     ctx.obj = {
         "backend": backend,
         "traceback": traceback,
@@ -149,6 +169,7 @@ def cli(
     help="give a handler a Context (a string input is one user message)",
 )
 @json_option
+@trace_option
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -158,6 +179,7 @@ def run(
     thread: str | None,
     context: bool,
     as_json: bool,
+    trace: str | None,
 ) -> int:
     """Run a handler, graph or swarm; graphs and swarms keep checkpoints.
 
@@ -179,6 +201,7 @@ def run(
         ),
         store,
         as_json=as_json,
+        trace=trace,
     )
 
 
@@ -188,6 +211,7 @@ def run(
 @target_option
 @store_option
 @json_option
+@trace_option
 @click.pass_context
 def resume(
     ctx: click.Context,
@@ -196,6 +220,7 @@ def resume(
     ref: str | None,
     store: str | None,
     as_json: bool,
+    trace: str | None,
 ) -> int:
     """Continue THREAD from its latest (or --version N) checkpoint."""
     from ._commands import resume as body  # noqa: PLC0415
@@ -205,6 +230,7 @@ def resume(
         lambda s: body(s, thread, version=version, ref=ref, answer_text=None),
         store,
         as_json=as_json,
+        trace=trace,
     )
 
 
@@ -214,6 +240,7 @@ def resume(
 @target_option
 @store_option
 @json_option
+@trace_option
 @click.pass_context
 def answer(
     ctx: click.Context,
@@ -222,6 +249,7 @@ def answer(
     ref: str | None,
     store: str | None,
     as_json: bool,
+    trace: str | None,
 ) -> int:
     """Answer the question THREAD paused on, and continue it.
 
@@ -235,6 +263,7 @@ def answer(
         lambda s: body(s, thread, version=None, ref=ref, answer_text=answer),
         store,
         as_json=as_json,
+        trace=trace,
     )
 
 
@@ -328,20 +357,22 @@ def delete(ctx: click.Context, thread: str, store: str | None) -> int:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["mermaid", "svg", "png"]),
+    type=click.Choice(["mermaid", "dot", "svg", "png"]),
     default="mermaid",
     show_default=True,
-    help="svg and png need the Mermaid CLI (mmdc)",
+    help="svg and png are rendered by Graphviz's dot",
 )
 @click.option(
     "--output",
     "-o",
     metavar="FILE",
-    help="write here (default: stdout for mermaid, OBJECT.FORMAT otherwise)",
+    help="write here (default: stdout for mermaid and dot, OBJECT.FORMAT "
+    "otherwise)",
 )
 @click.pass_context
 def draw(ctx: click.Context, target: str, fmt: str, output: str | None) -> int:
-    """Draw a graph or swarm as a Mermaid flowchart."""
+    """Draw a graph or swarm: Mermaid or DOT text, or an SVG or PNG
+    picture (rendered by Graphviz)."""
     from ._commands import draw as body  # noqa: PLC0415
 
     return int(body(target, fmt, output, traceback=ctx.obj["traceback"]))
@@ -363,3 +394,56 @@ def version() -> int:
 
     click.echo(__version__)
     return 0
+
+
+@cli.command()
+@store_option
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="the address to serve on; any but loopback needs the printed token",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="the port (0: any free one)",
+)
+@target_option
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="let the page answer questions and fork threads (default: read-only)",
+)
+@click.pass_context
+def ui(
+    ctx: click.Context,
+    store: str | None,
+    host: str,
+    port: int,
+    ref: str | None,
+    allow_writes: bool,
+) -> int:
+    """Serve a web UI over the store: threads, timelines, states, diffs.
+
+    Needs the ui extra: pip install 'typed-pipeline[ui]'.
+    """
+    from ._output import logs  # noqa: PLC0415
+    from ._stores import resolve  # noqa: PLC0415
+    from ._threads import Settings  # noqa: PLC0415
+    from ._ui import serve  # noqa: PLC0415
+
+    settings = Settings(resolve(store), traceback=ctx.obj["traceback"])
+    with logs(traceback=settings.traceback):
+        return int(
+            serve(
+                settings,
+                host=host,
+                port=port,
+                ref=ref,
+                writes=allow_writes,
+                echo=click.echo,
+            )
+        )

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 import sys
-import tempfile
 import uuid
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from returns.result import Result, Success
 
+from .._render import render
+from ..errors import RendererUnavailable
 from . import _output as out
 from ._events import JsonLines, reporter
 from ._execute import Work, execute
@@ -29,29 +25,24 @@ from ._stores import (
     open_store,
 )
 from ._target import (
-    RESOLVER_HINT,
-    UNRESOLVED,
     Target,
-    UnfitJSON,
     as_context,
     load,
-    parse_json,
     read_json,
     structure_input,
+)
+from ._threads import (
+    Settings,
+    checked_answer,
+    failure_error,
+    found,
+    refused_answer,
+    store_flag,
 )
 
 
 if TYPE_CHECKING:
     from ..stores import CheckpointStore
-
-
-@attrs.frozen
-class Settings:
-    """What every command may use: where checkpoints are, how to print."""
-
-    store: str
-    json: bool = False
-    traceback: bool = False
 
 
 # -- running ----------------------------------------------------------------
@@ -98,7 +89,7 @@ async def run(
             raise UserError(
                 f"thread {tid!r} already exists",
                 hint=f"continue it with `pipeline resume {tid}"
-                f"{_store_flag(settings)}`, or pick another --thread",
+                f"{store_flag(settings)}`, or pick another --thread",
             )
         await note_target(store, tid, target.ref)
         if not settings.json:
@@ -125,15 +116,9 @@ async def resume(
         target = await _thread_target(settings, store, thread_id, ref)
         answer: object = None
         if answer_text is not None:
-            answer = _answer(answer_text)
-            loaded = await target.obj.load(store, thread_id)
-            snap = _found(loaded, thread_id, settings)
-            if snap.pending is None or snap.pending.answered:
-                raise UserError(
-                    f"thread {thread_id!r} is not waiting for an answer "
-                    f"(it is {snap.status})",
-                    hint=f"`pipeline show {thread_id}` shows where it is",
-                )
+            answer = await checked_answer(
+                settings, store, target, thread_id, answer_text
+            )
         obj = target.obj
 
         async def work() -> Result[Any, Any]:
@@ -148,37 +133,8 @@ async def resume(
         except InvalidAnswer as exc:
             if answer_text is None:  # an answer stored before: code's to fix
                 raise
-            # The engine paused the thread again: nothing is lost.
-            raise UserError(
-                f"malformed answer: {exc}",
-                hint=f"thread {thread_id} still waits; answer again with "
-                f"`pipeline answer {thread_id} ANSWER{_store_flag(settings)}`"
-                " (an answer that parses as JSON is that value: quote text "
-                """that looks like JSON, '"123"')""",
-            ) from None
+            raise refused_answer(exc, thread_id, settings) from None
         return await _finish(settings, target, (store, thread_id), result)
-
-
-def _answer(text: str) -> object:
-    """An answer is JSON when it parses as JSON, else the text itself
-    (``pipeline answer t1 yes`` answers ``"yes"``, ``NaN`` ``"NaN"``)."""
-    try:
-        return parse_json(text)
-    except json.JSONDecodeError:  # not JSON: the text
-        pass
-    except UnfitJSON as exc:
-        if not exc.nan:
-            raise UserError(
-                f"malformed answer: {exc}", hint=exc.hint
-            ) from None
-    try:
-        text.encode()
-    except UnicodeEncodeError:  # undecodable bytes on the command line
-        raise UserError(
-            "malformed answer: it is not UTF-8 text",
-            hint="give the answer as UTF-8 text",
-        ) from None
-    return text
 
 
 def _write(path: Path, text: str) -> None:
@@ -207,7 +163,7 @@ async def _watch(
     report = reporter(
         json=settings.json, converter=target.converter, title=target.ref
     )
-    return await execute(work, report)
+    return await execute(work, report, name=target.ref)
 
 
 async def _finish(
@@ -221,7 +177,7 @@ async def _finish(
 
     lines = JsonLines(target.converter, sys.stdout) if settings.json else None
     tid = thread[1] if thread is not None else None
-    store_hint = _store_flag(settings)
+    store_hint = store_flag(settings)
     if result is None:
         version = await thread[0].head(thread[1]) if thread else None
         if lines is not None:
@@ -238,7 +194,7 @@ async def _finish(
         return ExitCode.CANCELLED
     if type(result) is not Success:
         failure = result.failure()
-        refused = _failure_error(failure, settings)
+        refused = failure_error(failure, settings)
         if refused is not None:
             raise refused
         if lines is not None:
@@ -294,52 +250,6 @@ async def _finish(
     return ExitCode.OK
 
 
-def _failure_error(failure: object, settings: Settings) -> UserError | None:
-    """A failure that is about the thread, not the run: one line, a hint."""
-    from ..failures import (  # noqa: PLC0415
-        IncompatibleGraph,
-        LeaseLost,
-        SnapshotNotFound,
-        ThreadBusy,
-    )
-
-    flag = _store_flag(settings)
-    unresolved = _unresolved(failure)
-    if unresolved is not None:
-        return unresolved
-    if isinstance(failure, IncompatibleGraph):
-        return UserError(
-            "the thread was written by another version of this graph "
-            f"({failure.stored[:12]}, now {failure.current[:12]})",
-            hint="resume it with the code that wrote it (--target), or "
-            "declare a migration (Graph.resume(migrate=...))",
-            code=ExitCode.FAILED,
-        )
-    if isinstance(failure, ThreadBusy | LeaseLost):
-        return UserError(
-            str(failure),
-            hint="another process is running this thread; wait for it, "
-            "or for its lease to lapse",
-            code=ExitCode.UNAVAILABLE,
-        )
-    if isinstance(failure, SnapshotNotFound):
-        return UserError(
-            str(failure),
-            hint=f"`pipeline history {failure.thread_id}{flag}` lists its "
-            "versions",
-            code=ExitCode.NOT_FOUND,
-        )
-    return None
-
-
-def _store_flag(settings: Settings) -> str:
-    from ._stores import resolve  # noqa: PLC0415
-
-    if settings.store == resolve(None):
-        return ""
-    return f" --store {describe(settings.store)}"
-
-
 # -- reading threads --------------------------------------------------------
 
 
@@ -350,7 +260,7 @@ async def _thread_target(
     if is_companion(thread_id) or await store.head(thread_id) is None:
         raise UserError(
             f"no thread {thread_id!r} in {describe(settings.store)}",
-            hint=f"`pipeline threads{_store_flag(settings)}` lists them",
+            hint=f"`pipeline threads{store_flag(settings)}` lists them",
             code=ExitCode.NOT_FOUND,
         )
     ref = ref or await noted_target(store, thread_id)
@@ -366,48 +276,6 @@ async def _thread_target(
             hint="--target names the graph or swarm that ran the thread",
         )
     return target
-
-
-def _found(
-    loaded: Result[Any, Any], thread_id: str, settings: Settings
-) -> Any:
-    from ..failures import SnapshotNotFound  # noqa: PLC0415
-
-    if type(loaded) is Success:
-        return loaded.unwrap()
-    failure = loaded.failure()
-    if isinstance(failure, SnapshotNotFound):
-        at = (
-            "" if failure.version is None else f" at version {failure.version}"
-        )
-        raise UserError(
-            f"no checkpoint for thread {thread_id!r}{at}",
-            hint=f"`pipeline history {thread_id}{_store_flag(settings)}` "
-            "lists its versions",
-            code=ExitCode.NOT_FOUND,
-        )
-    unresolved = _unresolved(failure)
-    if unresolved is not None:
-        raise unresolved
-    raise UserError(
-        f"cannot read thread {thread_id!r}: {failure}",
-        hint="was it written by another version of this graph? "
-        "--target names the one that wrote it",
-        code=ExitCode.FAILED,
-    )
-
-
-def _unresolved(failure: object) -> UserError | None:
-    """A checkpoint or state holding a secret reference no resolver in force
-    knows: the command needs ``--resolver`` (a usage mistake, not a bug)."""
-    from ..failures import CheckpointDecodeError, InvalidState  # noqa: PLC0415
-
-    if not isinstance(failure, CheckpointDecodeError | InvalidState):
-        return None
-    text = str(failure)  # names references, never values
-    if UNRESOLVED not in text:
-        return None
-    return UserError(f"a secret is missing: {text}", hint=RESOLVER_HINT)
 
 
 async def threads(settings: Settings) -> ExitCode:
@@ -433,7 +301,7 @@ async def history(
     """``pipeline history``."""
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
-        snaps = _found(
+        snaps = found(
             await target.obj.history(store, thread_id), thread_id, settings
         )
     rows = out.history_rows(snaps)
@@ -455,7 +323,7 @@ async def show(
     """``pipeline show``."""
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
-        snap = _found(
+        snap = found(
             await target.obj.load(store, thread_id, version=version),
             thread_id,
             settings,
@@ -479,7 +347,7 @@ async def fork(
             raise UserError(
                 f"thread {new_id!r} already exists", hint="pick another --to"
             )
-        snap = _found(
+        snap = found(
             await target.obj.fork(
                 store, thread_id, version=version, new_thread_id=new_id
             ),
@@ -497,7 +365,7 @@ async def delete(settings: Settings, thread_id: str) -> ExitCode:
         if is_companion(thread_id) or await store.head(thread_id) is None:
             raise UserError(
                 f"no thread {thread_id!r} in {describe(settings.store)}",
-                hint=f"`pipeline threads{_store_flag(settings)}` lists them",
+                hint=f"`pipeline threads{store_flag(settings)}` lists them",
                 code=ExitCode.NOT_FOUND,
             )
         await forget(store, thread_id)
@@ -518,38 +386,38 @@ def draw(
             f"{ref} is a handler; draw takes a graph or a swarm",
             hint="handlers print their structure with repr()",
         )
-    text: str = target.obj.mermaid()
     if fmt == "mermaid":
+        text: str = target.obj.mermaid()
         if output is None:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
         else:
             _write(Path(output), text)
         return ExitCode.OK
-    renderer = shutil.which("mmdc")
-    if renderer is None:
-        raise UserError(
-            f"--format {fmt} needs the Mermaid CLI (mmdc), which is not "
-            "installed",
-            hint="npm install -g @mermaid-js/mermaid-cli; or use "
-            "--format mermaid and render the text elsewhere",
-            code=ExitCode.UNAVAILABLE,
-        )
+    source: str = target.obj.dot()
+    if fmt == "dot":
+        if output is None:
+            sys.stdout.write(source)
+        else:
+            _write(Path(output), source)
+        return ExitCode.OK
     dest = Path(output or f"{ref.rpartition(':')[2]}.{fmt}")
     if not dest.parent.is_dir():
         raise _no_directory(dest)
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "graph.mmd"
-        source.write_text(text, encoding="utf-8")
-        done = subprocess.run(  # noqa: S603  # a fixed program, our arguments
-            [renderer, "--input", str(source), "--output", str(dest)],
-            capture_output=True,
-            check=False,
-        )
-    if done.returncode != 0:
+    try:
+        picture = render(source, "png" if fmt == "png" else "svg")
+    except RendererUnavailable as exc:
         raise UserError(
-            f"mmdc failed (exit {done.returncode})",
-            hint="run mmdc by hand on the output of --format mermaid",
+            str(exc),
+            hint="or use --format mermaid or --format dot and render the "
+            "text elsewhere",
             code=ExitCode.UNAVAILABLE,
-        )
+        ) from None
+    try:
+        dest.write_bytes(picture)
+    except OSError as exc:
+        raise UserError(
+            f"-o: cannot write {str(dest)!r} ({type(exc).__name__})",
+            hint="pick a file you can write",
+        ) from None
     out.say(f"wrote {dest}")
     return ExitCode.OK

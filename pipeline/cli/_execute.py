@@ -27,9 +27,23 @@ if TYPE_CHECKING:
 Work = Callable[[], Awaitable[Result[Any, Any]]]
 
 
-async def execute(work: Work, reporter: Reporter) -> Result[Any, Any] | None:
+async def execute(
+    work: Work, reporter: Reporter, *, name: str = "run"
+) -> Result[Any, Any] | None:
     """Run *work* streaming its events to *reporter*; ``None`` if the user
-    cancelled it (Ctrl-C)."""
+    cancelled it (Ctrl-C).  The run is a scope called *name*, opened after
+    the target is loaded: a tracer provider its module set globally
+    (``logfire.configure()``) traces it, as ``--trace`` does."""
+    from ..runs import current, scope  # noqa: PLC0415
+
+    found = current()
+    if found is not None and found.tracing is not None:
+        return await _execute(work, reporter)
+    with scope(name=name):
+        return await _execute(work, reporter)
+
+
+async def _execute(work: Work, reporter: Reporter) -> Result[Any, Any] | None:
     from .. import handler, stream  # noqa: PLC0415
     from ..events import Finished  # noqa: PLC0415
 

@@ -21,6 +21,9 @@ from urllib.parse import unquote_plus
 
 import orjson
 
+from .._depth import check_depth
+from .._extras import install_command
+from ..errors import NestedTooDeeply
 from ._exits import ExitCode, UserError
 
 
@@ -159,8 +162,7 @@ async def _reached(spec: str, store: object) -> AsyncIterator[CheckpointStore]:
 
 def _missing_extra(extra: str) -> UserError:
     return UserError(
-        f"this store needs the {extra} extra",
-        hint=f"pip install 'pipeline[{extra}]'",
+        f"this store needs the {extra} extra: {install_command(extra)}",
         code=ExitCode.UNAVAILABLE,
     )
 
@@ -192,8 +194,9 @@ async def noted_target(store: CheckpointStore, thread_id: str) -> str | None:
     if not rows:
         return None
     try:
+        check_depth(rows[0].data, "the CLI's note")
         doc = orjson.loads(rows[0].data)
-    except orjson.JSONDecodeError:
+    except (NestedTooDeeply, orjson.JSONDecodeError):
         return None
     ref = doc.get("target") if isinstance(doc, dict) else None
     return ref if isinstance(ref, str) else None

@@ -14,6 +14,8 @@ from typing import Any, Literal, TypeAlias, cast, final
 import attrs
 import cattrs
 
+from .._depth import check_depth
+from ..errors import MissingExtra, NestedTooDeeply
 from ._exits import ExitCode, UserError
 
 
@@ -140,6 +142,8 @@ def _is_prefix(missing: str, wanted: str) -> bool:
 
 
 def _import_failed(module_name: str, exc: BaseException) -> UserError:
+    if isinstance(exc, MissingExtra):  # one line that says what to install
+        return UserError(str(exc), code=ExitCode.UNAVAILABLE)
     return UserError(
         f"importing {module_name!r} raised {type(exc).__name__}",
         hint="pass --traceback to see where",
@@ -208,13 +212,14 @@ def parse_json(text: str) -> object:
         UnfitJSON: it is, but not one this program can take.
     """
     try:
+        check_depth(text, "it")
         value = json.loads(text, parse_constant=_refuse_constant)
         json.dumps(value, ensure_ascii=False).encode()  # has a UTF-8 form
     except (UnfitJSON, json.JSONDecodeError):
         raise
-    except RecursionError:
-        msg = "nests too deeply"
-        raise UnfitJSON(msg, "a few hundred levels at most") from None
+    except NestedTooDeeply as exc:
+        msg = f"nests too deeply (more than {exc.limit} levels)"
+        raise UnfitJSON(msg, f"{exc.limit} levels at most") from None
     except UnicodeEncodeError:
         msg = "has a string with a lone surrogate (no UTF-8 form)"
         raise UnfitJSON(msg, "pair each surrogate, or drop it") from None

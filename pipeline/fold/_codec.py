@@ -53,6 +53,7 @@ from pyrsistent import PMap, PVector, pvector
 from pyrsistent._pvector import PythonPVector
 from returns.result import Failure, Result, Success
 
+from .._depth import RECORD_DEPTH, check_depth, depth_of
 from .._fields import APPEND_ONLY, LINEAGE, extends
 from .._serde import (
     STRUCTURE_ERRORS,
@@ -60,7 +61,7 @@ from .._serde import (
     canonical_exact,
     make_converter,
 )
-from ..errors import ConstructionError, SecretUnresolved
+from ..errors import ConstructionError, NestedTooDeeply, SecretUnresolved
 from ..failures import CheckpointDecodeError, InvalidState
 from ..stores import Record, record_checksum
 from ._model import NO_PROGRESS, Pending, Progress, Snapshot, Status
@@ -83,6 +84,11 @@ set another, so that times are known without waiting for them."""
 ENCODE_ERRORS = (ValueError, TypeError, RecursionError, OverflowError)
 """What turning a value into JSON may raise (a non-finite float, a lone
 surrogate, an integer past the digit limit, a structure too deep)."""
+
+_FIELD_DEPTH = 4
+"""Levels a field's value may sit under in a record (the document, its
+``state`` or ``logs``, a log's pair and item list): a value nesting past
+``RECORD_DEPTH`` less these is what made a record too deep."""
 
 
 def alike(converter: cattrs.Converter, back: Any, live: Any) -> bool:
@@ -360,7 +366,9 @@ class Codec(Generic[S]):
         try:
             doc = self.document(snap, parent, progress)
             data, exact = canonical_exact(doc)
-        except ENCODE_ERRORS as exc:
+            # What a reader would refuse is not written.
+            check_depth(data, "the record", RECORD_DEPTH)
+        except ENCODE_ERRORS as exc:  # NestedTooDeeply included
             return self._diagnose(snap, node, exc)
         checked = doc
         if not exact:
@@ -453,7 +461,13 @@ class Codec(Generic[S]):
                 parts = value if isinstance(value, PVector) else (value,)
                 try:
                     for part in parts:
-                        canonical(self.converter.unstructure(part))
+                        written = canonical(self.converter.unstructure(part))
+                        # The record holds it a few levels down.
+                        if (
+                            depth_of(written, RECORD_DEPTH)
+                            > RECORD_DEPTH - _FIELD_DEPTH
+                        ):
+                            raise NestedTooDeeply(f.name, RECORD_DEPTH)
                 except ENCODE_ERRORS as inner:
                     return InvalidState(
                         node, f.name, f.expected, _reason(inner)
@@ -485,8 +499,11 @@ class Codec(Generic[S]):
                 )
             )
         try:
+            check_depth(record.data, "the record", RECORD_DEPTH)
             doc = json.loads(record.data, parse_constant=_no_constant)
-        except (ValueError, RecursionError) as exc:
+        except NestedTooDeeply as exc:
+            return Failure(CheckpointDecodeError("$", str(exc)))
+        except ValueError as exc:
             return Failure(CheckpointDecodeError("$", f"not JSON: {exc}"))
         return check_document(doc)
 
@@ -823,7 +840,9 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, cattrs.BaseValidationError):
         leaves = [_reason(e) for e in exc.exceptions] or [type(exc).__name__]
         return "; ".join(dict.fromkeys(leaves))
-    if isinstance(exc, RecursionError):
+    if isinstance(exc, NestedTooDeeply):
+        return f"nested deeper than a record can hold ({exc.limit} levels)"
+    if isinstance(exc, RecursionError):  # a Python value, while encoding
         return "nested too deeply"
     if isinstance(exc, SecretUnresolved):
         return str(exc)  # names the reference, never a value

@@ -11,7 +11,6 @@ and nesting (a fold inside the step of another commits through it; see
 from __future__ import annotations
 
 import collections
-import json
 
 from collections.abc import Awaitable, Callable, Sequence
 from typing import (
@@ -29,8 +28,9 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from .._depth import loads
 from .._serde import canonical, checksum
-from ..errors import InvalidAnswer
+from ..errors import InvalidAnswer, NestedTooDeeply
 from ..events import (
     FoldEvent,
     Interrupted,
@@ -46,7 +46,7 @@ from ..failures import (
     StepLimitExceeded,
 )
 from ..runs import tracing_now
-from ..stores import CheckpointStore, Lease, check_thread_id, leased
+from ..stores import CheckpointStore, Held, check_thread_id, leased
 from . import _checkpoints
 from ._ambient import Ambient, ambient
 from ._codec import Codec, alike
@@ -211,7 +211,7 @@ async def run_machine(
     answer: object = None
     if store is not None:
 
-        async def admitted(lease: Lease) -> Result[Snapshot[S], Any]:
+        async def admitted(held: Held) -> Result[Snapshot[S], Any]:
             journal = ThreadJournal(
                 store,
                 machine.codec,
@@ -219,7 +219,7 @@ async def run_machine(
                 None,
                 None,
                 on_event,
-                lease,
+                held,
             )
             admission = await journal.commit(snap)
             if type(admission) is Failure:
@@ -284,7 +284,7 @@ async def resume(
     *,
     store: CheckpointStore,
     head: int | None,
-    lease: Lease | None = None,
+    held: Held | None = None,
     answer: object = None,
     migrate: Migration | None = None,
     hooks: Hooks[S] = NO_HOOKS,
@@ -306,7 +306,7 @@ async def resume(
         return Success(snap)
     on_event = sink(hooks.on_event)
     journal = ThreadJournal(
-        store, machine.codec, snap.thread_id, snap, head, on_event, lease
+        store, machine.codec, snap.thread_id, snap, head, on_event, held
     )
     pending = snap.pending
     if snap.status is Status.INTERRUPTED and answer is not None:
@@ -359,7 +359,7 @@ async def resume_thread(
     first commit expects: no other runner can commit in between.
     """
 
-    async def body(lease: Lease) -> Result[Snapshot[S], Any]:
+    async def body(held: Held) -> Result[Snapshot[S], Any]:
         loaded = await _checkpoints.load_for_resume(
             machine.codec, store, thread_id, version, sink(hooks.on_event)
         )
@@ -372,7 +372,7 @@ async def resume_thread(
             context,
             store=store,
             head=head,
-            lease=lease,
+            held=held,
             answer=answer,
             migrate=migrate,
             hooks=hooks,
@@ -394,8 +394,11 @@ def stored_answer(codec: Codec[Any], answer: object) -> object:
     """
     try:
         stored = codec.converter.unstructure(answer)
-        back = json.loads(canonical(stored))
+        back = loads(canonical(stored), "the answer")
+    except NestedTooDeeply as exc:
+        return InvalidState("<answer>", "answer", _JSON_ANSWER, str(exc))
     except (ValueError, TypeError, RecursionError) as exc:
+        # (RecursionError: cattrs unstructuring a deep Python value.)
         return InvalidState(
             "<answer>", "answer", _JSON_ANSWER, type(exc).__name__
         )
@@ -547,6 +550,13 @@ async def _drive(
                 return await _pause(
                     snap, journal, on_event, decision.question, NO_PROGRESS
                 )
+        # Never start a step on a lease that may have lapsed while this
+        # runner stalled (another may have taken the thread over).
+        if (
+            journal is not None
+            and (lapsed := await journal.ensure()) is not None
+        ):
+            return lapsed
         if on_event is not None:
             await on_event(NodeStarted(snap.next, snap.step))
         if journal is None:

@@ -32,7 +32,7 @@ from returns.result import Failure, Result, Success
 
 from ..events import CheckpointSaved
 from ..failures import ConcurrentModification, LeaseLost
-from ..stores import CheckpointStore, Lease, Record, record_checksum
+from ..stores import CheckpointStore, Held, Record, record_checksum
 from ._codec import Codec, Doc, check_document
 from ._model import Progress, Snapshot, Status
 
@@ -168,6 +168,12 @@ class Boundary:
             root.touched.add(full)
         return failed
 
+    async def ensure(self) -> Failure[Any] | None:
+        """``None`` if work inside this step may start now (see
+        :meth:`Journal.ensure`): folds nested in the step and the tool calls
+        of its agents ask before each of theirs."""
+        return await self._journal.ensure()
+
     def pause(self, question: str) -> None:
         """Note that a nested fold paused for *question* (and tell the
         boundary this one's journal nests in, if any)."""
@@ -270,6 +276,12 @@ class Journal(Generic[S]):
     async def written(self, snap: Snapshot[S]) -> None:
         """Called once *snap* was committed (events, say)."""
 
+    async def ensure(self) -> Failure[Any] | None:
+        """``None`` if a step may start now, else why not (the thread's
+        lease may have lapsed and could not be renewed: see
+        :class:`~pipeline.stores.Held`)."""
+        return None
+
     async def save_progress(
         self, boundary: Boundary, key: str, doc: Doc
     ) -> Failure[Any] | None:
@@ -301,7 +313,7 @@ class Journal(Generic[S]):
 class ThreadJournal(Journal[S]):
     """Commits to a thread of a store (compare-and-set on its head)."""
 
-    __slots__ = ("lease", "sink", "store")
+    __slots__ = ("held", "sink", "store")
 
     def __init__(
         self,
@@ -311,12 +323,17 @@ class ThreadJournal(Journal[S]):
         last: Snapshot[S] | None,
         head: int | None,
         sink: Sink | None,
-        lease: Lease | None = None,
+        held: Held | None = None,
     ) -> None:
         super().__init__(codec, thread_id, last, head)
         self.store = store
         self.sink = sink
-        self.lease = lease
+        self.held = held
+
+    async def ensure(self) -> Failure[LeaseLost] | None:
+        """See :meth:`Journal.ensure`."""
+        held = self.held
+        return None if held is None else await held.ensure()
 
     async def write(
         self, snap: Snapshot[S], doc: Doc, data: bytes
@@ -330,8 +347,11 @@ class ThreadJournal(Journal[S]):
             data,
             record_checksum(snap.thread_id, snap.version, snap.parent, data),
         )
+        held = self.held
         out = await self.store.commit(
-            record, expected_head=self.head, lease=self.lease
+            record,
+            expected_head=self.head,
+            lease=None if held is None else held.lease,
         )
         return None if type(out) is Success else Failure(out.failure())
 
@@ -373,6 +393,10 @@ class NestedJournal(Journal[S]):
                 snap.pending.question if snap.pending is not None else ""
             )
         return await self.boundary.save(self.key, doc)
+
+    async def ensure(self) -> Failure[Any] | None:
+        """See :meth:`Journal.ensure`: the enclosing fold's."""
+        return await self.boundary.ensure()
 
     @classmethod
     def open(

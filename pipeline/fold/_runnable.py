@@ -237,6 +237,28 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
             (*self.gates, *gates), (*self.observers, *observers), on_event
         )
 
+    def _checked(self, store: object, limits: L | None) -> L:
+        """*limits* (or the fold's own); a TypeError naming the argument
+        when *store* or *limits* is of the wrong kind (a path for a store,
+        a graph's limits for a swarm), before anything runs."""
+        kind = type(self).__name__
+        if store is not None and not callable(getattr(store, "commit", None)):
+            msg = (
+                f"{kind}: store= takes a checkpoint store (pipeline.stores), "
+                f"not a {type(store).__name__}; open one first, e.g. "
+                "pipeline.stores.SQLiteStore(path)"
+            )
+            raise TypeError(msg)
+        if limits is None:
+            return self.limits
+        if type(limits) is not type(self.limits):
+            msg = (
+                f"{kind}: limits= takes {type(self.limits).__name__}, "
+                f"not {type(limits).__name__}"
+            )
+            raise TypeError(msg)
+        return limits
+
     async def fold(
         self,
         snap: Snapshot[S],
@@ -255,7 +277,7 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         *gates* and *observers* run after the fold's own; *limits*
         replace its own for this run.
         """
-        limits = self.limits if limits is None else limits
+        limits = self._checked(store, limits)
         return await _engine.run_machine(
             self._machine,
             snap,
@@ -287,7 +309,7 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         it to this one.  *answer* goes to the gate of an interrupted
         transition (or to the nested run that paused inside it).
         """
-        limits = self.limits if limits is None else limits
+        limits = self._checked(store, limits)
         return await _engine.resume_thread(
             self._machine,
             limits,

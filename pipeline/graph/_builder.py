@@ -18,6 +18,7 @@ from ..errors import ConstructionError, GraphDefects
 from ..fold import Building, Gate
 from ._checks import Plan, defects
 from ._edges import Edge, FanOut, Reducer, Route, Static
+from ._gate import Before
 from ._graph import Graph
 from ._machine import GraphMachine
 from ._model import GraphLimits
@@ -167,13 +168,27 @@ class GraphBuilder(Building[S, GraphLimits], Generic[S, E_co]):
         edge = FanOut(tuple(to), join, merge, dict(reducers or {}))
         return attrs.evolve(self, edges=(*self._edges, (source, edge)))
 
-    def gate(self, *gates: Gate[S]) -> GraphBuilder[S, E_co]:
+    def gate(
+        self, *gates: Gate[S], before: str | Sequence[str] | None = None
+    ) -> GraphBuilder[S, E_co]:
         """Ask *gates* before every transition of every run.
 
-        Runs' own ``gates=`` come after these.  Gates given here also apply
-        when the graph runs as a handler (inside another pipeline).
+        With *before* (a node name or several), ask them only before a
+        transition into one of those nodes (every other transition goes
+        on); drawings show such a gate in front of its nodes.  Runs' own
+        ``gates=`` come after these.  Gates given here also apply when the
+        graph runs as a handler (inside another pipeline).
+
+        .. versionchanged:: 0.1.0
+           *before*.
         """
-        return self._gated(gates)
+        if before is None:
+            return self._gated(gates)
+        nodes = (before,) if isinstance(before, str) else tuple(before)
+        if not nodes or not all(isinstance(n, str) for n in nodes):
+            msg = "gate(before=...): give a node name or a list of them"
+            raise ConstructionError(msg)
+        return self._gated(tuple(Before(g, nodes) for g in gates))
 
     def build(
         self,
@@ -198,6 +213,19 @@ class GraphBuilder(Building[S, GraphLimits], Generic[S, E_co]):
         limits = GraphLimits() if self._limits is None else self._limits
         plan = Plan(self._nodes, self._edges, self._entry, limits)
         found = defects(plan)
+        names = {n for n, _ in self._nodes}
+        unknown = sorted(
+            {
+                n
+                for g in self._gates
+                if isinstance(g, Before)
+                for n in g.nodes
+                if n not in names
+            }
+        )
+        if unknown:
+            msg = f"gate(before=...) names no node: {', '.join(map(repr, unknown))}"
+            raise ConstructionError(msg)
         if found:
             raise GraphDefects(found)
         assert self._entry is not None  # noqa: S101  # validated

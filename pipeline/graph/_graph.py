@@ -18,12 +18,14 @@ from returns.result import Failure, Result, Success
 
 from .._context import Context
 from .._handler import Handler
+from .._render import svg
 from ..agents import prompt_tool
+from ..errors import RendererUnavailable
 from ..failures import FanOutLimitExceeded, MergeConflict, UnknownRoute
 from ..fold import EventSink, FoldFailure, Gate, Observer, Runnable, Snapshot
 from ..stores import CheckpointStore
 from ..tools import Tool
-from ._draw import mermaid
+from ._draw import dot, mermaid
 from ._machine import GraphMachine
 from ._model import GraphLimits
 from ._tool import state_tool
@@ -160,3 +162,39 @@ class Graph(
     def mermaid(self) -> str:
         """A Mermaid flowchart of the graph."""
         return mermaid(self.entry, self._machine.nodes, self._machine.edges)
+
+    def dot(self, *, highlight: str | None = None) -> str:
+        """The drawing as Graphviz DOT text (see :meth:`draw`).
+
+        .. versionadded:: 0.1.0
+        """
+        m = self._machine
+        return dot(
+            self.entry,
+            m.nodes,
+            m.edges,
+            self.gates,
+            highlight=highlight,
+            title=self.name,
+        )
+
+    def draw(self, *, highlight: str | None = None) -> str:
+        """The graph as an SVG document, rendered by Graphviz's ``dot``.
+
+        Switch nodes open into their labelled cases, routes show a labelled
+        edge per target, fan-outs their branches and join, and a gate given
+        ``before=`` stands in front of its nodes.  *highlight* marks one
+        node (where a thread stands, say); a name that is not a node is a
+        :class:`ValueError`.  Without Graphviz installed:
+        :class:`~pipeline.errors.RendererUnavailable`.
+
+        .. versionadded:: 0.1.0
+        """
+        return svg(self.dot(highlight=highlight))
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter's picture of the graph (none without Graphviz)."""
+        try:
+            return self.draw()
+        except RendererUnavailable:
+            return None

@@ -192,6 +192,8 @@ class GraphMachine(MachineBase[S]):
             i, name = item
             if boundary is None:
                 r = await calls[name](base)
+            elif (lapsed := await boundary.ensure()) is not None:
+                r = lapsed  # the lease may have lapsed: start no branch
             else:
                 token = enter(boundary.branch(name))
                 try:

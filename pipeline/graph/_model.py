@@ -34,6 +34,13 @@ class GraphLimits:
 
     def __attrs_post_init__(self) -> None:
         for name in ("max_steps", "max_fanout", "concurrency"):
-            if getattr(self, name) < 1:
+            value = getattr(self, name)
+            if type(value) is not int:  # not a bool, a float or a str
+                msg = (
+                    f"GraphLimits.{name} must be an int, "
+                    f"not {type(value).__name__}"
+                )
+                raise TypeError(msg)
+            if value < 1:
                 msg = f"GraphLimits.{name} must be at least 1"
                 raise ValueError(msg)

@@ -3,13 +3,16 @@
 Adapters live in their own modules so that their SDKs load only when used:
 ``from pipeline.models.openai import OpenAIModel`` (extra ``openai``) and
 ``from pipeline.models.anthropic import AnthropicModel`` (extra ``anthropic``).
-:func:`from_env` picks one of them when its API key is set.
+:func:`from_env` picks one of them when its API key is set; :func:`fallback`
+calls a backup model only when the one before it failed.
 """
 
 from typing import TYPE_CHECKING
 
 from .._moved import moved
 from ._env import from_env as from_env
+from ._fallback import Fallback as Fallback
+from ._fallback import fallback as fallback
 from ._types import DeltaSink as DeltaSink
 from ._types import Model as Model
 from ._types import ModelDelta as ModelDelta
@@ -24,6 +27,7 @@ from ._types import ToolSpec as ToolSpec
 
 __all__ = (
     "DeltaSink",
+    "Fallback",
     "Model",
     "ModelDelta",
     "ModelRequest",
@@ -33,13 +37,13 @@ __all__ = (
     "ToolCallAssembler",
     "ToolCallDelta",
     "ToolSpec",
+    "fallback",
     "from_env",
 )
 
+_MOVED: dict[str, str] = {
+    "ModelError": "pipeline.failures:ModelError",
+}
+
 if not TYPE_CHECKING:  # type checkers refuse the old paths
-    __getattr__ = moved(
-        __name__,
-        {
-            "ModelError": "pipeline.failures:ModelError",
-        },
-    )
+    __getattr__ = moved(__name__, _MOVED)

@@ -6,6 +6,11 @@ schema; the tool's input becomes the message text (JSON).
 
 from __future__ import annotations
 
+from .._extras import require
+
+
+require(__name__, "the Anthropic SDK", "anthropic", ("anthropic",))
+
 import json
 
 from collections.abc import Sequence
@@ -17,6 +22,7 @@ import anyio
 
 from returns.result import Failure, Result, Success
 
+from .._depth import loads
 from .._messages import Message, Role, ToolCall, Usage
 from .._serde import safe_call, unicode_safe
 from ..failures import ModelError
@@ -323,8 +329,8 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 content.append({"type": "text", "text": m.content})
             for c in m.tool_calls:
                 try:
-                    args = json.loads(c.arguments or "{}")
-                except (ValueError, RecursionError):
+                    args = loads(c.arguments or "{}", "tool arguments")
+                except ValueError:  # NestedTooDeeply included
                     args = {}  # the tool said so already: not JSON
                 if not isinstance(args, dict):
                     args = {}

@@ -3,6 +3,11 @@ llama.cpp, ...): pass *base_url*.  Needs the ``openai`` extra."""
 
 from __future__ import annotations
 
+from .._extras import require
+
+
+require(__name__, "the OpenAI SDK", "openai", ("openai",))
+
 from typing import Any, final
 
 import anyio

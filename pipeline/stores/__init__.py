@@ -16,9 +16,9 @@ its own that imports its client library (an extra) only when it is imported
 itself:
 
 - :mod:`pipeline.stores.postgres`: :class:`~pipeline.stores.postgres.PostgresStore`
-  (``pip install 'pipeline[postgres]'``);
+  (``pip install 'typed-pipeline[postgres]'``);
 - :mod:`pipeline.stores.redis`: :class:`~pipeline.stores.redis.RedisStore`
-  (``pip install 'pipeline[redis]'``).
+  (``pip install 'typed-pipeline[redis]'``).
 
 Writing a store of your own: implement :class:`CheckpointStore`, deciding
 leases with :func:`take` and :func:`holds` on a :class:`LeaseRow` and
@@ -28,6 +28,7 @@ decisions in its server-side scripts), and run the conformance suite
 lists the rest.  Runners take a thread's lease with :func:`leased`.
 """
 
+from ._lease import Held as Held
 from ._lease import leased as leased
 from ._memory import MemoryStore as MemoryStore
 from ._protocol import DEFAULT_LEASE_TTL as DEFAULT_LEASE_TTL
@@ -49,6 +50,7 @@ __all__ = (
     "DEFAULT_LEASE_TTL",
     "MAX_THREAD_ID",
     "CheckpointStore",
+    "Held",
     "Lease",
     "LeaseRow",
     "MemoryStore",

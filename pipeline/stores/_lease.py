@@ -8,6 +8,18 @@ its expiry and another took over), the run is cancelled at once and ends
 with :class:`~pipeline.failures.LeaseLost`: its commits would be refused
 anyway, and its side effects should stop.  A runner that dies never gives
 its lease up; it expires.
+
+A runner can also stall without noticing: an observer that blocks the
+event loop, a long GC pause, SIGSTOP, a swapped-out machine.  Renewals
+stop meanwhile, the lease lapses, another runner takes the thread over;
+when the stalled one wakes up its next commit is refused, but the step
+before that commit would already have run its side effect a second time.
+So the run holds its lease as a :class:`Held`, which knows on the runner's
+own monotonic clock until when the lease is surely valid (measured from
+before the request that took or renewed it, so the store's clock can only
+give more), and :meth:`Held.ensure` is called before each step starts
+(each node, each agent turn, each batch of tool calls): near expiry it
+renews first, and a renewal that fails stops the run before the step.
 """
 
 from __future__ import annotations
@@ -15,14 +27,15 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import uuid
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, final
 
 import anyio
 
-from returns.result import Failure, Result
+from returns.result import Failure, Result, Success
 
 from .._concurrency import collapse
 from ..failures import LeaseLost
@@ -37,6 +50,65 @@ RELEASE_BOUND = 5.0
 """Seconds a run's end waits, shielded, to give its lease up."""
 
 
+@final
+class Held:
+    """A thread's lease as the runner holding it sees it.
+
+    *lease* is the lease as last taken or renewed; :meth:`ensure` says
+    whether a step may start on it.
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("_fresh_until", "_store", "_ttl", "lease", "lost")
+
+    def __init__(
+        self, store: CheckpointStore, lease: Lease, ttl: float, since: float
+    ) -> None:
+        self._store = store
+        self._ttl = ttl
+        self.lease = lease
+        """The lease, as last taken or renewed."""
+        self.lost = False
+        """Whether a renewal found the lease taken (the run must stop)."""
+        self._fresh_until = since + ttl
+
+    def renewed(self, lease: Lease, since: float) -> None:
+        """Note a renewal whose request left at monotonic time *since*."""
+        self.lease = lease
+        self._fresh_until = since + self._ttl
+
+    @property
+    def margin(self) -> float:
+        """Seconds before the lease may lapse at which a step renews it
+        first: a third of its time to live (the renewing task renews every
+        third, so a runner that keeps up never renews here)."""
+        return self._ttl / 3
+
+    async def ensure(self) -> Failure[LeaseLost] | None:
+        """``None`` if a step may start now; ``Failure(LeaseLost)`` if the
+        lease was lost or may have lapsed and could not be renewed.
+
+        .. versionadded:: 0.1.0
+        """
+        if self.lost:
+            return Failure(LeaseLost(self.lease.thread_id))
+        since = time.monotonic()
+        if since < self._fresh_until - self.margin:
+            return None
+        renewed = await self._store.renew(self.lease, ttl=self._ttl)
+        if type(renewed) is not Success:
+            self.lost = True
+            log.warning(
+                "thread %r: the lease lapsed while this runner stalled and "
+                "another took it: stopping before the next step",
+                self.lease.thread_id,
+            )
+            return Failure(LeaseLost(self.lease.thread_id))
+        self.renewed(renewed.unwrap(), since)
+        return None
+
+
 def owner() -> str:
     """A name for this runner: host, process, and a random part."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
@@ -45,7 +117,7 @@ def owner() -> str:
 async def leased(
     store: CheckpointStore,
     thread_id: str,
-    body: Callable[[Lease], Awaitable[Result[T, Any]]],
+    body: Callable[[Held], Awaitable[Result[T, Any]]],
 ) -> Result[T, Any]:
     """Run *body* holding the thread's lease; see the module docstring.
 
@@ -53,6 +125,7 @@ async def leased(
     """
     ttl = store.lease_ttl
     me = owner()
+    since = time.monotonic()
     try:
         acquired = await store.acquire(thread_id, me, ttl=ttl)
     except BaseException:
@@ -64,34 +137,37 @@ async def leased(
         raise
     if not isinstance(acquired.value_or(None), Lease):
         return Failure(acquired.failure())
-    lease: Lease = acquired.unwrap()
-    lost = False
+    held = Held(store, acquired.unwrap(), ttl, since)
     result: Result[T, Any] | None = None
 
     async def keep(scope: anyio.CancelScope) -> None:
-        nonlocal lease, lost
         while True:
             await anyio.sleep(ttl / 3)
-            renewed = await store.renew(lease, ttl=ttl)
-            if not isinstance(renewed.value_or(None), Lease):
-                lost = True
+            sent = time.monotonic()
+            renewed = await store.renew(held.lease, ttl=ttl)
+            if type(renewed) is not Success:
+                held.lost = True
                 scope.cancel()
                 return
-            lease = renewed.unwrap()
+            held.renewed(renewed.unwrap(), sent)
 
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(keep, tg.cancel_scope)
-            result = await body(lease)
+            result = await body(held)
             tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         raise collapse(group) from None
     finally:
         with anyio.CancelScope(shield=True) as scope:
             scope.deadline = anyio.current_time() + RELEASE_BOUND
-            await store.release(lease)
-    if lost or result is None:
+            await store.release(held.lease)
+    if result is None:  # cancelled: the renewing task found the lease lost
         return Failure(LeaseLost(thread_id))
+    # The body ended on its own: every commit it made was checked against
+    # the lease by the store, so its result stands even if a renewal after
+    # its last commit found the lease taken (a runner stopped between its
+    # last commit and its return, whose thread another then found done).
     return result
 
 

@@ -97,7 +97,11 @@ class SQLiteStore:
     *synchronous* may be ``"FULL"`` (default: durable across power loss),
     ``"NORMAL"`` (durable across process crashes in WAL mode) or ``"OFF"``.
     Several processes may share the file (SQLite locks it for each write).
-    Close it with :meth:`aclose` (or use ``async with``).
+    A process stopped inside a write (SIGSTOP, a debugger) keeps the lock
+    until it goes on or dies: SQLite has no server to end its transaction,
+    so the others wait for it up to 60 seconds each, then fail with
+    ``sqlite3.OperationalError``; use a server store where runners may
+    stall.  Close it with :meth:`aclose` (or use ``async with``).
 
     .. versionadded:: 0.1.0
     """

@@ -20,6 +20,14 @@ guard: two records of one version can never both be stored.  Leases run on
 the **server's clock** (``clock_timestamp()``, read under the lock), so
 runners on machines whose clocks differ still agree on who holds a thread.
 
+**A runner stopped inside a transaction** (SIGSTOP, a swapped-out VM, a
+debugger) would hold its thread's lock for as long as it stays stopped.
+The server ends a transaction that idles longer than a lease lasts (at
+least two seconds: ``idle_in_transaction_session_timeout``), so the others
+wait no longer than that.  When the stopped runner wakes up, its
+transaction is gone and nothing of it was stored; it runs once more on a
+fresh connection and finds its lease taken over (``LeaseLost``).
+
 **asyncio and trio.** psycopg's async API runs on asyncio only, and a pool
 belongs to the event loop that opened it.  The store runs its pool on an
 asyncio event loop of its own, in a daemon thread; callers on any anyio
@@ -47,15 +55,16 @@ require(
 )
 
 import contextlib
+import functools
 import math
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, final
 
 import psycopg
 
 from psycopg import sql
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
@@ -66,7 +75,6 @@ from ._protocol import (
     LeaseRow,
     Record,
     holds,
-    next_version,
     take,
 )
 from ._server import ServerStore
@@ -81,6 +89,49 @@ _LOCK = sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))")
 _NOW = sql.SQL("extract(epoch FROM clock_timestamp())::float8")
 
 
+_COMMIT = "pipeline_commit_v1"
+_COMMIT_ARGS = "text, text, bigint, bigint, bytea, text, bigint, text, bigint"
+_COMMIT_FUNCTION = """
+CREATE OR REPLACE FUNCTION {commit}(
+    p_thread text, p_lock text, p_version bigint, p_parent bigint,
+    p_data bytea, p_checksum text, p_expected bigint,
+    p_owner text, p_token bigint
+) RETURNS TABLE (outcome text, head bigint)
+LANGUAGE plpgsql VOLATILE AS $body$
+DECLARE
+    h bigint;
+    o text;
+    t bigint;
+BEGIN
+    -- Each statement reads afresh (read committed, a volatile function):
+    -- what the lock's previous holder committed is seen.
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_lock, 0));
+    SELECT max(c.version) INTO h FROM {ck} AS c WHERE c.thread_id = p_thread;
+    IF p_owner IS NOT NULL THEN
+        SELECT l.owner, l.token INTO o, t
+        FROM {leases} AS l WHERE l.thread_id = p_thread;
+        IF o IS DISTINCT FROM p_owner OR t IS DISTINCT FROM p_token THEN
+            RETURN QUERY SELECT 'lease'::text, h;
+            RETURN;
+        END IF;
+    END IF;
+    IF h IS DISTINCT FROM p_expected
+        OR p_version <> coalesce(h + 1, 0) THEN
+        RETURN QUERY SELECT 'head'::text, h;
+        RETURN;
+    END IF;
+    INSERT INTO {ck} (thread_id, version, parent, data, checksum)
+    VALUES (p_thread, p_version, p_parent, p_data, p_checksum);
+    RETURN QUERY SELECT 'stored'::text, h;
+END
+$body$
+"""
+"""A commit in one round trip: the thread's lock, its head and lease
+checked, the record inserted, in one statement's transaction (the caller's
+connection is in autocommit).  The name carries a version: a change of its
+body is a new function, so stores of two releases can share a schema."""
+
+
 @final
 class _Statements:
     """The store's SQL, with its schema's tables in it."""
@@ -88,6 +139,7 @@ class _Statements:
     def __init__(self, schema: str) -> None:
         ck = sql.Identifier(schema, "pipeline_checkpoints")
         leases = sql.Identifier(schema, "pipeline_leases")
+        commit = sql.Identifier(schema, _COMMIT)
         self.tables = (
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} ("
@@ -109,12 +161,19 @@ class _Statements:
                 "token bigint NOT NULL, "
                 "expires double precision NOT NULL)"
             ).format(leases),
+            sql.SQL(_COMMIT_FUNCTION).format(
+                commit=commit, ck=ck, leases=leases
+            ),
         )
         self.names = (
             f"{_quote(schema)}.pipeline_checkpoints",
             f"{_quote(schema)}.pipeline_checkpoints_threads",
             f"{_quote(schema)}.pipeline_leases",
         )
+        self.function = f"{_quote(schema)}.{_COMMIT}({_COMMIT_ARGS})"
+        self.commit = sql.SQL(
+            "SELECT outcome, head FROM {}(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        ).format(commit)
         self.lease = sql.SQL(
             "SELECT l.owner, l.token, l.expires, {} "
             "FROM (VALUES (1)) AS one "
@@ -166,10 +225,27 @@ def _lease_row(
     return LeaseRow(owner, token, expires)
 
 
-async def _configure(conn: _Conn) -> None:
+_STALL_FLOOR = 2.0
+"""Seconds a transaction may idle at least, however short the leases."""
+
+
+async def _configure(conn: _Conn, *, stall: float) -> None:
     # Each statement under the thread's lock must see what the previous
     # holder committed: read committed, whatever the server's default.
     await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+    # The same for a commit's single statement, which runs in autocommit
+    # (in its own transaction, at the session's default level).
+    await conn.execute("SET default_transaction_isolation = 'read committed'")
+    # A runner stopped inside a transaction (SIGSTOP, a swapped-out VM)
+    # would hold its thread's advisory lock for as long as it stays
+    # stopped, and every other runner of the thread would queue behind it
+    # for ever: the server ends such a transaction once it has idled
+    # longer than a lease lasts (the runner's lease has lapsed by then).
+    await conn.execute(
+        sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
+            sql.Literal(math.ceil(stall * 1000))
+        )
+    )
 
 
 @final
@@ -269,7 +345,9 @@ class PostgresStore(ServerStore):
             min_size=1,
             max_size=self._pool_size,
             kwargs={"autocommit": True},
-            configure=_configure,
+            configure=functools.partial(
+                _configure, stall=max(self._lease_ttl, _STALL_FLOOR)
+            ),
             timeout=self._timeout,
             open=False,
             name=f"pipeline-{self.schema}",
@@ -279,8 +357,9 @@ class PostgresStore(ServerStore):
 
     async def _create_tables(self, conn: _Conn) -> None:
         cur = await conn.execute(
-            "SELECT to_regclass(%s), to_regclass(%s), to_regclass(%s)",
-            self._sql.names,
+            "SELECT to_regclass(%s), to_regclass(%s), to_regclass(%s), "
+            "to_regprocedure(%s)",
+            (*self._sql.names, self._sql.function),
         )
         found = await cur.fetchone()
         if found is not None and None not in found:
@@ -311,8 +390,11 @@ class PostgresStore(ServerStore):
         assert self._pool is not None  # noqa: S101  # open before any call
         return self._pool.connection()
 
+    def _lock_key(self, thread_id: str) -> str:
+        return f"{self.schema}/{thread_id}"
+
     async def _lock(self, conn: _Conn, thread_id: str) -> None:
-        await conn.execute(_LOCK, (f"{self.schema}/{thread_id}",))
+        await conn.execute(_LOCK, (self._lock_key(thread_id),))
 
     async def _lease(
         self, conn: _Conn, thread_id: str
@@ -329,35 +411,69 @@ class PostgresStore(ServerStore):
             (lease.thread_id, lease.owner, lease.token, lease.expires),
         )
 
+    async def _locked(
+        self, thread_id: str, work: Callable[[_Conn], Awaitable[T]]
+    ) -> T:
+        """*work* in one transaction under *thread_id*'s lock.
+
+        A transaction that broke before its COMMIT was sent stored
+        nothing: the server ended it (its runner stalled inside it longer
+        than a lease lasts, see :func:`_configure`) or the connection
+        dropped.  It runs once more, on a fresh connection, where it sees
+        what happened meanwhile (a lease taken over, a head that moved).
+        A COMMIT that broke may or may not have landed: that error is
+        raised, as is a second break.
+        """
+        for retry in (True, False):
+            sent = False
+            try:
+                conn: _Conn
+                async with self._connection() as conn, conn.transaction():
+                    await self._lock(conn, thread_id)
+                    out = await work(conn)
+                    sent = True
+            except PoolTimeout:
+                raise
+            except (
+                psycopg.OperationalError,
+                psycopg.errors.IdleInTransactionSessionTimeout,
+            ):
+                if sent or not retry:
+                    raise
+            else:
+                return out
+        raise AssertionError  # pragma: no cover  # the loop returns or raises
+
     async def _commit(
         self, record: Record, expected_head: int | None, lease: Lease | None
     ) -> Result[None, ConcurrentModification | LeaseLost]:
+        # One statement, one round trip: the server's function takes the
+        # thread's lock, checks the lease and the head and inserts, in the
+        # statement's own transaction (see _COMMIT_FUNCTION).
         thread = record.thread_id
         conn: _Conn
-        async with self._connection() as conn, conn.transaction():
-            await self._lock(conn, thread)
-            cur = await conn.execute(self._sql.state, {"t": thread})
-            row = await cur.fetchone()
-            assert row is not None  # noqa: S101  # one row, always
-            head, owner, token, expires = row
-            if lease is not None and not holds(
-                _lease_row(owner, token, expires), lease
-            ):
-                return Failure(LeaseLost(thread))
-            if head != expected_head or record.version != next_version(head):
-                return Failure(
-                    ConcurrentModification(thread, expected_head, head)
-                )
-            await conn.execute(
-                self._sql.insert,
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                self._sql.commit,
                 (
                     thread,
+                    self._lock_key(thread),
                     record.version,
                     record.parent,
                     record.data,
                     record.checksum,
+                    expected_head,
+                    None if lease is None else lease.owner,
+                    None if lease is None else lease.token,
                 ),
             )
+            row = await cur.fetchone()
+        assert row is not None  # noqa: S101  # one row, always
+        outcome, head = row
+        if outcome == "lease":
+            return Failure(LeaseLost(thread))
+        if outcome == "head":
+            return Failure(ConcurrentModification(thread, expected_head, head))
         return Success(None)
 
     async def _records(
@@ -392,30 +508,28 @@ class PostgresStore(ServerStore):
         return sorted(str(thread) for (thread,) in rows)
 
     async def _delete(self, thread_id: str) -> None:
-        conn: _Conn
-        async with self._connection() as conn, conn.transaction():
-            await self._lock(conn, thread_id)
+        async def work(conn: _Conn) -> None:
             for statement in self._sql.delete:
                 await conn.execute(statement, (thread_id,))
+
+        await self._locked(thread_id, work)
 
     async def _acquire(
         self, thread_id: str, owner: str, ttl: float
     ) -> Result[Lease, ThreadBusy]:
-        conn: _Conn
-        async with self._connection() as conn, conn.transaction():
-            await self._lock(conn, thread_id)
+        async def work(conn: _Conn) -> Result[Lease, ThreadBusy]:
             row, now = await self._lease(conn, thread_id)
             out = take(row, thread_id, owner, ttl, now)
             if is_successful(out):
                 await self._put_lease(conn, out.unwrap())
-        return out
+            return out
+
+        return await self._locked(thread_id, work)
 
     async def _renew(
         self, lease: Lease, ttl: float
     ) -> Result[Lease, LeaseLost]:
-        conn: _Conn
-        async with self._connection() as conn, conn.transaction():
-            await self._lock(conn, lease.thread_id)
+        async def work(conn: _Conn) -> Result[Lease, LeaseLost]:
             row, now = await self._lease(conn, lease.thread_id)
             if not holds(row, lease):
                 return Failure(LeaseLost(lease.thread_id))
@@ -423,15 +537,17 @@ class PostgresStore(ServerStore):
                 lease.thread_id, lease.owner, lease.token, now + ttl
             )
             await self._put_lease(conn, renewed)
-        return Success(renewed)
+            return Success(renewed)
+
+        return await self._locked(lease.thread_id, work)
 
     async def _release(self, lease: Lease) -> None:
-        conn: _Conn
-        async with self._connection() as conn, conn.transaction():
-            await self._lock(conn, lease.thread_id)
+        async def work(conn: _Conn) -> None:
             row, _ = await self._lease(conn, lease.thread_id)
             if holds(row, lease):
                 await self._put_lease(
                     conn,
                     Lease(lease.thread_id, lease.owner, lease.token, 0.0),
                 )
+
+        await self._locked(lease.thread_id, work)

@@ -46,6 +46,12 @@ class SwarmLimits:
     max_handoffs: int = DEFAULT_MAX_HANDOFFS
 
     def __attrs_post_init__(self) -> None:
+        if type(self.max_handoffs) is not int:  # not a bool, float or str
+            msg = (
+                "SwarmLimits.max_handoffs must be an int, "
+                f"not {type(self.max_handoffs).__name__}"
+            )
+            raise TypeError(msg)
         if self.max_handoffs < 0:
             msg = "SwarmLimits.max_handoffs must be at least 0"
             raise ValueError(msg)

@@ -18,10 +18,12 @@ from returns.result import Result
 
 from .._context import Context
 from .._handler import Handler
+from .._render import svg
 from ..agents import AgentError
+from ..errors import RendererUnavailable
 from ..fold import EventSink, FoldFailure, Gate, Observer, Runnable, Snapshot
 from ..stores import CheckpointStore
-from ._draw import mermaid
+from ._draw import dot, mermaid
 from ._machine import SwarmMachine
 from ._model import SwarmLimits, SwarmState
 
@@ -141,3 +143,34 @@ class Swarm(
     def mermaid(self) -> str:
         """A Mermaid flowchart of the agents and their allowed handoffs."""
         return mermaid(self.entry, self._machine.members)
+
+    def dot(self, *, highlight: str | None = None) -> str:
+        """The drawing as Graphviz DOT text (see :meth:`draw`).
+
+        .. versionadded:: 0.1.0
+        """
+        return dot(
+            self.entry,
+            self._machine.members,
+            self.gates,
+            highlight=highlight,
+            title=self.name,
+        )
+
+    def draw(self, *, highlight: str | None = None) -> str:
+        """The swarm as an SVG document, rendered by Graphviz's ``dot``:
+        its agents, each allowed handoff as a labelled edge, the handoff
+        gates on those edges.  *highlight* marks one agent (a name that is
+        not an agent is a :class:`ValueError`).  Without Graphviz
+        installed: :class:`~pipeline.errors.RendererUnavailable`.
+
+        .. versionadded:: 0.1.0
+        """
+        return svg(self.dot(highlight=highlight))
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter's picture of the swarm (none without Graphviz)."""
+        try:
+            return self.draw()
+        except RendererUnavailable:
+            return None

@@ -1,4 +1,4 @@
-"""Graphs and swarms as Temporal workflows (extra ``pipeline[temporal]``).
+"""Graphs and swarms as Temporal workflows (extra ``typed-pipeline[temporal]``).
 
 The same :class:`~pipeline.Graph` or :class:`~pipeline.Swarm`
 value that runs in process runs on a Temporal cluster, unchanged: a
@@ -13,6 +13,11 @@ as JSON through the checkpoint stores' cattrs converter
 
 See ``docs/temporal.md``.
 """
+
+from .._extras import require
+
+
+require(__name__, "the Temporal SDK", "temporal", ("temporalio",))
 
 from typing import TYPE_CHECKING
 
@@ -66,11 +71,10 @@ __all__ = (
     "worker",
 )
 
+_MOVED: dict[str, str] = {
+    "RemoteFailure": "pipeline.failures:RemoteFailure",
+    "Retry": "pipeline.temporal:ActivityRetry",
+}
+
 if not TYPE_CHECKING:  # type checkers refuse the old paths
-    __getattr__ = moved(
-        __name__,
-        {
-            "RemoteFailure": "pipeline.failures:RemoteFailure",
-            "Retry": "pipeline.temporal:ActivityRetry",
-        },
-    )
+    __getattr__ = moved(__name__, _MOVED)

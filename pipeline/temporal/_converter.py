@@ -11,8 +11,6 @@ No class name is ever read from a payload and there is no pickle.
 
 from __future__ import annotations
 
-import json
-
 from typing import Any, Final, final
 
 from temporalio.api.common.v1 import Payload
@@ -24,11 +22,17 @@ from temporalio.converter import (
     EncodingPayloadConverter,
 )
 
+from .._depth import MAX_DEPTH, RECORD_DEPTH, loads
 from .._serde import STRUCTURE_ERRORS, canonical, make_converter
+from ..errors import NestedTooDeeply
 
 
 ENCODING: Final = "json/plain"
 """The payloads' encoding: plain JSON, readable in Temporal's UI and CLI."""
+
+PAYLOAD_DEPTH: Final = RECORD_DEPTH + MAX_DEPTH
+"""How deep a payload may nest: a step's payload carries a checkpoint
+record's document inside a few levels of its own."""
 
 _CONVERTER = make_converter()
 
@@ -72,7 +76,9 @@ class CattrsJSONPayloadConverter(EncodingPayloadConverter):
         try:
             # The standard library: orjson reads integers past 64 bits as
             # floats, and a value must come back as it was sent.
-            obj = json.loads(payload.data)
+            obj = loads(payload.data, "a Temporal payload", PAYLOAD_DEPTH)
+        except NestedTooDeeply as exc:
+            raise RuntimeError(str(exc)) from None
         except ValueError:
             msg = "a Temporal payload is not JSON"
             raise RuntimeError(msg) from None

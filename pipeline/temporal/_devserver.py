@@ -132,12 +132,16 @@ def dev_server(
         )
         assert proc.stdout is not None  # noqa: S101  # piped above
         # The server says when it is up, then its frontend listens; it
-        # exits if it cannot, which ends its output.
+        # exits if it cannot, which ends its output.  Only a server that
+        # said so is tried: on a port taken meanwhile, another process's
+        # server (another test session's) would answer.
+        ready = False
         for line in proc.stdout:
             log.append(line)
             if line.startswith(_READY):
+                ready = True
                 break
-        if _listening(port, proc):
+        if ready and _listening(port, proc) and proc.poll() is None:
             break
         proc.kill()
         proc.wait()

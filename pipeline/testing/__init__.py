@@ -18,11 +18,10 @@ __all__ = (
     "ScriptedModel",
 )
 
+_MOVED: dict[str, str] = {
+    "Unconsumed": "pipeline.errors:Unconsumed",
+    "UnexpectedCall": "pipeline.errors:UnexpectedCall",
+}
+
 if not TYPE_CHECKING:  # type checkers refuse the old paths
-    __getattr__ = moved(
-        __name__,
-        {
-            "Unconsumed": "pipeline.errors:Unconsumed",
-            "UnexpectedCall": "pipeline.errors:UnexpectedCall",
-        },
-    )
+    __getattr__ = moved(__name__, _MOVED)

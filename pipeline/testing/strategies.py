@@ -5,6 +5,11 @@ Use them to property-test your own pipelines (needs the ``testing`` extra).
 
 from __future__ import annotations
 
+from .._extras import require
+
+
+require(__name__, "Hypothesis", "testing", ("hypothesis",))
+
 import json
 
 from typing import Any, TypeAlias

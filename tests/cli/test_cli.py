@@ -4,11 +4,10 @@ files, the live view on a pseudo-terminal."""
 from __future__ import annotations
 
 import json
-import os
-import stat
 import uuid
 
 from pathlib import Path
+from xml.etree import ElementTree as ET
 
 import pytest
 
@@ -377,13 +376,28 @@ def test_default_store_from_environment(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_draw(tmp_path: Path) -> None:
-    """Mermaid text by default; svg through mmdc, or a clear message."""
+    """Mermaid text by default; DOT text; SVG and PNG pictures through
+    Graphviz, or a clear message without it."""
     drawn = cli("draw", f"{FLOWS}:desk", cwd=tmp_path)
     assert drawn.returncode == 0
     assert drawn.stdout.startswith("flowchart")
     assert "n_draft --> n_send" in drawn.stdout
     team = cli("draw", f"{FLOWS}:team", cwd=tmp_path)
     assert "billing" in team.stdout
+    source = cli("draw", f"{FLOWS}:desk", "--format", "dot", cwd=tmp_path)
+    assert source.stdout.startswith("digraph")
+
+    made = cli(
+        "draw", f"{FLOWS}:desk", "--format", "svg", "-o", "g.svg", cwd=tmp_path
+    )
+    assert made.returncode == 0, made.stderr
+    root = ET.parse(tmp_path / "g.svg").getroot()  # noqa: S314  # dot's output
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    texts = {t.text for t in root.iter("{http://www.w3.org/2000/svg}text")}
+    assert {"draft", "send"} <= texts
+    png = cli("draw", f"{FLOWS}:team", "--format", "png", cwd=tmp_path)
+    assert png.returncode == 0, png.stderr
+    assert (tmp_path / "team.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     bare = environment(PATH=str(tmp_path / "empty"))
     missing = cli(
@@ -391,32 +405,18 @@ def test_draw(tmp_path: Path) -> None:
     )
     assert missing.returncode == ExitCode.UNAVAILABLE
     assert_one_line_error(missing.stderr)
-    assert "mmdc" in missing.stderr
-
-    # The Mermaid CLI needs a browser it downloads, which this machine cannot;
-    # a stand-in on PATH checks what the command hands it.
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    mmdc = bin_dir / "mmdc"
-    mmdc.write_text(
-        "#!/bin/sh\n"
-        'test "$1" = --input && test "$3" = --output || exit 9\n'
-        'grep -q flowchart "$2" && echo "<svg/>" > "$4"\n'
-    )
-    mmdc.chmod(mmdc.stat().st_mode | stat.S_IEXEC)
-    env = environment(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    made = cli(
+    assert "Graphviz" in missing.stderr
+    nowhere = cli(
         "draw",
         f"{FLOWS}:desk",
         "--format",
-        "svg",
+        "png",
         "-o",
-        "g.svg",
+        "no/g.png",
         cwd=tmp_path,
-        env=env,
     )
-    assert made.returncode == 0, made.stderr
-    assert (tmp_path / "g.svg").read_text() == "<svg/>\n"
+    assert nowhere.returncode == ExitCode.USAGE
+    assert "no directory" in nowhere.stderr
 
 
 @pytest.fixture(name="paused", scope="module")

@@ -7,6 +7,7 @@ import sys
 
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree as ET
 
 import pytest
 
@@ -148,3 +149,50 @@ def test_filed(said: str, category: str) -> None:
     """Triage's answer files the ticket; anything unexpected is other."""
     run = AgentRun("triage", (Message.assistant(said),))
     assert desk.filed(desk.Ticket("x"), run).category == category
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def drawn(svg: str) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+    """The drawing as Graphviz laid it out: ``{node id: label}`` and
+    ``{(from label, to label): edge label}``, read from the SVG."""
+    root = ET.fromstring(svg)  # noqa: S314  # dot's output, not user input
+    assert root.tag == f"{SVG}svg"
+
+    def part(kind: str) -> list[tuple[str, str]]:
+        out = []
+        for g in root.iter(f"{SVG}g"):
+            if g.get("class") != kind:
+                continue
+            title = g.find(f"{SVG}title")
+            assert title is not None
+            assert title.text is not None
+            words = [t.text or "" for t in g.iter(f"{SVG}text")]
+            out.append((title.text, " ".join(words)))
+        return out
+
+    nodes = dict(part("node"))
+    edges: dict[tuple[str, str], str] = {}
+    for title, label in part("edge"):
+        source, target = title.split("->")
+        edges[nodes[source], nodes[target]] = label
+    return nodes, edges
+
+
+def test_drawing_shows_the_switch_the_gate_and_labelled_routes() -> None:
+    nodes, edges = drawn(desk.graph.draw())
+    # The switch opens into its cases; each edge says which case it is.
+    assert "answer (switch)" in desk.graph.draw()
+    assert edges["answer", "billing"] == "billing"
+    assert edges["answer", "tech"] == "tech"
+    assert edges["answer", "general"] == "default"
+    # The approval gate stands before send: going on, or stopping there.
+    assert "gate: approve" in nodes.values()
+    assert edges["gate: approve", "send"] == "go on"
+    assert edges["gate: approve", "end"] == "stop"
+    # No edge runs straight from the answer to send: the gate is between.
+    assert ("answer", "send") not in edges
+    assert not any(b == "send" and a != "gate: approve" for a, b in edges)
+    assert edges["start", "triage"] == ""
+    assert edges["triage", "answer"] == ""

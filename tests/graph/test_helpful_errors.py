@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 import pytest
 
 from returns.result import Failure
 
-from pipeline import Graph, graph, stores
+from pipeline import Graph, graph, stores, swarm
 from pipeline.errors import ConstructionError, GraphDefects
 from pipeline.failures import IncompatibleGraph
 from pipeline.graph import END
@@ -122,3 +123,47 @@ def test_to_must_match_the_routers_literal() -> None:
         b.route("b", _router, to=["bb", END])
     with pytest.raises(ConstructionError, match="annotate the router"):
         b.route("b", lambda s: "b")
+
+
+@pytest.mark.parametrize("bad", [True, 2.0, "10", None])
+@pytest.mark.parametrize("field", ["max_steps", "max_fanout", "concurrency"])
+def test_graph_limits_refuse_what_is_not_an_int(
+    field: str, bad: object
+) -> None:
+    """A bool, a float, a string: a TypeError naming the field and the type
+    (never an arithmetic error later, inside a run)."""
+    with pytest.raises(
+        TypeError,
+        match=rf"GraphLimits\.{field} must be an int, not {type(bad).__name__}",
+    ):
+        graph.GraphLimits(**{field: bad})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [False, 1.5, "3"])
+def test_swarm_limits_refuse_what_is_not_an_int(bad: object) -> None:
+    with pytest.raises(
+        TypeError,
+        match=rf"SwarmLimits\.max_handoffs must be an int, not {type(bad).__name__}",
+    ):
+        swarm.SwarmLimits(max_handoffs=bad)  # type: ignore[arg-type]
+
+
+async def test_a_path_for_a_store_or_the_wrong_limits_is_a_clear_type_error(
+    tmp_path: Path,
+) -> None:
+    """``store="runs.db"`` or a swarm's limits given to a graph: one
+    TypeError naming the argument, before anything runs (not an
+    AttributeError from deep inside the engine)."""
+    g = _chain("a", "b")
+    path = str(tmp_path / "runs.db")
+    with pytest.raises(
+        TypeError, match=r"Graph: store= takes a checkpoint store"
+    ):
+        await g.run(Counted(), store=path)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"store= takes a checkpoint store"):
+        await g.resume(path, "t")  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match=r"Graph: limits= takes GraphLimits, not SwarmLimits"
+    ):
+        await g.run(Counted(), limits=swarm.SwarmLimits())  # type: ignore[arg-type]
+    assert not (tmp_path / "runs.db").exists()

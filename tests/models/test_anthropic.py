@@ -370,8 +370,8 @@ async def test_deeply_nested_streamed_input_is_an_error_result(
     assert events.result is not None
     messages = events.result.unwrap().messages
     assert messages[-1].content == "ok"
-    assert (
-        messages[-2].content == "error: arguments for 'add' are not valid JSON"
+    assert messages[-2].content == (
+        "error: arguments for 'add' nests deeper than 64 levels"
     )
     second = llm.requests[1][1]["messages"]
     assert second[1]["content"][0]["input"] == {}

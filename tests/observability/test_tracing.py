@@ -3,6 +3,10 @@ form at a time: the tree of span names is the contract."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -469,3 +473,120 @@ async def test_nested_scope_keeps_tracing(otel: Traced) -> None:
     assert otel.trees() == [
         ("run outer", (("run inner", (one_turn("a", "a"),)),))
     ]
+
+
+@pytest.fixture(name="global_otel")
+def _global_otel(otel: Traced, monkeypatch: pytest.MonkeyPatch) -> Traced:
+    """*otel*'s provider set as OpenTelemetry's global one, for this test
+    only (the API sets it once per process: its guard is put back after)."""
+    once = type(trace._TRACER_PROVIDER_SET_ONCE)()  # reset
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", once)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    trace.set_tracer_provider(otel.provider)
+    assert trace.get_tracer_provider() is otel.provider
+    return otel
+
+
+async def test_the_global_provider_traces_a_run(global_otel: Traced) -> None:
+    """With no provider given, a run traces with the global one."""
+    done = await run(calculator(), HI)
+    assert done.result.unwrap().last is not None
+    assert global_otel.trees() == [
+        (
+            "run calc",
+            (
+                agent_tree(
+                    "calc",
+                    turn("calc", leaf("chat calc"), leaf("execute_tool add")),
+                    turn("calc", leaf("chat calc")),
+                ),
+            ),
+        )
+    ]
+
+
+async def test_the_global_provider_traces_a_scope(global_otel: Traced) -> None:
+    """``scope()`` alone traces with the global provider, nested scopes
+    included."""
+    with scope(name="outer") as outer:
+        assert outer.tracing is not None
+        with scope(name="inner") as inner:
+            assert inner.tracing is outer.tracing
+            await answer("a")(HI)
+    assert global_otel.trees() == [
+        ("run outer", (("run inner", (one_turn("a", "a"),)),))
+    ]
+
+
+async def test_an_explicit_provider_wins_over_the_global_one(
+    global_otel: Traced,
+) -> None:
+    """A provider passed in gets every span; the global one gets none."""
+    mine = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(mine))
+    await run(answer("a"), HI, tracer_provider=provider)
+    with scope(tracer_provider=provider, name="s"), scope(name="inner"):
+        await answer("b")(HI)
+    provider.shutdown()
+    assert global_otel.spans() == ()
+    assert [s.name for s in mine.get_finished_spans()] == [
+        "chat a",
+        "turn a",
+        "invoke_agent a",
+        "run a",
+        "chat b",
+        "turn b",
+        "invoke_agent b",
+        "run inner",
+        "run s",
+    ]
+
+
+async def test_a_new_global_provider_is_seen_by_the_next_run(
+    global_otel: Traced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The global provider is looked up per scope, not once per process."""
+    await run(answer("a"), HI)
+    later = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(later))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    await run(answer("b"), HI)
+    provider.shutdown()
+    assert [s.name for s in global_otel.named("run")] == ["run a"]
+    assert [s.name for s in later.get_finished_spans()][-1] == "run b"
+
+
+async def test_the_no_op_provider_is_untraced(otel: Traced) -> None:
+    """With only the API's no-op provider, a scope has no tracing at all
+    (the untraced path, decided once per scope)."""
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    with scope(name="s") as opened:
+        assert opened.tracing is None
+        await answer("a")(HI)
+    assert otel.spans() == ()
+
+
+def test_an_untraced_run_does_not_import_opentelemetry() -> None:
+    """No provider given and none set: the API is never imported."""
+    code = (
+        "import sys, anyio\n"
+        "from returns.result import Success\n"
+        "from pipeline import handler, run\n"
+        "@handler\n"
+        "async def one(n: int):\n"
+        "    return Success(n)\n"
+        "done = anyio.run(run, one, 1)\n"
+        "print(done.result, sorted(m for m in sys.modules"
+        " if m.startswith('opentelemetry')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run(  # noqa: S603  # our own interpreter
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    assert out.strip() == "<Success: 1> []"

@@ -41,7 +41,7 @@ from pipeline.failures import (
 )
 from pipeline.graph import Writable, state_tools
 from pipeline.llm import llm_condition, policy
-from pipeline.models import Model, ResponseSchema
+from pipeline.models import Fallback, Model, ResponseSchema, fallback
 from pipeline.models.anthropic import AnthropicModel
 from pipeline.models.openai import OpenAIModel
 from pipeline.secrets import holds_secret, redact
@@ -184,3 +184,20 @@ assert_type(holds_secret(list[Secret[str]]), bool)
 assert_type(redact({"password": "x"}, dict[str, Secret[str]], "ref"), object)
 sign_in.redact({"password": "x"})  # type: ignore[arg-type]  # JSON text, not a dict
 redact("x", str)  # type: ignore[call-arg]  # the reference is required
+
+
+# Fallback: a model made of models, given to an agent like any model.
+_backup = fallback(
+    ScriptedModel(), ScriptedModel(), when=lambda e: e.status == 529
+)
+assert_type(_backup, Fallback)
+_as_model: Model = _backup
+fallback(ScriptedModel(), "gpt-4o")  # type: ignore[arg-type]  # not a model
+fallback(ScriptedModel(), when=lambda e: e.code)  # type: ignore[attr-defined]  # ModelError has no code
+_fb_agent = Agent("fb", _backup)
+
+# Tool concurrency: a whole number (or None for no limit).
+_bounded = Agent("b", ScriptedModel(), max_parallel_tools=4)
+assert_type(_bounded.max_parallel_tools, int | None)
+Agent("b", ScriptedModel(), max_parallel_tools="4")  # type: ignore[arg-type]  # not a number
+Agent("b", ScriptedModel(), max_parallel_tools=2.5)  # type: ignore[arg-type]  # not whole

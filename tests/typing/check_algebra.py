@@ -31,6 +31,7 @@ from pipeline import (
     metadata_equals,
     must,
     noop,
+    or_else,
     safe,
     sequential,
     switch,
@@ -216,6 +217,13 @@ assert_type(
 _ = must(parse, double, aggregate=total)("1")  # type: ignore[arg-type]  # inputs differ
 must(parse, parse)  # type: ignore[arg-type]  # ints need an aggregator
 assert_type(first(parse, parse), Handler[str, int, AllFailed[ParseError]])
+assert_type(or_else(parse, parse), Handler[str, int, AllFailed[ParseError]])
+assert_type(
+    or_else(parse, parse, on=(ParseError,)),
+    Handler[str, int, AllFailed[ParseError]],
+)
+or_else(parse, parse, on=ParseError)  # type: ignore[arg-type]  # a tuple of types
+_ = or_else(parse, double)("1")  # type: ignore[arg-type]  # str vs int input
 assert_type(
     loop(double, times=3), Handler[int, int, OverflowError | LimitExceeded]
 )

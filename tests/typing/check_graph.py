@@ -62,6 +62,29 @@ async def use() -> None:
     await g.run(1)  # type: ignore[arg-type]  # the state type is checked
 
 
+# Drawings: SVG and DOT text; a highlight is a node's name.
+assert_type(g.draw(), str)
+assert_type(g.draw(highlight="bump"), str)
+assert_type(g.dot(highlight=None), str)
+assert_type(g._repr_svg_(), str | None)
+g.draw(highlight=1)  # type: ignore[arg-type]  # a node's name
+g.draw("bump")  # type: ignore[call-arg]  # highlight is keyword-only
+
+
+async def gated(t: fold.Transition[State]) -> fold.Decision:
+    return fold.Continue()
+
+
+assert_type(
+    b2.gate(gated, before="other"), graph.GraphBuilder[State, Boom | KeyError]
+)
+assert_type(
+    b2.gate(gated, before=["bump", "other"]),
+    graph.GraphBuilder[State, Boom | KeyError],
+)
+b2.gate(gated, before=3)  # type: ignore[arg-type]  # node names
+
+
 b0.node("text", to_text)  # type: ignore[arg-type]  # a node maps State to State
 b0.route("bump", lambda s: s.name, to=["x"])  # type: ignore[attr-defined]  # routers see State
 

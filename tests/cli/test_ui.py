@@ -1,0 +1,404 @@
+"""``pipeline ui`` over HTTP: the ASGI application with Starlette's test
+client on real SQLite files, on both event loops."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import sys
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import attrs
+import pytest
+
+from pipeline.cli import ExitCode, main
+from pipeline.cli._stores import note_target
+from pipeline.fold import Snapshot
+from pipeline.stores import SQLiteStore
+from tests.cli import flows
+
+
+pytest.importorskip("starlette")
+pytest.importorskip("httpx")
+
+from starlette.testclient import TestClient
+
+from pipeline.cli import _ui as ui_module
+from pipeline.cli._ui import COOKIE, app
+
+
+DESK = "tests.cli.flows:desk"
+EVIL = "<script>alert('x')</script> & charge"
+Backend = Literal["asyncio", "trio"]
+BACKENDS: list[Backend] = ["asyncio", "trio"]
+
+
+async def seed(path: Path, thread: str, text: str = EVIL) -> None:
+    """A desk thread paused on its approval question, noted as `run` does."""
+    async with SQLiteStore(path) as store:
+        snap = flows.desk.start(flows.Ticket(text), thread_id=thread)
+        done = await flows.desk.fold(snap, store=store)
+        assert done.unwrap().pending is not None
+        await note_target(store, thread, DESK)
+
+
+@pytest.fixture(name="db")
+def _db(tmp_path: Path) -> Path:
+    path = tmp_path / "threads.sqlite3"
+    anyio.run(seed, path, "t1")
+    return path
+
+
+@pytest.fixture(name="client", params=BACKENDS)
+def _client(request: pytest.FixtureRequest, db: Path) -> Iterator[TestClient]:
+    with TestClient(
+        app(str(db), writes=True),
+        backend=request.param,
+        follow_redirects=False,
+    ) as client:
+        yield client
+
+
+def csrf(page: str) -> str:
+    found = re.search(r"name='csrf' value='([^']+)'", page)
+    assert found is not None, "no CSRF token on the page"
+    return found.group(1)
+
+
+def test_threads_status_and_search(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200
+    assert "href='/thread?id=t1'" in page.text
+    assert "interrupted" in page.text
+    assert (
+        "t1"
+        not in client.get("/", params={"q": "nothing"}).text.split("<h1>")[1]
+    )
+    assert "'/thread?id=t1'" in client.get("/", params={"q": "T1"}).text
+
+
+def test_attacker_text_is_escaped_everywhere(client: TestClient) -> None:
+    for path, query in [
+        ("/state", {"id": "t1", "v": "0"}),
+        ("/diff", {"id": "t1", "a": "0", "b": "3"}),
+        ("/", {"q": EVIL}),
+        ("/thread", {"id": EVIL}),
+    ]:
+        page = client.get(path, params=query)
+        assert "<script>" not in page.text, path
+    state = client.get("/state", params={"id": "t1", "v": "0"}).text
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in state
+
+
+def test_security_headers(client: TestClient) -> None:
+    headers = client.get("/").headers
+    assert "default-src 'none'" in headers["content-security-policy"]
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["referrer-policy"] == "same-origin"
+
+
+def test_timeline_drawing_and_question(client: TestClient) -> None:
+    page = client.get("/thread", params={"id": "t1"}).text
+    for version in range(4):
+        assert f"'/state?id=t1&amp;v={version}'" in page
+    assert "the thread stands at <b class=here>draft</b>" in page
+    drawing = page[page.index("<svg") : page.index("</svg>")]
+    marked = drawing.split('fill="#ffd54f"', 1)[1].split("</g>", 1)[0]
+    assert ">draft</text>" in marked  # the node it stands at, marked
+    assert "send this reply?" in page
+    assert "id=answer" in page
+    assert "id=fork" in page
+
+
+def test_timeline_in_pages(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long timeline lists its newest versions, with links to the rest."""
+    monkeypatch.setattr(ui_module, "TIMELINE", 2)
+    newest = client.get("/thread", params={"id": "t1"}).text
+    assert (
+        "versions 2 to 3 of 4 · <a href='/thread?id=t1&amp;from=0'>older"
+        in (newest)
+    )
+    assert "'/state?id=t1&amp;v=1'" not in newest
+    assert "<tr class=here><td><a href='/state?id=t1&amp;v=3'>" in newest
+    oldest = client.get("/thread", params={"id": "t1", "from": "0"}).text
+    assert "versions 0 to 1 of 4" in oldest
+    assert "&amp;from=2'>newer</a>" in oldest
+    assert "'/state?id=t1&amp;v=0'" in oldest
+    assert "'/state?id=t1&amp;v=3'" not in oldest
+    assert "class=here><td>" not in oldest  # the head is on the next page
+    past = client.get("/thread", params={"id": "t1", "from": "99"}).text
+    assert "versions 2 to 3 of 4" in past
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_drawing_without_graphviz(
+    db: Path, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``dot`` on the PATH: the Mermaid text, escaped, still naming the
+    node the thread stands at."""
+    monkeypatch.setenv("PATH", str(db.parent))
+    with TestClient(app(str(db)), backend=backend) as client:
+        page = client.get("/thread", params={"id": "t1"}).text
+    assert "<svg" not in page
+    assert "<pre class=mermaid-text>flowchart" in page
+    assert "the thread stands at <b class=here>draft</b>" in page
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "status", "says"),
+    [
+        ("/thread", {"id": "nope"}, 404, "no thread"),
+        ("/thread", {}, 400, "cannot name a thread"),
+        ("/thread", {"id": "x" * 300}, 400, "300 characters"),
+        ("/thread", {"id": "pipeline-cli:t1"}, 404, "no thread"),
+        ("/thread", {"id": "t1", "from": "x"}, 400, "from must be a version"),
+        ("/state", {"id": "t1", "v": "abc"}, 400, "v must be a version"),
+        ("/state", {"id": "t1", "v": "-1"}, 400, "v must be a version"),
+        ("/state", {"id": "t1", "v": "99"}, 404, "at version 99"),
+        ("/state", {"id": "t1"}, 400, "v must be a version"),
+        ("/diff", {"id": "t1", "a": "x", "b": "1"}, 400, "a must be"),
+        ("/diff", {"id": "t1", "a": "0", "b": ""}, 400, "b must be"),
+        ("/diff", {"id": "t1", "a": "0", "b": "7"}, 404, "at version 7"),
+    ],
+)
+def test_bad_input_in_reading(
+    client: TestClient,
+    path: str,
+    query: dict[str, str],
+    status: int,
+    says: str,
+) -> None:
+    page = client.get(path, params=query)
+    assert page.status_code == status
+    assert says in page.text
+    assert "role=alert" in page.text
+
+
+def test_answer_resumes_the_thread(client: TestClient) -> None:
+    page = client.get("/thread", params={"id": "t1"}).text
+    done = client.post(
+        "/answer",
+        data={"csrf": csrf(page), "id": "t1", "seen": "3", "answer": "yes"},
+    )
+    assert done.status_code == 303
+    assert done.headers["location"] == "/thread?id=t1"
+    after = client.get("/thread", params={"id": "t1"}).text
+    assert "status <b>done</b>" in after
+    assert "id=answer" not in after
+
+
+def _answer_form(client: TestClient) -> dict[str, str]:
+    page = client.get("/thread", params={"id": "t1"}).text
+    return {"csrf": csrf(page), "id": "t1", "seen": "3", "answer": "yes"}
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "says"),
+    [
+        ({"csrf": "forged"}, 400, "CSRF"),
+        ({"csrf": ""}, 400, "CSRF"),
+        ({"id": ""}, 400, "cannot name a thread"),
+        ({"id": "gone"}, 404, "no thread"),
+        ({"id": "pipeline-cli:t1"}, 400, "keeps for itself"),
+        ({"seen": "two"}, 400, "seen must be"),
+        ({"seen": "2"}, 409, "moved on"),
+        ({"answer": "[" * 5000 + "]" * 5000}, 400, "malformed answer"),
+        ({"answer": "9" * 5000}, 400, "malformed answer"),
+        ({"answer": '"\\ud800"'}, 400, "malformed answer"),
+    ],
+)
+def test_bad_input_in_the_answer_form(
+    client: TestClient, change: dict[str, str], status: int, says: str
+) -> None:
+    form = _answer_form(client) | change
+    page = client.post("/answer", data=form)
+    assert page.status_code == status, page.text
+    assert says in page.text
+    assert "[[[[" not in page.text  # the answer is never echoed
+    still = client.get("/thread", params={"id": "t1"}).text
+    assert "status <b>interrupted</b>" in still
+
+
+def test_answer_field_missing(client: TestClient) -> None:
+    form = _answer_form(client)
+    del form["answer"]
+    page = client.post("/answer", data=form)
+    assert page.status_code == 400
+    assert "the form has no answer" in page.text
+
+
+def test_fork_and_resume(client: TestClient) -> None:
+    page = client.get("/thread", params={"id": "t1"}).text
+    done = client.post(
+        "/fork", data={"csrf": csrf(page), "id": "t1", "v": "1", "to": "f1"}
+    )
+    assert done.status_code == 303
+    assert done.headers["location"] == "/thread?id=f1"
+    forked = client.get("/thread", params={"id": "f1"}).text
+    assert "send this reply?" in forked  # ran on until the same question
+    assert "'/thread?id=f1'" in client.get("/").text
+
+
+CARRY_TIMES = "committed_at" in attrs.fields_dict(Snapshot)
+"""Records carry their commit time, author and fork origin (the history
+work of issue 18): the UI shows them once they do."""
+STAMP = re.compile(r"<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</td>")
+
+
+@pytest.mark.skipif(not CARRY_TIMES, reason="records carry no times yet")
+def test_times_and_fork_lineage(client: TestClient) -> None:
+    """The list shows each thread's last change; a timeline, each
+    version's time; a fork, where it came from (linked)."""
+    listed = client.get("/").text
+    assert "<th>last change (UTC)</th>" in listed
+    assert STAMP.search(listed)
+    page = client.get("/thread", params={"id": "t1"}).text
+    assert len(STAMP.findall(page)) == 4  # one per version
+    assert "fork of" not in page
+    client.post(
+        "/fork", data={"csrf": csrf(page), "id": "t1", "v": "2", "to": "f2"}
+    )
+    forked = client.get("/thread", params={"id": "f2"}).text
+    lineage = (
+        "fork of <a href='/thread?id=t1'>t1</a> at "
+        "<a href='/state?id=t1&amp;v=2'>version 2</a>"
+    )
+    assert f"<p class=lineage>{lineage}</p>" in forked  # above the page
+    assert f"<td>{lineage}</td>" in forked  # and as version 0's parent
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "says"),
+    [
+        ({"v": "x"}, 400, "v must be"),
+        ({"v": "50"}, 404, "at version 50"),
+        ({"to": "t1"}, 400, "already exists"),
+        ({"to": "y" * 257}, 400, "257 characters"),
+        ({"to": "pipeline-cli:z"}, 400, "keeps for itself"),
+        ({"id": "nope"}, 404, "no thread"),
+        ({"csrf": "forged"}, 400, "CSRF"),
+    ],
+)
+def test_bad_input_in_the_fork_form(
+    client: TestClient, change: dict[str, str], status: int, says: str
+) -> None:
+    page = client.get("/thread", params={"id": "t1"}).text
+    form = {"csrf": csrf(page), "id": "t1", "v": "1", "to": "f2"} | change
+    refused = client.post("/fork", data=form)
+    assert refused.status_code == status, refused.text
+    assert says in refused.text
+    assert "'/thread?id=f2'" not in client.get("/").text
+
+
+def test_foreign_origin_is_refused(client: TestClient) -> None:
+    form = _answer_form(client)
+    page = client.post(
+        "/answer", data=form, headers={"origin": "http://evil.example"}
+    )
+    assert page.status_code == 400
+    assert "another site" in page.text
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_read_only_by_default(db: Path, backend: Backend) -> None:
+    with TestClient(app(str(db)), backend=backend) as client:
+        page = client.get("/thread", params={"id": "t1"}).text
+        assert "read-only" in page
+        assert "method=post" not in page
+        refused = client.post(
+            "/answer", data={"id": "t1", "seen": "3", "answer": "yes"}
+        )
+        assert refused.status_code == 400
+        assert "read-only" in refused.text
+        assert (
+            "status <b>interrupted</b>"
+            in client.get("/thread", params={"id": "t1"}).text
+        )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_token_on_every_request(db: Path, backend: Backend) -> None:
+    token = secrets.token_urlsafe(16)
+    with TestClient(app(str(db), token=token), backend=backend) as client:
+        assert client.get("/").status_code == 403
+        wrong = client.get("/", params={"token": "guess"})
+        assert wrong.status_code == 403
+        assert "guess" not in wrong.text
+        right = client.get("/", params={"token": token})
+        assert right.status_code == 200
+        assert client.cookies.get(COOKIE) == token
+        assert client.get("/thread", params={"id": "t1"}).status_code == 200
+        client.cookies.clear()
+        assert client.get("/thread", params={"id": "t1"}).status_code == 403
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_thread_without_a_noted_target(
+    tmp_path: Path, backend: Backend
+) -> None:
+    path = tmp_path / "bare.sqlite3"
+
+    async def bare() -> None:
+        async with SQLiteStore(path) as store:
+            snap = flows.desk.start(flows.Ticket("hi"), thread_id="b1")
+            await flows.desk.fold(snap, store=store)
+
+    anyio.run(bare)
+    with TestClient(app(str(path)), backend=backend) as client:
+        assert "interrupted" in client.get("/").text  # read from records
+        page = client.get("/thread", params={"id": "b1"})
+        assert page.status_code == 400
+        assert "--target" in page.text
+    with TestClient(app(str(path), ref=DESK), backend=backend) as client:
+        assert (
+            "send this reply?"
+            in client.get("/thread", params={"id": "b1"}).text
+        )
+
+
+def test_a_store_that_changes_while_the_page_is_open(
+    client: TestClient, db: Path
+) -> None:
+    """Another process answers first: the page's form is refused, the
+    reload shows the new versions."""
+    page = client.get("/thread", params={"id": "t1"}).text
+
+    async def elsewhere() -> None:
+        async with SQLiteStore(db) as store:
+            done = await flows.desk.resume(store, "t1", answer="yes")
+            assert done.unwrap().state.sent
+
+    anyio.run(elsewhere)
+    late = client.post(
+        "/answer",
+        data={"csrf": csrf(page), "id": "t1", "seen": "3", "answer": "no"},
+    )
+    assert late.status_code == 409
+    assert "moved on" in late.text
+    now = client.get("/thread", params={"id": "t1"}).text
+    assert "status <b>done</b>" in now
+    assert "'/state?id=t1&amp;v=5'" in now
+
+
+@pytest.mark.parametrize("hidden", ["starlette", "uvicorn"])
+def test_a_missing_extra_is_one_line(
+    db: Path,
+    hidden: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without Starlette or uvicorn: one line naming the extra, exit 6."""
+    monkeypatch.setitem(sys.modules, hidden, None)
+    code = main(["ui", "--store", str(db), "--port", "0"])
+    assert code == ExitCode.UNAVAILABLE
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "pipeline: error: pipeline ui needs Starlette and uvicorn "
+        f"(missing: {hidden}): pip install 'typed-pipeline[ui]'"
+    )
