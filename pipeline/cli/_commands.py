@@ -110,8 +110,17 @@ async def resume(
     version: int | None,
     ref: str | None,
     answer_text: str | None,
+    author: str = "",
 ) -> ExitCode:
-    """``pipeline resume`` and ``pipeline answer``."""
+    """``pipeline resume`` and ``pipeline answer`` (by *author*)."""
+    from ..fold import checked_author  # noqa: PLC0415
+
+    try:
+        author = checked_author(author)
+    except (TypeError, ValueError) as exc:  # never shows the author
+        raise UserError(
+            str(exc), hint="an author is at most 256 characters, without NUL"
+        ) from None
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
         answer: object = None
@@ -122,8 +131,12 @@ async def resume(
         obj = target.obj
 
         async def work() -> Result[Any, Any]:
+            if answer_text is None:
+                return await obj.resume(  # type: ignore[no-any-return]
+                    store, thread_id, version=version
+                )
             return await obj.resume(  # type: ignore[no-any-return]
-                store, thread_id, version=version, answer=answer
+                store, thread_id, answer=answer, author=author
             )
 
         from ..errors import InvalidAnswer  # noqa: PLC0415

@@ -286,6 +286,7 @@ async def resume(
     head: int | None,
     held: Held | None = None,
     answer: object = None,
+    author: str = "",
     migrate: Migration | None = None,
     hooks: Hooks[S] = NO_HOOKS,
     max_steps: int,
@@ -293,8 +294,8 @@ async def resume(
     """Continue a thread from the loaded snapshot *snap* (head *head*).
 
     An *answer* to a paused run is committed first, as a record of its own
-    (a crash after answering never asks again); a run resumed after such a
-    record finds its answer there.
+    (a crash after answering never asks again), naming its *author*; a run
+    resumed after such a record finds its answer there.
     """
     if not same_shape(snap.fingerprint, machine.fingerprint):
         if migrate is None:
@@ -320,6 +321,7 @@ async def resume(
             parent=snap.version,
             status=Status.RUNNING,
             pending=attrs.evolve(pending, answer=stored, answered=True),
+            author=author,
         )
         committed = await journal.commit(
             answered, NO_PROGRESS if snap.progress else None
@@ -352,6 +354,7 @@ async def resume_thread(
     migrate: Migration | None,
     hooks: Hooks[S],
     max_steps: int,
+    author: str = "",
 ) -> Result[Snapshot[S], Any]:
     """Resume a thread (from its head, or from *version*) holding its lease.
 
@@ -374,12 +377,43 @@ async def resume_thread(
             head=head,
             held=held,
             answer=answer,
+            author=author,
             migrate=migrate,
             hooks=hooks,
             max_steps=max_steps,
         )
 
     return await leased(store, check_thread_id(thread_id), body)
+
+
+MAX_AUTHOR = 256
+"""The longest author a record keeps (characters)."""
+
+
+def checked_author(author: object) -> str:
+    """*author* (who answered), if a record can keep it: a ``str`` of at
+    most 256 characters, no NUL, no lone surrogate; else a
+    ``TypeError``/``ValueError`` saying why (never showing it).
+
+    .. versionadded:: 0.1.0
+    """
+    if not isinstance(author, str):
+        msg = f"author must be a str, not a {type(author).__name__}"
+        raise TypeError(msg)
+    problem = None
+    if len(author) > MAX_AUTHOR:
+        problem = f"{len(author)} characters, not at most {MAX_AUTHOR}"
+    elif "\x00" in author:
+        problem = "it holds NUL"
+    else:
+        try:
+            author.encode()
+        except UnicodeEncodeError:
+            problem = "it holds a lone surrogate"
+    if problem is not None:
+        msg = f"author cannot be stored: {problem}"
+        raise ValueError(msg)
+    return author
 
 
 _JSON_ANSWER = "a JSON value (None, bool, int, float, str, list, dict with str keys) or an attrs instance"

@@ -44,7 +44,7 @@ from ..stores import CheckpointStore, check_thread_id
 from . import _engine
 from ._checkpoints import Threads
 from ._codec import Codec
-from ._engine import EventSink, Hooks, Machine, Migration
+from ._engine import EventSink, Hooks, Machine, Migration, checked_author
 from ._model import Gate, Observer, Snapshot
 
 
@@ -294,6 +294,7 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         *,
         version: int | None = None,
         answer: object = None,
+        author: str = "",
         migrate: Migration | None = None,
         gates: Sequence[Gate[S]] = (),
         observers: Sequence[Observer[S]] = (),
@@ -307,9 +308,12 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         another fingerprint is refused with
         :class:`~pipeline.failures.IncompatibleGraph` unless *migrate* maps
         it to this one.  *answer* goes to the gate of an interrupted
-        transition (or to the nested run that paused inside it).
+        transition (or to the nested run that paused inside it); the record
+        that stores it names *author* (who answered:
+        :attr:`Snapshot.author <pipeline.fold.Snapshot.author>`).
         """
         limits = self._checked(store, limits)
+        author = checked_author(author)
         return await _engine.resume_thread(
             self._machine,
             limits,
@@ -317,6 +321,7 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
             thread_id=thread_id,
             version=version,
             answer=answer,
+            author=author,
             migrate=migrate,
             hooks=self._hooks(gates, observers, on_event),
             max_steps=self.max_steps(limits),

@@ -72,6 +72,8 @@ def test_run_pause_answer_resume(
         "answer",
         "t1",
         "yes",
+        "--author",
+        "ana@example",
         "--store",
         store,
         cwd=tmp_path,
@@ -91,6 +93,11 @@ def test_run_pause_answer_resume(
     nodes = [r["node"] for r in rows]
     assert nodes.count("send") == 1  # the node ran once
     assert rows[-2]["question"] is None  # answered
+    # the answer's record names who answered; the run's records, nobody
+    answer_row = next(r for r in rows if r["author"] is not None)
+    assert answer_row["author"] == "ana@example"
+    assert answer_row["question"] is None
+    assert [r["author"] for r in rows].count("ana@example") == 1
     assert rows[-1]["status"] == "done"
 
     resumed = cli("resume", "t1", "--store", store, cwd=tmp_path)
@@ -504,6 +511,11 @@ BAD = [
         "no checkpoint for thread 'p' at version 99",
     ),
     (["answer", "nope", "yes"], ExitCode.NOT_FOUND, "no thread 'nope'"),
+    (
+        ["answer", "p", "yes", "--author", "a" * 300],
+        ExitCode.USAGE,
+        "author cannot be stored: 300 characters",
+    ),
     (
         [
             "run",

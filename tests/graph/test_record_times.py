@@ -298,3 +298,49 @@ async def test_json_event_lines_carry_time_and_duration() -> None:
     stamp = out.when(utc(T0))
     assert [d["at"] for d in docs] == [stamp] * 5
     assert [d.get("duration") for d in docs] == [None, None, 1.5, 2.25, None]
+
+
+async def ask_before_n1(t: fold.Transition[Counted]) -> fold.Decision:
+    if t.targets != ("n1",) or t.answer is not None:
+        return fold.Continue()
+    return fold.Interrupt("go on?")
+
+
+async def test_an_answer_names_its_author(make_store: StoreFactory) -> None:
+    """The record that stores an answer names who answered, on every
+    store; the run's own records name nobody."""
+    g = linear(2)
+    async with make_store() as store:
+        paused = await g.run(
+            Counted(), store=store, thread_id="t", gates=[ask_before_n1]
+        )
+        assert paused.unwrap().status is fold.Status.INTERRUPTED
+        done = await g.resume(
+            store, "t", answer="yes", author="ana", gates=[ask_before_n1]
+        )
+        assert done.unwrap().done
+        snaps = (await g.history(store, "t")).unwrap()
+    authors = [s.author for s in snaps]
+    assert authors.count("ana") == 1
+    answered = snaps[authors.index("ana")]
+    assert answered.pending is not None
+    assert answered.pending.answered
+
+
+@pytest.mark.parametrize(
+    ("author", "error", "says"),
+    [
+        (7, TypeError, "author must be a str, not a int"),
+        ("x" * 257, ValueError, "257 characters, not at most 256"),
+        ("a\x00b", ValueError, "it holds NUL"),
+        ("\ud800", ValueError, "lone surrogate"),
+    ],
+)
+async def test_a_bad_author_is_refused(
+    author: Any, error: type[Exception], says: str
+) -> None:
+    g = linear(1)
+    store = stores.MemoryStore()
+    await g.run(Counted(), store=store, thread_id="t")
+    with pytest.raises(error, match=says):
+        await g.resume(store, "t", answer="yes", author=author)
