@@ -9,9 +9,13 @@ import uuid
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+import anyio
 import pytest
 
+from pipeline import stores
 from pipeline.cli import ExitCode, main
+from pipeline.stores import Record, record_checksum
+from tests.cli.flows import plain
 from tests.cli.runner import FLOWS, Terminal, cli, environment
 
 
@@ -800,3 +804,73 @@ def test_context_flag(
         == 0
     )
     assert capsys.readouterr().out == "Restart the router.\n"
+
+
+# A thread as the release before records carried their time, author and
+# origin wrote it (``plain`` run on input {"text": "x"}): four documents,
+# byte for byte, but for the graph's fingerprint, filled in (so that a
+# change to the flow does not break this test).
+OLD_RECORDS = [
+    (
+        '{"fp":"FP","next":["classify"],"state":{"category":"","reply":"",'
+        '"sent":false,"text":"x"},"step":0,"v":1}'
+    ),
+    '{"fp":"FP","next":["draft"],"state":{"category":"tech"},"step":1,"v":1}',
+    (
+        '{"fp":"FP","next":["send"],"state":{"reply":"About your tech issue"},'
+        '"step":2,"v":1}'
+    ),
+    (
+        '{"fp":"FP","next":[],"state":{"sent":true},"status":"done","step":3,'
+        '"v":1}'
+    ),
+]
+
+
+@pytest.mark.slow
+def test_records_of_an_older_release_still_show(tmp_path: Path) -> None:
+    """Records without a time, author or origin read and display: ``?``
+    for the time, no author, no origin."""
+    path = tmp_path / "old.sqlite3"
+
+    async def write() -> None:
+        async with stores.SQLiteStore(path) as store:
+            for version, text in enumerate(OLD_RECORDS):
+                data = text.replace("FP", plain.fingerprint).encode()
+                parent = None if version == 0 else version - 1
+                record = Record(
+                    "old",
+                    version,
+                    parent,
+                    data,
+                    record_checksum("old", version, parent, data),
+                )
+                await store.commit(record, expected_head=parent)
+
+    anyio.run(write)
+    target = ("--store", str(path), "--target", f"{FLOWS}:plain")
+    piped = cli("history", "old", *target, cwd=tmp_path)
+    assert piped.returncode == ExitCode.OK, piped.stderr
+    header, *rows = (line.split("\t") for line in piped.stdout.splitlines())
+    assert header[:4] == ["version", "parent", "committed (UTC)", "status"]
+    assert [row[:4] for row in rows] == [
+        ["0", "", "?", "running"],
+        ["1", "0", "?", "running"],
+        ["2", "1", "?", "running"],
+        ["3", "2", "?", "done"],
+    ]
+    as_json = lines(
+        cli("history", "old", *target, "--json", cwd=tmp_path).stdout
+    )
+    assert [(r["at"], r["author"], r["origin"]) for r in as_json] == [
+        (None, None, None)
+    ] * 4
+    shown = cli("show", "old", *target, cwd=tmp_path)
+    assert shown.returncode == ExitCode.OK, shown.stderr
+    head = json.loads(shown.stdout)
+    assert (head["committed_at"], head["author"], head["origin"]) == (
+        None,
+        None,
+        None,
+    )
+    assert head["state"]["sent"] is True
