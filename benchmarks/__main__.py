@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from benchmarks import (
     cli_startup,
+    mcp,
     w1_chain,
     w3_loop,
     w7_agent,
@@ -34,7 +35,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe,temporal",
+        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe,temporal,mcp",
     )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
@@ -54,6 +55,7 @@ def main() -> None:
         "cli": lambda: cli_startup.cases(max(reps, 20)),
         "observe": lambda: w_observe.cases(settings, quick=args.quick),
         "temporal": lambda: w11_temporal.cases(settings, quick=args.quick),
+        "mcp": lambda: mcp.cases(settings, quick=args.quick),
     }
     chosen = [b for b in args.only.split(",") if b] or list(batches)
     cases: list[Case] = []

@@ -26,7 +26,7 @@ nitpicky = True
 nitpick_ignore_regex = [
     (
         r"py:.*",
-        r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis|openai|anthropic|opentelemetry|temporalio|datetime|pathlib|contextvars|random)(\..*)?",
+        r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis|openai|anthropic|opentelemetry|temporalio|datetime|pathlib|contextvars|random|mcp|mcp_types)(\..*)?",
     ),
     (
         r"py:.*",
@@ -40,7 +40,7 @@ nitpick_ignore_regex = [
     # Aliases and the machines' private value types.
     (
         r"py:.*",
-        r"(Param|Observer|Gate|HandoffObserver|GraphMachine|SwarmMachine|Member|Intercept|Progress|Migration|EventSink|FoldEvent|Doc|Where|Reducer|Hooks|Journal|NestedJournal|MakeRunner|Offload|Resolver|Shaped|Writable|Ledger|Tracing|DeltaSink|ToolHook|TracerProvider|WorkflowHandle|SnapshotDoc|RunRequest|Waited|Kinds|Client|Worker)",
+        r"(Param|Observer|Gate|HandoffObserver|GraphMachine|SwarmMachine|Member|Intercept|Progress|Migration|EventSink|FoldEvent|Doc|Where|Reducer|Hooks|Journal|NestedJournal|MakeRunner|Offload|Resolver|Shaped|Writable|Ledger|Tracing|DeltaSink|ToolHook|TracerProvider|WorkflowHandle|SnapshotDoc|RunRequest|Waited|Kinds|Client|Worker|StdioServerParameters)",
     ),
     # Type variables and aliases, wherever they are defined.
     (

@@ -13,7 +13,8 @@ The hierarchy::
     ├── GraphDefects           a graph cannot be built (.defects: GraphDefect)
     ├── SwarmDefects           a swarm cannot be built (.defects: GraphDefect)
     ├── InvalidAnswer          a human's answer does not fit its type
-    └── NestedTooDeeply        JSON read from outside nests past the limit
+    ├── NestedTooDeeply        JSON read from outside nests past the limit
+    └── MalformedToolSchema    an MCP server lists a tool no model can call
     RuntimeError
     └── RendererUnavailable    Graphviz's ``dot`` is missing or failed
     KeyError
@@ -47,6 +48,7 @@ __all__ = (
     "GraphDefects",
     "InvalidAnswer",
     "InvalidThreadId",
+    "MalformedToolSchema",
     "MissingExtra",
     "NestedTooDeeply",
     "RendererUnavailable",
@@ -217,6 +219,16 @@ class NestedTooDeeply(ValueError):
         super().__init__(f"{where} nests deeper than {limit} levels")
         self.where = where
         self.limit = limit
+
+
+@final
+class MalformedToolSchema(ValueError):
+    """An MCP server listed a tool whose name or input schema no model can
+    be given (found when the tools are listed, before any call): the
+    message names the server, the tool and where in its schema.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 @final

@@ -57,6 +57,7 @@ __all__ = (
     "FoldEvent",
     "Handoff",
     "Interrupted",
+    "McpServerLost",
     "MessageComplete",
     "MessageDelta",
     "NodeFinished",
@@ -215,6 +216,20 @@ class ToolRaised:
 
 @final
 @attrs.frozen
+class McpServerLost:
+    """An MCP server's connection ended while *tool* was being called (the
+    process died, the HTTP server went away): the model got an error
+    result, and later calls to *server* fail at once.
+
+    .. versionadded:: 0.1.0
+    """
+
+    server: str
+    tool: str
+
+
+@final
+@attrs.frozen
 class Handoff:
     """A swarm moved the conversation from one agent to another.
 
@@ -257,6 +272,7 @@ Event: TypeAlias = (
     | ToolCallStarted
     | ToolCallFinished
     | ToolRaised
+    | McpServerLost
     | Handoff
     | Note
     | NodeStarted

@@ -27,9 +27,9 @@ from pipeline._depth import (
     depth_of,
     loads,
 )
-from pipeline.cli._commands import _answer
 from pipeline.cli._exits import UserError
 from pipeline.cli._target import read_json
+from pipeline.cli._threads import parse_answer
 from pipeline.errors import NestedTooDeeply
 from pipeline.failures import CheckpointDecodeError, InvalidState
 from pipeline.fold import stored_answer
@@ -163,10 +163,10 @@ def test_cli_input() -> None:
 def test_cli_answer() -> None:
     """The 3.13 regression: 5,000 levels parsed there, and failed later as
     "cannot be stored" (exit 1); it is a usage error (exit 2) everywhere."""
-    assert _answer(text(MAX_DEPTH)) == nested(MAX_DEPTH)
+    assert parse_answer(text(MAX_DEPTH)) == nested(MAX_DEPTH)
     for deep in (text(MAX_DEPTH + 1), "[" * 5000 + "]" * 5000):
         with pytest.raises(UserError) as caught:
-            _answer(deep)
+            parse_answer(deep)
         assert caught.value.message.startswith(
             "malformed answer: nests too deeply"
         )

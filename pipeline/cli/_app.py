@@ -402,6 +402,30 @@ def draw(ctx: click.Context, target: str, fmt: str, output: str | None) -> int:
     return int(body(target, fmt, output, traceback=ctx.obj["traceback"]))
 
 
+@cli.group()
+def mcp() -> None:
+    """MCP: offer an agent or graph to MCP clients (needs
+    typed-pipeline[mcp])."""
+
+
+@mcp.command("serve")
+@click.argument("target", metavar="MODULE:OBJECT")
+@click.pass_context
+def mcp_serve(ctx: click.Context, target: str) -> int:
+    """Offer the agent or graph MODULE:OBJECT as an MCP server on stdin
+    and stdout: one tool, named after it."""
+    from ._commands import mcp_serve as body  # noqa: PLC0415
+
+    root = ctx.find_root()
+    return int(
+        body(
+            target,
+            backend=root.obj["backend"],
+            traceback=root.obj["traceback"],
+        )
+    )
+
+
 @cli.command()
 def demo() -> int:
     """Run the offline demo pipeline."""

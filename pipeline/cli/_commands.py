@@ -28,6 +28,7 @@ from ._target import (
     Target,
     as_context,
     load,
+    load_object,
     read_json,
     structure_input,
 )
@@ -433,4 +434,26 @@ def draw(
             hint="pick a file you can write",
         ) from None
     out.say(f"wrote {dest}")
+    return ExitCode.OK
+
+
+def mcp_serve(ref: str, *, backend: str, traceback: bool) -> ExitCode:
+    """``pipeline mcp serve``: the agent or graph *ref* on stdio."""
+    import anyio  # noqa: PLC0415
+
+    from .._extras import require  # noqa: PLC0415
+
+    obj = load_object(ref, traceback=traceback)
+    require("pipeline mcp serve", "the MCP SDK", "mcp", ("mcp",))
+    from ..agents import Agent  # noqa: PLC0415
+    from ..graph._graph import Graph  # noqa: PLC0415
+    from ..mcp import serve_stdio  # noqa: PLC0415
+
+    if not isinstance(obj, Agent | Graph):
+        raise UserError(
+            f"{ref} is a {type(obj).__name__}, not an agent or a graph",
+            hint="point at an Agent(...) or a value built with "
+            "graph.builder()",
+        )
+    anyio.run(serve_stdio, obj, backend=backend)
     return ExitCode.OK
