@@ -192,6 +192,9 @@ def test_json_tool_raised_shows_the_type_only(tmp_path: Path) -> None:
     )
     assert ran.returncode == ExitCode.OK, ran.stderr
     raised = next(e for e in lines(ran.stdout) if e["type"] == "tool_raised")
+    at = raised.pop("at")
+    assert isinstance(at, str)
+    assert at.endswith("Z")
     assert raised == {
         "type": "tool_raised",
         "tool": "lookup",
@@ -217,6 +220,7 @@ def test_json_pause_result(tmp_path: Path, store: str) -> None:
     )
     assert ran.returncode == ExitCode.PAUSED
     last = lines(ran.stdout)[-1]
+    assert str(last.pop("at")).endswith("Z")  # when it was written (UTC)
     assert last == {
         "type": "result",
         "status": "interrupted",
