@@ -14,7 +14,7 @@ COVERAGE ?= --cov --cov-report=term
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo check lint typing test test-versions test-all bench bench-quick docs clean
+.PHONY: demo check lint typing test test-versions test-all bench bench-quick bench-compare docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +44,7 @@ test-versions: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/pytest $(COVERAGE)
 
-check: lint typing test-all docs
+check: lint typing test-all docs bench-compare
 
 docs: $(STAMP)
 	$(BIN)/sphinx-build -b html -n -W --keep-going -q docs docs/_build/html
@@ -53,7 +53,13 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 bench-quick: $(STAMP)
-	$(BIN)/python -m benchmarks --quick
+	$(BIN)/python -m benchmarks --quick --json benchmarks/results/quick.json
+	$(BIN)/python -m benchmarks.compare --report-only
+
+# Report-only: compares the last `make bench-quick` (if any) with the
+# recorded figures; never runs the benchmarks, never fails on noise.
+bench-compare: $(STAMP)
+	$(BIN)/python -m benchmarks.compare --report-only
 
 clean:
 	rm -rf $(VENV) .venv-3.* .mypy_cache .pytest_cache .ruff_cache

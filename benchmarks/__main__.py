@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 
 from collections.abc import Callable
+from pathlib import Path
 
 from benchmarks import (
     cli_startup,
@@ -16,6 +19,7 @@ from benchmarks import (
     w9_durable,
     w10_swarm,
     w11_temporal,
+    w_cache,
     w_graph,
     w_observe,
     w_servers,
@@ -35,7 +39,13 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe,temporal,mcp",
+        help="comma-separated batches: chain,loop,graph,agent,swarm,durable,servers,import,cli,observe,temporal,mcp,cache",
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="also write every case to this file (benchmarks.compare reads it)",
     )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
@@ -56,6 +66,7 @@ def main() -> None:
         "observe": lambda: w_observe.cases(settings, quick=args.quick),
         "temporal": lambda: w11_temporal.cases(settings, quick=args.quick),
         "mcp": lambda: mcp.cases(settings, quick=args.quick),
+        "cache": lambda: w_cache.cases(settings, quick=args.quick),
     }
     chosen = [b for b in args.only.split(",") if b] or list(batches)
     cases: list[Case] = []
@@ -63,6 +74,15 @@ def main() -> None:
         for case in batch():
             print(case.line(), flush=True)
             cases.append(case)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            "backend": args.backend,
+            "quick": args.quick,
+            "loadavg": list(os.getloadavg()),
+            "cases": [json.loads(c.line()) for c in cases],
+        }
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
     print()
     print(f"backend: {args.backend}; medians of {reps} runs after a warm-up")
     print(table(cases))

@@ -25,7 +25,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast, final
 
-from opentelemetry.trace import SpanKind, Status, StatusCode, use_span
+from opentelemetry.trace import (
+    SpanKind,
+    Status,
+    StatusCode,
+    get_current_span,
+    use_span,
+)
 from returns.result import Failure
 
 from ._version import __version__
@@ -176,6 +182,11 @@ class Tracing:
                 return new
 
         return node
+
+    @staticmethod
+    def cache_lookup(hit: bool) -> None:
+        """Mark the current span (a node's) with a cache lookup's outcome."""
+        get_current_span().set_attribute("pipeline.cache.hit", hit)
 
     def outcome(self, span: Span, result: object) -> None:
         """Mark a fold's span failed if its result is a failure."""

@@ -49,6 +49,7 @@ Out_co = TypeVar("Out_co", covariant=True)
 Err_co = TypeVar("Err_co", covariant=True)
 
 __all__ = (
+    "CacheLookup",
     "CheckpointSaved",
     "CheckpointSkipped",
     "Event",
@@ -96,6 +97,21 @@ class NodeFinished:
 
     nodes: tuple[str, ...]
     step: int
+
+
+@final
+@attrs.frozen
+class CacheLookup:
+    """A cached node looked its input up: *hit* (not run) or a miss (run).
+
+    *key* is the first 16 hex digits of the input's digest.
+
+    .. versionadded:: 0.1.0
+    """
+
+    node: str
+    hit: bool
+    key: str
 
 
 @final
@@ -277,6 +293,7 @@ Event: TypeAlias = (
     | Note
     | NodeStarted
     | NodeFinished
+    | CacheLookup
     | CheckpointSaved
     | CheckpointSkipped
     | Interrupted

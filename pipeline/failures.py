@@ -30,6 +30,8 @@ The hierarchy::
     │   ├── MergeConflict           fan-out branches wrote one field apart
     │   ├── RunStopped              a gate stopped the run
     │   ├── RunPaused               a run waits for an answer
+    │   ├── StaleAnswer             an answer for a question not pending
+    │   ├── EditRefused             a thread that cannot be edited now
     │   └── HistoryBudgetExceeded
     ├── checkpoints and stores
     │   ├── ConcurrentModification  another writer took the version
@@ -69,6 +71,7 @@ __all__ = (
     "CheckpointDecodeError",
     "ConcurrentModification",
     "ConditionError",
+    "EditRefused",
     "FanOutLimitExceeded",
     "HistoryBudgetExceeded",
     "IncompatibleGraph",
@@ -85,6 +88,7 @@ __all__ = (
     "RunPaused",
     "RunStopped",
     "SnapshotNotFound",
+    "StaleAnswer",
     "StepLimitExceeded",
     "ThreadBusy",
     "TimedOut",
@@ -237,9 +241,13 @@ class UnknownRoute(PipelineError):
 @final
 @attrs.frozen
 class StepLimitExceeded(PipelineError):
-    """A run reached its step limit; the last checkpoint can be resumed.
+    """A run reached its step limit.
 
-    *tail* holds the names of the last nodes that ran, newest last.
+    *tail* holds the names of the last nodes that ran, newest last.  With
+    a store, the thread stops there: a record with status ``stopped`` and
+    this failure as its reason is committed, and resuming the thread
+    returns that stop.  To go on with larger limits, resume from the
+    version before the stop (``resume(version=...)``) or fork it.
 
     .. versionadded:: 0.1.0
     """
@@ -426,6 +434,66 @@ class RunPaused(PipelineError):
 
     def __str__(self) -> str:
         return f"paused for an answer: {self.question!r} (at {self.where()})"
+
+
+@final
+@attrs.frozen
+class StaleAnswer(PipelineError):
+    """An answer for a question that is not the one pending: nothing was
+    committed, nothing ran.
+
+    *question* is the id the answer was given for (``None``: none was
+    given), *pending* the id of the question thread *thread_id* waits at
+    (``None``: it waits at none; *status* says where it stands).  A
+    question's id is ``Snapshot.question_id``: the version that asked it
+    and a digest of what it asked.  The answer itself is never part of
+    the message.
+
+    .. versionadded:: 0.1.0
+    """
+
+    thread_id: str
+    question: str | None
+    pending: str | None
+    status: str
+
+    def __str__(self) -> str:
+        given = (
+            "the answer"
+            if self.question is None
+            else f"the answer to question {self.question}"
+        )
+        if self.pending is None:
+            return (
+                f"{given} applies to nothing: thread {self.thread_id!r} "
+                f"waits for no answer (it is {self.status})"
+            )
+        return (
+            f"{given} is not for the question thread {self.thread_id!r} "
+            f"waits at ({self.pending}); nothing was applied"
+        )
+
+
+@final
+@attrs.frozen
+class EditRefused(PipelineError):
+    """A thread's state cannot be edited now (``update_state``): only a
+    paused or stopped thread between steps can be; nothing was committed.
+
+    *status* is where thread *thread_id* stands, *why* what is missing.
+
+    .. versionadded:: 0.1.0
+    """
+
+    thread_id: str
+    status: str
+    why: str
+
+    def __str__(self) -> str:
+        return (
+            f"thread {self.thread_id!r} cannot be edited ({self.status}): "
+            f"{self.why}"
+        )
 
 
 @final

@@ -523,18 +523,21 @@ async def test_interrupt_inside_a_subgraph_pauses_and_resumes_the_parent() -> (
 
 
 async def test_inner_refusal_after_resume_stops_the_parent() -> None:
-    """Answering "no" makes the inner gate stop; the parent fails with it."""
+    """Answering "no" makes the inner gate stop; the parent stops with it,
+    for good: a stopped record with the inner reason, which a resume
+    returns without running anything."""
     runs = Counter[str]()
     answers: list[object] = []
     store = stores.MemoryStore()
     parent = parent_of(gated_sub(runs, answers), runs)
     await parent.run(Count(), store=store, thread_id="t")
-    out = await parent.resume(store, "t", answer="no")
-    assert isinstance(out, Failure)
-    err = out.failure()
-    assert isinstance(err, RunStopped)
-    assert err.reason == "refused"
+    out = (await parent.resume(store, "t", answer="no")).unwrap()
+    assert (out.status, out.reason) == (Status.STOPPED, "refused")
     assert "risky" not in runs
+    assert (await parent.load(store, "t")).unwrap() == out
+    before = Counter(runs)
+    assert (await parent.resume(store, "t")).unwrap() == out
+    assert runs == before
 
 
 def approved_relay(

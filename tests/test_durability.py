@@ -31,7 +31,12 @@ from returns.result import Result, Success
 
 from pipeline import Context, Graph, Message, fold, graph, handler, stores
 from pipeline.errors import InvalidAnswer, InvalidThreadId
-from pipeline.failures import CheckpointDecodeError, InvalidState, ThreadBusy
+from pipeline.failures import (
+    CheckpointDecodeError,
+    InvalidState,
+    StaleAnswer,
+    ThreadBusy,
+)
 from pipeline.fold import Continue, Interrupt, Stop, Transition
 from pipeline.graph import END
 from pipeline.stores import DEFAULT_LEASE_TTL, CheckpointStore, Lease, Record
@@ -387,8 +392,9 @@ async def test_hundred_concurrent_resumers_run_each_node_once(
     tmp_path: Path, make_store: StoreFactory
 ) -> None:
     """100 tasks resuming one paused thread, on every store: one runs it,
-    the others are told the thread is busy (or find it done); each node's
-    side effect happens exactly once."""
+    the others are told the thread is busy (or that it waits for no
+    answer any more: StaleAnswer); each node's side effect happens exactly
+    once."""
     log = tmp_path / "effects.log"
     g = counting_graph(log)
 
@@ -414,6 +420,10 @@ async def test_hundred_concurrent_resumers_run_each_node_once(
             )
             if isinstance(out, Success):
                 outcomes.append("done")
+            elif isinstance(stale := out.failure(), StaleAnswer):
+                # Another resumer's answer went first: none waits now.
+                assert stale.pending is None
+                outcomes.append("stale")
             else:
                 assert isinstance(out.failure(), ThreadBusy)
                 outcomes.append("busy")

@@ -41,10 +41,11 @@ ROOT = Path(__file__).resolve().parents[1]
 VERSIONS = tuple(
     os.environ.get("PIPELINE_CI_PYTHONS", "3.11 3.12 3.13").split()
 )
-EXTRAS = "trio,otel,redis,testing,ui"
-"""The extras without compiled code of their own (pyproject.toml's
-``[project.optional-dependencies]``; ``openai``, ``anthropic``,
-``postgres``, ``temporal`` bring binary wheels, ``docs`` Sphinx)."""
+EXTRAS = "trio,otel,redis,testing,ui,anthropic,postgres,temporal,mcp"
+"""Every extra of pyproject.toml's ``[project.optional-dependencies]`` but
+``openai``, left out so that its absence is real (it is then installed
+beside, in a folder of its own: :func:`test_the_openai_extra_installed`),
+``docs`` (Sphinx, for building these docs) and ``dev``."""
 HIDDEN = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "OPENAI_API_KEY")
 """Variables of the developer's shell that would reach into the checkout
 or a network service."""
@@ -249,7 +250,8 @@ def test_installed_by_name_the_demo_runs_offline(
         venv / "python",
         "-c",
         "import trio, pipeline._tracing, pipeline.stores.redis,"
-        " pipeline.testing.strategies, uvicorn;"
+        " pipeline.testing.strategies, uvicorn, pipeline.models.anthropic,"
+        " pipeline.stores.postgres, pipeline.temporal, pipeline.mcp;"
         " from pipeline.cli._ui import app; app('threads.sqlite3')",
         cwd=outside,
     )
@@ -335,3 +337,46 @@ def test_an_extra_left_out_says_how_to_install_it(
         "pipeline.errors.MissingExtra: pipeline.models.openai needs the "
         "OpenAI SDK (missing: openai): pip install 'typed-pipeline[openai]'"
     )
+
+
+@pytest.mark.slow
+def test_the_openai_extra_installed(
+    venv: Path, wheel: Path, outside: Path
+) -> None:
+    """``typed-pipeline[openai]``'s own requirements, installed by name
+    into a folder beside the environment (which keeps the SDK absent for
+    the test above): the adapter imports and builds its client."""
+    beside = outside / "openai-extra"
+    _run(
+        venv / "python",
+        "-m",
+        "pip",
+        "--disable-pip-version-check",
+        "install",
+        "-q",
+        "--target",
+        beside,
+        "--find-links",
+        wheel.parent,
+        f"typed-pipeline[openai]=={__version__}",
+        cwd=outside,
+    )
+    done = subprocess.run(  # noqa: S603
+        [
+            str(venv / "python"),
+            "-c",
+            (
+                "from pipeline.models.openai import OpenAIModel;"
+                "m = OpenAIModel('gpt-4o-mini', api_key='k',"
+                " base_url='http://127.0.0.1:9/v1'); print(m.name)"
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=outside,
+        env={**_env(), "PYTHONPATH": str(beside)},
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "gpt-4o-mini" in done.stdout

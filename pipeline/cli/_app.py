@@ -258,6 +258,12 @@ def _author(
     help="who answers, kept in the answer's record "
     "($PIPELINE_AUTHOR, default: your login name)",
 )
+@click.option(
+    "--question",
+    metavar="ID",
+    help="the id of the question ANSWER is for (`pipeline show` prints it:"
+    " pending.id); refused if THREAD waits at another",
+)
 @target_option
 @store_option
 @json_option
@@ -268,6 +274,7 @@ def answer(
     thread: str,
     answer: str,
     author: str,
+    question: str | None,
     ref: str | None,
     store: str | None,
     as_json: bool,
@@ -276,14 +283,22 @@ def answer(
     """Answer the question THREAD paused on, and continue it.
 
     ANSWER is JSON when it parses as JSON (true, 3, {"ok": true}),
-    else the text itself.
+    else the text itself.  A stopped thread waits for no answer: answer
+    its question again on a fork (`pipeline fork THREAD --version V
+    --answer ANSWER`).
     """
     from ._commands import resume as body  # noqa: PLC0415
 
     return _go(
         ctx,
         lambda s: body(
-            s, thread, version=None, ref=ref, answer_text=answer, author=author
+            s,
+            thread,
+            version=None,
+            ref=ref,
+            answer_text=answer,
+            question=question,
+            author=author,
         ),
         store,
         as_json=as_json,
@@ -348,21 +363,91 @@ def show(
 @click.argument("thread")
 @version_option
 @click.option("--to", "new_id", metavar="ID", help="the new thread's id")
+@click.option(
+    "--answer",
+    "answer_text",
+    metavar="ANSWER",
+    help="answer the question the fork waits at, and continue the fork "
+    "(how a question a stopped thread declined is answered again)",
+)
 @target_option
 @store_option
+@json_option
 @click.pass_context
 def fork(
     ctx: click.Context,
     thread: str,
     version: int | None,
     new_id: str | None,
+    answer_text: str | None,
     ref: str | None,
     store: str | None,
+    as_json: bool,
 ) -> int:
-    """Copy THREAD (at --version N) into a new thread; print its id."""
+    """Copy THREAD (at --version N) into a new thread; print its id.
+
+    A stopped snapshot's copy runs again (resume it); with --answer, the
+    fork of a question is answered and continued at once.
+    """
     from ._commands import fork as body  # noqa: PLC0415
 
-    return _go(ctx, lambda s: body(s, thread, version, new_id, ref), store)
+    return _go(
+        ctx,
+        lambda s: body(s, thread, version, new_id, ref, answer_text),
+        store,
+        as_json=as_json,
+    )
+
+
+@cli.command()
+@click.argument("thread")
+@click.option(
+    "--state",
+    "state_text",
+    metavar="JSON|@FILE",
+    help="the whole new state",
+)
+@click.option(
+    "--patch",
+    "patch_text",
+    metavar="JSON|@FILE",
+    help="a JSON merge patch over the state (null deletes a field)",
+)
+@click.option("--author", required=True, help="who makes the change")
+@click.option("--reason", required=True, help="why")
+@target_option
+@store_option
+@json_option
+@click.pass_context
+def edit(
+    ctx: click.Context,
+    thread: str,
+    state_text: str | None,
+    patch_text: str | None,
+    author: str,
+    reason: str,
+    ref: str | None,
+    store: str | None,
+    as_json: bool,
+) -> int:
+    """Edit the state of THREAD, paused or stopped: a version of its own
+    with --author and --reason, shown by `pipeline history`."""
+    from ._commands import edit as body  # noqa: PLC0415
+
+    return _go(
+        ctx,
+        lambda s: body(
+            s,
+            thread,
+            state_text=state_text,
+            patch_text=patch_text,
+            author=author,
+            reason=reason,
+            ref=ref,
+        ),
+        store,
+        as_json=as_json,
+    )
 
 
 @cli.command()

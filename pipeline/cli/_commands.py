@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 
@@ -111,9 +112,11 @@ async def resume(
     version: int | None,
     ref: str | None,
     answer_text: str | None,
+    question: str | None = None,
     author: str = "",
 ) -> ExitCode:
-    """``pipeline resume`` and ``pipeline answer`` (by *author*)."""
+    """``pipeline resume`` and ``pipeline answer`` (for the question whose
+    id is *question*, if given; by *author*)."""
     from ..fold import checked_author  # noqa: PLC0415
 
     try:
@@ -137,7 +140,12 @@ async def resume(
                     store, thread_id, version=version
                 )
             return await obj.resume(  # type: ignore[no-any-return]
-                store, thread_id, answer=answer, author=author
+                store,
+                thread_id,
+                version=version,
+                answer=answer,
+                question=question,
+                author=author,
             )
 
         from ..errors import InvalidAnswer  # noqa: PLC0415
@@ -249,6 +257,14 @@ async def _finish(
                 "result", {"status": "stopped", **where, "reason": snap.reason}
             )
         out.say(f"stopped: {snap.reason}" if snap.reason else "stopped")
+        if tid is not None and snap.parent is not None:
+            out.say(
+                f"hint: thread {tid} stays stopped (version {snap.version});"
+                f" to go on, fork it: `pipeline fork {tid} --version "
+                f"{snap.parent}{store_hint}` (a question it declined: "
+                f"`pipeline fork {tid} --version V --answer ANSWER"
+                f"{store_hint}`, V its version in `pipeline history {tid}`)"
+            )
         return ExitCode.STOPPED
     if lines is not None:
         lines.write(
@@ -300,13 +316,38 @@ async def threads(settings: Settings) -> ExitCode:
             if is_companion(tid):
                 continue
             head = await store.head(tid)
-            rows.append((tid, head, await noted_target(store, tid)))
+            status = await _head_status(store, tid)
+            rows.append((tid, head, status, await noted_target(store, tid)))
     if settings.json:
-        for tid, head, ref in rows:
-            out.emit_json({"thread": tid, "head": head, "target": ref})
+        for tid, head, status, ref in rows:
+            out.emit_json(
+                {"thread": tid, "head": head, "status": status, "target": ref}
+            )
     else:
-        out.table("threads", ("thread", "head", "target"), rows)
+        out.table("threads", ("thread", "head", "status", "target"), rows)
     return ExitCode.OK
+
+
+async def _head_status(store: CheckpointStore, thread_id: str) -> str:
+    """Where a thread stands (``running``, ``interrupted``, ``stopped``,
+    ``done``), read from its head record without its code (a torn head
+    record counts as its parent, as a load does); ``unreadable`` if that
+    record does not parse."""
+    from ..stores import record_checksum  # noqa: PLC0415
+
+    rows = {r.version: r for r in await store.records(thread_id)}
+    if not rows:
+        return "unreadable"
+    row = rows[max(rows)]
+    intact = record_checksum(row.thread_id, row.version, row.parent, row.data)
+    if intact != row.checksum and row.parent in rows:
+        row = rows[row.parent]
+    try:
+        doc = json.loads(row.data)
+    except ValueError:
+        return "unreadable"
+    status = doc.get("status", "running") if isinstance(doc, dict) else None
+    return status if isinstance(status, str) else "unreadable"
 
 
 async def history(
@@ -352,8 +393,10 @@ async def fork(
     version: int | None,
     new_id: str | None,
     ref: str | None,
+    answer_text: str | None = None,
 ) -> ExitCode:
-    """``pipeline fork``."""
+    """``pipeline fork`` (and, with *answer_text*, answer the question the
+    fork waits at: how a stopped thread's question is answered again)."""
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
         new_id = new_id or uuid.uuid4().hex[:16]
@@ -361,6 +404,21 @@ async def fork(
             raise UserError(
                 f"thread {new_id!r} already exists", hint="pick another --to"
             )
+        if answer_text is not None:
+            source = found(
+                await target.obj.load(store, thread_id, version=version),
+                thread_id,
+                settings,
+            )
+            if source.question_id is None:
+                at = "" if version is None else f" at version {version}"
+                raise UserError(
+                    f"thread {thread_id!r}{at} waits for no answer "
+                    f"(it is {source.status}); nothing was forked",
+                    hint=f"`pipeline history {thread_id}"
+                    f"{store_flag(settings)}` lists the questions and "
+                    "their versions (--version V)",
+                )
         snap = found(
             await target.obj.fork(
                 store, thread_id, version=version, new_thread_id=new_id
@@ -369,7 +427,95 @@ async def fork(
             settings,
         )
         await note_target(store, snap.thread_id, target.ref)
-    print(snap.thread_id)
+    if answer_text is not None:
+        if not settings.json:
+            out.say(f"thread {snap.thread_id}")
+        return await resume(
+            settings,
+            snap.thread_id,
+            version=None,
+            ref=target.ref,
+            answer_text=answer_text,
+            question=snap.question_id,
+        )
+    if settings.json:
+        out.emit_json({"thread": snap.thread_id})
+    else:
+        print(snap.thread_id)
+    return ExitCode.OK
+
+
+async def edit(
+    settings: Settings,
+    thread_id: str,
+    *,
+    state_text: str | None,
+    patch_text: str | None,
+    author: str,
+    reason: str,
+    ref: str | None,
+) -> ExitCode:
+    """``pipeline edit``: a paused or stopped thread's state, replaced
+    (``--state``) or patched (``--patch``, a JSON merge patch)."""
+    if (state_text is None) == (patch_text is None):
+        raise UserError(
+            "edit takes --state or --patch (one of them)",
+            hint='--patch \'{"field": "value"}\' changes one field',
+        )
+    async with open_store(settings.store) as store:
+        target = await _thread_target(settings, store, thread_id, ref)
+        codec = target.obj.codec
+        state: object = None
+        patch: dict[str, object] | None = None
+        if state_text is not None:
+            value = read_json(state_text, "--state")
+            try:
+                state = codec.converter.structure(value, codec.state_type)
+            except Exception as exc:  # noqa: BLE001  # cattrs raises many kinds
+                raise UserError(
+                    f"--state does not fit the thread's state type "
+                    f"({type(exc).__name__})",
+                    hint=f"`pipeline show {thread_id}` prints the state as "
+                    "it is; --patch changes only what it names",
+                ) from None
+        else:
+            value = read_json(patch_text or "", "--patch")
+            if not isinstance(value, dict):
+                raise UserError(
+                    "--patch is a JSON object (a JSON merge patch)",
+                    hint='for example: --patch \'{"field": "value"}\'',
+                )
+            patch = value
+        out_ = await target.obj.update_state(
+            store,
+            thread_id,
+            state,
+            patch=patch,
+            author=author,
+            reason=reason,
+        )
+        if type(out_) is not Success:
+            failure = out_.failure()
+            refused = failure_error(failure, settings)
+            raise refused or UserError(
+                str(failure),
+                hint=f"`pipeline show {thread_id}"
+                f"{store_flag(settings)}` shows where it stands",
+            )
+        snap = out_.unwrap()
+        if settings.json:  # its history row, time and all, as read back
+            snaps = found(
+                await target.obj.history(store, thread_id), thread_id, settings
+            )
+            rows = out.history_rows(snaps)
+            out.emit_json(
+                next(r for r in rows if r["version"] == snap.version)
+            )
+            return ExitCode.OK
+    out.say(
+        f"thread {thread_id}: version {snap.version} edited by "
+        f"{author} ({snap.status})"
+    )
     return ExitCode.OK
 
 

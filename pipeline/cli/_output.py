@@ -119,6 +119,7 @@ def snapshot_doc(target: Target, snap: Snapshot[Any]) -> dict[str, Any]:
         pending = {
             "question": snap.pending.question,
             "answered": snap.pending.answered,
+            "id": snap.question_id,
         }
     return {
         "thread": snap.thread_id,
@@ -130,8 +131,10 @@ def snapshot_doc(target: Target, snap: Snapshot[Any]) -> dict[str, Any]:
         "next": list(snap.next),
         "pending": pending,
         "committed_at": when(snap.committed_at),
-        "author": snap.author or None,
+        "author": snap.author
+        or (snap.edit.author if snap.edit is not None else None),
         "origin": origin_doc(snap),
+        "reason": snap.reason or None,
         "state": state,
     }
 
@@ -239,51 +242,65 @@ def record_path(
     return _descend(["+".join(snap.next)], key, snap.progress[key])
 
 
-def history_rows(snaps: Sequence[Snapshot[Any]]) -> list[dict[str, Any]]:
-    """The lines of ``pipeline history``, oldest first: each record's time,
-    status, where in the run it was written, and how long after the record
-    it grew from (``duration``, seconds; ``None`` when either time is
-    unknown)."""
-    by_version = {s.version: s for s in snaps}
-    rows = []
-    for snap in snaps:
-        parent = None if snap.parent is None else by_version.get(snap.parent)
-        duration = None
-        if (
-            parent is not None
-            and snap.committed_at is not None
-            and parent.committed_at is not None
-        ):
-            duration = round(
-                (snap.committed_at - parent.committed_at).total_seconds(), 3
-            )
-        rows.append(
-            {
-                "version": snap.version,
-                "parent": snap.parent,
-                "origin": origin_doc(snap) if snap.version == 0 else None,
-                "at": when(snap.committed_at),
-                "duration": duration,
-                "step": snap.step,
-                "status": str(snap.status),
-                "node": snap.node,
-                "path": record_path(snap, parent),
-                "next": list(snap.next),
-                "question": snap.pending.question
-                if snap.pending is not None and not snap.pending.answered
-                else None,
-                "author": snap.author or None,
-            }
+def history_row(
+    snap: Snapshot[Any], parent: Snapshot[Any] | None = None
+) -> dict[str, Any]:
+    """One line of ``pipeline history``: the record's time, status, where
+    in the run it was written (given the record it grew from, *parent*),
+    and how long after *parent* (``duration``, seconds; ``None`` when
+    either time is unknown)."""
+    duration = None
+    if (
+        parent is not None
+        and snap.committed_at is not None
+        and parent.committed_at is not None
+    ):
+        duration = round(
+            (snap.committed_at - parent.committed_at).total_seconds(), 3
         )
-    return rows
+    return {
+        "version": snap.version,
+        "parent": snap.parent,
+        "origin": origin_doc(snap) if snap.version == 0 else None,
+        "at": when(snap.committed_at),
+        "duration": duration,
+        "step": snap.step,
+        "status": str(snap.status),
+        "node": snap.node,
+        "path": record_path(snap, parent),
+        "next": list(snap.next),
+        "question": snap.pending.question
+        if snap.pending is not None and not snap.pending.answered
+        else None,
+        "question_id": snap.question_id,
+        "reason": snap.reason or None,
+        "edit": None
+        if snap.edit is None
+        else {"author": snap.edit.author, "reason": snap.edit.reason},
+        "author": snap.author
+        or (snap.edit.author if snap.edit is not None else None),
+    }
+
+
+def history_rows(snaps: Sequence[Snapshot[Any]]) -> list[dict[str, Any]]:
+    """The lines of ``pipeline history``, oldest first (see
+    :func:`history_row`)."""
+    by_version = {s.version: s for s in snaps}
+    return [
+        history_row(
+            snap, None if snap.parent is None else by_version.get(snap.parent)
+        )
+        for snap in snaps
+    ]
 
 
 def history_cells(row: dict[str, Any]) -> list[object]:
-    """One history row as table cells (see :func:`history_rows`)."""
+    """One history row as table cells (see :func:`history_row`)."""
     origin = row["origin"]
     parent = row["parent"]
     if origin is not None:
         parent = f"fork of {origin['thread']}@{origin['version']}"
+    edit = row["edit"]
     return [
         row["version"],
         parent,
@@ -293,6 +310,7 @@ def history_cells(row: dict[str, Any]) -> list[object]:
         " → ".join(row["path"]),
         ", ".join(row["next"]),
         row["question"],
+        row["reason"] or (None if edit is None else f"edit: {edit['reason']}"),
         row["author"],
     ]
 
@@ -306,6 +324,7 @@ HISTORY_COLUMNS = (
     "path",
     "next",
     "question",
+    "reason",
     "author",
 )
 

@@ -38,10 +38,17 @@ def failure_error(failure: object, settings: Settings) -> UserError | None:
         IncompatibleGraph,
         LeaseLost,
         SnapshotNotFound,
+        StaleAnswer,
         ThreadBusy,
     )
 
     flag = store_flag(settings)
+    if isinstance(failure, StaleAnswer):
+        return UserError(
+            str(failure),
+            hint=f"`pipeline show {failure.thread_id}{flag}` shows the "
+            "question it waits at (pending.id); answer that one",
+        )
     missing = unresolved(failure)
     if missing is not None:
         return missing
@@ -134,13 +141,67 @@ async def checked_answer(
     answer = parse_answer(text)
     loaded = await target.obj.load(store, thread_id)
     snap = found(loaded, thread_id, settings)
-    if snap.pending is None or snap.pending.answered:
-        raise UserError(
-            f"thread {thread_id!r} is not waiting for an answer "
-            f"(it is {snap.status})",
-            hint=f"`pipeline show {thread_id}` shows where it is",
-        )
+    await _check_waiting(settings, store, target, snap)
     return answer
+
+
+async def _check_waiting(
+    settings: Settings,
+    store: CheckpointStore,
+    target: Target,
+    snap: Any,
+) -> None:
+    """Refuse an answer for a thread that waits for none: a stopped one
+    says how to go on (answer its question again on a fork)."""
+    from ..fold import Status  # noqa: PLC0415
+
+    if snap.question_id is not None:
+        return
+    tid = snap.thread_id
+    if snap.status is Status.STOPPED:
+        asked = await _asked_at(store, target, snap)
+        flag = store_flag(settings)
+        why = f": {snap.reason}" if snap.reason else ""
+        if asked is None:
+            hint = (
+                f"it stays stopped; to go on, fork the version before the "
+                f"stop and resume the fork: `pipeline fork {tid} --version "
+                f"{snap.parent}{flag}`, then `pipeline resume NEW{flag}`"
+            )
+        else:
+            hint = (
+                f"it stays stopped; to answer its question (version "
+                f"{asked}) again, fork there: `pipeline fork {tid} "
+                f"--version {asked} --answer ANSWER{flag}`"
+            )
+        raise UserError(
+            f"thread {tid!r} is stopped{why}; it waits for no answer",
+            hint=hint,
+        )
+    raise UserError(
+        f"thread {tid!r} is not waiting for an answer (it is {snap.status})",
+        hint=f"`pipeline show {tid}` shows where it is",
+    )
+
+
+async def _asked_at(
+    store: CheckpointStore, target: Target, snap: Any
+) -> int | None:
+    """The version of the question last asked on *snap*'s lineage (the
+    one a stop after an answer declined), if any."""
+    from ..fold import Status  # noqa: PLC0415
+
+    read = await target.obj.history(store, snap.thread_id)
+    if type(read) is not Success:
+        return None
+    by_version = {s.version: s for s in read.unwrap()}
+    cursor = snap.parent
+    while cursor is not None and cursor in by_version:
+        at = by_version[cursor]
+        if at.status is Status.INTERRUPTED and at.question_id is not None:
+            return int(cursor)
+        cursor = at.parent
+    return None
 
 
 def refused_answer(

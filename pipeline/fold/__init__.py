@@ -37,6 +37,7 @@ from ._journal import enter as enter
 from ._journal import leave as leave
 from ._model import Continue as Continue
 from ._model import Decision as Decision
+from ._model import Edit as Edit
 from ._model import Gate as Gate
 from ._model import Interrupt as Interrupt
 from ._model import Observer as Observer
@@ -62,6 +63,7 @@ __all__ = (
     "Codec",
     "Continue",
     "Decision",
+    "Edit",
     "EventSink",
     "FoldFailure",
     "Gate",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import uuid
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
@@ -19,16 +19,21 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from .._serde import STRUCTURE_ERRORS
 from ..events import CheckpointSkipped
 from ..failures import (
     CheckpointDecodeError,
     ConcurrentModification,
+    EditRefused,
+    InvalidState,
     LeaseLost,
     SnapshotNotFound,
+    ThreadBusy,
 )
-from ..stores import CheckpointStore, Record, check_thread_id
+from ..stores import CheckpointStore, Held, Record, check_thread_id, leased
 from ._codec import Acc, Codec
-from ._model import Snapshot
+from ._model import Edit, Snapshot, Status
+from ._plan import type_name
 
 
 Sink = Callable[[Any], Awaitable[None]]
@@ -79,8 +84,9 @@ async def load(
 
     Nothing committed is ever skipped silently: the head must decode, with
     one exception, a *last* record that is torn or fails its checksum (a
-    write cut short): it is skipped for the one before it, and reported
-    (a warning on the ``pipeline.fold`` logger).  Any other record that does
+    write cut short): it is skipped for its parent (never for a record of
+    another branch), and reported (a warning on the ``pipeline.fold``
+    logger).  Any other record that does
     not decode is a :class:`~pipeline.failures.CheckpointDecodeError`.
     """
     out = await load_for_resume(codec, store, thread_id, version, None)
@@ -120,12 +126,20 @@ async def load_for_resume(
             )
             if sink is not None:
                 await sink(CheckpointSkipped(thread_id, head, reason))
-            earlier = [v for v in by_version if v < head]
-            if not earlier:
+            # Its parent, never the newest record before it: that may be
+            # on another branch (a question there is not this one's).
+            parent = by_version[head].parent
+            if parent is None or not 0 <= parent < head:
+                what = "the only record" if head == 0 else "the last record"
                 return Failure(
-                    CheckpointDecodeError("$", f"the only record: {reason}")
+                    CheckpointDecodeError(
+                        "$",
+                        f"{what} (version {head}): {reason}; it names no "
+                        "earlier record to continue from (resume an "
+                        "earlier version, or fork one)",
+                    )
                 )
-            target = max(earlier)
+            target = parent
     snap = await _decode_at(codec, by_version, target)
     if type(snap) is not Success:
         return Failure(snap.failure())
@@ -258,7 +272,9 @@ async def fork(
     """Copy a snapshot into a new thread (version 0); the original is untouched.
 
     The new thread's snapshots name their origin (``origin``: this thread
-    and version).  What nested folds had saved in the step in flight is copied too: the
+    and version).  A stopped snapshot is copied running (a fork is how a
+    stopped thread goes on); a paused one still waits, at a question of its
+    own (another id).  What nested folds had saved in the step in flight is copied too: the
     fork continues them.
     """
     new = (
@@ -278,13 +294,103 @@ async def fork(
         committed_at=None,
         author="",
         origin=(source.thread_id, source.version),
+        edit=None,
     )
+    if source.status is Status.STOPPED:
+        # A fork is how a stopped thread goes on: the copy runs again
+        # from where the stop was (its gates decide anew).
+        forked = attrs.evolve(forked, status=Status.RUNNING, reason="")
     committed = await store.commit(
         codec.encode(forked, None), expected_head=None
     )
     if type(committed) is not Success:
         return Failure(committed.failure())
     return Success(forked)
+
+
+def merge_patch(target: object, patch: object) -> object:
+    """*target* (JSON-shaped) with the JSON merge patch *patch* applied
+    (RFC 7386: an object patches member by member, ``null`` deletes a
+    member, anything else replaces).
+
+    .. versionadded:: 0.1.0
+    """
+    if not isinstance(patch, dict):
+        return patch
+    out: dict[str, object] = (
+        dict(cast("dict[str, object]", target))
+        if isinstance(target, dict)
+        else {}
+    )
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+async def update_state(
+    codec: Codec[S],
+    store: CheckpointStore,
+    thread_id: str,
+    state: S | None,
+    patch: Mapping[str, object] | None,
+    *,
+    author: str,
+    reason: str,
+) -> Result[Snapshot[S], Any]:
+    """Commit a paused or stopped thread's head again with another state
+    (*state*, or the head's with the JSON merge patch *patch*), as a record
+    of its own carrying *author* and *reason*; the thread's lease is held
+    meanwhile."""
+    from ._journal import ThreadJournal  # noqa: PLC0415
+
+    async def body(held: Held) -> Result[Snapshot[S], Any]:
+        loaded = await load_for_resume(codec, store, thread_id, None, None)
+        if type(loaded) is not Success:
+            return Failure(loaded.failure())
+        snap, head = loaded.unwrap()
+        status = str(snap.status)
+        if snap.status not in {Status.INTERRUPTED, Status.STOPPED}:
+            return Failure(
+                EditRefused(thread_id, status, "it is not paused or stopped")
+            )
+        if snap.progress:
+            return Failure(
+                EditRefused(
+                    thread_id,
+                    status,
+                    "it paused inside a step (a nested run's question): "
+                    "answer it first",
+                )
+            )
+        new_state: Any = state
+        if patch is not None:
+            whole = codec.converter.unstructure(snap.state)
+            try:
+                new_state = codec.converter.structure(
+                    merge_patch(whole, dict(patch)), codec.state_type
+                )
+            except STRUCTURE_ERRORS as exc:
+                return Failure(
+                    InvalidState(
+                        "<edit>",
+                        "$",
+                        type_name(codec.state_type),
+                        f"the patched state does not fit: {type(exc).__name__}",
+                    )
+                )
+        journal = ThreadJournal(
+            store, codec, thread_id, snap, head, None, held
+        )
+        edited = attrs.evolve(snap, state=new_state, edit=Edit(author, reason))
+        committed = await journal.commit(edited)
+        if type(committed) is Failure:
+            return committed
+        return Success(committed)
+
+    return await leased(store, check_thread_id(thread_id), body)
 
 
 class Threads(Generic[S]):
@@ -313,7 +419,7 @@ class Threads(Generic[S]):
         """The snapshot at *version*, or at the head.
 
         A *last* record that is torn or fails its checksum (a write cut
-        short) is skipped for the one before it, with a warning on the
+        short) is skipped for its parent, with a warning on the
         ``pipeline.fold`` logger; any other record that does not decode, and
         records missing below the head, are a
         :class:`~pipeline.failures.CheckpointDecodeError`.
@@ -345,8 +451,8 @@ class Threads(Generic[S]):
         | LeaseLost,
     ]:
         """Copy a snapshot into a new thread (version 0); the original is
-        untouched; its snapshots name it as their ``origin``.  Progress of
-        nested folds in the step in flight is copied
+        untouched; its snapshots name it as their ``origin``.  A stopped
+        snapshot is copied running: a fork is how a stopped thread goes on.  Progress of nested folds in the step in flight is copied
         too: the fork continues them."""
         return await fork(
             self.codec,
@@ -354,4 +460,47 @@ class Threads(Generic[S]):
             thread_id,
             version=version,
             new_thread_id=new_thread_id,
+        )
+
+    async def update_state(
+        self,
+        store: CheckpointStore,
+        thread_id: str,
+        state: S | None = None,
+        *,
+        patch: Mapping[str, object] | None = None,
+        author: str,
+        reason: str,
+    ) -> Result[
+        Snapshot[S],
+        SnapshotNotFound
+        | CheckpointDecodeError
+        | InvalidState
+        | EditRefused
+        | ConcurrentModification
+        | ThreadBusy
+        | LeaseLost,
+    ]:
+        """Edit a paused or stopped thread: its head again, with *state*
+        (or the head's state with *patch*, a JSON merge patch over its
+        JSON form), committed as a version of its own that records
+        *author* and *reason* (:attr:`Snapshot.edit`; ``history`` shows
+        it).  Checked as any commit (:class:`~pipeline.failures.InvalidState`,
+        naming the field, never the value).  A paused thread still waits
+        at its question (a new id: the edit's version); a stopped one stays
+        stopped (fork the edit to go on).
+
+        .. versionadded:: 0.1.0
+        """
+        if (state is None) == (patch is None):
+            msg = "update_state takes a state or a patch (one of them)"
+            raise TypeError(msg)
+        return await update_state(
+            self.codec,
+            store,
+            thread_id,
+            state,
+            patch,
+            author=author,
+            reason=reason,
         )

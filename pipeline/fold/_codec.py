@@ -9,10 +9,10 @@ A record holds one snapshot as a delta against its parent:
   changed; the root record of a chain stores every field;
 * the envelope is short: schema, fingerprint, next and step, and the rest
   only when it is not at its default (the node that ran is the parent's
-  *next*);
+  *next*; a stop's ``reason`` only in the stop record);
 * ``at`` is the time the record was committed (UTC milliseconds since the
-  epoch, from :data:`CLOCK`), ``by`` who wrote it when a person did (an
-  answer, an edit), ``from`` the thread and version a forked thread's
+  epoch, from :data:`CLOCK`), ``by`` who answered on the record storing an
+  answer, ``from`` the thread and version a forked thread's
   first record was copied from; records written before these existed read
   as written at an unknown time, by nobody, from nowhere;
 * ``in`` carries the progress of folds nested in the step in flight (an
@@ -64,7 +64,7 @@ from .._serde import (
 from ..errors import ConstructionError, NestedTooDeeply, SecretUnresolved
 from ..failures import CheckpointDecodeError, InvalidState
 from ..stores import Record, record_checksum
-from ._model import NO_PROGRESS, Pending, Progress, Snapshot, Status
+from ._model import NO_PROGRESS, Edit, Pending, Progress, Snapshot, Status
 from ._plan import Plan, plan_for, type_name
 
 
@@ -251,12 +251,8 @@ class Codec(Generic[S]):
             "fp": snap.fingerprint,
             "next": list(snap.next),
             "step": snap.step,
-            "at": int(CLOCK.get()() * 1000),
+            **_who_and_when(snap, parent),
         }
-        if snap.author:
-            doc["by"] = snap.author
-        if parent is None and snap.origin is not None:
-            doc["from"] = list(snap.origin)
         # The node that just ran is what the parent said comes next: stored
         # only when it cannot be derived (a chain's first record, progress).
         if parent is None:
@@ -268,6 +264,13 @@ class Codec(Generic[S]):
             doc["join"] = snap.join
         if snap.status is not Status.RUNNING:
             doc["status"] = snap.status.value
+        if snap.reason:
+            doc["reason"] = snap.reason
+        if snap.edit is not None:
+            doc["edit"] = {
+                "author": snap.edit.author,
+                "reason": snap.edit.reason,
+            }
         if snap.pending is not None:
             pending: dict[str, Any] = {
                 "source": snap.pending.source,
@@ -700,6 +703,14 @@ class Codec(Generic[S]):
                 committed_at=_time(head.get("at")),
                 author=head.get("by", ""),
                 origin=None if acc.origin is None else _origin(acc.origin),
+                # Records written before stops were stored have none.
+                reason=self.converter.structure(head.get("reason", ""), str),
+                edit=None
+                if "edit" not in head
+                else Edit(
+                    self.converter.structure(head["edit"]["author"], str),
+                    self.converter.structure(head["edit"]["reason"], str),
+                ),
             )
         except (*_STRUCTURE_OR_KEY,) as exc:
             return Failure(CheckpointDecodeError("$", _reason(exc)))
@@ -785,6 +796,8 @@ _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "state": dict,
     "logs": dict,
     "in": dict,
+    "reason": str,
+    "edit": dict,
     "at": int,
     "by": str,
     "from": list,
@@ -797,10 +810,23 @@ _OPTIONAL = {
     "state",
     "logs",
     "in",
+    "reason",
+    "edit",
     "at",
     "by",
     "from",
 }
+
+
+def _who_and_when(snap: Snapshot[Any], parent: object) -> dict[str, Any]:
+    """A record's ``at`` (now, from :data:`CLOCK`), ``by`` (who answered)
+    and, on a forked thread's first record, ``from``."""
+    doc: dict[str, Any] = {"at": int(CLOCK.get()() * 1000)}
+    if snap.author:
+        doc["by"] = snap.author
+    if parent is None and snap.origin is not None:
+        doc["from"] = list(snap.origin)
+    return doc
 
 
 def _time(ms: int | None) -> datetime | None:

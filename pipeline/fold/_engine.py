@@ -43,6 +43,7 @@ from ..failures import (
     InvalidState,
     RunPaused,
     RunStopped,
+    StaleAnswer,
     StepLimitExceeded,
 )
 from ..runs import tracing_now
@@ -256,6 +257,9 @@ async def run_machine(
                         restored.fingerprint, machine.fingerprint
                     )
                 )
+            if restored.status is Status.STOPPED:  # a stop stays stopped
+                boundary.stop(restored.reason)
+                return Success(restored)
             if restored.status is Status.DONE:
                 return Success(restored)
             if restored.status is Status.INTERRUPTED:
@@ -287,23 +291,35 @@ async def resume(
     held: Held | None = None,
     answer: object = None,
     author: str = "",
+    question: str | None = None,
     migrate: Migration | None = None,
     hooks: Hooks[S] = NO_HOOKS,
     max_steps: int,
 ) -> Result[Snapshot[S], Any]:
     """Continue a thread from the loaded snapshot *snap* (head *head*).
 
-    An *answer* to a paused run is committed first, as a record of its own
-    (a crash after answering never asks again), naming its *author*; a run
-    resumed after such a record finds its answer there.
+    An *answer* applies to the question *snap* waits at, and only if it
+    is that question (*question*, its id, when given): else
+    :class:`~pipeline.failures.StaleAnswer`, and nothing runs.  It is
+    committed first, as a record of its own naming its *author* (a crash
+    after answering never asks again); a run resumed after such a record finds its answer there.
+    A stopped thread stays stopped: its stop is returned, nothing runs.
     """
+    if answer is not None or question is not None:
+        waiting = snap.question_id
+        if waiting is None or question not in (None, waiting):
+            return Failure(
+                StaleAnswer(
+                    snap.thread_id, question, waiting, str(snap.status)
+                )
+            )
     if not same_shape(snap.fingerprint, machine.fingerprint):
         if migrate is None:
             return Failure(
                 IncompatibleGraph(snap.fingerprint, machine.fingerprint)
             )
         snap = attrs.evolve(migrate(snap), fingerprint=machine.fingerprint)
-    if snap.status is Status.DONE:
+    if snap.status in _ENDED:
         return Success(snap)
     on_event = sink(hooks.on_event)
     journal = ThreadJournal(
@@ -351,6 +367,7 @@ async def resume_thread(
     thread_id: str,
     version: int | None,
     answer: object,
+    question: str | None = None,
     migrate: Migration | None,
     hooks: Hooks[S],
     max_steps: int,
@@ -378,6 +395,7 @@ async def resume_thread(
             held=held,
             answer=answer,
             author=author,
+            question=question,
             migrate=migrate,
             hooks=hooks,
             max_steps=max_steps,
@@ -480,6 +498,9 @@ def _without_run_ids(value: Any) -> Any:
     return root["v"]
 
 
+_ENDED = frozenset({Status.DONE, Status.STOPPED})
+
+
 def _running(snap: Snapshot[S]) -> Snapshot[S]:
     if snap.status is Status.RUNNING:
         return snap
@@ -553,7 +574,9 @@ async def _drive(
     tail: collections.deque[str] = collections.deque(maxlen=8)
     while snap.next:
         if snap.step >= max_steps:
-            return Failure(StepLimitExceeded(max_steps, tuple(tail)))
+            limit = StepLimitExceeded(max_steps, tuple(tail))
+            stopped = await _stop(snap, journal, on_event, str(limit))
+            return stopped if type(stopped) is Failure else Failure(limit)
         inner_answer: object = None
         if snap.progress:
             # The step had started: its gates passed then.  An answer is for
@@ -573,13 +596,7 @@ async def _drive(
                 raise
             answer = None
             if isinstance(decision, Stop):
-                if on_event is not None:
-                    await on_event(Stopped(decision.reason))
-                return Success(
-                    attrs.evolve(
-                        snap, status=Status.STOPPED, reason=decision.reason
-                    )
-                )
+                return await _stop(snap, journal, on_event, decision.reason)
             if isinstance(decision, Interrupt):
                 return await _pause(
                     snap, journal, on_event, decision.question, NO_PROGRESS
@@ -609,18 +626,9 @@ async def _drive(
             finally:
                 leave(token)
             if type(new) is Failure:
-                failure = new.failure()
-                if boundary.paused is not None and isinstance(
-                    failure, RunPaused
-                ):
-                    return await _pause(
-                        snap,
-                        journal,
-                        on_event,
-                        boundary.paused,
-                        boundary.now(),
-                    )
-                return new
+                return await _step_failed(
+                    snap, journal, on_event, boundary, new
+                )
             committed = await journal.commit(new)
             if type(committed) is Failure:
                 return committed
@@ -634,6 +642,30 @@ async def _drive(
     if snap.status is Status.DONE:
         return Success(snap)
     return Success(attrs.evolve(snap, status=Status.DONE))
+
+
+async def _step_failed(
+    snap: Snapshot[S],
+    journal: Journal[S],
+    on_event: EventSink | None,
+    boundary: Boundary,
+    new: Failure[Any],
+) -> Result[Snapshot[S], Any]:
+    """The step out of *snap* failed with *new*: a fold nested in it that
+    paused or stopped (and recorded it) makes this one pause or stop too,
+    for the same question or reason; any other failure is the run's."""
+    failure = new.failure()
+    if boundary.paused is not None and isinstance(failure, RunPaused):
+        return await _pause(
+            snap, journal, on_event, boundary.paused, boundary.now()
+        )
+    if boundary.stopped is not None and isinstance(
+        failure, RunStopped | StepLimitExceeded
+    ):
+        stopped = await _stop(snap, journal, on_event, boundary.stopped)
+        if type(stopped) is Failure or isinstance(failure, RunStopped):
+            return stopped
+    return new
 
 
 async def _ask_again(
@@ -654,6 +686,37 @@ async def _ask_again(
         # (Should the record fail to commit, the thread stays answered,
         # as before: the InvalidAnswer still propagates.)
         await _pause(snap, journal, on_event, snap.pending.question, progress)
+
+
+async def _stop(
+    snap: Snapshot[S],
+    journal: Journal[S] | None,
+    on_event: EventSink | None,
+    reason: str,
+) -> Result[Snapshot[S], Any]:
+    """Stop the run before the transition out of *snap*, for *reason*:
+    with a journal, the stop is a record of its own (status ``stopped``,
+    the reason with it), so the thread stays stopped."""
+    stopped = attrs.evolve(
+        snap,
+        version=snap.version + 1,
+        parent=snap.version,
+        status=Status.STOPPED,
+        pending=None,
+        progress=NO_PROGRESS,
+        reason=reason,
+    )
+    if journal is not None:
+        committed = await journal.commit(stopped)
+        if type(committed) is Failure:
+            return committed
+        stopped = committed
+    else:
+        # Nothing recorded: the snapshot the run returns is *snap*, stopped.
+        stopped = attrs.evolve(snap, status=Status.STOPPED, reason=reason)
+    if on_event is not None:
+        await on_event(Stopped(reason))
+    return Success(stopped)
 
 
 async def _pause(

@@ -89,7 +89,8 @@ class Boundary:
 
     *saved* is the progress committed for this step so far (empty for a
     step that had not started), *answer* the human's answer to deliver to
-    a nested fold that paused.  *track*, when a machine sets it, gives the
+    a nested fold that paused; *paused* and *stopped* say that one paused
+    (its question) or stopped (its reason) in this attempt.  *track*, when a machine sets it, gives the
     machine's current state while the step runs (a swarm's typed state as
     its state tools change it): progress records carry it.
 
@@ -105,6 +106,7 @@ class Boundary:
         "answer",
         "paused",
         "saved",
+        "stopped",
         "touched",
         "track",
     )
@@ -126,6 +128,7 @@ class Boundary:
         self.saved = saved
         self.answer = answer
         self.paused: str | None = None
+        self.stopped: str | None = None
         self.touched: set[str] = set()
         self.track: Callable[[], Any] | None = None
 
@@ -181,6 +184,14 @@ class Boundary:
         root.paused = question
         if root._up is not None:
             root._up.pause(question)
+
+    def stop(self, reason: str) -> None:
+        """Note that a nested fold stopped for *reason* (and recorded it),
+        as :meth:`pause` does."""
+        root = self._root
+        root.stopped = reason
+        if root._up is not None:
+            root._up.stop(reason)
 
     def branch(self, name: str) -> Boundary:
         """The boundary a fan-out branch's nested folds see."""
@@ -243,6 +254,13 @@ class Journal(Generic[S]):
         last = self.last if self.head is not None else None
         version = 0 if self.head is None else self.head + 1
         parent = None if last is None else last.version
+        if (
+            snap.edit is not None
+            and last is not None
+            and snap.edit is last.edit
+        ):
+            # Inherited from the edit record: this record is no edit.
+            snap = attrs.evolve(snap, edit=None)
         if snap.version != version or snap.parent != parent:
             snap = Snapshot(
                 thread_id=snap.thread_id,
@@ -258,6 +276,7 @@ class Journal(Generic[S]):
                 pending=snap.pending,
                 progress=snap.progress,
                 reason=snap.reason,
+                edit=snap.edit,
             )
         sealed = self.codec.seal(snap, last, progress)
         if type(sealed) is not tuple:
@@ -392,6 +411,8 @@ class NestedJournal(Journal[S]):
             self.boundary.pause(
                 snap.pending.question if snap.pending is not None else ""
             )
+        elif snap.status is Status.STOPPED:
+            self.boundary.stop(snap.reason)
         return await self.boundary.save(self.key, doc)
 
     async def ensure(self) -> Failure[Any] | None:

@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeAlias, TypeVar, final
 
 import attrs
 
+from .._serde import canonical, checksum
 from ..errors import InvalidAnswer
 
 
@@ -106,7 +107,8 @@ class Snapshot(Generic[S_co]):
     pending: Pending | None = None
     progress: Progress = NO_PROGRESS
     reason: str = ""
-    """Why a gate stopped the run (status ``STOPPED``); never stored."""
+    """Why the run stopped (status ``STOPPED``): a gate's reason, or the
+    limit it reached; stored in the stop record."""
     committed_at: datetime | None = attrs.field(default=None, eq=False)
     """When the record was committed (UTC, to the millisecond), as read
     back from a store; ``None`` for a snapshot not read back, or a record
@@ -114,8 +116,8 @@ class Snapshot(Generic[S_co]):
 
     .. versionadded:: 0.1.0"""
     author: str = ""
-    """Who wrote the record, for records a person made (an answer, an
-    edit); empty for the records a run commits.
+    """Who answered, on the record that stores an answer (a hand edit's
+    author is in :attr:`edit`); empty for the records a run commits.
 
     .. versionadded:: 0.1.0"""
     origin: tuple[str, int] | None = None
@@ -123,11 +125,41 @@ class Snapshot(Generic[S_co]):
     snapshot of a forked thread); ``None`` for a thread that was not.
 
     .. versionadded:: 0.1.0"""
+    edit: Edit | None = None
+    """The author and reason of a hand edit of the state (``update_state``,
+    ``pipeline edit``), on the record that edit committed only; else
+    ``None``."""
 
     @property
     def done(self) -> bool:
         """Whether the run reached its end."""
         return self.status is Status.DONE
+
+    @property
+    def question_id(self) -> str | None:
+        """The id of the question this snapshot waits at (status
+        ``INTERRUPTED``), else ``None``: ``"<version>-<digest>"``, the
+        version that asked it and a digest of the thread, that version
+        and what it asks.  ``resume(answer=..., question=id)`` applies the
+        answer to this question only.
+
+        .. versionadded:: 0.1.0
+        """
+        pending = self.pending
+        if (
+            self.status is not Status.INTERRUPTED
+            or pending is None
+            or pending.answered
+        ):
+            return None
+        asked = [
+            self.thread_id,
+            self.version,
+            pending.source,
+            list(pending.targets),
+            pending.question,
+        ]
+        return f"{self.version}-{checksum(canonical(asked))[:12]}"
 
     @staticmethod
     def first(
@@ -156,6 +188,7 @@ class Snapshot(Generic[S_co]):
         put("committed_at", None)
         put("author", "")
         put("origin", None)
+        put("edit", None)
         return out
 
     def successor(
@@ -193,10 +226,25 @@ class Snapshot(Generic[S_co]):
         put("committed_at", None)
         put("author", "")
         put("origin", self.origin)
+        put("edit", None)
         return out
 
 
 # -- hooks ------------------------------------------------------------------
+
+
+@final
+@attrs.frozen
+class Edit:
+    """A state changed by hand (``update_state``, ``pipeline edit``):
+    *author* made the change for *reason*; stored in its record and shown
+    in the thread's history.
+
+    .. versionadded:: 0.1.0
+    """
+
+    author: str
+    reason: str
 
 
 @final
@@ -211,7 +259,11 @@ class Continue:
 @final
 @attrs.frozen
 class Stop:
-    """Gate decision: end the run gracefully (nothing is written).
+    """Gate decision: end the run gracefully.
+
+    With a store, the stop is a record (status ``stopped``, *reason*): the
+    thread stays stopped, and resuming it returns that stop without
+    running a node; fork it (or resume an earlier version) to go on.
 
     .. versionadded:: 0.1.0
     """

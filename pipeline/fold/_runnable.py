@@ -37,6 +37,7 @@ from ..failures import (
     RunPaused,
     RunStopped,
     SnapshotNotFound,
+    StaleAnswer,
     StepLimitExceeded,
     ThreadBusy,
 )
@@ -59,9 +60,11 @@ FoldFailure: TypeAlias = (
     | InvalidState
     | ThreadBusy
     | LeaseLost
+    | StaleAnswer
 )
 """What a fold users run may fail with whatever its steps do: a limit, a
-gate's stop or question (as a handler), the checkpoints and the lease."""
+gate's stop or question (as a handler), the checkpoints and the lease, an
+answer for a question not pending."""
 
 S = TypeVar("S")
 L = TypeVar("L")
@@ -295,6 +298,7 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         version: int | None = None,
         answer: object = None,
         author: str = "",
+        question: str | None = None,
         migrate: Migration | None = None,
         gates: Sequence[Gate[S]] = (),
         observers: Sequence[Observer[S]] = (),
@@ -307,11 +311,25 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         thread; older records never change.  A checkpoint written with
         another fingerprint is refused with
         :class:`~pipeline.failures.IncompatibleGraph` unless *migrate* maps
-        it to this one.  *answer* goes to the gate of an interrupted
-        transition (or to the nested run that paused inside it); the record
-        that stores it names *author* (who answered:
-        :attr:`Snapshot.author <pipeline.fold.Snapshot.author>`).
+        it to this one.
+
+        *answer* goes to the gate of an interrupted transition (or to the
+        nested run that paused inside it): the question the snapshot
+        resumed from waits at, and only that one; the record that stores it
+        names *author* (who answered:
+        :attr:`Snapshot.author <pipeline.fold.Snapshot.author>`).  *question*, that
+        question's id (:attr:`~pipeline.fold.Snapshot.question_id`), makes
+        sure of it: an answer for another question, or for a thread that
+        waits at none, is :class:`~pipeline.failures.StaleAnswer` and
+        nothing runs.  A stopped thread stays stopped: its stop is returned
+        and nothing runs (fork it, or resume an earlier version, to go on).
         """
+        if question is not None and answer is None:
+            msg = (
+                "resume(question=...) names the question an answer is for: "
+                "give the answer too"
+            )
+            raise TypeError(msg)
         limits = self._checked(store, limits)
         author = checked_author(author)
         return await _engine.resume_thread(
@@ -322,6 +340,7 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
             version=version,
             answer=answer,
             author=author,
+            question=question,
             migrate=migrate,
             hooks=self._hooks(gates, observers, on_event),
             max_steps=self.max_steps(limits),

@@ -16,6 +16,9 @@ from ._agent import agent_node as agent_node
 from ._agent import state_tools as state_tools
 from ._builder import GraphBuilder as GraphBuilder
 from ._builder import builder as builder
+from ._cache import CachePolicy as CachePolicy
+from ._cache import CacheStore as CacheStore
+from ._cache import MemoryCache as MemoryCache
 from ._edges import Reducer as Reducer
 from ._graph import GraphFailure as GraphFailure
 from ._merge import merge_states as merge_states
@@ -25,9 +28,12 @@ from ._model import GraphLimits as GraphLimits
 
 __all__ = (
     "END",
+    "CachePolicy",
+    "CacheStore",
     "GraphBuilder",
     "GraphFailure",
     "GraphLimits",
+    "MemoryCache",
     "Reducer",
     "Writable",
     "agent_node",

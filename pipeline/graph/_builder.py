@@ -16,6 +16,7 @@ from .._handler import Handler
 from .._messages import Message
 from ..errors import ConstructionError, GraphDefects
 from ..fold import Building, Gate
+from ._cache import CachePolicy
 from ._checks import Plan, defects
 from ._edges import Edge, FanOut, Reducer, Route, Static
 from ._gate import Before
@@ -49,17 +50,29 @@ class GraphBuilder(Building[S, GraphLimits], Generic[S, E_co]):
     state_type: type[S]
     _nodes: tuple[tuple[str, Handler[S, S, Any]], ...] = ()
     _edges: tuple[tuple[str, Edge], ...] = ()
+    _caches: tuple[tuple[str, CachePolicy[Any]], ...] = ()
 
     def node(
-        self: GraphBuilder[S, E], name: str, action: Handler[S, S, E2]
+        self: GraphBuilder[S, E],
+        name: str,
+        action: Handler[S, S, E2],
+        *,
+        cache: CachePolicy[S] | None = None,
     ) -> GraphBuilder[S, E | E2]:
         """Add an action node: a handler from state to new state.
 
         Any handler fits, a graph or a swarm over the same state included
         (a subgraph: inside a checkpointed run it records its own progress
-        in the run's thread).
+        in the run's thread).  *cache*: run the node once per input (see
+        :class:`~pipeline.graph.CachePolicy`).
         """
-        return attrs.evolve(self, nodes=(*self._nodes, (name, action)))
+        if cache is None:
+            return attrs.evolve(self, nodes=(*self._nodes, (name, action)))
+        return attrs.evolve(
+            self,
+            nodes=(*self._nodes, (name, action)),
+            caches=(*self._caches, (name, cache)),
+        )
 
     @overload
     def agent(
@@ -237,6 +250,7 @@ class GraphBuilder(Building[S, GraphLimits], Generic[S, E_co]):
             self._entry,
             version,
             converter,
+            dict(self._caches),
         )
         return Graph.make(machine, limits, self._gates, self._observers)
 

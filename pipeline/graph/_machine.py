@@ -36,6 +36,7 @@ from ..fold import (
     leave,
     same_shape,
 )
+from ._cache import CachePolicy, cached
 from ._edges import Edge, FanOut, Where, advancer, targets
 from ._merge import merge_states
 from ._model import END, GraphLimits
@@ -73,6 +74,7 @@ class GraphMachine(MachineBase[S]):
         entry: str,
         version: str,
         converter: cattrs.Converter | None = None,
+        caches: Mapping[str, CachePolicy[Any]] | None = None,
     ) -> GraphMachine[S]:
         """Precompute the calls and edge decisions; fingerprint the shape."""
         shape = {
@@ -84,15 +86,20 @@ class GraphMachine(MachineBase[S]):
                 for src, e in edges.items()
             ),
         }
+        codec = Codec(state_type, converter)
+        fp = fingerprint(shape)
+        calls = {n: h._call for n, h in nodes.items()}
+        for n, policy in (caches or {}).items():
+            calls[n] = cached(calls[n], n, policy, fp, codec)
         return cls(
             name=name,
             entry=entry,
-            codec=Codec(state_type, converter),
-            fingerprint=fingerprint(shape),
+            codec=codec,
+            fingerprint=fp,
             state_type=state_type,
             nodes=MappingProxyType(dict(nodes)),
             edges=MappingProxyType(dict(edges)),
-            calls=MappingProxyType({n: h._call for n, h in nodes.items()}),
+            calls=MappingProxyType(calls),
             advance=MappingProxyType(
                 {n: advancer(n, e) for n, e in edges.items()}
             ),

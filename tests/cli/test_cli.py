@@ -67,6 +67,7 @@ def test_run_pause_answer_resume(
     assert snap["pending"] == {
         "question": "send this reply?",
         "answered": False,
+        "id": f"{snap['version']}-{snap['pending']['id'].split('-')[1]}",
     }
     assert snap["state"]["category"] == "billing"
 
@@ -111,7 +112,9 @@ def test_run_pause_answer_resume(
 
 @pytest.mark.slow
 def test_declined_answer_stops(tmp_path: Path, store: str) -> None:
-    """A gate's stop is its own exit status."""
+    """A gate's stop is its own exit status, and a record: it stays
+    stopped; its question is answered again on a fork (``fork
+    --answer``); an answer for another question is refused."""
     cli(
         "run",
         f"{FLOWS}:desk",
@@ -123,9 +126,155 @@ def test_declined_answer_stops(tmp_path: Path, store: str) -> None:
         "t",
         cwd=tmp_path,
     )
-    stopped = cli("answer", "t", "no", "--store", store, cwd=tmp_path)
+    asked = json.loads(cli("show", "t", "--store", store, cwd=tmp_path).stdout)
+    question = asked["pending"]["id"]
+    assert question.startswith(f"{asked['version']}-")
+    stale = cli(
+        "answer",
+        "t",
+        "no",
+        "--question",
+        "1-0",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert stale.returncode == ExitCode.USAGE
+    assert_one_line_error(stale.stderr)
+    assert f"not for the question thread 't' waits at ({question})" in (
+        stale.stderr
+    )
+    stopped = cli(
+        "answer",
+        "t",
+        "no",
+        "--question",
+        question,
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
     assert stopped.returncode == ExitCode.STOPPED
     assert "stopped: declined" in stopped.stderr
+
+    # The stop is recorded: show, history and threads say so.
+    shown = json.loads(cli("show", "t", "--store", store, cwd=tmp_path).stdout)
+    assert (shown["status"], shown["reason"]) == ("stopped", "declined")
+    hist = lines(
+        cli("history", "t", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert (hist[-1]["status"], hist[-1]["reason"]) == ("stopped", "declined")
+    listed = lines(
+        cli("threads", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert [(r["thread"], r["status"]) for r in listed] == [("t", "stopped")]
+
+    # It stays stopped: a resume runs nothing, an answer says how to go on.
+    again = cli("resume", "t", "--store", store, cwd=tmp_path)
+    assert again.returncode == ExitCode.STOPPED
+    assert "pipeline fork t --version" in again.stderr
+    assert len(
+        lines(
+            cli(
+                "history", "t", "--store", store, "--json", cwd=tmp_path
+            ).stdout
+        )
+    ) == len(hist)
+    refused = cli("answer", "t", "yes", "--store", store, cwd=tmp_path)
+    assert refused.returncode == ExitCode.USAGE
+    assert_one_line_error(refused.stderr)
+    assert "thread 't' is stopped: declined" in refused.stderr
+    fork_hint = f"pipeline fork t --version {asked['version']} --answer ANSWER"
+    assert fork_hint in refused.stderr
+
+    # Answering the question again on a fork goes on to the end.
+    forked = cli(
+        "fork",
+        "t",
+        "--version",
+        str(asked["version"]),
+        "--to",
+        "t2",
+        "--answer",
+        "yes",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert forked.returncode == ExitCode.OK, forked.stderr
+    assert json.loads(forked.stdout)["sent"] is True
+    plain = cli(
+        "fork",
+        "t",
+        "--to",
+        "t3",
+        "--answer",
+        "yes",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert plain.returncode == ExitCode.USAGE
+    assert_one_line_error(plain.stderr)
+
+
+@pytest.mark.slow
+def test_edit_a_paused_thread(tmp_path: Path, store: str) -> None:
+    """`pipeline edit` patches a paused thread's state: a version with its
+    author and reason in history; the answer then goes on from it; a patch
+    that does not fit is one error line, naming no value."""
+    cli(
+        "run",
+        f"{FLOWS}:desk",
+        "--input",
+        '{"text": "x"}',
+        "--store",
+        store,
+        "--thread",
+        "t",
+        cwd=tmp_path,
+    )
+    edited = cli(
+        "edit",
+        "t",
+        "--patch",
+        '{"reply": "Refunded."}',
+        "--author",
+        "ana",
+        "--reason",
+        "kinder reply",
+        "--store",
+        store,
+        "--json",
+        cwd=tmp_path,
+    )
+    assert edited.returncode == ExitCode.OK, edited.stderr
+    row = json.loads(edited.stdout)
+    assert row["edit"] == {"author": "ana", "reason": "kinder reply"}
+    assert row["status"] == "interrupted"
+    hist = lines(
+        cli("history", "t", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert hist[-1] == row
+    bad = cli(
+        "edit",
+        "t",
+        "--patch",
+        '{"sent": "sk-canary-9"}',
+        "--author",
+        "ana",
+        "--reason",
+        "oops",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert bad.returncode == ExitCode.USAGE
+    assert_one_line_error(bad.stderr)
+    assert "sk-canary-9" not in bad.stderr
+    answered = cli("answer", "t", "yes", "--store", store, cwd=tmp_path)
+    assert answered.returncode == ExitCode.OK, answered.stderr
+    assert json.loads(answered.stdout)["reply"] == "Refunded."
 
 
 @pytest.mark.slow
@@ -322,8 +471,18 @@ def test_threads_fork_delete(tmp_path: Path, store: str) -> None:
     assert (forked.returncode, forked.stdout) == (0, "b\n")
     listed = cli("threads", "--store", store, "--json", cwd=tmp_path)
     assert lines(listed.stdout) == [
-        {"thread": "a", "head": 3, "target": f"{FLOWS}:desk"},
-        {"thread": "b", "head": 0, "target": f"{FLOWS}:desk"},
+        {
+            "thread": "a",
+            "head": 3,
+            "status": "interrupted",
+            "target": f"{FLOWS}:desk",
+        },
+        {
+            "thread": "b",
+            "head": 0,
+            "status": "running",
+            "target": f"{FLOWS}:desk",
+        },
     ]
     shown = json.loads(cli("show", "b", "--store", store, cwd=tmp_path).stdout)
     assert (shown["node"], shown["next"]) == ("classify", ["draft"])
@@ -784,7 +943,12 @@ def test_server_stores(
     listed = lines(
         cli("threads", "--store", url, "--json", cwd=tmp_path).stdout
     )
-    assert {"thread": thread, "head": 5, "target": f"{FLOWS}:desk"} in listed
+    assert {
+        "thread": thread,
+        "head": 5,
+        "status": "done",
+        "target": f"{FLOWS}:desk",
+    } in listed
     assert cli("delete", thread, "--store", url, cwd=tmp_path).returncode == 0
     gone = cli("show", thread, "--store", url, cwd=tmp_path)
     assert gone.returncode == ExitCode.NOT_FOUND

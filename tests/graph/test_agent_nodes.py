@@ -133,6 +133,7 @@ async def test_agent_node_checkpoints_and_resumes() -> None:
         thread_id="t",
         limits=graph.GraphLimits(max_steps=1),
     )
-    done = (await g.resume(store, "t")).unwrap()
+    stop = (await g.load(store, "t")).unwrap()  # the limit's stop record
+    done = (await g.resume(store, "t", version=stop.parent)).unwrap()
     assert [m.content for m in done.state.messages] == ["first", "second"]
     assert len(model.requests) == 2  # the first agent did not run again

@@ -94,7 +94,8 @@ async def test_node_failure_stops_the_run() -> None:
 
 
 async def test_step_limit_is_exact_and_resumable() -> None:
-    """An endless loop stops after exactly max_steps nodes, resumably."""
+    """An endless loop stops after exactly max_steps nodes; the stop is a
+    record (resuming returns it), and the version before it goes on."""
     g = (
         graph.builder(Counted)
         .node("spin", step("spin"))
@@ -120,7 +121,19 @@ async def test_step_limit_is_exact_and_resumable() -> None:
         assert err.tail[-1] == "spin"
         head = (await g.load(store, f"t{limit}")).unwrap()
         assert head.state.count == limit
-    more = await g.resume(store, "t10", limits=graph.GraphLimits(max_steps=15))
+    stop = (await g.load(store, "t10")).unwrap()
+    assert stop.status is Status.STOPPED
+    assert stop.reason.startswith("step limit 10 reached")
+    again = await g.resume(
+        store, "t10", limits=graph.GraphLimits(max_steps=15)
+    )
+    assert again.unwrap() == stop  # stays stopped: nothing ran
+    more = await g.resume(
+        store,
+        "t10",
+        version=stop.parent,
+        limits=graph.GraphLimits(max_steps=15),
+    )
     assert isinstance(more.failure(), StepLimitExceeded)
     assert (await g.load(store, "t10")).unwrap().state.count == 15
 

@@ -35,7 +35,8 @@ def _forge(db: Path, version: int, count: int) -> None:
             (version,),
         ).fetchone()
         doc = json.loads(data)
-        doc["state"]["count"] = count
+        # (A record holds the fields that changed: a stop record, none.)
+        doc.setdefault("state", {})["count"] = count
         forged = json.dumps(doc, sort_keys=True).encode()
         (parent,) = conn.execute(
             "SELECT parent FROM checkpoints WHERE thread_id='t' AND version=?",

@@ -49,6 +49,7 @@ from pipeline.failures import (
 from pipeline.fold import (
     Continue,
     Decision,
+    Edit,
     Interrupt,
     Status,
     Stop,
@@ -1241,15 +1242,23 @@ async def test_another_shape_does_not_resume_without_a_migration() -> None:
     assert other.fingerprint != team.fingerprint
     refusal = (await other.resume(store, "t")).failure()
     assert refusal == IncompatibleGraph(team.fingerprint, other.fingerprint)
-    migrated = (await other.resume(store, "t", migrate=lambda s: s)).unwrap()
+    stop = (await team.load(store, "t")).unwrap()  # the gate's stop record
+    migrated = (
+        await other.resume(
+            store, "t", version=stop.parent, migrate=lambda s: s
+        )
+    ).unwrap()
     assert migrated.state.messages[-1].content == "other"
     assert migrated.fingerprint == other.fingerprint
     assert desk().fingerprint == team.fingerprint
 
 
-async def test_a_stop_writes_nothing_and_the_thread_can_go_on() -> None:
-    """A gate's stop commits no record; resuming the thread later (without
-    that gate) makes the handoff."""
+async def test_a_stop_is_recorded_and_the_thread_goes_on_from_before_it() -> (
+    None
+):
+    """A gate's stop is a record (status stopped, the reason): resuming the
+    thread returns it and runs nothing; resuming the version before it
+    (without that gate) makes the handoff."""
     team = desk()
     store = stores.MemoryStore()
     stopped = (
@@ -1262,12 +1271,47 @@ async def test_a_stop_writes_nothing_and_the_thread_can_go_on() -> None:
     ).unwrap()
     assert stopped.status is Status.STOPPED
     head = (await team.load(store, "t")).unwrap()
-    assert head.status is Status.RUNNING
-    assert head.next == ("specialist",)
-    assert head.version == stopped.version
-    done = (await desk().resume(store, "t")).unwrap()
+    assert head == stopped
+    assert (head.status, head.reason, head.next) == (
+        Status.STOPPED,
+        "later",
+        ("specialist",),
+    )
+    assert (await desk().resume(store, "t")).unwrap() == head
+    assert (await team.load(store, "t")).unwrap().version == head.version
+    assert head.parent is not None
+    done = (await desk().resume(store, "t", version=head.parent)).unwrap()
     assert done.state.messages[-1].content == SPECIALIST
     assert (done.state.active, done.state.handoffs) == ("specialist", 1)
+
+
+async def test_a_stopped_swarm_thread_is_edited_by_patch() -> None:
+    """Swarm.update_state patches a stopped swarm thread's typed state: a
+    version with its author and reason; the thread stays stopped."""
+    team = desk()
+    store = stores.MemoryStore()
+    stop = (
+        await team.run(
+            CTX,
+            store=store,
+            thread_id="t",
+            gates=[gate_of([], lambda t: Stop("later"))],
+        )
+    ).unwrap()
+    edited = (
+        await team.update_state(
+            store,
+            "t",
+            patch={"state": {"mission": "rescoped"}},
+            author="ana",
+            reason="new scope",
+        )
+    ).unwrap()
+    assert edited.state.state == Mission("rescoped")
+    assert edited.state.messages == stop.state.messages
+    assert (edited.status, edited.parent) == (Status.STOPPED, stop.version)
+    assert edited.edit == Edit("ana", "new scope")
+    assert (await team.load(store, "t")).unwrap() == edited
 
 
 async def test_one_swarm_serves_concurrent_runs() -> None:

@@ -11,7 +11,7 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from pipeline import Graph, Handler, fold, graph, handler, map_reduce
+from pipeline import Graph, Handler, fold, graph, handler, map_reduce, stores
 from pipeline.failures import FanOutLimitExceeded
 
 
@@ -60,6 +60,16 @@ async def use() -> None:
         Result[fold.Snapshot[State], Boom | KeyError | graph.GraphFailure],
     )
     await g.run(1)  # type: ignore[arg-type]  # the state type is checked
+    # A question's id binds an answer to it (a string, when one waits).
+    snap = out.unwrap()
+    assert_type(snap.question_id, str | None)
+    store = stores.MemoryStore()
+    again = await g.resume(store, "t", answer="yes", question="7-abc")
+    assert_type(
+        again,
+        Result[fold.Snapshot[State], Boom | KeyError | graph.GraphFailure],
+    )
+    await g.resume(store, "t", answer="yes", question=7)  # type: ignore[arg-type]  # an id is a string
 
 
 # Drawings: SVG and DOT text; a highlight is a node's name.
@@ -186,3 +196,21 @@ def strings_lazily(s: State) -> Iterator[str]:
 
 
 map_reduce(strings_lazily, square, total)  # type: ignore[arg-type]  # square takes ints
+
+
+# -- per-node caching ----------------------------------------------------------
+
+policy = graph.CachePolicy[State](ttl=60, key=lambda s: s.n)
+assert_type(policy, graph.CachePolicy[State])
+cached_builder = graph.builder(State).node("bump", bump, cache=policy)
+assert_type(cached_builder, graph.GraphBuilder[State, Boom])
+assert_type(
+    graph.builder(State).node(
+        "bump", bump, cache=graph.CachePolicy(store=graph.MemoryCache())
+    ),
+    graph.GraphBuilder[State, Boom],
+)
+graph.CachePolicy[State](key=lambda s: s.missing)  # type: ignore[attr-defined]  # the key reads the state
+graph.CachePolicy[State](ttl="60")  # type: ignore[arg-type]  # seconds
+graph.builder(State).node("bump", bump, cache=graph.CachePolicy[int]())  # type: ignore[arg-type]  # a policy over another state
+graph.MemoryCache(clock=1.0)  # type: ignore[arg-type]  # a clock is a function
