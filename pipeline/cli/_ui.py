@@ -759,6 +759,13 @@ def serve(
     _require()
     import uvicorn  # noqa: PLC0415
 
+    # What every thread page needs (the code a graph or swarm is built
+    # with), imported before the URL is printed rather than by the first
+    # visit: start-up and the first thread page then share the wait
+    # (docs/ui.md, "How fast").
+    import pipeline.graph  # noqa: PLC0415
+    import pipeline.swarm  # noqa: PLC0415, F401
+
     token = None if host in LOOPBACK else secrets.token_urlsafe(24)
     shown = f"[{host}]" if ":" in host else host
 
