@@ -182,12 +182,11 @@ def test_sigkill_mid_run_resumes_from_sqlite(tmp_path: Path) -> None:
         )
         async with stores.SQLiteStore(path) as store:
             out = await g.resume(store, "t")
-            if isinstance(out, Failure) and isinstance(
-                out.failure(), ThreadBusy
-            ):
+            busy = out.failure() if isinstance(out, Failure) else None
+            if isinstance(busy, ThreadBusy):
                 # The dead run's lease: it lapses on its own (no one
                 # releases it); wait exactly that long.
-                await anyio.sleep(out.failure().expires_in)
+                await anyio.sleep(busy.expires_in)
                 out = await g.resume(store, "t")
             done = out.unwrap()
         return done.state, expected, runs.total()
