@@ -47,6 +47,8 @@ def test_tool_exception_quoting_a_secret(tmp_path: Path, store: str) -> None:
         for doc in map(json.loads, as_json.stdout.splitlines())
         if doc["type"] == "tool_raised"
     ]
+    # Every event line carries its time (`at`); nothing else is said.
+    assert [doc.pop("at")[-1] for doc in raised] == ["Z"]
     assert raised == [
         {
             "type": "tool_raised",
