@@ -261,6 +261,10 @@ async def test_a_stalled_agent_runs_no_tool_after_a_takeover(
 
 TRIALS = int(os.environ.get("PIPELINE_SIGSTOP_TRIALS", "25"))
 CHILD = Path(__file__).with_name("sigstop_child.py")
+TAKEOVER = 300.0
+"""Seconds a takeover may take before the trial fails (a guard against a
+hang, not a timing: CI runs three whole suites at once on two cores, and
+every SQLite commit here waits for its fsync)."""
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -294,7 +298,7 @@ def _sigstop_trial(
     ) as proc:
         # A trial that goes wrong fails; it never hangs the suite: past
         # its time the child is killed (its pipe ends, reads return).
-        watchdog = threading.Timer(120, _kill, (proc,))
+        watchdog = threading.Timer(TAKEOVER + 60, _kill, (proc,))
         watchdog.start()
         try:
             assert proc.stdout is not None
@@ -316,7 +320,7 @@ def _sigstop_trial(
                 if line not in {n.encode() for n in NODES}:
                     ended = line.decode().split()
                     break  # it ended: nothing is left to take over
-            out = anyio.run(_take_over_within, spec, ours, thread_id, 60.0)
+            out = anyio.run(_take_over_within, spec, ours, thread_id, TAKEOVER)
             assert out.unwrap().done
             before = theirs.read_text().splitlines()
             proc.send_signal(signal.SIGCONT)
