@@ -94,24 +94,37 @@ def _mermaid_switch(
     return lines
 
 
-def _mermaid_gates(
-    gates: Sequence[object], ids: Mapping[str, str], enter: dict[str, str]
-) -> list[str]:
-    """Gates scoped ``before=`` nodes as hexagons in front of them
-    (updating *enter*), the others as one note at the start."""
-    lines: list[str] = []
+def placed_gates(
+    gates: Sequence[object], ids: Mapping[str, str]
+) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """Where each gate stands in a drawing: ``(gate id, gate name, node)``
+    for a gate scoped ``before=`` nodes, once per node, and the names of
+    the gates asked on every step."""
+    placed: list[tuple[str, str, str]] = []
     every: list[str] = []
     for k, gate in enumerate(gates):
         before = getattr(gate, "nodes", None)
         if not isinstance(before, tuple):
             every.append(gate_name(gate))
             continue
-        for target in (t for t in before if t in ids):
-            gid = f"g{k}_{ids[target]}"
-            lines.append(f"  {gid}{{{{{label('gate: ' + gate_name(gate))}}}}}")
-            lines.append(f'  {gid} -- "go on" --> {enter[target]}')
-            lines.append(f'  {gid} -. "stop" .-> END')
-            enter[target] = gid
+        placed.extend(
+            (f"g{k}_{ids[t]}", gate_name(gate), t) for t in before if t in ids
+        )
+    return placed, every
+
+
+def _mermaid_gates(
+    gates: Sequence[object], ids: Mapping[str, str], enter: dict[str, str]
+) -> list[str]:
+    """Gates scoped ``before=`` nodes as hexagons in front of them
+    (updating *enter*), the others as one note at the start."""
+    lines: list[str] = []
+    placed, every = placed_gates(gates, ids)
+    for gid, name, target in placed:
+        lines.append(f"  {gid}{{{{{label('gate: ' + name)}}}}}")
+        lines.append(f'  {gid} -- "go on" --> {enter[target]}')
+        lines.append(f'  {gid} -. "stop" .-> END')
+        enter[target] = gid
     if every:
         text = "gates on every step: " + ", ".join(every)
         lines.append(f"  gates>{label(text)}]")
@@ -221,32 +234,26 @@ def _gates(
     """Gates scoped ``before=`` nodes as octagons in front of them (updating
     *enter*), the others as one note at the start."""
     lines: list[str] = []
-    every: list[str] = []
-    for k, gate in enumerate(gates):
-        before = getattr(gate, "nodes", None)
-        if not isinstance(before, tuple):
-            every.append(gate_name(gate))
-            continue
-        for target in (t for t in before if t in ids):
-            gid = f"g{k}_{ids[target]}"
-            lines.extend(
+    placed, every = placed_gates(gates, ids)
+    for gid, name, target in placed:
+        lines.extend(
+            (
                 (
-                    (
-                        f"  {gid} [label={quote('gate: ' + gate_name(gate))},"
-                        ' shape=octagon, style=filled, fillcolor="#fde2e2",'
-                        ' color="#c62828"];'
-                    ),
-                    (
-                        f'  {gid} -> {enter[target]} [label="go on",'
-                        ' color="#c62828"];'
-                    ),
-                    (
-                        f'  {gid} -> END [label="stop", style=dotted,'
-                        ' color="#c62828"];'
-                    ),
-                )
+                    f"  {gid} [label={quote('gate: ' + name)},"
+                    ' shape=octagon, style=filled, fillcolor="#fde2e2",'
+                    ' color="#c62828"];'
+                ),
+                (
+                    f'  {gid} -> {enter[target]} [label="go on",'
+                    ' color="#c62828"];'
+                ),
+                (
+                    f'  {gid} -> END [label="stop", style=dotted,'
+                    ' color="#c62828"];'
+                ),
             )
-            enter[target] = gid
+        )
+        enter[target] = gid
     if every:
         text = "gates on every step: " + ", ".join(every)
         lines.append(
