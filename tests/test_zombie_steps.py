@@ -307,7 +307,7 @@ def _sigstop_trial(
                 assert proc.stdout.readline().strip() in {
                     n.encode() for n in NODES
                 }
-            proc.send_signal(signal.SIGSTOP)
+            _stop(proc)
             ended: list[str] = []
             while spec.startswith("sqlite:") and _write_locked(spec):
                 # Stopped inside a write transaction, the child holds the
@@ -316,7 +316,7 @@ def _sigstop_trial(
                 # next node, and stop it there.
                 proc.send_signal(signal.SIGCONT)
                 line = proc.stdout.readline().strip()
-                proc.send_signal(signal.SIGSTOP)
+                _stop(proc)
                 if line not in {n.encode() for n in NODES}:
                     ended = line.decode().split()
                     break  # it ended: nothing is left to take over
@@ -341,6 +341,19 @@ def _sigstop_trial(
     assert set(effects) == set(NODES)
     # The node in flight at the stop may run once more; no other does.
     assert sum(n - 1 for n in effects.values()) <= 1
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop *proc* (SIGSTOP) and return once it is stopped (or ended).
+
+    A signal is delivered asynchronously: without the wait, the child may
+    still run for a moment after ``send_signal`` returns, long enough to
+    begin a write transaction after :func:`_write_locked` looked, and then
+    hold the SQLite file's lock for as long as it stays stopped.
+    ``WNOWAIT`` leaves the child's state for ``Popen`` to reap.
+    """
+    proc.send_signal(signal.SIGSTOP)
+    os.waitid(os.P_PID, proc.pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
 
 
 def _write_locked(spec: str) -> bool:
