@@ -21,6 +21,7 @@ from typing import (
     Protocol,
     TypeAlias,
     TypeVar,
+    cast,
     final,
 )
 
@@ -30,7 +31,7 @@ from returns.result import Failure, Result, Success
 
 from .._depth import loads
 from .._serde import canonical, checksum
-from ..errors import InvalidAnswer, NestedTooDeeply
+from ..errors import InvalidAnswer, NestedTooDeeply, Suspended
 from ..events import (
     FoldEvent,
     Interrupted,
@@ -586,6 +587,17 @@ async def _drive(
                 if inner_answer is not None:  # a nested gate refused it
                     await _ask_again(snap, journal, on_event, boundary.now())
                 raise
+            except Suspended as asked:  # pipeline.interrupt() in the step
+                if asked.failure is not None:  # the question was not recorded
+                    return cast("Failure[Any]", asked.failure)
+                return await _pause(
+                    snap,
+                    journal,
+                    on_event,
+                    boundary.paused or "",
+                    boundary.now(),
+                    boundary.payload,
+                )
             finally:
                 leave(token)
             if type(new) is Failure:
@@ -620,7 +632,12 @@ async def _step_failed(
     failure = new.failure()
     if boundary.paused is not None and isinstance(failure, RunPaused):
         return await _pause(
-            snap, journal, on_event, boundary.paused, boundary.now()
+            snap,
+            journal,
+            on_event,
+            boundary.paused,
+            boundary.now(),
+            boundary.payload,
         )
     if boundary.stopped is not None and isinstance(
         failure, RunStopped | StepLimitExceeded
@@ -648,7 +665,15 @@ async def _ask_again(
     if snap.pending is not None:
         # (Should the record fail to commit, the thread stays answered,
         # as before: the InvalidAnswer still propagates.)
-        await _pause(snap, journal, on_event, snap.pending.question, progress)
+        pending = snap.pending
+        await _pause(
+            snap,
+            journal,
+            on_event,
+            pending.question,
+            progress,
+            pending.payload,
+        )
 
 
 async def _stop(
@@ -688,13 +713,14 @@ async def _pause(
     on_event: EventSink | None,
     question: str,
     progress: Any,
+    payload: Any = None,
 ) -> Result[Snapshot[S], Any]:
     paused = attrs.evolve(
         snap,
         version=snap.version + 1,
         parent=snap.version,
         status=Status.INTERRUPTED,
-        pending=Pending(snap.node, snap.next, question),
+        pending=Pending(snap.node, snap.next, question, payload=payload),
         progress=progress,
     )
     if journal is not None:

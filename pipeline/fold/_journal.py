@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 import anyio
 import attrs
+import cattrs
 
 from returns.result import Failure, Result, Success
 
@@ -98,6 +99,7 @@ class Boundary:
     """
 
     __slots__ = (
+        "_asked",
         "_journal",
         "_prefix",
         "_root",
@@ -105,6 +107,7 @@ class Boundary:
         "_up",
         "answer",
         "paused",
+        "payload",
         "saved",
         "stopped",
         "touched",
@@ -125,9 +128,11 @@ class Boundary:
         self._root = root or self
         self._up = up
         self._starts: dict[tuple[str, str], int] = {}
+        self._asked = 0
         self.saved = saved
         self.answer = answer
         self.paused: str | None = None
+        self.payload: Any = None
         self.stopped: str | None = None
         self.touched: set[str] = set()
         self.track: Callable[[], Any] | None = None
@@ -151,6 +156,19 @@ class Boundary:
         self._starts[name, digest] = k + 1
         key = fold_key(name, k)
         return f"{key}@{digest}" if digest else key
+
+    def question_key(self) -> str:
+        """The progress key of the next question :func:`pipeline.interrupt`
+        asks in this step (``q#<k>``: the *k*-th, in the order asked)."""
+        k = self._asked
+        self._asked = k + 1
+        return f"q#{k}"
+
+    @property
+    def converter(self) -> cattrs.Converter:
+        """The converter of the enclosing thread's codec (answers to
+        questions asked in this step are structured with it)."""
+        return self._root._journal.codec.converter
 
     def docs(self, key: str) -> tuple[Any, ...]:
         """The documents saved under *key* (oldest first)."""
@@ -177,13 +195,15 @@ class Boundary:
         of its agents ask before each of theirs."""
         return await self._journal.ensure()
 
-    def pause(self, question: str) -> None:
-        """Note that a nested fold paused for *question* (and tell the
-        boundary this one's journal nests in, if any)."""
+    def pause(self, question: str, payload: Any = None) -> None:
+        """Note that a nested fold (or :func:`pipeline.interrupt`) paused
+        for *question*, with *payload* (and tell the boundary this one's
+        journal nests in, if any)."""
         root = self._root
         root.paused = question
+        root.payload = payload
         if root._up is not None:
-            root._up.pause(question)
+            root._up.pause(question, payload)
 
     def stop(self, reason: str) -> None:
         """Note that a nested fold stopped for *reason* (and recorded it),
@@ -408,9 +428,11 @@ class NestedJournal(Journal[S]):
         """See :meth:`Journal.write`."""
         del data  # the enclosing record holds the document itself
         if snap.status is Status.INTERRUPTED:
-            self.boundary.pause(
-                snap.pending.question if snap.pending is not None else ""
-            )
+            pending = snap.pending
+            if pending is None:
+                self.boundary.pause("")
+            else:
+                self.boundary.pause(pending.question, pending.payload)
         elif snap.status is Status.STOPPED:
             self.boundary.stop(snap.reason)
         return await self.boundary.save(self.key, doc)

@@ -1,0 +1,125 @@
+"""A typed question from inside a step: :func:`interrupt`.
+
+A step of a checkpointed run (a graph's node, a tool an agent calls in
+one, a handler nested in either) asks a human and waits for the answer.
+The question is a record: the step is unwound (:class:`Suspended`), the
+run pauses at it, and ``resume(answer=...)`` runs the step again, where
+the same call now returns the answer, structured into the declared type.
+
+Questions are progress of the step in flight (``q#<k>`` for the *k*-th
+question the step asks, see :mod:`pipeline.fold._journal`): a question
+answered once is answered for good (a later question of the same step, a
+crash, replay it from the record), and the folds nested in the step before
+the question (an agent's turns, its tool calls) are not run again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import cattrs
+
+from .._decode import DECODE_ERRORS, explain
+from .._depth import loads
+from .._serde import canonical
+from ..errors import InvalidAnswer, NestedTooDeeply, NotCheckpointed, Suspended
+from ._journal import current_boundary
+
+
+A = TypeVar("A")
+
+__all__ = ("interrupt",)
+
+
+async def interrupt(
+    question: str, kind: type[A], /, *, payload: object = None
+) -> A:
+    """Ask a human *question* and wait for an answer of type *kind*.
+
+    Called in the step of a checkpointed run (a graph or swarm run with a
+    ``store=``: a node, a tool or handler running inside one).  The first
+    time, the question (with *payload*, any value the converter turns into
+    JSON: what the human should look at) is committed as the pending
+    question of the thread, and the run returns paused
+    (``snapshot.pending.question``, ``.payload``, ``.question_id``).
+    ``resume(..., answer=...)`` commits the answer, then runs the step
+    again from its start: this call now returns the answer as a *kind*.
+
+    What runs twice: the part of the step before the question, unless it
+    went through the run's journal (an agent's turns and tool calls, a
+    nested graph: those are replayed from their records).  Put side
+    effects after the question, or in a journaled fold.  A step may ask
+    several questions, one at a time: each is answered in order, and the
+    answers given before are replayed (questions are told apart by their
+    position in the step, not by their text).
+
+    >>> import attrs
+    >>> @attrs.frozen
+    ... class Approval:
+    ...     approved: bool
+    ...     note: str = ""
+    >>> async def review(state: str) -> str:
+    ...     answer = await interrupt("ship it?", Approval, payload=state)
+    ...     return f"{state}: {answer.note}" if answer.approved else state
+
+    Raises:
+        InvalidAnswer: the answer the run was resumed with does not fit
+            *kind* (naming the fields and types, never the values); the
+            thread waits at the same question again.
+        NotCheckpointed: called outside the step of a checkpointed run.
+        TypeError: *payload* cannot be stored as JSON.
+        Suspended: the question is recorded and the run pauses (the
+            engine catches it; never catch it yourself).
+
+    .. versionadded:: 0.1.0
+    """
+    boundary = current_boundary()
+    if boundary is None:
+        raise NotCheckpointed(question)
+    key = boundary.question_key()
+    docs = boundary.docs(key)
+    last = docs[-1] if docs and isinstance(docs[-1], dict) else None
+    converter = boundary.converter
+    if last is not None and "answer" in last:  # answered before: replayed
+        return _typed(converter, last["answer"], kind)
+    if last is not None and boundary.answer is not None:
+        # This question paused the run, and the run was resumed with an
+        # answer: checked first, then kept (later questions replay it).
+        answer = boundary.answer
+        typed = _typed(converter, answer, kind)
+        failed = await boundary.save(key, {"answer": answer})
+        if failed is not None:
+            raise Suspended(failed)
+        return typed
+    stored = _stored(converter, payload)
+    if last is None or last.get("asked") != question:
+        doc: dict[str, Any] = {"asked": question}
+        if stored is not None:
+            doc["payload"] = stored
+        failed = await boundary.save(key, doc)
+        if failed is not None:
+            raise Suspended(failed)
+    boundary.pause(question, stored)
+    raise Suspended
+
+
+def _typed(converter: cattrs.Converter, answer: object, kind: type[A]) -> A:
+    try:
+        return converter.structure(answer, kind)
+    except DECODE_ERRORS as exc:
+        raise InvalidAnswer(kind, "; ".join(explain(exc, kind))) from None
+
+
+def _stored(converter: cattrs.Converter, payload: object) -> object:
+    """*payload* as the record holds it (JSON-shaped)."""
+    if payload is None:
+        return None
+    try:
+        return loads(canonical(converter.unstructure(payload)), "the payload")
+    except (ValueError, TypeError, RecursionError, NestedTooDeeply):
+        msg = (
+            "interrupt(): the payload must turn into JSON (an attrs "
+            "instance, a dict with str keys, a list, a str, a number); "
+            f"a {type(payload).__name__} does not"
+        )
+        raise TypeError(msg) from None
