@@ -587,17 +587,10 @@ async def _drive(
                 if inner_answer is not None:  # a nested gate refused it
                     await _ask_again(snap, journal, on_event, boundary.now())
                 raise
-            except Suspended as asked:  # pipeline.interrupt() in the step
-                if asked.failure is not None:  # the question was not recorded
-                    return cast("Failure[Any]", asked.failure)
-                return await _pause(
-                    snap,
-                    journal,
-                    on_event,
-                    boundary.paused or "",
-                    boundary.now(),
-                    boundary.payload,
-                )
+            except (Suspended, BaseExceptionGroup) as raised:
+                # pipeline.interrupt() in the step (in concurrent tasks of
+                # it, maybe several: a group of nothing else).
+                return await _asked(snap, journal, on_event, boundary, raised)
             finally:
                 leave(token)
             if type(new) is Failure:
@@ -617,6 +610,54 @@ async def _drive(
     if snap.status is Status.DONE:
         return Success(snap)
     return Success(attrs.evolve(snap, status=Status.DONE))
+
+
+async def _asked(
+    snap: Snapshot[S],
+    journal: Journal[S],
+    on_event: EventSink | None,
+    boundary: Boundary,
+    raised: Suspended | BaseExceptionGroup[Any],
+) -> Result[Snapshot[S], Any]:
+    """The step out of *snap* asked a question (:func:`pipeline.interrupt`):
+    pause at it (or fail, if it could not be recorded: the failure the
+    :class:`Suspended` carries).  A group holding anything else is raised
+    again, as it was."""
+    asked = _suspended(raised)
+    if asked is None:
+        raise raised
+    if asked.failure is not None:
+        return cast("Failure[Any]", asked.failure)
+    return await _pause(
+        snap,
+        journal,
+        on_event,
+        boundary.paused or "",
+        boundary.now(),
+        boundary.payload,
+    )
+
+
+def _suspended(raised: BaseException) -> Suspended | None:
+    """The :class:`Suspended` *raised* is or holds (one whose question
+    was not recorded first), if it holds nothing else."""
+    if isinstance(raised, Suspended):
+        return raised
+    if not isinstance(raised, BaseExceptionGroup):
+        return None
+    found, rest = raised.split(Suspended)
+    if found is None or rest is not None:
+        return None
+    leaves: list[Suspended] = []
+    stack: list[BaseException] = [found]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(exc.exceptions)
+        elif isinstance(exc, Suspended):
+            leaves.append(exc)
+    failed = [s for s in leaves if s.failure is not None]
+    return failed[0] if failed else leaves[0]
 
 
 async def _step_failed(

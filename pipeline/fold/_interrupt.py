@@ -6,22 +6,26 @@ The question is a record: the step is unwound (:class:`Suspended`), the
 run pauses at it, and ``resume(answer=...)`` runs the step again, where
 the same call now returns the answer, structured into the declared type.
 
-Questions are progress of the step in flight (``q#<k>`` for the *k*-th
-question the step asks, see :mod:`pipeline.fold._journal`): a question
-answered once is answered for good (a later question of the same step, a
-crash, replay it from the record), and the folds nested in the step before
-the question (an agent's turns, its tool calls) are not run again.
+Questions are progress of the step in flight (``q:<digest>#<k>``, the
+*k*-th question of the step asking the text and payload *digest* stands
+for; see :mod:`pipeline.fold._journal`): a question answered once is
+answered for good (a later question of the same step, a crash, replay it
+from the record), and the folds nested in the step before the question (an
+agent's turns, its tool calls) are not run again.  One question is pending
+at a time: when concurrent tool calls or fan-out branches of one step ask
+at once, one is asked, and the others in the attempts after its answer.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import anyio
 import cattrs
 
 from .._decode import DECODE_ERRORS, explain
 from .._depth import loads
-from .._serde import canonical
+from .._serde import canonical, checksum
 from ..errors import InvalidAnswer, NestedTooDeeply, NotCheckpointed, Suspended
 from ._journal import current_boundary
 
@@ -49,9 +53,11 @@ async def interrupt(
     went through the run's journal (an agent's turns and tool calls, a
     nested graph: those are replayed from their records).  Put side
     effects after the question, or in a journaled fold.  A step may ask
-    several questions, one at a time: each is answered in order, and the
-    answers given before are replayed (questions are told apart by their
-    position in the step, not by their text).
+    several questions, one at a time (also from concurrent tool calls or
+    branches): each is answered in turn, and the answers given before are
+    replayed.  Questions are told apart by their text and payload (and, for
+    equal ones, by their order): a question whose text or payload changed
+    since it was answered is asked anew.
 
     >>> import attrs
     >>> @attrs.frozen
@@ -76,30 +82,48 @@ async def interrupt(
     boundary = current_boundary()
     if boundary is None:
         raise NotCheckpointed(question)
-    key = boundary.question_key()
+    converter = boundary.converter
+    stored = _stored(converter, payload)
+    key = boundary.question_key(checksum(canonical([question, stored]))[:16])
     docs = boundary.docs(key)
     last = docs[-1] if docs and isinstance(docs[-1], dict) else None
-    converter = boundary.converter
     if last is not None and "answer" in last:  # answered before: replayed
         return _typed(converter, last["answer"], kind)
-    if last is not None and boundary.answer is not None:
+    if (
+        last is not None
+        and boundary.answer is not None
+        and not boundary.asking()
+    ):
         # This question paused the run, and the run was resumed with an
         # answer: checked first, then kept (later questions replay it).
         answer = boundary.answer
-        typed = _typed(converter, answer, kind)
-        failed = await boundary.save(key, {"answer": answer})
+        try:
+            typed = _typed(converter, answer, kind)
+        except InvalidAnswer:
+            boundary.hold()  # the run asks this question again
+            raise
+        failed = None
+        with anyio.CancelScope(shield=True):
+            failed = await boundary.save(key, {"answer": answer})
         if failed is not None:
             raise Suspended(failed)
         return typed
-    stored = _stored(converter, payload)
+    if boundary.asking():
+        # Another question of this step (a concurrent tool call or branch)
+        # is pending: this one is asked in a later attempt.
+        raise Suspended
+    boundary.pause(question, stored)  # claimed before any await
     if last is None or last.get("asked") != question:
         doc: dict[str, Any] = {"asked": question}
         if stored is not None:
             doc["payload"] = stored
-        failed = await boundary.save(key, doc)
+        # Kept even when a sibling's question is cancelling this task at
+        # this very moment: the pause names this question.
+        failed = None
+        with anyio.CancelScope(shield=True):
+            failed = await boundary.save(key, doc)
         if failed is not None:
             raise Suspended(failed)
-    boundary.pause(question, stored)
     raise Suspended
 
 

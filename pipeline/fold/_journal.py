@@ -100,6 +100,7 @@ class Boundary:
 
     __slots__ = (
         "_asked",
+        "_held",
         "_journal",
         "_prefix",
         "_root",
@@ -128,7 +129,8 @@ class Boundary:
         self._root = root or self
         self._up = up
         self._starts: dict[tuple[str, str], int] = {}
-        self._asked = 0
+        self._asked: dict[str, int] = {}
+        self._held = False
         self.saved = saved
         self.answer = answer
         self.paused: str | None = None
@@ -157,12 +159,27 @@ class Boundary:
         key = fold_key(name, k)
         return f"{key}@{digest}" if digest else key
 
-    def question_key(self) -> str:
+    def question_key(self, digest: str) -> str:
         """The progress key of the next question :func:`pipeline.interrupt`
-        asks in this step (``q#<k>``: the *k*-th, in the order asked)."""
-        k = self._asked
-        self._asked = k + 1
-        return f"q#{k}"
+        asks in this step, *digest* identifying what it asks (its text and
+        payload): ``q:<digest>#<k>``, the *k*-th question asking that in
+        this step.  (Counted per question, not in the order asked:
+        concurrent tool calls or branches may ask in any order.)"""
+        k = self._asked.get(digest, 0)
+        self._asked[digest] = k + 1
+        return f"q:{digest}#{k}"
+
+    def asking(self) -> bool:
+        """Whether a question is pending in this attempt of the step (one
+        was asked, or its answer was refused): another one waits for the
+        next attempt."""
+        root = self._root
+        return root.paused is not None or root._held
+
+    def hold(self) -> None:
+        """Note that an answer was refused in this attempt (see
+        :meth:`asking`)."""
+        self._root._held = True
 
     @property
     def converter(self) -> cattrs.Converter:
