@@ -369,3 +369,58 @@ async def test_fan_out_branches_that_ask_at_once_are_asked_one_by_one(
         assert done.status is Status.DONE
         assert done.state == Pair(1, 2, "done")
     assert ran.count("c") == 1
+
+
+async def test_parallel_tool_calls_that_ask_are_asked_one_by_one(
+    make_store: StoreFactory,
+) -> None:
+    """One reply, two refund calls: one question pending at a time, each
+    answer reaches its own call, each approved refund is paid once (a
+    call that got its answer keeps its result while the other asks)."""
+    paid: list[int] = []
+
+    def two_refunds(req: ModelRequest) -> ModelResponse:
+        results = [m for m in req.messages if m.role is Role.TOOL]
+        if not results:
+            return Reply.tool_calls(
+                ("refund", {"amount": 40}, "c1"),
+                ("refund", {"amount": 7}, "c2"),
+            )
+        return Reply.text(" / ".join(m.content for m in results))
+
+    agent = Agent(
+        "desk",
+        ScriptedModel(two_refunds, cycle=True),
+        tools=[refunder(paid, [])],
+    )
+    team = swarm.builder().agent("desk", agent).entry("desk").build()
+    answers = {
+        "refund 40 EUR?": Refund(approved=True),
+        "refund 7 EUR?": Refund(approved=False),
+    }
+    async with make_store() as store:
+        first = (
+            await team.run(
+                Context.of(Message.user("refund both")),
+                store=store,
+                thread_id="t",
+            )
+        ).unwrap()
+        assert first.pending is not None
+        asked = [first.pending.question]
+        second = (
+            await team.resume(store, "t", answer=answers[asked[0]])
+        ).unwrap()
+        assert second.pending is not None
+        asked.append(second.pending.question)
+        assert sorted(asked) == sorted(answers)
+        # The call answered first ran (its result is kept); the other waits.
+        assert paid == ([40] if asked[0] == "refund 40 EUR?" else [])
+        done = (
+            await team.resume(store, "t", answer=answers[asked[1]])
+        ).unwrap()
+        assert done.done
+        assert paid == [40]
+        assert done.state.messages[-1].content == (
+            "refunded 40 / the refund was declined"
+        )

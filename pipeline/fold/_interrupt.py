@@ -18,7 +18,10 @@ at once, one is asked, and the others in the attempts after its answer.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+import contextvars
+
+from types import TracebackType
+from typing import Any, TypeVar, final
 
 import anyio
 import cattrs
@@ -32,7 +35,48 @@ from ._journal import current_boundary
 
 A = TypeVar("A")
 
-__all__ = ("interrupt",)
+__all__ = ("Answered", "interrupt")
+
+
+@final
+class Answered:
+    """Whether the code run inside it (``with Answered() as got:``) got an
+    answer from :func:`interrupt` (``got.answered``): an agent's loop keeps
+    such a tool call's result, so the call does not run again when another
+    question pauses the turn.
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("_token", "answered")
+
+    def __init__(self) -> None:
+        self.answered = False
+        self._token: contextvars.Token[Answered | None] | None = None
+
+    def __enter__(self) -> Answered:
+        self._token = _ANSWERED.set(self)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._token is not None:
+            _ANSWERED.reset(self._token)
+
+
+_ANSWERED: contextvars.ContextVar[Answered | None] = contextvars.ContextVar(
+    "pipeline_answered", default=None
+)
+
+
+def _got_answer() -> None:
+    mark = _ANSWERED.get()
+    if mark is not None:
+        mark.answered = True
 
 
 async def interrupt(
@@ -88,7 +132,9 @@ async def interrupt(
     docs = boundary.docs(key)
     last = docs[-1] if docs and isinstance(docs[-1], dict) else None
     if last is not None and "answer" in last:  # answered before: replayed
-        return _typed(converter, last["answer"], kind)
+        typed = _typed(converter, last["answer"], kind)
+        _got_answer()
+        return typed
     if (
         last is not None
         and boundary.answer is not None
@@ -107,6 +153,7 @@ async def interrupt(
             failed = await boundary.save(key, {"answer": answer})
         if failed is not None:
             raise Suspended(failed)
+        _got_answer()
         return typed
     if boundary.asking():
         # Another question of this step (a concurrent tool call or branch)

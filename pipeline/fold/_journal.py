@@ -159,15 +159,27 @@ class Boundary:
         key = fold_key(name, k)
         return f"{key}@{digest}" if digest else key
 
-    def question_key(self, digest: str) -> str:
+    def question_key(self, digest: str, kind: str = "q") -> str:
         """The progress key of the next question :func:`pipeline.interrupt`
         asks in this step, *digest* identifying what it asks (its text and
         payload): ``q:<digest>#<k>``, the *k*-th question asking that in
         this step.  (Counted per question, not in the order asked:
-        concurrent tool calls or branches may ask in any order.)"""
-        k = self._asked.get(digest, 0)
-        self._asked[digest] = k + 1
-        return f"q:{digest}#{k}"
+        concurrent tool calls or branches may ask in any order.)  *kind*
+        ``"c"``: the key of a tool call's result kept after it got an
+        answer (*digest*: the call's tool and arguments).
+
+        .. versionadded:: 0.1.0
+        """
+        counted = f"{kind}:{digest}"
+        k = self._asked.get(counted, 0)
+        self._asked[counted] = k + 1
+        return f"{counted}#{k}"
+
+    def kept(self, kind: str) -> bool:
+        """Whether progress of this step holds keys of *kind* (``"c"``:
+        tool results kept after an answer)."""
+        start = f"{self._prefix}{kind}:"
+        return any(k.startswith(start) for k in self._root.saved)
 
     def asking(self) -> bool:
         """Whether a question is pending in this attempt of the step (one
