@@ -20,6 +20,7 @@ from pipeline import (
     graph,
     handler,
     interrupt,
+    map_reduce,
     swarm,
     tool,
 )
@@ -424,3 +425,43 @@ async def test_parallel_tool_calls_that_ask_are_asked_one_by_one(
         assert done.state.messages[-1].content == (
             "refunded 40 / the refund was declined"
         )
+
+
+@attrs.frozen
+class Batch:
+    """State of the map_reduce test."""
+
+    items: tuple[int, ...] = (1, 2, 3)
+    total: int = 0
+
+
+async def test_a_map_reduce_item_asks(make_store: StoreFactory) -> None:
+    """An item of a map_reduce node asks: the run pauses; the answer
+    reaches that item.  (The node runs again from its start: the other
+    items too, as the docs say.)"""
+
+    @handler(name="worth")
+    async def worth(i: int) -> Result[int, object]:
+        if i == 2:
+            return Success(await interrupt(f"worth of item {i}?", int))
+        return Success(i)
+
+    def total(
+        b: Batch, results: tuple[Result[int, object], ...]
+    ) -> Result[Batch, object]:
+        return Success(attrs.evolve(b, total=sum(r.unwrap() for r in results)))
+
+    node = map_reduce(lambda b: b.items, worth, total)
+    g: Graph[Batch, object] = (
+        graph.builder(Batch)
+        .node("sum", node)
+        .entry("sum")
+        .edge("sum", END)
+        .build()
+    )
+    async with make_store() as store:
+        paused = (await g.run(Batch(), store=store, thread_id="t")).unwrap()
+        assert paused.pending is not None
+        assert paused.pending.question == "worth of item 2?"
+        done = (await g.resume(store, "t", answer=20)).unwrap()
+        assert done.state.total == 24

@@ -41,7 +41,7 @@ __all__ = ("Answered", "interrupt")
 @final
 class Answered:
     """Whether the code run inside it (``with Answered() as got:``) got an
-    answer from :func:`interrupt` (``got.answered``): an agent's loop keeps
+    answer from :func:`pipeline.interrupt` (``got.answered``): an agent's loop keeps
     such a tool call's result, so the call does not run again when another
     question pauses the turn.
 

@@ -11,7 +11,7 @@ from returns.result import Result, Success
 
 from pipeline import Agent, Context, Graph, Message, graph, handler, interrupt
 from pipeline.errors import InvalidAnswer, NotCheckpointed, Suspended
-from pipeline.failures import StaleAnswer
+from pipeline.failures import EditRefused, StaleAnswer
 from pipeline.fold import Status
 from pipeline.graph import END
 from pipeline.testing import Reply, ScriptedModel
@@ -392,3 +392,21 @@ async def test_suspended_passes_except_exception() -> None:
     does not swallow the pause."""
     assert not issubclass(Suspended, Exception)
     assert issubclass(Suspended, BaseException)
+
+
+async def test_an_edit_waits_until_a_question_inside_a_node_is_answered(
+    make_store: StoreFactory,
+) -> None:
+    """A thread paused inside a node cannot be edited (its node is half
+    run): ``EditRefused`` says to answer first; nothing is committed."""
+    g = refund_graph(Effects())
+    async with make_store() as store:
+        await g.run(Order(amount=3), store=store, thread_id="t")
+        before = list(await store.records("t"))
+        out = await g.update_state(
+            store, "t", Order(amount=4), author="ana", reason="typo"
+        )
+        refused = out.failure()
+        assert isinstance(refused, EditRefused)
+        assert "answer it first" in str(refused)
+        assert list(await store.records("t")) == before
