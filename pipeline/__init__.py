@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
     from ._messages import Role as Role
     from ._messages import ToolCall as ToolCall
     from ._messages import Usage as Usage
+    from ._output import Output as Output
     from ._usage import RunUsage as RunUsage
     from .agents import Agent as Agent
     from .budgets import Budget as Budget
@@ -82,6 +83,7 @@ __all__ = (
     "MergeStrategy",
     "Message",
     "Note",
+    "Output",
     "Par",
     "Price",
     "Race",
@@ -161,6 +163,7 @@ _HOMES = {
     "ToolCall": "._messages",
     "Usage": "._messages",
     "Agent": ".agents",
+    "Output": "._output",
     "Budget": ".budgets",
     "Price": ".budgets",
     "RunUsage": "._usage",
