@@ -410,3 +410,38 @@ async def test_an_edit_waits_until_a_question_inside_a_node_is_answered(
         assert isinstance(refused, EditRefused)
         assert "answer it first" in str(refused)
         assert list(await store.records("t")) == before
+
+
+async def test_the_answer_is_committed_before_the_node_runs_again(
+    make_store: StoreFactory,
+) -> None:
+    """The node dies on its second attempt before it reaches the question:
+    the answer was committed first, so resuming without one delivers it;
+    nobody is asked twice."""
+    dies = [False]
+
+    @handler(name="ask")
+    async def ask(s: Asked) -> Result[Asked, object]:
+        if dies[0]:
+            dies[0] = False
+            msg = "the process dies here"
+            raise RuntimeError(msg)
+        return Success(Asked(await interrupt("how many?", int)))
+
+    g: Graph[Asked, object] = (
+        graph.builder(Asked)
+        .node("ask", ask)
+        .entry("ask")
+        .edge("ask", END)
+        .build()
+    )
+    async with make_store() as store:
+        paused = (await g.run(Asked(), store=store, thread_id="t")).unwrap()
+        dies[0] = True
+        with pytest.raises(RuntimeError, match="dies"):
+            await g.resume(store, "t", answer=5, question=paused.question_id)
+        head = (await g.load(store, "t")).unwrap()
+        assert head.pending is not None
+        assert (head.pending.answered, head.pending.answer) == (True, 5)
+        done = (await g.resume(store, "t")).unwrap()
+        assert done.state == Asked(5)
