@@ -30,6 +30,7 @@ from ._fingerprint import fingerprint as fingerprint
 from ._fingerprint import same_shape as same_shape
 from ._interrupt import Answered as Answered
 from ._interrupt import interrupt as interrupt  # pipeline.interrupt
+from ._interrupt import suspension as suspension
 from ._journal import Boundary as Boundary
 from ._journal import Cell as Cell
 from ._journal import Journal as Journal
@@ -99,6 +100,7 @@ __all__ = (
     "run_machine",
     "same_shape",
     "stored_answer",
+    "suspension",
 )
 
 

@@ -53,6 +53,7 @@ from . import _checkpoints
 from ._ambient import Ambient, ambient
 from ._codec import Codec, alike
 from ._fingerprint import same_shape
+from ._interrupt import suspension
 from ._journal import (
     Boundary,
     Journal,
@@ -660,7 +661,7 @@ async def _asked(
     pause at it (or fail, if it could not be recorded: the failure the
     :class:`Suspended` carries).  A group holding anything else is raised
     again, as it was."""
-    asked = _suspended(raised)
+    asked = suspension(raised)
     if asked is None:
         raise raised
     if asked.failure is not None:
@@ -673,28 +674,6 @@ async def _asked(
         boundary.now(),
         boundary.payload,
     )
-
-
-def _suspended(raised: BaseException) -> Suspended | None:
-    """The :class:`Suspended` *raised* is or holds (one whose question
-    was not recorded first), if it holds nothing else."""
-    if isinstance(raised, Suspended):
-        return raised
-    if not isinstance(raised, BaseExceptionGroup):
-        return None
-    found, rest = raised.split(Suspended)
-    if found is None or rest is not None:
-        return None
-    leaves: list[Suspended] = []
-    stack: list[BaseException] = [found]
-    while stack:
-        exc = stack.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            stack.extend(exc.exceptions)
-        elif isinstance(exc, Suspended):
-            leaves.append(exc)
-    failed = [s for s in leaves if s.failure is not None]
-    return failed[0] if failed else leaves[0]
 
 
 async def _step_failed(

@@ -35,7 +35,7 @@ from ._journal import current_boundary
 
 A = TypeVar("A")
 
-__all__ = ("Answered", "interrupt")
+__all__ = ("Answered", "interrupt", "suspension")
 
 
 @final
@@ -172,6 +172,32 @@ async def interrupt(
         if failed is not None:
             raise Suspended(failed)
     raise Suspended
+
+
+def suspension(raised: BaseException) -> Suspended | None:
+    """The :class:`~pipeline.errors.Suspended` *raised* is, or the one a
+    group of nothing else holds (concurrent tasks of a step that asked),
+    preferring one whose question could not be recorded; else ``None``.
+
+    .. versionadded:: 0.1.0
+    """
+    if isinstance(raised, Suspended):
+        return raised
+    if not isinstance(raised, BaseExceptionGroup):
+        return None
+    found, rest = raised.split(Suspended)
+    if found is None or rest is not None:
+        return None
+    leaves: list[Suspended] = []
+    stack: list[BaseException] = [found]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(exc.exceptions)
+        elif isinstance(exc, Suspended):
+            leaves.append(exc)
+    failed = [s for s in leaves if s.failure is not None]
+    return failed[0] if failed else leaves[0]
 
 
 def _typed(converter: cattrs.Converter, answer: object, kind: type[A]) -> A:
