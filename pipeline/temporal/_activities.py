@@ -241,7 +241,9 @@ class StepActivity:
             # A nested gate refused the answer it was given: ask again.
             if base.pending is None:
                 raise
-            return StepDone(paused=base.pending.question)
+            return StepDone(
+                paused=base.pending.question, payload=base.pending.payload
+            )
         except (Suspended, BaseExceptionGroup) as raised:
             # pipeline.interrupt() in the step: its question was saved to
             # the workflow; the run pauses at it.
@@ -259,7 +261,9 @@ class StepActivity:
                 and task.branch is None
                 and not task.part
             ):
-                return StepDone(paused=boundary.paused)
+                return StepDone(
+                    paused=boundary.paused, payload=boundary.payload
+                )
             return StepDone(failure=self.kinds.encode(failure))
         sent = encode_delta(hosted.codec, out, base)
         if isinstance(sent, InvalidState):
@@ -282,7 +286,7 @@ class StepActivity:
             return StepDone(failure=self.kinds.encode(asked.failure.failure()))
         question = boundary.paused or ""
         if task.branch is None and not task.part:
-            return StepDone(paused=question)
+            return StepDone(paused=question, payload=boundary.payload)
         where = task.branch or task.part
         return StepDone(
             failure=self.kinds.encode(RunPaused(question, path=(where,)))

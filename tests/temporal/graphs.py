@@ -218,7 +218,9 @@ NESTED = _nested_graph()
 @handler(name="review")
 async def _review(s: Tally) -> Result[Tally, Refused]:
     """Asks inside the node (``pipeline.interrupt``), typed."""
-    answer = await interrupt("publish this draft?", Approval)
+    answer = await interrupt(
+        "publish this draft?", Approval, payload={"trail": list(s.trail)}
+    )
     if not answer.approved:
         return Failure(Refused("review", f"refused by {answer.by}"))
     return Success(attrs.evolve(s, trail=s.trail.append(f"ok:{answer.by}")))

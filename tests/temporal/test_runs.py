@@ -162,11 +162,13 @@ async def test_a_question_asked_inside_a_node_on_temporal(
         assert paused.status is Status.INTERRUPTED
         assert paused.pending is not None
         assert paused.pending.question == "publish this draft?"
+        assert paused.pending.payload == {"trail": ["draft"]}
         (await run.answer({"approved": "SECRET"})).unwrap()
         again = (await run.paused()).unwrap()
         assert again.status is Status.INTERRUPTED
         assert again.pending is not None
         assert again.pending.question == "publish this draft?"
+        assert again.pending.payload == {"trail": ["draft"]}
         assert again.version > paused.version
         (await run.answer(Approval(approved=True, by="ada"))).unwrap()
         final = (await run.result()).unwrap()
@@ -175,6 +177,7 @@ async def test_a_question_asked_inside_a_node_on_temporal(
     local = (await ASKS.run(Tally(), store=store, thread_id="t")).unwrap()
     assert local.pending is not None
     assert local.pending.question == "publish this draft?"
+    assert local.pending.payload == paused.pending.payload
     answer = Approval(approved=True, by="ada")
     done = (await ASKS.resume(store, "t", answer=answer)).unwrap()
     assert done.state == final.state
