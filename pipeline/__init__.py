@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
     from .events import Note as Note
     from .events import emit as emit
     from .events import stream as stream
+    from .fold import interrupt as interrupt
     from .graph._graph import Graph as Graph
     from .runs import RunResult as RunResult
     from .runs import Scope as Scope
@@ -104,6 +105,7 @@ __all__ = (
     "for_each",
     "handler",
     "if_",
+    "interrupt",
     "loop",
     "map_reduce",
     "merge_branches",
@@ -168,6 +170,7 @@ _HOMES = {
     "Note": ".events",
     "emit": ".events",
     "stream": ".events",
+    "interrupt": ".fold",
     "RunResult": ".runs",
     "Scope": ".runs",
     "run": ".runs",

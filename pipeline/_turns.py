@@ -25,6 +25,7 @@ from ._messages import Message, ToolCall, Usage
 from ._output import repair_request, repairs_in
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
+from .errors import Suspended
 from .events import (
     GuardrailChecked,
     MessageComplete,
@@ -41,7 +42,16 @@ from .failures import (
     RunPaused,
     TurnLimitExceeded,
 )
-from .fold import Ambient, Codec, Snapshot, Status, ambient
+from .fold import (
+    Ambient,
+    Answered,
+    Boundary,
+    Codec,
+    Snapshot,
+    Status,
+    ambient,
+    current_boundary,
+)
 from .models._types import (
     ModelDelta,
     ModelRequest,
@@ -318,8 +328,7 @@ class Loop:
             if refused is not None:
                 return Failure(attrs.evolve(refused, path=(name,)))
             hook = scope.tool_hook
-        if offload is not None:
-            hook = _around(hook, offload.tools(agent, self.tools))
+        hook = self._hook(hook)
         lapsed = await self._start_tools(calls, listen=listen)
         if lapsed is not None:
             return lapsed
@@ -339,6 +348,18 @@ class Loop:
             turn,
         )
         return self._next(snap, done, stop=stop)
+
+    def _hook(self, hook: ToolHook | None) -> ToolHook | None:
+        """What runs each tool call of this turn: *hook* (the scope's),
+        inside where the call runs (a host's activity, if offloaded), inside
+        the keeping of results that got an answer (in a checkpointed run)."""
+        offload = self.env.offload
+        if offload is not None:
+            hook = _around(hook, offload.tools(self.agent, self.tools))
+        boundary = current_boundary()  # the turn's, in a checkpointed run
+        if boundary is not None:
+            hook = _around(_keeping(boundary, self.secret), hook)
+        return hook
 
     async def _final(
         self, snap: Snapshot[Turns], message: Message, usage: Usage, turn: int
@@ -470,6 +491,54 @@ class Loop:
             else:
                 out.append(next(ran))
         return tuple(out)
+
+
+def _keeping(boundary: Boundary, secret: Mapping[str, Tool]) -> ToolHook:
+    """Keeps the result of each tool call that got a human's answer
+    (:func:`pipeline.interrupt`) as progress of the turn: when another
+    call's question pauses the turn, the call does not run again (nor its
+    side effects after the question); the turn run again finds its result.
+
+    Calls are known by their tool and arguments (calls of tools with secret
+    arguments are not kept: a digest of a secret is not stored).
+    """
+    kept = boundary.kept("c")  # results kept in an earlier attempt
+
+    def key_of(call: ToolCall) -> str:
+        digest = checksum(canonical([call.name, call.arguments]))[:16]
+        return boundary.question_key(digest, "c")
+
+    async def keep(
+        call: ToolCall, run: Callable[[], Awaitable[tuple[str, bool]]]
+    ) -> tuple[str, bool]:
+        if call.name in secret:
+            return await run()
+        key = None
+        if kept:
+            key = key_of(call)
+            docs = boundary.docs(key)
+            doc = docs[-1] if docs else None
+            if (
+                isinstance(doc, dict)
+                and isinstance(doc.get("content"), str)
+                and isinstance(doc.get("failed"), bool)
+            ):
+                return doc["content"], doc["failed"]
+        with Answered() as got:
+            content, failed = await run()
+        if got.answered:
+            if key is None:
+                key = key_of(call)
+            saved = None
+            with anyio.CancelScope(shield=True):  # a sibling may cancel
+                saved = await boundary.save(
+                    key, {"content": content, "failed": failed}
+                )
+            if saved is not None:
+                raise Suspended(saved)
+        return content, failed
+
+    return keep
 
 
 def _outcome(verdict: Verdict) -> str:

@@ -16,7 +16,8 @@ The hierarchy::
     ├── NestedTooDeeply        JSON read from outside nests past the limit
     └── MalformedToolSchema    an MCP server lists a tool no model can call
     RuntimeError
-    └── RendererUnavailable    Graphviz's ``dot`` is missing or failed
+    ├── RendererUnavailable    Graphviz's ``dot`` is missing or failed
+    └── NotCheckpointed        ``interrupt()`` outside a checkpointed run
     KeyError
     └── SecretUnresolved       no resolver knows a secret's reference
     ImportError
@@ -27,6 +28,8 @@ The hierarchy::
     AssertionError
     ├── UnexpectedCall         a scripted double called too often
     └── Unconsumed             a scripted double left replies unused
+    BaseException
+    └── Suspended              ``interrupt()`` unwinding its step: never catch it
 
 :class:`GraphDefect` is a value, one defect of a graph or swarm.
 """
@@ -51,8 +54,10 @@ __all__ = (
     "MalformedToolSchema",
     "MissingExtra",
     "NestedTooDeeply",
+    "NotCheckpointed",
     "RendererUnavailable",
     "SecretUnresolved",
+    "Suspended",
     "SwarmDefects",
     "ToolError",
     "Unconsumed",
@@ -172,15 +177,54 @@ class Unconsumed(AssertionError):
 
 @final
 class InvalidAnswer(ValueError):
-    """A human's answer does not fit the type its gate expects.
+    """A human's answer does not fit the type its gate (or
+    :func:`pipeline.interrupt`) expects.
+
+    *problems*, when given, says which fields do not fit and what they
+    should be (paths and types, never the answer's values).
 
     .. versionadded:: 0.1.0
     """
 
-    def __init__(self, kind: object) -> None:
+    def __init__(self, kind: object, problems: str = "") -> None:
         name = getattr(kind, "__qualname__", None) or str(kind)
-        super().__init__(f"the answer is not a {name}")
+        text = f"the answer is not a {name}"
+        super().__init__(f"{text}: {problems}" if problems else text)
         self.kind = kind
+        self.problems = problems
+
+
+@final
+class NotCheckpointed(RuntimeError):
+    """:func:`pipeline.interrupt` was called outside the step of a
+    checkpointed run: there is nowhere to keep the question while a human
+    answers it.  Run the graph or swarm with a ``store=`` (or the handler
+    inside the node of one).
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, question: str) -> None:
+        super().__init__(
+            "interrupt() needs a checkpointed run to wait in (a graph or "
+            "swarm run with store=..., or a step nested in one); the "
+            f"question {question!r} has nowhere to wait"
+        )
+
+
+@final
+class Suspended(BaseException):
+    """:func:`pipeline.interrupt` unwinds the step it was called in with
+    this: the question was recorded (or could not be: *failure*, the
+    store's refusal), and the run pauses.  It is a ``BaseException``, like
+    cancellation, so ``except Exception`` lets it through: never catch it.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, failure: object = None) -> None:
+        super().__init__("the step asked a question and is suspended")
+        self.failure = failure
 
 
 @final

@@ -61,7 +61,12 @@ from ._depth import check_depth
 from ._messages import Message, ToolCall
 from ._schema import schema_for
 from ._serde import canonical, make_converter, unicode_safe
-from .errors import ConstructionError, NestedTooDeeply, ToolError
+from .errors import (
+    ConstructionError,
+    InvalidAnswer,
+    NestedTooDeeply,
+    ToolError,
+)
 from .events import ToolRaised, emit, listening
 from .models._types import ToolSpec
 from .secrets import holds_secret, redact_arguments, redacted_traceback
@@ -111,7 +116,10 @@ class Tool:
     for the model: bad arguments, a timeout, an exception listed in
     *errors* (its type only) or a :class:`~pipeline.errors.ToolError`
     (its message) or a result that cannot be sent all become error
-    results.  Other exceptions propagate.
+    results.  Other exceptions propagate, and so does
+    :class:`~pipeline.errors.InvalidAnswer` (a human's answer to the
+    tool's :func:`pipeline.interrupt` that does not fit: the run asks
+    again).
 
     .. versionadded:: 0.1.0
     """
@@ -259,6 +267,10 @@ class Tool:
                         f"tool {self.name!r} timed out after {self.timeout} s"
                     )
                     return f"error: {late}", True
+        except InvalidAnswer:
+            # A human's answer to the tool's interrupt() does not fit: the
+            # run asks again (never an error result the model talks past).
+            raise
         except ToolError as exc:  # meant for the model, whatever *errors* says
             _LOG.info("tool %r refused: %s", self.name, type(exc).__name__)
             return f"error: {unicode_safe(str(exc))}", True

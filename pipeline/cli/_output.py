@@ -121,6 +121,8 @@ def snapshot_doc(target: Target, snap: Snapshot[Any]) -> dict[str, Any]:
             "answered": snap.pending.answered,
             "id": snap.question_id,
         }
+        if snap.pending.payload is not None:  # asked by interrupt()
+            pending["payload"] = snap.pending.payload
     return {
         "thread": snap.thread_id,
         "version": snap.version,

@@ -584,6 +584,9 @@ def _question_form(ui: UI, tid: str, head: Any) -> str:
         "<h2>waiting for an answer</h2>"
         f"<p class=question>{p.esc(head.pending.question)}</p>"
     )
+    if head.pending.payload is not None:  # asked by pipeline.interrupt
+        shown = json.dumps(head.pending.payload, indent=2, sort_keys=True)
+        text += f"<pre class=payload>{p.esc(shown)}</pre>"
     if not ui.writes:
         return text + "<p>read-only: answer with `pipeline answer`</p>"
     return text + (

@@ -28,6 +28,9 @@ from ._engine import run_machine as run_machine
 from ._engine import stored_answer as stored_answer
 from ._fingerprint import fingerprint as fingerprint
 from ._fingerprint import same_shape as same_shape
+from ._interrupt import Answered as Answered
+from ._interrupt import interrupt as interrupt  # pipeline.interrupt
+from ._interrupt import suspension as suspension
 from ._journal import Boundary as Boundary
 from ._journal import Cell as Cell
 from ._journal import Journal as Journal
@@ -57,6 +60,7 @@ from ._runnable import new_thread as new_thread
 
 __all__ = (
     "Ambient",
+    "Answered",
     "Boundary",
     "Building",
     "Cell",
@@ -96,6 +100,7 @@ __all__ = (
     "run_machine",
     "same_shape",
     "stored_answer",
+    "suspension",
 )
 
 

@@ -361,8 +361,8 @@ async def update_state(
                 EditRefused(
                     thread_id,
                     status,
-                    "it paused inside a step (a nested run's question): "
-                    "answer it first",
+                    "it paused inside a step (a question a node, a tool or "
+                    "a nested run asked): answer it first",
                 )
             )
         new_state: Any = state

@@ -279,6 +279,8 @@ class Codec(Generic[S]):
             }
             if snap.pending.answered:
                 pending["answer"] = snap.pending.answer
+            if snap.pending.payload is not None:
+                pending["payload"] = snap.pending.payload
             doc["pending"] = pending
         if progress is not None:
             doc["in"] = {k: list(v) for k, v in progress.items()}
@@ -686,6 +688,7 @@ class Codec(Generic[S]):
                     self.converter.structure(p["question"], str),
                     p.get("answer"),
                     "answer" in p,
+                    p.get("payload"),
                 )
             snap = Snapshot(
                 thread_id=thread_id,

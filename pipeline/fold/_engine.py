@@ -21,6 +21,7 @@ from typing import (
     Protocol,
     TypeAlias,
     TypeVar,
+    cast,
     final,
 )
 
@@ -30,7 +31,7 @@ from returns.result import Failure, Result, Success
 
 from .._depth import loads
 from .._serde import canonical, checksum
-from ..errors import InvalidAnswer, NestedTooDeeply
+from ..errors import InvalidAnswer, NestedTooDeeply, Suspended
 from ..events import (
     FoldEvent,
     Interrupted,
@@ -52,6 +53,7 @@ from . import _checkpoints
 from ._ambient import Ambient, ambient
 from ._codec import Codec, alike
 from ._fingerprint import same_shape
+from ._interrupt import suspension
 from ._journal import (
     Boundary,
     Journal,
@@ -623,6 +625,10 @@ async def _drive(
                 if inner_answer is not None:  # a nested gate refused it
                     await _ask_again(snap, journal, on_event, boundary.now())
                 raise
+            except (Suspended, BaseExceptionGroup) as raised:
+                # pipeline.interrupt() in the step (in concurrent tasks of
+                # it, maybe several: a group of nothing else).
+                return await _asked(snap, journal, on_event, boundary, raised)
             finally:
                 leave(token)
             if type(new) is Failure:
@@ -644,6 +650,32 @@ async def _drive(
     return Success(attrs.evolve(snap, status=Status.DONE))
 
 
+async def _asked(
+    snap: Snapshot[S],
+    journal: Journal[S],
+    on_event: EventSink | None,
+    boundary: Boundary,
+    raised: Suspended | BaseExceptionGroup[Any],
+) -> Result[Snapshot[S], Any]:
+    """The step out of *snap* asked a question (:func:`pipeline.interrupt`):
+    pause at it (or fail, if it could not be recorded: the failure the
+    :class:`Suspended` carries).  A group holding anything else is raised
+    again, as it was."""
+    asked = suspension(raised)
+    if asked is None:
+        raise raised
+    if asked.failure is not None:
+        return cast("Failure[Any]", asked.failure)
+    return await _pause(
+        snap,
+        journal,
+        on_event,
+        boundary.paused or "",
+        boundary.now(),
+        boundary.payload,
+    )
+
+
 async def _step_failed(
     snap: Snapshot[S],
     journal: Journal[S],
@@ -657,7 +689,12 @@ async def _step_failed(
     failure = new.failure()
     if boundary.paused is not None and isinstance(failure, RunPaused):
         return await _pause(
-            snap, journal, on_event, boundary.paused, boundary.now()
+            snap,
+            journal,
+            on_event,
+            boundary.paused,
+            boundary.now(),
+            boundary.payload,
         )
     if boundary.stopped is not None and isinstance(
         failure, RunStopped | StepLimitExceeded
@@ -685,7 +722,15 @@ async def _ask_again(
     if snap.pending is not None:
         # (Should the record fail to commit, the thread stays answered,
         # as before: the InvalidAnswer still propagates.)
-        await _pause(snap, journal, on_event, snap.pending.question, progress)
+        pending = snap.pending
+        await _pause(
+            snap,
+            journal,
+            on_event,
+            pending.question,
+            progress,
+            pending.payload,
+        )
 
 
 async def _stop(
@@ -725,13 +770,14 @@ async def _pause(
     on_event: EventSink | None,
     question: str,
     progress: Any,
+    payload: Any = None,
 ) -> Result[Snapshot[S], Any]:
     paused = attrs.evolve(
         snap,
         version=snap.version + 1,
         parent=snap.version,
         status=Status.INTERRUPTED,
-        pending=Pending(snap.node, snap.next, question),
+        pending=Pending(snap.node, snap.next, question, payload=payload),
         progress=progress,
     )
     if journal is not None:

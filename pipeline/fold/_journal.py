@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 import anyio
 import attrs
+import cattrs
 
 from returns.result import Failure, Result, Success
 
@@ -98,6 +99,8 @@ class Boundary:
     """
 
     __slots__ = (
+        "_asked",
+        "_held",
         "_journal",
         "_prefix",
         "_root",
@@ -105,6 +108,7 @@ class Boundary:
         "_up",
         "answer",
         "paused",
+        "payload",
         "saved",
         "stopped",
         "touched",
@@ -125,9 +129,12 @@ class Boundary:
         self._root = root or self
         self._up = up
         self._starts: dict[tuple[str, str], int] = {}
+        self._asked: dict[str, int] = {}
+        self._held = False
         self.saved = saved
         self.answer = answer
         self.paused: str | None = None
+        self.payload: Any = None
         self.stopped: str | None = None
         self.touched: set[str] = set()
         self.track: Callable[[], Any] | None = None
@@ -151,6 +158,46 @@ class Boundary:
         self._starts[name, digest] = k + 1
         key = fold_key(name, k)
         return f"{key}@{digest}" if digest else key
+
+    def question_key(self, digest: str, kind: str = "q") -> str:
+        """The progress key of the next question :func:`pipeline.interrupt`
+        asks in this step, *digest* identifying what it asks (its text and
+        payload): ``q:<digest>#<k>``, the *k*-th question asking that in
+        this step.  (Counted per question, not in the order asked:
+        concurrent tool calls or branches may ask in any order.)  *kind*
+        ``"c"``: the key of a tool call's result kept after it got an
+        answer (*digest*: the call's tool and arguments).
+
+        .. versionadded:: 0.1.0
+        """
+        counted = f"{kind}:{digest}"
+        k = self._asked.get(counted, 0)
+        self._asked[counted] = k + 1
+        return f"{counted}#{k}"
+
+    def kept(self, kind: str) -> bool:
+        """Whether progress of this step holds keys of *kind* (``"c"``:
+        tool results kept after an answer)."""
+        start = f"{self._prefix}{kind}:"
+        return any(k.startswith(start) for k in self._root.saved)
+
+    def asking(self) -> bool:
+        """Whether a question is pending in this attempt of the step (one
+        was asked, or its answer was refused): another one waits for the
+        next attempt."""
+        root = self._root
+        return root.paused is not None or root._held
+
+    def hold(self) -> None:
+        """Note that an answer was refused in this attempt (see
+        :meth:`asking`)."""
+        self._root._held = True
+
+    @property
+    def converter(self) -> cattrs.Converter:
+        """The converter of the enclosing thread's codec (answers to
+        questions asked in this step are structured with it)."""
+        return self._root._journal.codec.converter
 
     def docs(self, key: str) -> tuple[Any, ...]:
         """The documents saved under *key* (oldest first)."""
@@ -177,13 +224,15 @@ class Boundary:
         of its agents ask before each of theirs."""
         return await self._journal.ensure()
 
-    def pause(self, question: str) -> None:
-        """Note that a nested fold paused for *question* (and tell the
-        boundary this one's journal nests in, if any)."""
+    def pause(self, question: str, payload: Any = None) -> None:
+        """Note that a nested fold (or :func:`pipeline.interrupt`) paused
+        for *question*, with *payload* (and tell the boundary this one's
+        journal nests in, if any)."""
         root = self._root
         root.paused = question
+        root.payload = payload
         if root._up is not None:
-            root._up.pause(question)
+            root._up.pause(question, payload)
 
     def stop(self, reason: str) -> None:
         """Note that a nested fold stopped for *reason* (and recorded it),
@@ -408,9 +457,11 @@ class NestedJournal(Journal[S]):
         """See :meth:`Journal.write`."""
         del data  # the enclosing record holds the document itself
         if snap.status is Status.INTERRUPTED:
-            self.boundary.pause(
-                snap.pending.question if snap.pending is not None else ""
-            )
+            pending = snap.pending
+            if pending is None:
+                self.boundary.pause("")
+            else:
+                self.boundary.pause(pending.question, pending.payload)
         elif snap.status is Status.STOPPED:
             self.boundary.stop(snap.reason)
         return await self.boundary.save(self.key, doc)

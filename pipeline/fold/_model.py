@@ -59,11 +59,14 @@ _DONE = Status.DONE
 @final
 @attrs.frozen
 class Pending:
-    """A transition waiting for a human answer (see :class:`Interrupt`).
+    """A transition waiting for a human answer (see :class:`Interrupt` and
+    :func:`pipeline.interrupt`).
 
     Once answered (*answered*), *answer* holds the answer as it was stored
     (JSON-shaped): the answer is a record of its own, so a crash after
-    answering never asks again.
+    answering never asks again.  *payload* is what a question asked by
+    :func:`pipeline.interrupt` carries besides its text (JSON-shaped, as
+    stored), else ``None``.
 
     .. versionadded:: 0.1.0
     """
@@ -73,6 +76,7 @@ class Pending:
     question: str
     answer: Any = None
     answered: bool = False
+    payload: Any = None
 
 
 @final
@@ -159,6 +163,8 @@ class Snapshot(Generic[S_co]):
             list(pending.targets),
             pending.question,
         ]
+        if pending.payload is not None:
+            asked.append(pending.payload)
         return f"{self.version}-{checksum(canonical(asked))[:12]}"
 
     @staticmethod

@@ -42,9 +42,9 @@ from temporalio.exceptions import ApplicationError
 
 from .._offload import offloading, reset
 from .._serde import canonical
-from ..errors import InvalidAnswer
+from ..errors import InvalidAnswer, Suspended
 from ..failures import InvalidState, RunPaused
-from ..fold import Boundary, Journal, Snapshot, enter, leave
+from ..fold import Boundary, Journal, Snapshot, enter, leave, suspension
 from . import _mapped
 from ._calls import Agents, StepCalls, make_call
 from ._failures import Kinds
@@ -241,7 +241,13 @@ class StepActivity:
             # A nested gate refused the answer it was given: ask again.
             if base.pending is None:
                 raise
-            return StepDone(paused=base.pending.question)
+            return StepDone(
+                paused=base.pending.question, payload=base.pending.payload
+            )
+        except (Suspended, BaseExceptionGroup) as raised:
+            # pipeline.interrupt() in the step: its question was saved to
+            # the workflow; the run pauses at it.
+            return self._asked(task, boundary, raised)
         finally:
             reset(offload)
             leave(token)
@@ -255,12 +261,36 @@ class StepActivity:
                 and task.branch is None
                 and not task.part
             ):
-                return StepDone(paused=boundary.paused)
+                return StepDone(
+                    paused=boundary.paused, payload=boundary.payload
+                )
             return StepDone(failure=self.kinds.encode(failure))
         sent = encode_delta(hosted.codec, out, base)
         if isinstance(sent, InvalidState):
             return StepDone(failure=self.kinds.encode(sent))
         return StepDone(snapshot=sent)
+
+    def _asked(
+        self,
+        task: StepTask,
+        boundary: Boundary,
+        raised: Suspended | BaseExceptionGroup[Any],
+    ) -> StepDone:
+        """The step paused at a question of its own (or could not record
+        it: the store's refusal is the step's failure).  A group holding
+        anything else is raised again, as it was."""
+        asked = suspension(raised)
+        if asked is None:
+            raise raised
+        if isinstance(asked.failure, Failure):
+            return StepDone(failure=self.kinds.encode(asked.failure.failure()))
+        question = boundary.paused or ""
+        if task.branch is None and not task.part:
+            return StepDone(paused=question, payload=boundary.payload)
+        where = task.branch or task.part
+        return StepDone(
+            failure=self.kinds.encode(RunPaused(question, path=(where,)))
+        )
 
     async def _step(
         self, hosted: Hosted, task: StepTask, snap: Snapshot[Any]

@@ -345,13 +345,15 @@ class StepTask:
 class StepDone:
     """The step activity's answer: the next snapshot (a delta document
     against the task's), or a failure value, or the question a fold nested
-    in the step *paused* at (the step's progress is in the workflow)."""
+    in the step *paused* at (the step's progress is in the workflow), with
+    the *payload* a question :func:`pipeline.interrupt` asked carries."""
 
     snapshot: SnapshotDoc | None = None
     failure: FailureDoc | None = None
     paused: str | None = None
     count: int = 0
     item: ItemDone | None = None
+    payload: Any = None
 
 
 @final

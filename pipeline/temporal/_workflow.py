@@ -186,7 +186,9 @@ class _Remote:
                 version=snap.version + 1,
                 parent=snap.version,
                 status=Status.INTERRUPTED,
-                pending=Pending(snap.node, snap.next, done.paused),
+                pending=Pending(
+                    snap.node, snap.next, done.paused, payload=done.payload
+                ),
                 progress=progress,
             )
             return Failure(RunPaused(done.paused, path=(self.name,)))

@@ -1,5 +1,6 @@
 """Targets for the CLI's guard tests (``tests.cli.guarded:NAME``): secrets
-in tool arguments and graph state, gates that read typed answers."""
+in tool arguments and graph state, gates and nodes that read typed
+answers."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import attrs
 
 from returns.result import Result, Success
 
-from pipeline import Agent, Message, Secret, handler, tool
+from pipeline import Agent, Message, Secret, handler, interrupt, tool
 from pipeline import graph as g
 from pipeline.fold import Continue, Decision, Interrupt, Stop, Transition
 from pipeline.graph import END
@@ -87,6 +88,41 @@ orders = (
     .build()
 )
 """(a quantity, typed) -> ship."""
+
+
+@attrs.frozen
+class Approval:
+    """What ``refunds`` asks for (with ``pipeline.interrupt``)."""
+
+    approved: bool
+    note: str = ""
+
+
+@attrs.frozen
+class Refund:
+    """A refund that needs a typed approval from inside its node."""
+
+    amount: int
+    verdict: str = ""
+
+
+@handler
+async def decide(r: Refund) -> Result[Refund, str]:
+    answer = await interrupt(
+        "refund this?", Approval, payload={"amount": r.amount}
+    )
+    word = "paid" if answer.approved else "declined"
+    return Success(attrs.evolve(r, verdict=f"{word}: {answer.note}"))
+
+
+refunds = (
+    g.builder(Refund)
+    .node("decide", decide)
+    .entry("decide")
+    .edge("decide", END)
+    .build()
+)
+"""A node that asks (an Approval) -> END."""
 
 
 @attrs.frozen

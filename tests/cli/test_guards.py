@@ -419,6 +419,39 @@ def test_resolver_and_answers_in_process(
     assert "redis://u:***@127.0.0.1:1/0?token=***" in capsys.readouterr().err
 
 
+def test_a_question_from_a_node_shown_and_answered_in_process(
+    tmp_path: Path,
+    store: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A node's ``interrupt``: ``show`` has its question and payload,
+    ``answer`` with JSON that does not fit the declared type is refused
+    naming the field (never the value) and the thread still waits; a
+    fitting answer reaches the node."""
+    monkeypatch.chdir(tmp_path)
+    run = ["run", f"{GUARDED}:refunds", "--input", '{"amount": 40}']
+    assert main([*run, "--thread", "r", "--store", store]) == ExitCode.PAUSED
+    assert "paused: refund this?" in capsys.readouterr().err
+    assert main(["show", "r", "--store", store, "--json"]) == ExitCode.OK
+    pending = json.loads(capsys.readouterr().out)["pending"]
+    assert pending["question"] == "refund this?"
+    assert pending["payload"] == {"amount": 40}
+    wrong = '{"approved": "SECRET-perhaps"}'
+    assert main(["answer", "r", wrong, "--store", store]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "$.approved" in err
+    assert "SECRET" not in err
+    assert main(["show", "r", "--store", store, "--json"]) == ExitCode.OK
+    assert json.loads(capsys.readouterr().out)["status"] == "interrupted"
+    right = '{"approved": true, "note": "ok"}'
+    assert main(["answer", "r", right, "--store", store]) == ExitCode.OK
+    assert json.loads(capsys.readouterr().out) == {
+        "amount": 40,
+        "verdict": "paid: ok",
+    }
+
+
 def test_program_entry_in_process(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,7 +21,7 @@ from pipeline.cli import _ui as ui_module
 from pipeline.cli._stores import note_target
 from pipeline.cli._ui import COOKIE, app
 from pipeline.stores import SQLiteStore
-from tests.cli import flows
+from tests.cli import flows, guarded
 
 
 DESK = "tests.cli.flows:desk"
@@ -105,6 +105,26 @@ def test_timeline_drawing_and_question(client: TestClient) -> None:
     assert "send this reply?" in page
     assert "id=answer" in page
     assert "id=fork" in page
+
+
+async def _seed_refund(path: Path) -> None:
+    async with SQLiteStore(path) as store:
+        snap = guarded.refunds.start(guarded.Refund(40), thread_id="r1")
+        done = await guarded.refunds.fold(snap, store=store)
+        assert done.unwrap().pending is not None
+        await note_target(store, "r1", f"{guarded.GUARDED}:refunds")
+
+
+def test_a_question_from_a_node_shows_its_payload(
+    client: TestClient, db: Path
+) -> None:
+    """A node's ``interrupt``: the page shows the question and, as JSON,
+    what it carries for the human to look at."""
+    anyio.run(_seed_refund, db)
+    page = client.get("/thread", params={"id": "r1"}).text
+    assert "<p class=question>refund this?</p>" in page
+    assert "<pre class=payload>{\n  &quot;amount&quot;: 40\n}</pre>" in page
+    assert "id=answer" in page
 
 
 def test_timeline_in_pages(

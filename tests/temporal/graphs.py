@@ -28,6 +28,7 @@ from pipeline import (
     Message,
     Swarm,
     handler,
+    interrupt,
     map_reduce,
     tool,
 )
@@ -212,6 +213,29 @@ def _nested_graph() -> Graph[Tally, object]:
 
 
 NESTED = _nested_graph()
+
+
+@handler(name="review")
+async def _review(s: Tally) -> Result[Tally, Refused]:
+    """Asks inside the node (``pipeline.interrupt``), typed."""
+    answer = await interrupt(
+        "publish this draft?", Approval, payload={"trail": list(s.trail)}
+    )
+    if not answer.approved:
+        return Failure(Refused("review", f"refused by {answer.by}"))
+    return Success(attrs.evolve(s, trail=s.trail.append(f"ok:{answer.by}")))
+
+
+ASKS = (
+    builder(Tally)
+    .node("draft", bump("draft"))
+    .node("review", _review)
+    .entry("draft")
+    .edge("draft", "review")
+    .edge("review", END)
+    .build(name="asks")
+)
+"""A node that asks a typed question itself."""
 
 
 def traced(name: str) -> Handler[Tally, Tally, Refused]:

@@ -32,6 +32,7 @@ from pipeline.temporal import (
 )
 from tests.temporal.graphs import (
     APPROVAL,
+    ASKS,
     EFFECTS_ENV,
     HUGE,
     NESTED,
@@ -145,6 +146,41 @@ async def test_an_answer_of_the_wrong_type_is_refused_and_the_run_waits(
         (await run.answer(Approval(approved=True, by="ada"))).unwrap()
         final = (await run.result()).unwrap()
     assert final.state.trail == pvector(["draft", "publish"])
+
+
+async def test_a_question_asked_inside_a_node_on_temporal(
+    client: Client, queue: str
+) -> None:
+    """``pipeline.interrupt`` in a node run as an activity: the run pauses
+    at the question; an answer that does not fit is taken, then refused by
+    the node's activity (the run waits at the question again); the right
+    one reaches the node, typed; the same as in process."""
+    runs = Runs(client, task_queue=queue)
+    async with worker(client, [ASKS], task_queue=queue):
+        run = await runs.start(ASKS, Tally())
+        paused = (await run.paused()).unwrap()
+        assert paused.status is Status.INTERRUPTED
+        assert paused.pending is not None
+        assert paused.pending.question == "publish this draft?"
+        assert paused.pending.payload == {"trail": ["draft"]}
+        (await run.answer({"approved": "SECRET"})).unwrap()
+        again = (await run.paused()).unwrap()
+        assert again.status is Status.INTERRUPTED
+        assert again.pending is not None
+        assert again.pending.question == "publish this draft?"
+        assert again.pending.payload == {"trail": ["draft"]}
+        assert again.version > paused.version
+        (await run.answer(Approval(approved=True, by="ada"))).unwrap()
+        final = (await run.result()).unwrap()
+    assert final.state.trail == pvector(["draft", "ok:ada"])
+    store = MemoryStore()
+    local = (await ASKS.run(Tally(), store=store, thread_id="t")).unwrap()
+    assert local.pending is not None
+    assert local.pending.question == "publish this draft?"
+    assert local.pending.payload == paused.pending.payload
+    answer = Approval(approved=True, by="ada")
+    done = (await ASKS.resume(store, "t", answer=answer)).unwrap()
+    assert done.state == final.state
 
 
 async def test_paused_after_the_end_gives_the_final_snapshot(

@@ -11,6 +11,8 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+import pipeline
+
 from pipeline import Graph, Handler, fold, graph, handler, map_reduce, stores
 from pipeline.failures import FanOutLimitExceeded
 
@@ -214,3 +216,24 @@ graph.CachePolicy[State](key=lambda s: s.missing)  # type: ignore[attr-defined] 
 graph.CachePolicy[State](ttl="60")  # type: ignore[arg-type]  # seconds
 graph.builder(State).node("bump", bump, cache=graph.CachePolicy[int]())  # type: ignore[arg-type]  # a policy over another state
 graph.MemoryCache(clock=1.0)  # type: ignore[arg-type]  # a clock is a function
+
+
+# -- pipeline.interrupt: the answer has the declared type ------------------
+
+
+@attrs.frozen
+class Approval:
+    approved: bool
+    note: str = ""
+
+
+async def asks(s: State) -> State:
+    answer = await pipeline.interrupt("ship?", Approval, payload=s)
+    assert_type(answer, Approval)
+    count = await pipeline.interrupt("how many?", int)
+    assert_type(count, int)
+    await pipeline.interrupt(3, bool)  # type: ignore[arg-type]  # a question is text
+    await pipeline.interrupt("ship?")  # type: ignore[call-arg]  # the answer's type is required
+    await pipeline.interrupt("ship?", bool, True)  # type: ignore[call-arg]  # payload is keyword-only
+    wrong: str = await pipeline.interrupt("ship?", Approval)  # type: ignore[arg-type]  # an Approval, not a str
+    return State(count if answer.approved else s.n) if wrong else s

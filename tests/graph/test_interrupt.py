@@ -1,0 +1,472 @@
+"""A typed question from inside a step: ``pipeline.interrupt`` (issue 16,
+item 1), in graph nodes, on every store."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from pyrsistent import PVector, pvector
+from returns.result import Result, Success
+
+from pipeline import Agent, Context, Graph, Message, graph, handler, interrupt
+from pipeline.errors import InvalidAnswer, NotCheckpointed, Suspended
+from pipeline.failures import EditRefused, StaleAnswer
+from pipeline.fold import Status
+from pipeline.graph import END
+from pipeline.testing import Reply, ScriptedModel
+from tests.servers import StoreFactory
+
+
+@attrs.frozen
+class Approval:
+    """What the reviewer answers."""
+
+    approved: bool
+    note: str = ""
+
+
+@attrs.frozen
+class Draft:
+    """What the reviewer looks at (the question's payload)."""
+
+    title: str
+    amount: int
+
+
+@attrs.frozen
+class Order:
+    """Graph state."""
+
+    amount: int = 0
+    log: PVector[str] = attrs.field(factory=pvector)
+
+
+class Effects:
+    """Counts what the nodes did, by name."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+
+    def count(self, name: str) -> int:
+        return self.done.count(name)
+
+
+def refund_graph(effects: Effects) -> Graph[Order, object]:
+    """prepare -> review (asks) -> pay."""
+
+    @handler(name="prepare")
+    async def prepare(s: Order) -> Result[Order, object]:
+        effects.done.append("prepare")
+        return Success(attrs.evolve(s, log=s.log.append("prepared")))
+
+    @handler(name="review")
+    async def review(s: Order) -> Result[Order, object]:
+        effects.done.append("before-question")
+        answer = await interrupt(
+            "refund this order?",
+            Approval,
+            payload=Draft("refund", s.amount),
+        )
+        effects.done.append("after-question")
+        word = "approved" if answer.approved else "declined"
+        return Success(
+            attrs.evolve(s, log=s.log.append(f"{word}:{answer.note}"))
+        )
+
+    @handler(name="pay")
+    async def pay(s: Order) -> Result[Order, object]:
+        effects.done.append("pay")
+        return Success(attrs.evolve(s, log=s.log.append("paid")))
+
+    return (
+        graph.builder(Order)
+        .node("prepare", prepare)
+        .node("review", review)
+        .node("pay", pay)
+        .entry("prepare")
+        .edge("prepare", "review")
+        .edge("review", "pay")
+        .edge("pay", END)
+        .build()
+    )
+
+
+async def test_question_pauses_and_the_typed_answer_reaches_the_node(
+    make_store: StoreFactory,
+) -> None:
+    """First run: the question (text and payload) is the thread's pending
+    question, nothing after it ran.  The answer (an Approval) is committed,
+    the node runs again and ``interrupt`` returns it, typed."""
+    effects = Effects()
+    g = refund_graph(effects)
+    async with make_store() as store:
+        paused = (
+            await g.run(Order(amount=40), store=store, thread_id="t")
+        ).unwrap()
+        assert paused.status is Status.INTERRUPTED
+        assert paused.pending is not None
+        assert paused.pending.question == "refund this order?"
+        assert paused.pending.payload == {"title": "refund", "amount": 40}
+        assert (paused.pending.source, paused.pending.targets) == (
+            "prepare",
+            ("review",),
+        )
+        assert effects.done == ["prepare", "before-question"]
+        # What a reader of the thread sees is what the run returned.
+        loaded = (await g.load(store, "t")).unwrap()
+        assert loaded.status is Status.INTERRUPTED
+        assert loaded.pending is not None
+        assert loaded.pending.payload == paused.pending.payload
+        assert loaded.question_id == paused.question_id is not None
+
+        done = (
+            await g.resume(
+                store,
+                "t",
+                answer=Approval(approved=True, note="ok by ana"),
+                question=paused.question_id,
+            )
+        ).unwrap()
+        assert done.status is Status.DONE
+        assert list(done.state.log) == [
+            "prepared",
+            "approved:ok by ana",
+            "paid",
+        ]
+        # The part before the question ran twice; nothing else did.
+        assert effects.done == [
+            "prepare",
+            "before-question",
+            "before-question",
+            "after-question",
+            "pay",
+        ]
+        # The answer is a record of its own, before the node's.
+        records = (await g.history(store, "t")).unwrap()
+        answered = [
+            s for s in records if s.pending is not None and s.pending.answered
+        ]
+        assert [s.pending.answer for s in answered if s.pending] == [
+            {"approved": True, "note": "ok by ana"}
+        ]
+
+
+async def test_answer_as_json_is_structured_into_the_declared_type(
+    make_store: StoreFactory,
+) -> None:
+    """An answer given as JSON (what the CLI sends) is structured into the
+    type the node declared."""
+    effects = Effects()
+    g = refund_graph(effects)
+    async with make_store() as store:
+        await g.run(Order(amount=5), store=store, thread_id="t")
+        done = (
+            await g.resume(
+                store, "t", answer={"approved": False, "note": "too late"}
+            )
+        ).unwrap()
+        assert list(done.state.log) == [
+            "prepared",
+            "declined:too late",
+            "paid",
+        ]
+
+
+async def test_invalid_answer_names_the_field_and_asks_again(
+    make_store: StoreFactory,
+) -> None:
+    """An answer that does not fit: ``InvalidAnswer`` names the field and
+    the type expected, never the value; the thread waits at the same
+    question, and a good answer then goes through."""
+    effects = Effects()
+    g = refund_graph(effects)
+    async with make_store() as store:
+        paused = (await g.run(Order(), store=store, thread_id="t")).unwrap()
+        with pytest.raises(InvalidAnswer) as caught:
+            await g.resume(
+                store, "t", answer={"approved": "SECRET-maybe", "note": "x"}
+            )
+        text = str(caught.value)
+        assert "$.approved" in text
+        assert "Approval" in text
+        assert "SECRET" not in text
+        assert caught.value.kind is Approval
+        again = (await g.load(store, "t")).unwrap()
+        assert again.status is Status.INTERRUPTED
+        assert again.pending is not None
+        assert again.pending.question == "refund this order?"
+        assert again.pending.payload == {"title": "refund", "amount": 0}
+        assert again.question_id not in (None, paused.question_id)
+        assert "after-question" not in effects.done
+        done = (
+            await g.resume(
+                store,
+                "t",
+                answer=Approval(approved=True),
+                question=again.question_id,
+            )
+        ).unwrap()
+        assert list(done.state.log) == ["prepared", "approved:", "paid"]
+        assert effects.count("after-question") == 1
+
+
+async def test_a_stale_question_id_is_refused(
+    make_store: StoreFactory,
+) -> None:
+    """The question's id binds the answer: an id that is not the pending
+    question's is refused, nothing runs."""
+    effects = Effects()
+    g = refund_graph(effects)
+    async with make_store() as store:
+        await g.run(Order(), store=store, thread_id="t")
+        out = await g.resume(
+            store, "t", answer=Approval(approved=True), question="1-abc"
+        )
+        assert isinstance(out.failure(), StaleAnswer)
+        assert "after-question" not in effects.done
+
+
+@attrs.frozen
+class Asked:
+    """State of the two-question graph: what each answer was."""
+
+    first: int = 0
+    second: str = ""
+
+
+async def test_several_questions_in_one_step_are_answered_in_order(
+    make_store: StoreFactory,
+) -> None:
+    """A step asks two questions: the first answer is kept when the
+    second is asked (replayed, not asked again), a crash after the second
+    answer asks neither again."""
+    calls: list[str] = []
+    crash = [True]
+
+    @handler(name="ask")
+    async def ask(s: Asked) -> Result[Asked, object]:
+        calls.append("start")
+        n = await interrupt("how many?", int)
+        calls.append(f"n={n}")
+        word = await interrupt(f"name for {n}?", str)
+        calls.append(f"word={word}")
+        if crash.pop() if crash else False:
+            msg = "the process dies here"
+            raise RuntimeError(msg)
+        return Success(Asked(n, word))
+
+    g: Graph[Asked, object] = (
+        graph.builder(Asked)
+        .node("ask", ask)
+        .entry("ask")
+        .edge("ask", END)
+        .build()
+    )
+    async with make_store() as store:
+        first = (await g.run(Asked(), store=store, thread_id="t")).unwrap()
+        assert first.pending is not None
+        assert first.pending.question == "how many?"
+        second = (await g.resume(store, "t", answer=3)).unwrap()
+        assert second.status is Status.INTERRUPTED
+        assert second.pending is not None
+        assert second.pending.question == "name for 3?"
+        with pytest.raises(RuntimeError, match="dies"):
+            await g.resume(
+                store, "t", answer="three", question=second.question_id
+            )
+        # After the crash: no question is asked again, both answers replay.
+        done = (await g.resume(store, "t")).unwrap()
+        assert done.status is Status.DONE
+        assert done.state == Asked(3, "three")
+        assert calls == [
+            "start",
+            "start",
+            "n=3",
+            "start",
+            "n=3",
+            "word=three",
+            "start",
+            "n=3",
+            "word=three",
+        ]
+
+
+async def test_resume_without_an_answer_asks_the_same_question_again(
+    make_store: StoreFactory,
+) -> None:
+    effects = Effects()
+    g = refund_graph(effects)
+    async with make_store() as store:
+        first = (await g.run(Order(), store=store, thread_id="t")).unwrap()
+        again = (await g.resume(store, "t")).unwrap()
+        assert again.status is Status.INTERRUPTED
+        assert again.pending is not None
+        assert first.pending is not None
+        assert again.pending.question == first.pending.question
+        assert again.pending.payload == first.pending.payload
+        assert "after-question" not in effects.done
+
+
+@attrs.frozen
+class Chat:
+    """State of the agent-then-question graph."""
+
+    messages: PVector[Message] = attrs.field(factory=pvector)
+    verdict: str = ""
+
+
+async def test_journaled_work_before_the_question_is_not_repeated(
+    make_store: StoreFactory,
+) -> None:
+    """An agent runs in the node before the question: its turns are
+    records, so the resumed node replays them; the model is not called
+    again."""
+    model = ScriptedModel(Reply.text("Refund 40 EUR to the customer."))
+    agent = Agent("drafter", model, instructions="Draft a refund.")
+
+    @handler(name="draft")
+    async def draft(s: Chat) -> Result[Chat, object]:
+        out = await agent(Context.of(Message.user("order 7")))
+        drafted = out.unwrap().messages[-1].content
+        ok = await interrupt("send this?", bool, payload=drafted)
+        return Success(Chat(s.messages, drafted if ok else "held"))
+
+    g: Graph[Chat, object] = (
+        graph.builder(Chat)
+        .node("draft", draft)
+        .entry("draft")
+        .edge("draft", END)
+        .build()
+    )
+    with model:
+        async with make_store() as store:
+            paused = (await g.run(Chat(), store=store, thread_id="t")).unwrap()
+            assert paused.pending is not None
+            assert paused.pending.payload == "Refund 40 EUR to the customer."
+            done = (await g.resume(store, "t", answer=True)).unwrap()
+            assert done.state.verdict == "Refund 40 EUR to the customer."
+    assert len(model.requests) == 1
+
+
+async def test_outside_a_checkpointed_run_it_is_a_clear_error() -> None:
+    """No store, no enclosing checkpointed step: ``NotCheckpointed``
+    naming what to do; the same when called with nothing around it."""
+    g = refund_graph(Effects())
+    with pytest.raises(NotCheckpointed, match="store="):
+        await g.run(Order())
+    with pytest.raises(NotCheckpointed, match="nowhere to wait"):
+        await interrupt("alone?", bool)
+
+
+class Opaque:
+    """Not JSON, whatever the converter does."""
+
+    def __repr__(self) -> str:
+        return "Opaque(SECRET)"
+
+
+async def test_a_payload_that_is_not_json_is_refused(
+    make_store: StoreFactory,
+) -> None:
+    @handler(name="odd")
+    async def odd(s: Asked) -> Result[Asked, object]:
+        await interrupt("odd?", bool, payload=Opaque())
+        return Success(s)
+
+    g: Graph[Asked, object] = (
+        graph.builder(Asked)
+        .node("odd", odd)
+        .entry("odd")
+        .edge("odd", END)
+        .build()
+    )
+    async with make_store() as store:
+        with pytest.raises(TypeError, match="a Opaque does not") as caught:
+            await g.run(Asked(), store=store, thread_id="t")
+        assert "SECRET" not in str(caught.value)
+
+
+async def test_except_exception_in_the_node_does_not_swallow_the_pause(
+    make_store: StoreFactory,
+) -> None:
+    """The signal is a BaseException (like cancellation): a node that
+    catches ``Exception`` around the question still pauses."""
+    assert not issubclass(Suspended, Exception)
+    caught: list[str] = []
+
+    @handler(name="careful")
+    async def careful(s: Asked) -> Result[Asked, object]:
+        try:
+            n = await interrupt("how many?", int)
+        except Exception as exc:  # noqa: BLE001  # what a careless node does
+            caught.append(type(exc).__name__)
+            n = -1
+        return Success(Asked(n))
+
+    g: Graph[Asked, object] = (
+        graph.builder(Asked)
+        .node("careful", careful)
+        .entry("careful")
+        .edge("careful", END)
+        .build()
+    )
+    async with make_store() as store:
+        paused = (await g.run(Asked(), store=store, thread_id="t")).unwrap()
+        assert paused.status is Status.INTERRUPTED
+        done = (await g.resume(store, "t", answer=2)).unwrap()
+        assert done.state == Asked(2)
+    assert caught == []
+
+
+async def test_an_edit_waits_until_a_question_inside_a_node_is_answered(
+    make_store: StoreFactory,
+) -> None:
+    """A thread paused inside a node cannot be edited (its node is half
+    run): ``EditRefused`` says to answer first; nothing is committed."""
+    g = refund_graph(Effects())
+    async with make_store() as store:
+        await g.run(Order(amount=3), store=store, thread_id="t")
+        before = list(await store.records("t"))
+        out = await g.update_state(
+            store, "t", Order(amount=4), author="ana", reason="typo"
+        )
+        refused = out.failure()
+        assert isinstance(refused, EditRefused)
+        assert "answer it first" in str(refused)
+        assert list(await store.records("t")) == before
+
+
+async def test_the_answer_is_committed_before_the_node_runs_again(
+    make_store: StoreFactory,
+) -> None:
+    """The node dies on its second attempt before it reaches the question:
+    the answer was committed first, so resuming without one delivers it;
+    nobody is asked twice."""
+    dies = [False]
+
+    @handler(name="ask")
+    async def ask(s: Asked) -> Result[Asked, object]:
+        if dies[0]:
+            dies[0] = False
+            msg = "the process dies here"
+            raise RuntimeError(msg)
+        return Success(Asked(await interrupt("how many?", int)))
+
+    g: Graph[Asked, object] = (
+        graph.builder(Asked)
+        .node("ask", ask)
+        .entry("ask")
+        .edge("ask", END)
+        .build()
+    )
+    async with make_store() as store:
+        paused = (await g.run(Asked(), store=store, thread_id="t")).unwrap()
+        dies[0] = True
+        with pytest.raises(RuntimeError, match="dies"):
+            await g.resume(store, "t", answer=5, question=paused.question_id)
+        head = (await g.load(store, "t")).unwrap()
+        assert head.pending is not None
+        assert (head.pending.answered, head.pending.answer) == (True, 5)
+        done = (await g.resume(store, "t")).unwrap()
+        assert done.state == Asked(5)
