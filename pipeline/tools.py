@@ -100,7 +100,7 @@ S = TypeVar("S")
 @attrs.frozen(repr=False)
 class RunContext(Generic[Dx]):
     """What a tool's first parameter, annotated ``RunContext[Deps]``,
-    receives: the run's dependencies (:attr:`deps`), given with
+    receives: the run's dependencies (``deps``), given with
     ``agent.run(..., deps=...)`` or :meth:`~pipeline.Agent.with_deps`.
 
     The parameter is not in the tool's JSON schema (the model never sees
@@ -227,8 +227,8 @@ class Tool(Generic[D_contra, P, R_co]):
 
     @property
     def fn(self) -> Callable[P, R_co]:
-        """The function the tool calls, typed as written: call it in unit
-        tests (with a :class:`RunContext` first, if it takes one).
+        """The function the tool calls, typed as written, for unit tests
+        (with a :class:`RunContext` first, if it takes one).
 
         .. versionadded:: 0.1.0
         """
