@@ -58,6 +58,7 @@ from .failures import (
 )
 from .fold import Ambient, Status, ambient, current_boundary, run_machine
 from .models._types import Model, ResponseSchema, ToolSpec
+from .runs import scope, traced_by_default
 from .tools import NO_DEPS, NoDeps, Tool
 
 
@@ -409,6 +410,9 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
             MissingDeps: a tool takes a :class:`~pipeline.RunContext` and
                 the run has no dependencies.
         """
+        if traced_by_default():  # a global provider, no scope: trace it
+            with scope(name=self.name):
+                return await self.converse(messages, self._tool_map, deps=deps)
         return await self.converse(messages, self._tool_map, deps=deps)
 
     async def converse(
