@@ -76,6 +76,17 @@ assert_type(Agent("b", model, tools=[add]), Agent[None])
 assert_type(Agent("c", model), Agent[None])
 assert_type(agent.with_deps(Db()), Agent[Db])
 
+# A tool over a base class of the agent's dependencies fits.
+
+
+class Replica(Db):
+    pass
+
+
+assert_type(
+    Agent("r", model, tools=[lookup, add], deps_type=Replica), Agent[Replica]
+)
+
 # A tool whose dependencies do not match the agent's is refused.
 Agent("d", model, tools=[lookup, other], deps_type=Db)  # type: ignore[list-item]
 Agent("e", model, tools=[lookup])  # type: ignore[list-item]
