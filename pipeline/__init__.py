@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
     from .runs import scope as scope
     from .secrets import Secret as Secret
     from .swarm._swarm import Swarm as Swarm
+    from .tools import RunContext as RunContext
     from .tools import Tool as Tool
     from .tools import tool as tool
 
@@ -88,6 +89,7 @@ __all__ = (
     "Price",
     "Race",
     "Role",
+    "RunContext",
     "RunResult",
     "RunUsage",
     "Scope",
@@ -178,6 +180,7 @@ _HOMES = {
     "Secret": ".secrets",
     "Graph": ".graph._graph",
     "Swarm": ".swarm._swarm",
+    "RunContext": ".tools",
     "Tool": ".tools",
     "tool": ".tools",
 }

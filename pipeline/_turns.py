@@ -60,7 +60,7 @@ from .models._types import (
     ToolSpec,
 )
 from .runs import ToolHook
-from .tools import Tool, run_tools
+from .tools import NO_DEPS, Tool, run_tools
 
 
 __all__ = ("Intercept", "Loop", "TurnLimitExceeded", "Turns")
@@ -116,6 +116,7 @@ class Loop:
 
     __slots__ = (
         "agent",
+        "deps",
         "env",
         "fingerprint",
         "guards",
@@ -140,8 +141,12 @@ class Loop:
         specs: tuple[ToolSpec, ...] | None = None,
         env: Ambient | None = None,
         guards: tuple[InputGuard, ...] = (),
+        deps: object = NO_DEPS,
     ) -> None:
         self.agent = agent
+        # The run's dependencies, for tools that take a RunContext: kept
+        # here only, never in the state (so never checkpointed or traced).
+        self.deps = deps
         self.guards = guards  # input guardrails, before the first turn
         # What the first turn's answer waits for: the input guards that run
         # alongside its model call.
@@ -462,6 +467,7 @@ class Loop:
                 agent=name,
                 around=hook,
                 limit=limit,
+                deps=self.deps,
             )
         rest = [c for i, c in enumerate(calls) if i not in taken]
         ran = iter(
@@ -472,6 +478,7 @@ class Loop:
                 agent=name,
                 around=hook,
                 limit=limit,
+                deps=self.deps,
             )
         )
         out: list[Message] = []

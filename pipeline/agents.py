@@ -10,6 +10,7 @@ another.  Every agent lifts into a handler over contexts with
 
 from __future__ import annotations
 
+import copy
 import logging
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -17,11 +18,11 @@ from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
     Any,
+    Generic,
     Literal,
     NoReturn,
     Protocol,
     TypeAlias,
-    TypeVar,
     final,
     overload,
     runtime_checkable,
@@ -30,6 +31,7 @@ from typing import (
 import attrs
 
 from returns.result import Failure, Result, Success
+from typing_extensions import TypeVar
 
 from . import failures
 from ._combinators import must, sequential
@@ -44,7 +46,7 @@ from ._output import Output
 from ._runners import ok
 from ._turns import Intercept, Loop, PauseRequested, digest
 from ._views import joined
-from .errors import AgentFailed, ConstructionError
+from .errors import AgentFailed, ConstructionError, MissingDeps
 from .events import MessageComplete, emit
 from .failures import (
     BudgetExceeded,
@@ -57,7 +59,7 @@ from .failures import (
 from .fold import Ambient, Status, ambient, current_boundary, run_machine
 from .models._types import Model, ResponseSchema, ToolSpec
 from .runs import scope, traced_by_default
-from .tools import Tool
+from .tools import NO_DEPS, NoDeps, Tool
 
 
 _LOG = logging.getLogger("pipeline.agents")
@@ -87,6 +89,7 @@ __all__ = (
 _HANDOFF_MESSAGE = "Please proceed."
 
 T = TypeVar("T")
+D_contra = TypeVar("D_contra", contravariant=True, default=Any)
 
 
 AgentError: TypeAlias = (
@@ -208,8 +211,8 @@ def _tool_map(agent: Agent) -> Mapping[str, Tool]:
 
 
 @final
-@attrs.frozen(eq=False, repr=False)
-class Agent(Handler[Context, Context, AgentError]):
+@attrs.frozen(eq=False, repr=False, init=False)
+class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
     """A model with instructions and tools, in a loop; a handler over contexts.
 
     *max_turns* bounds model calls.  When the limit is reached and the model
@@ -240,13 +243,23 @@ class Agent(Handler[Context, Context, AgentError]):
     Inside a checkpointed run every turn is a record: see
     :mod:`pipeline.fold`.
 
+    Dependencies: ``Agent(..., deps_type=Deps)`` is an ``Agent[Deps]``,
+    which takes tools whose first parameter is a
+    :class:`~pipeline.RunContext` ``[Deps]`` (and tools that take none); a
+    run gets them with ``run(..., deps=...)`` or from
+    :meth:`with_deps`.  Without *deps_type* it is an ``Agent[None]``, which
+    takes only tools without one.  Dependencies are never checkpointed,
+    traced or put in events.
+
     .. versionadded:: 0.1.0
     """
 
     name: str
     model: Model
     instructions: str = ""
-    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
+    tools: tuple[Tool[D_contra], ...] = attrs.field(
+        default=(), converter=_tools
+    )
     max_turns: int = 10
     on_turn_limit: Literal["fail", "answer"] = "fail"
     response_schema: ResponseSchema | None = None
@@ -267,6 +280,89 @@ class Agent(Handler[Context, Context, AgentError]):
         alias="call",
         default=attrs.Factory(_agent_call, takes_self=True),
     )
+    _deps: object = attrs.field(init=False, default=NO_DEPS)
+    _needs_deps: tuple[str, ...] = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: tuple(t.name for t in self.tools if t.takes_deps),
+            takes_self=True,
+        ),
+    )
+
+    @overload
+    def __init__(
+        self: Agent[None],
+        name: str,
+        model: Model,
+        instructions: str = "",
+        tools: Iterable[Tool[None]] = (),
+        max_turns: int = 10,
+        on_turn_limit: Literal["fail", "answer"] = "fail",
+        response_schema: ResponseSchema | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        history: HistoryPolicy | None = None,
+        description: str = "",
+        max_parallel_tools: int | None = None,
+        output: Output[Any] | None = None,
+        input_guards: Iterable[InputGuard] = (),
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        name: str,
+        model: Model,
+        instructions: str = "",
+        tools: Iterable[Tool[D_contra]] = (),
+        max_turns: int = 10,
+        on_turn_limit: Literal["fail", "answer"] = "fail",
+        response_schema: ResponseSchema | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        history: HistoryPolicy | None = None,
+        description: str = "",
+        max_parallel_tools: int | None = None,
+        output: Output[Any] | None = None,
+        input_guards: Iterable[InputGuard] = (),
+        *,
+        deps_type: type[D_contra],
+    ) -> None: ...
+    def __init__(  # the fields, as attrs would take them
+        self,
+        name: str,
+        model: Model,
+        instructions: str = "",
+        tools: Iterable[Tool[Any]] = (),
+        max_turns: int = 10,
+        on_turn_limit: Literal["fail", "answer"] = "fail",
+        response_schema: ResponseSchema | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        history: HistoryPolicy | None = None,
+        description: str = "",
+        max_parallel_tools: int | None = None,
+        output: Output[Any] | None = None,
+        input_guards: Iterable[InputGuard] = (),
+        *,
+        deps_type: object = None,  # for the checkers: Agent[deps_type]
+    ) -> None:
+        del deps_type
+        self.__attrs_init__(  # pyright: ignore[reportAttributeAccessIssue]
+            name,
+            model,
+            instructions,
+            tools,
+            max_turns,
+            on_turn_limit,
+            response_schema,
+            temperature,
+            max_tokens,
+            history,
+            description,
+            max_parallel_tools,
+            output,
+            input_guards,
+        )
 
     def __attrs_post_init__(self) -> None:
         if self.max_turns < 1:
@@ -290,14 +386,34 @@ class Agent(Handler[Context, Context, AgentError]):
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, {self.model.name!r})"
 
+    def with_deps(self, deps: D_contra) -> Agent[D_contra]:
+        """This agent with *deps* bound: its runs (as a handler, in a swarm
+        or a graph, or resumed) give them to its tools, unless ``run`` is
+        given others.  The agent itself is unchanged.
+
+        .. versionadded:: 0.1.0
+        """
+        bound = copy.copy(self)
+        object.__setattr__(bound, "_deps", deps)
+        object.__setattr__(bound, "_call", _agent_call(bound))
+        return bound
+
     async def run(
-        self, messages: Sequence[Message]
+        self, messages: Sequence[Message], *, deps: D_contra | NoDeps = NO_DEPS
     ) -> Result[AgentRun, AgentError]:
-        """Run the loop on *messages*; return the messages it added."""
+        """Run the loop on *messages*; return the messages it added.
+
+        *deps* go to the tools that take a :class:`~pipeline.RunContext`
+        (default: those bound with :meth:`with_deps`).
+
+        Raises:
+            MissingDeps: a tool takes a :class:`~pipeline.RunContext` and
+                the run has no dependencies.
+        """
         if traced_by_default():  # a global provider, no scope: trace it
             with scope(name=self.name):
-                return await self.converse(messages, self._tool_map)
-        return await self.converse(messages, self._tool_map)
+                return await self.converse(messages, self._tool_map, deps=deps)
+        return await self.converse(messages, self._tool_map, deps=deps)
 
     async def converse(
         self,
@@ -307,6 +423,8 @@ class Agent(Handler[Context, Context, AgentError]):
         history: HistoryPolicy | None = None,
         specs: tuple[ToolSpec, ...] | None = None,
         env: Ambient | None = None,
+        *,
+        deps: object = NO_DEPS,
     ) -> Result[AgentRun, AgentError]:
         """Run the loop with *tools* instead of the agent's own.
 
@@ -314,8 +432,13 @@ class Agent(Handler[Context, Context, AgentError]):
         transfers: see :data:`pipeline._turns.Intercept`); *history*
         replaces the agent's own history policy; *specs* are *tools*'
         specs, when the caller has them at hand; *env*, the ambient values,
-        when the caller read them already.
+        when the caller read them already; *deps*, the run's dependencies
+        (default: those bound with :meth:`with_deps`).
         """
+        if deps is NO_DEPS:
+            deps = self._deps
+            if deps is NO_DEPS and self._needs_deps:
+                raise MissingDeps(self._needs_deps[0])
         view: Sequence[Message] = messages
         if env is None:
             env = ambient()  # read once for the whole run
@@ -330,7 +453,7 @@ class Agent(Handler[Context, Context, AgentError]):
         if self.instructions:
             view = joined((Message.system(self.instructions),), view)
         loop = Loop(
-            self, view, tools, intercept, specs, env, self.input_guards
+            self, view, tools, intercept, specs, env, self.input_guards, deps
         )
         out = await run_machine(
             loop,

@@ -22,6 +22,8 @@ The hierarchy::
     └── SecretUnresolved       no resolver knows a secret's reference
     ImportError
     └── MissingExtra           an optional dependency is not installed
+    TypeError
+    └── MissingDeps            a tool takes deps and its run has none
     Exception
     └── ToolError              raised in a tool: its message is the result
         └── AgentFailed        an agent used as a tool failed
@@ -52,6 +54,7 @@ __all__ = (
     "InvalidAnswer",
     "InvalidThreadId",
     "MalformedToolSchema",
+    "MissingDeps",
     "MissingExtra",
     "NestedTooDeeply",
     "NotCheckpointed",
@@ -157,6 +160,24 @@ class AgentFailed(ToolError):  # raised inside a tool: its error result
 
     .. versionadded:: 0.1.0
     """
+
+
+@final
+class MissingDeps(TypeError):
+    """A tool takes a :class:`~pipeline.RunContext` and its run was given
+    no dependencies (``agent.run(..., deps=...)`` or
+    :meth:`~pipeline.Agent.with_deps`).  *tool* names it.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        super().__init__(
+            f"tool {tool!r} takes a RunContext, and the run was given no "
+            "dependencies: pass them with agent.run(..., deps=...) or "
+            "agent.with_deps(...)"
+        )
 
 
 @final

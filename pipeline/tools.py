@@ -36,6 +36,8 @@ from collections.abc import (
 from typing import (
     TYPE_CHECKING,
     Any,
+    Concatenate,
+    Generic,
     final,
     overload,
 )
@@ -47,6 +49,7 @@ import attrs
 from cattrs.errors import (
     CattrsError,
 )
+from typing_extensions import ParamSpec, TypeVar
 
 from ._concurrency import run_all
 from ._decode import (
@@ -64,6 +67,7 @@ from ._serde import canonical, make_converter, unicode_safe
 from .errors import (
     ConstructionError,
     InvalidAnswer,
+    MissingDeps,
     NestedTooDeeply,
     ToolError,
 )
@@ -79,8 +83,56 @@ if TYPE_CHECKING:
 __all__ = (
     "MAX_ARGUMENT_BYTES",
     "MAX_ARGUMENT_DEPTH",
+    "NO_DEPS",
+    "NoDeps",
+    "ToolMaker",
     "run_tools",
 )
+
+D_contra = TypeVar("D_contra", contravariant=True, default=Any)
+P = ParamSpec("P", default=...)
+R_co = TypeVar("R_co", covariant=True, default=Any)
+Dx = TypeVar("Dx")
+Q = ParamSpec("Q")
+S = TypeVar("S")
+
+
+@final
+@attrs.frozen(repr=False)
+class RunContext(Generic[Dx]):
+    """What a tool's first parameter, annotated ``RunContext[Deps]``,
+    receives: the run's dependencies (``deps``), given with
+    ``agent.run(..., deps=...)`` or :meth:`~pipeline.Agent.with_deps`.
+
+    The parameter is not in the tool's JSON schema (the model never sees
+    it), and the dependencies are never checkpointed, traced or put in an
+    event: a resumed run gets the ones it is resumed with.
+
+    .. versionadded:: 0.1.0
+    """
+
+    deps: Dx
+
+    def __repr__(self) -> str:  # never the dependencies themselves
+        return f"RunContext({type(self.deps).__name__})"
+
+
+@final
+class NoDeps:
+    """The type of :data:`NO_DEPS`: no dependencies were given.
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_DEPS"
+
+
+NO_DEPS = NoDeps()
+"""No dependencies given (a run's default)."""
+
 
 MAX_ARGUMENT_BYTES = 1 << 20
 """Arguments larger than this (1 MiB of JSON) are refused unread."""
@@ -109,10 +161,13 @@ def _exception_types(
 
 @final
 @attrs.frozen(repr=False)
-class Tool:
+class Tool(Generic[D_contra, P, R_co]):
     """A callable the model may ask for, with its JSON schema.
 
-    Make one with :func:`tool`.  :meth:`call` returns ``(text, is_error)``
+    Make one with :func:`tool`.  ``Tool[Deps, Params, Result]``: *Deps*
+    is what the run must give it (a tool whose first parameter is a
+    ``RunContext[Deps]``; ``object`` for a tool that takes none), and
+    :attr:`fn` is the function, typed as written, for unit tests.  :meth:`call` returns ``(text, is_error)``
     for the model: bad arguments, a timeout, an exception listed in
     *errors* (its type only) or a :class:`~pipeline.errors.ToolError`
     (its message) or a result that cannot be sent all become error
@@ -127,12 +182,14 @@ class Tool:
     name: str
     description: str
     parameters: Mapping[str, Any]
-    _fn: Callable[..., Any] = attrs.field(alias="fn")
+    _fn: Callable[P, R_co] = attrs.field(alias="fn")
     _params: tuple[Param, ...] = attrs.field(alias="params")
     timeout: float | None = None
     errors: tuple[type[Exception], ...] = attrs.field(
         default=(Exception,), converter=_exception_types
     )
+    takes_deps: bool = attrs.field(default=False, kw_only=True)
+    """Whether the function's first parameter is a :class:`RunContext`."""
     _spec: ToolSpec = attrs.field(
         init=False,
         eq=False,
@@ -171,6 +228,15 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name})"
+
+    @property
+    def fn(self) -> Callable[P, R_co]:
+        """The function the tool calls, typed as written, for unit tests
+        (with a :class:`RunContext` first, if it takes one).
+
+        .. versionadded:: 0.1.0
+        """
+        return self._fn
 
     @property
     def secret_arguments(self) -> frozenset[str]:
@@ -250,18 +316,33 @@ class Tool:
             return f"invalid {where}: " + "; ".join(problems)
         return kwargs
 
-    async def call(self, arguments: str) -> tuple[str, bool]:
-        """Run the tool on the model's *arguments*: ``(content, is_error)``."""
+    async def call(
+        self, arguments: str, deps: D_contra | NoDeps = NO_DEPS
+    ) -> tuple[str, bool]:
+        """Run the tool on the model's *arguments*: ``(content, is_error)``.
+
+        *deps*, the run's dependencies, go to a tool that takes a
+        :class:`RunContext`.
+
+        Raises:
+            MissingDeps: the tool takes a :class:`RunContext` and *deps*
+                were not given.
+        """
+        fn: Callable[..., Any] = self._fn
+        if self.takes_deps:
+            if isinstance(deps, NoDeps):
+                raise MissingDeps(self.name)
+            fn = functools.partial(fn, RunContext(deps))
         kwargs = self.decode(arguments)
         if isinstance(kwargs, str):
             return f"error: {kwargs}", True
         try:
             if self.timeout is None:
-                out = await self._invoke(kwargs, abandon=False)
+                out = await _invoke(fn, kwargs, abandon=False)
             else:
                 out = _TIMED_OUT
                 with anyio.move_on_after(self.timeout):
-                    out = await self._invoke(kwargs, abandon=True)
+                    out = await _invoke(fn, kwargs, abandon=True)
                 if out is _TIMED_OUT:
                     late = (
                         f"tool {self.name!r} timed out after {self.timeout} s"
@@ -309,15 +390,18 @@ class Tool:
             "the tool failed, and its details were logged"
         )
 
-    async def _invoke(self, kwargs: dict[str, Any], *, abandon: bool) -> Any:
-        if inspect.iscoroutinefunction(self._fn):
-            return await self._fn(**kwargs)
-        # A plain function may block: keep it off the event loop.  Under a
-        # timeout its thread is abandoned when the time is up (a thread
-        # cannot be stopped: it runs on, and its result is dropped).
-        return await anyio.to_thread.run_sync(
-            functools.partial(self._fn, **kwargs), abandon_on_cancel=abandon
-        )
+
+async def _invoke(
+    fn: Callable[..., Any], kwargs: dict[str, Any], *, abandon: bool
+) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await fn(**kwargs)
+    # A plain function may block: keep it off the event loop.  Under a
+    # timeout its thread is abandoned when the time is up (a thread
+    # cannot be stopped: it runs on, and its result is dropped).
+    return await anyio.to_thread.run_sync(
+        functools.partial(fn, **kwargs), abandon_on_cancel=abandon
+    )
 
 
 _TIMED_OUT: Any = object()
@@ -376,8 +460,34 @@ def _docstring(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
     return summary, args
 
 
+@final
+class ToolMaker:
+    """What ``@tool(name=..., ...)`` returns: apply it to the function.
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[Callable[..., Any]], Tool]) -> None:
+        self._make = make
+
+    @overload
+    def __call__(
+        self, fn: Callable[Concatenate[RunContext[Dx], Q], S], /
+    ) -> Tool[Dx, Concatenate[RunContext[Dx], Q], S]: ...
+    @overload
+    def __call__(self, fn: Callable[Q, S], /) -> Tool[object, Q, S]: ...
+    def __call__(self, fn: Callable[..., Any], /) -> Tool:
+        return self._make(fn)
+
+
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(
+    fn: Callable[Concatenate[RunContext[Dx], Q], S], /
+) -> Tool[Dx, Concatenate[RunContext[Dx], Q], S]: ...
+@overload
+def tool(fn: Callable[Q, S], /) -> Tool[object, Q, S]: ...
 @overload
 def tool(
     *,
@@ -385,7 +495,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     errors: Sequence[type[Exception]] = (Exception,),
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> ToolMaker: ...
 
 
 def tool(
@@ -396,7 +506,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     errors: Sequence[type[Exception]] = (Exception,),
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+) -> Tool | ToolMaker:
     """Make a :class:`Tool` from a typed function (sync or async).
 
     Parameters become the schema's properties (required unless they have a
@@ -414,6 +524,12 @@ def tool(
     :class:`~pipeline.events.ToolRaised` event is emitted), except a
     :class:`~pipeline.errors.ToolError`'s, which is meant for it (and
     always becomes an error result, listed or not).
+
+    A first parameter annotated ``RunContext[Deps]`` receives the run's
+    dependencies (see :class:`RunContext`); it is not in the schema, and
+    the tool is a ``Tool[Deps, ...]``, which only an agent made with
+    ``deps_type=Deps`` accepts.  The function stays callable as
+    :attr:`Tool.fn`, typed as written.
 
     Raises:
         ConstructionError: a parameter has no annotation or a type with no
@@ -436,7 +552,13 @@ def tool(
         params: list[Param] = []
         props: dict[str, Any] = {}
         required: list[str] = []
-        for p in inspect.signature(f).parameters.values():
+        signature = list(inspect.signature(f).parameters.values())
+        takes_deps = bool(signature) and _is_context(
+            hints.get(signature[0].name)
+        )
+        if takes_deps:
+            signature = signature[1:]
+        for p in signature:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 msg = f"tool {label!r}: *args/**kwargs cannot be described to a model"
                 raise ConstructionError(msg)
@@ -444,6 +566,12 @@ def tool(
                 msg = f"tool {label!r}: parameter {p.name!r} needs a type annotation"
                 raise ConstructionError(msg)
             annotation = hints[p.name]
+            if _is_context(annotation):
+                msg = (
+                    f"tool {label!r}: a RunContext parameter must come "
+                    f"first ({p.name!r} does not)"
+                )
+                raise ConstructionError(msg)
             prop = schema_for(annotation)
             if p.name in arg_docs:
                 prop = {**prop, "description": arg_docs[p.name]}
@@ -466,11 +594,18 @@ def tool(
             tuple(params),
             timeout,
             tuple(errors),
+            takes_deps=takes_deps,
         )
 
     if fn is None:
-        return make
+        return ToolMaker(make)
     return make(fn)
+
+
+def _is_context(annotation: object) -> bool:
+    return annotation is RunContext or typing.get_origin(annotation) is (
+        RunContext
+    )
 
 
 def _unknown_tool(tools: Iterable[str]) -> str:
@@ -488,6 +623,7 @@ async def run_tools(
     agent: str | None = None,
     around: ToolHook | None = None,
     limit: int | None = None,
+    deps: object = NO_DEPS,
 ) -> tuple[Message, ...]:
     """Run *calls* concurrently; tool messages come back in call order,
     tagged with *agent* (the agent whose calls they answer).  With *limit*,
@@ -498,6 +634,8 @@ async def run_tools(
     an error result (``error: ...``) for the model; cancellation and the
     exceptions a tool does not list propagate.
     *around*, if given, runs each call (a tracing span around it).
+    *deps*, the run's dependencies, go to the tools that take a
+    :class:`RunContext`.
 
     .. versionadded:: 0.1.0
     """
@@ -509,7 +647,7 @@ async def run_tools(
         found = tools.get(call.name)
         if found is None:
             return _unknown_tool(tools), True
-        return await found.call(call.arguments)
+        return await found.call(call.arguments, deps)
 
     async def one(i: int, call: ToolCall) -> None:
         if around is None:

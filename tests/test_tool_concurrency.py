@@ -140,7 +140,7 @@ def test_the_limit_must_be_a_whole_number_at_least_one(bad: object) -> None:
     with pytest.raises(
         ConstructionError, match=r"agent 'x': max_parallel_tools must be"
     ):
-        Agent("x", ScriptedModel(), max_parallel_tools=bad)  # type: ignore[arg-type]
+        Agent("x", ScriptedModel(), max_parallel_tools=bad)  # type: ignore[call-overload]
 
 
 def test_the_default_is_no_limit() -> None:

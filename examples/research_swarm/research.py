@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import sys
 
-from typing import Any
-
 import anyio
 
 from pipeline import Agent, Context, Message, Swarm, swarm, tool
@@ -85,7 +83,7 @@ def scripted_models() -> tuple[Model, Model, Model]:
 
 def build(
     lead_model: Model, researcher_model: Model, writer_model: Model
-) -> Swarm[Any]:
+) -> Swarm[None]:
     """The team over these three models."""
     return (
         swarm.builder()

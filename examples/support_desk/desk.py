@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 from pathlib import Path
-from typing import Any
+from typing import Never
 
 import anyio
 import attrs
@@ -27,6 +27,7 @@ from returns.result import Result, Success
 from pipeline import Agent, Graph, Handler, Message, handler, switch, when
 from pipeline import graph as g
 from pipeline.agents import AgentError, AgentRun
+from pipeline.failures import ConditionError
 from pipeline.fold import Continue, Decision, Interrupt, Stop, Transition
 from pipeline.graph import END
 from pipeline.models import Model, from_env
@@ -112,7 +113,7 @@ async def approve(t: Transition[Ticket]) -> Decision:
 
 def build(
     triage_model: Model, billing_model: Model, tech_model: Model
-) -> Graph[Ticket, Any]:
+) -> Graph[Ticket, AgentError | ConditionError[Never]]:
     """The desk's graph over these three models."""
     triage = g.agent_node(
         Agent("triage", triage_model, instructions=TRIAGE),

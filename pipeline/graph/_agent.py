@@ -29,8 +29,35 @@ from ..tools import Tool
 
 S = TypeVar("S")
 E = TypeVar("E")
+E2 = TypeVar("E2")
 
 __all__ = ("agent_node", "state_tools")
+
+
+@overload
+def agent_node(
+    agent: Handler[Context, Context, E],
+    *,
+    messages: Callable[[S], Sequence[Message]],
+    update: Callable[[S, AgentRun], Result[S, E2]],
+    state_type: type[S] | None = None,
+    fields: Sequence[str] | None = None,
+    writable: Writable = (),
+    name: str | None = None,
+) -> Handler[S, S, E | E2]: ...
+
+
+@overload
+def agent_node(  # type: ignore[overload-overlap]  # a Result state: unsupported
+    agent: AgentLike,
+    *,
+    messages: Callable[[S], Sequence[Message]],
+    update: Callable[[S, AgentRun], Result[S, E2]],
+    state_type: type[S] | None = None,
+    fields: Sequence[str] | None = None,
+    writable: Writable = (),
+    name: str | None = None,
+) -> Handler[S, S, AgentError | E2]: ...
 
 
 @overload
@@ -63,7 +90,7 @@ def agent_node(
     agent: AgentLike | Handler[Context, Context, Any],
     *,
     messages: Callable[[S], Sequence[Message]],
-    update: Callable[[S, AgentRun], S],
+    update: Callable[[S, AgentRun], S | Result[S, Any]],
     state_type: type[S] | None = None,
     fields: Sequence[str] | None = None,
     writable: Writable = (),
@@ -74,7 +101,10 @@ def agent_node(
     *agent* is an agent (anything with ``run(messages)``) or any handler
     over contexts: a swarm, a graph over contexts, ``agent >> polish``.
     *messages* picks what it sees from the state; *update* folds its run
-    back in (say, appending its messages).  When *agent* is an
+    back in (say, appending its messages), returning the new state or a
+    ``Result`` of it: a ``Failure`` (the answer did not decode, say) is
+    the node's failure (a state type that is itself a ``Result`` cannot
+    be told apart, so it is not supported).  When *agent* is an
     :class:`~pipeline.Agent` and the state an attrs class (a
     :class:`~pipeline.Context` included), it also gets a ``read_state``
     tool over *fields* (default: every field but append-only logs; a
@@ -89,6 +119,28 @@ def agent_node(
 
     .. versionadded:: 0.1.0
     """
+    return make_agent_node(
+        agent,
+        messages=messages,
+        update=update,
+        state_type=state_type,
+        fields=fields,
+        writable=writable,
+        name=name,
+    )
+
+
+def make_agent_node(
+    agent: AgentLike | Handler[Context, Context, Any],
+    *,
+    messages: Callable[[S], Sequence[Message]],
+    update: Callable[[S, AgentRun], S | Result[S, Any]],
+    state_type: type[S] | None = None,
+    fields: Sequence[str] | None = None,
+    writable: Writable = (),
+    name: str | None = None,
+) -> Handler[S, S, Any]:
+    """:func:`agent_node`, untyped in its error (the builder's)."""
     label = name or agent.name
     if (
         state_type is not None
@@ -114,7 +166,7 @@ def agent_node(
             out = await _converse(agent, messages(state))
             if not ok(out):
                 return Failure(out.failure())
-            return Success(update(state, out.unwrap()))
+            return _updated(update(state, out.unwrap()))
         assert isinstance(agent, Agent)  # noqa: S101  # tooled
         opened = Cell.open(label, codec_for(kind), state)
         if not ok(opened):
@@ -132,7 +184,7 @@ def agent_node(
             cell.leave(token)
         if not ok(out):
             return Failure(out.failure())
-        return Success(update(cell.value, out.unwrap()))
+        return _updated(update(cell.value, out.unwrap()))
 
     return Handler(run_agent_node, label)
 
@@ -157,6 +209,13 @@ async def _converse(
     replies = [m for m in added if m.role is Role.ASSISTANT]
     usage = sum((m.usage or Usage() for m in replies), Usage())
     return Success(AgentRun(agent.name, added, usage, len(replies)))
+
+
+def _updated(new: S | Result[S, Any]) -> Result[S, Any]:
+    """What *update* returned, as the node's result."""
+    if isinstance(new, Result):
+        return new  # pyright: ignore[reportUnknownVariableType]
+    return Success(new)
 
 
 class _Unset:

@@ -26,6 +26,8 @@ from ._model import GraphLimits
 
 
 if TYPE_CHECKING:
+    from returns.result import Result
+
     from .._state_tools import Writable
     from ..agents import AgentError, AgentLike, AgentRun
 
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 S = TypeVar("S")
 E = TypeVar("E")
 E2 = TypeVar("E2")
+E3 = TypeVar("E3")
 E_co = TypeVar("E_co", covariant=True)
 
 
@@ -81,6 +84,30 @@ class GraphBuilder(Building[S, GraphLimits], Generic[S, E_co]):
         agent: Handler[Context, Context, E2],
         *,
         messages: Callable[[S], Sequence[Message]],
+        update: Callable[[S, AgentRun], Result[S, E3]],
+        fields: Sequence[str] | None = None,
+        writable: Writable = (),
+    ) -> GraphBuilder[S, E | E2 | E3]: ...
+
+    @overload
+    def agent(
+        self: GraphBuilder[S, E],
+        name: str,
+        agent: AgentLike,
+        *,
+        messages: Callable[[S], Sequence[Message]],
+        update: Callable[[S, AgentRun], Result[S, E3]],
+        fields: Sequence[str] | None = None,
+        writable: Writable = (),
+    ) -> GraphBuilder[S, E | AgentError | E3]: ...
+
+    @overload
+    def agent(
+        self: GraphBuilder[S, E],
+        name: str,
+        agent: Handler[Context, Context, E2],
+        *,
+        messages: Callable[[S], Sequence[Message]],
         update: Callable[[S, AgentRun], S],
         fields: Sequence[str] | None = None,
         writable: Writable = (),
@@ -104,19 +131,23 @@ class GraphBuilder(Building[S, GraphLimits], Generic[S, E_co]):
         agent: AgentLike | Handler[Context, Context, Any],
         *,
         messages: Callable[[S], Sequence[Message]],
-        update: Callable[[S, AgentRun], S],
+        update: Callable[[S, AgentRun], S | Result[S, Any]],
         fields: Sequence[str] | None = None,
         writable: Writable = (),
     ) -> GraphBuilder[S, Any]:
         """Add an agent node (see :func:`~pipeline.graph.agent_node`).
 
+        *update* returns the new state, or a ``Result`` of it: its failure
+        (say, the run's answer did not decode) is the node's, and so one of
+        the graph's error types.
+
         *agent* is an agent, or any handler over contexts (a swarm, say).
         *fields* are what its ``read_state`` tool may read, *writable* the
         fields its ``write_state`` tool may change (none by default).
         """
-        from ._agent import agent_node  # noqa: PLC0415  # agents load on use
+        from ._agent import make_agent_node  # noqa: PLC0415  # loads on use
 
-        node = agent_node(
+        node = make_agent_node(
             agent,
             messages=messages,
             update=update,

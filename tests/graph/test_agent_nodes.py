@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import attrs
 
 from pyrsistent import PVector, pvector
-from returns.result import Failure
+from returns.result import Failure, Result, Success
 
 from pipeline import Agent, Graph, Message, Role, graph, stores
-from pipeline.agents import AgentRun
+from pipeline.agents import AgentError, AgentRun
 from pipeline.failures import ModelError
 from pipeline.graph import END
 from pipeline.testing import Reply, ScriptedModel
@@ -137,3 +139,58 @@ async def test_agent_node_checkpoints_and_resumes() -> None:
     done = (await g.resume(store, "t", version=stop.parent)).unwrap()
     assert [m.content for m in done.state.messages] == ["first", "second"]
     assert len(model.requests) == 2  # the first agent did not run again
+
+
+# -- update may fail: decoding the answer into the state ----------------------
+
+
+@attrs.frozen
+class Unreadable:
+    """The agent's answer is not a priority."""
+
+    agent: str
+
+
+def decode_priority(t: Ticket, run: AgentRun) -> Result[Ticket, Unreadable]:
+    """The answer is a number, or the node fails with a typed error."""
+    if not run.text.isdigit():
+        return Failure(Unreadable(run.agent))
+    return Success(attrs.evolve(t, priority=int(run.text)))
+
+
+def rater(model: ScriptedModel) -> Graph[Ticket, AgentError | Unreadable]:
+    return (
+        graph.builder(Ticket)
+        .agent(
+            "rate", Agent("rate", model), messages=see, update=decode_priority
+        )
+        .entry("rate")
+        .edge("rate", END)
+        .build()
+    )
+
+
+async def test_update_may_return_a_result() -> None:
+    """A Success is the new state; a Failure is the node's failure, typed."""
+    ticket = Ticket(pvector([Message.user("how urgent?")]))
+    with ScriptedModel(Reply.text("3")) as model:
+        done = (await rater(model).run(ticket)).unwrap()
+    assert done.state.priority == 3
+    with ScriptedModel(Reply.text("very")) as model:
+        failed = await rater(model).run(ticket)
+    assert failed.failure() == Unreadable("rate")
+
+
+async def test_a_failed_update_in_a_checkpointed_run(tmp_path: Path) -> None:
+    """Checkpointed (SQLite): the update's failure is the run's, typed, and
+    a success is the stored final state."""
+    ticket = Ticket(pvector([Message.user("how urgent?")]))
+    async with stores.SQLiteStore(tmp_path / "runs.db") as store:
+        with ScriptedModel(Reply.text("very")) as model:
+            failed = await rater(model).run(ticket, store=store, thread_id="t")
+        assert failed.failure() == Unreadable("rate")
+        with ScriptedModel(Reply.text("2")) as model:
+            done = await rater(model).run(ticket, store=store, thread_id="u")
+        assert done.unwrap().state.priority == 2
+        stored = (await rater(ScriptedModel()).load(store, "u")).unwrap()
+        assert stored.state.priority == 2

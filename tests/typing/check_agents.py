@@ -57,7 +57,12 @@ async def lookup(key: str) -> str:
     return key
 
 
-assert_type(lookup, Tool)
+async def _direct() -> None:  # the function itself, typed as written
+    assert_type(await lookup.fn("k"), str)
+    await lookup.fn(1)  # type: ignore[arg-type]
+
+
+_any_tool: Tool = lookup  # takes no dependencies: fits every agent
 agent = Agent("a", model, tools=[lookup])
 assert_type(
     agent.handler(),
@@ -68,7 +73,7 @@ assert_type(
     ],
 )
 Agent("a", model, tools=["not a tool"])  # type: ignore[list-item]
-Agent("a", "not a model")  # type: ignore[arg-type]
+Agent("a", "not a model")  # type: ignore[call-overload]
 ParallelAgent("p", [agent, 3])  # type: ignore[list-item]
 
 
@@ -110,7 +115,7 @@ def strict(key: str) -> str:
     return key
 
 
-assert_type(strict, Tool)
+assert_type(strict.fn("k"), str)
 assert_type(strict.errors, tuple[type[Exception], ...])
 tool(errors=(KeyboardInterrupt,))  # type: ignore[arg-type]  # not an Exception
 tool(errors=ValueError)  # type: ignore[call-overload]  # a sequence of types
@@ -199,5 +204,5 @@ _fb_agent = Agent("fb", _backup)
 # Tool concurrency: a whole number (or None for no limit).
 _bounded = Agent("b", ScriptedModel(), max_parallel_tools=4)
 assert_type(_bounded.max_parallel_tools, int | None)
-Agent("b", ScriptedModel(), max_parallel_tools="4")  # type: ignore[arg-type]  # not a number
-Agent("b", ScriptedModel(), max_parallel_tools=2.5)  # type: ignore[arg-type]  # not whole
+Agent("b", ScriptedModel(), max_parallel_tools="4")  # type: ignore[call-overload]  # not a number
+Agent("b", ScriptedModel(), max_parallel_tools=2.5)  # type: ignore[call-overload]  # not whole

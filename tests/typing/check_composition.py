@@ -124,7 +124,7 @@ assert_type(int_graph, Graph[int, Boom])
 
 model = ScriptedModel(Reply.text("hi"))
 agent = Agent("a", model)
-assert_type(agent, Agent)
+assert_type(agent, Agent[None])
 
 # -- the swarm builder ------------------------------------------------------------
 

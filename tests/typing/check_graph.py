@@ -13,8 +13,21 @@ from returns.result import Failure, Result, Success
 
 import pipeline
 
-from pipeline import Graph, Handler, fold, graph, handler, map_reduce, stores
+from pipeline import (
+    Agent,
+    Graph,
+    Handler,
+    Message,
+    fold,
+    graph,
+    handler,
+    map_reduce,
+    stores,
+)
+from pipeline.agents import AgentError, AgentRun
 from pipeline.failures import FanOutLimitExceeded
+from pipeline.graph import agent_node
+from pipeline.testing import ScriptedModel
 
 
 @attrs.frozen
@@ -237,3 +250,55 @@ async def asks(s: State) -> State:
     await pipeline.interrupt("ship?", bool, True)  # type: ignore[call-arg]  # payload is keyword-only
     wrong: str = await pipeline.interrupt("ship?", Approval)  # type: ignore[arg-type]  # an Approval, not a str
     return State(count if answer.approved else s.n) if wrong else s
+
+
+# -- agent nodes: update may return a Result ---------------------------------
+
+
+@attrs.frozen
+class Desk:
+    note: str = ""
+
+
+@attrs.frozen
+class Unreadable:
+    agent: str
+
+
+def fold_in(d: Desk, run: AgentRun) -> Desk:
+    return attrs.evolve(d, note=run.text)
+
+
+def decode_note(d: Desk, run: AgentRun) -> Result[Desk, Unreadable]:
+    if not run.text:
+        return Failure(Unreadable(run.agent))
+    return Success(attrs.evolve(d, note=run.text))
+
+
+def see_nothing(_: Desk) -> list[Message]:
+    return []
+
+
+def decode_wrong(_: Desk, run: AgentRun) -> Result[int, Unreadable]:
+    return Success(len(run.text))
+
+
+desk_agent = Agent("desk", ScriptedModel())
+plain_node = graph.builder(Desk).agent(
+    "desk", desk_agent, messages=see_nothing, update=fold_in
+)
+assert_type(plain_node, graph.GraphBuilder[Desk, AgentError])
+decoding = graph.builder(Desk).agent(
+    "desk", desk_agent, messages=see_nothing, update=decode_note
+)
+assert_type(decoding, graph.GraphBuilder[Desk, AgentError | Unreadable])
+assert_type(
+    agent_node(desk_agent, messages=see_nothing, update=decode_note),
+    Handler[Desk, Desk, AgentError | Unreadable],
+)
+graph.builder(Desk).agent(
+    "desk",
+    desk_agent,
+    messages=see_nothing,
+    update=decode_wrong,  # type: ignore[arg-type]  # not a Desk
+)

@@ -69,7 +69,7 @@ Output(Ticket, validate=wrong_input)  # type: ignore[arg-type]
 Output(Ticket, validate=wrong_error)  # type: ignore[arg-type]
 Output(Ticket, retries="2")  # type: ignore[arg-type]
 out.read(3)  # type: ignore[arg-type]
-Agent("a", ScriptedModel(), output=Ticket)  # type: ignore[arg-type]
+Agent("a", ScriptedModel(), output=Ticket)  # type: ignore[call-overload]
 
 
 # -- guardrails -------------------------------------------------------------
