@@ -7,6 +7,8 @@ is imported or executed, and there is no pickle anywhere.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
 import hashlib
 import json
@@ -25,7 +27,7 @@ from pyrsistent import PMap, PVector, pmap, pvector
 
 from ._context import Context, freeze
 from ._depth import loads
-from ._messages import Message, ToolCall
+from ._messages import FilePart, ImagePart, Message, Part, TextPart, ToolCall
 from .secrets import MARKER, Secret, is_secret_type, resolve, stored
 
 
@@ -466,6 +468,8 @@ def make_converter() -> cattrs.Converter:
     conv.register_unstructure_hook_factory(is_secret_type, lambda _: stored)
     conv.register_unstructure_hook(Context, context_unstructure)
     conv.register_unstructure_hook(Message, _message_unstructure)
+    conv.register_structure_hook_func(_is_part, part_structure)
+    conv.register_unstructure_hook_func(_is_part_type, part_unstructure)
     conv.register_structure_hook(Context, context_structure)
     return conv
 
@@ -492,7 +496,112 @@ def _message_unstructure(m: Message) -> dict[str, Any]:
     }
     if m.agent is not None:
         out["agent"] = m.agent
+    if m.parts:
+        out["parts"] = [part_unstructure(p) for p in m.parts]
     return out
+
+
+def _is_part(t: Any) -> bool:
+    return t == Part or t in (TextPart, ImagePart, FilePart)
+
+
+def _is_part_type(t: Any) -> bool:
+    return t in (TextPart, ImagePart, FilePart)
+
+
+def part_unstructure(p: Part) -> dict[str, Any]:
+    """A part as JSON: ``type`` (``text``, ``image``, ``file``), its text,
+    URL or bytes (base64), media type, and a file's name when it has one.
+
+    .. versionadded:: 0.1.0
+    """
+    if type(p) is TextPart:
+        return {"type": "text", "text": p.text}
+    if type(p) is ImagePart:
+        if p.data is None:
+            out: dict[str, Any] = {"type": "image", "url": p.url}
+            if p.media_type is not None:
+                out["media_type"] = p.media_type
+            return out
+        return {
+            "type": "image",
+            "media_type": p.media_type,
+            "data": base64.b64encode(p.data).decode("ascii"),
+        }
+    assert type(p) is FilePart  # noqa: S101  # the Part union is closed
+    out = {
+        "type": "file",
+        "media_type": p.media_type,
+        "data": base64.b64encode(p.data).decode("ascii"),
+    }
+    if p.name is not None:
+        out["name"] = p.name
+    return out
+
+
+_PART_KEYS = {
+    "text": ({"type", "text"}, set[str]()),
+    "image": ({"type"}, {"url", "data", "media_type"}),
+    "file": ({"type", "data", "media_type"}, {"name"}),
+}
+
+
+def _b64(value: object) -> bytes:
+    if not isinstance(value, str):
+        msg = f"data: expected base64 text, got {type(value).__name__}"
+        raise TypeError(msg)
+    try:
+        return binascii.a2b_base64(value, strict_mode=True)
+    except binascii.Error:
+        msg = "data: not base64"
+        raise ValueError(msg) from None
+
+
+def _str_or_none(value: object, key: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    msg = f"{key}: expected a string, got {type(value).__name__}"
+    raise TypeError(msg)
+
+
+def part_structure(value: Any, _: Any) -> Part:
+    """A part back from :func:`part_unstructure`'s JSON, strictly: known
+    ``type``, no extra keys, base64 that decodes, the part's own checks.
+
+    .. versionadded:: 0.1.0
+    """
+    if not isinstance(value, dict):
+        msg = f"expected an object, got {type(value).__name__}"
+        raise TypeError(msg)
+    kind = value.get("type")
+    if not isinstance(kind, str) or kind not in _PART_KEYS:
+        msg = "part: type must be 'text', 'image' or 'file'"
+        raise ValueError(msg)
+    need, may = _PART_KEYS[kind]
+    keys = set(value)
+    if not need <= keys or keys - need - may:
+        msg = (
+            f"{kind} part: fields {sorted(keys)} are not {sorted(need | may)}"
+        )
+        raise ValueError(msg)
+    if kind == "text":
+        text = value["text"]
+        if not isinstance(text, str):
+            msg = "text part: text must be a string"
+            raise TypeError(msg)
+        return TextPart(text)
+    media_type = _str_or_none(value.get("media_type"), "media_type")
+    if kind == "image":
+        if "data" in value:
+            return ImagePart(data=_b64(value["data"]), media_type=media_type)
+        return ImagePart(
+            url=_str_or_none(value.get("url"), "url"), media_type=media_type
+        )
+    return FilePart(
+        data=_b64(value["data"]),
+        media_type=media_type or "",
+        name=_str_or_none(value.get("name"), "name"),
+    )
 
 
 def _thaw(value: object) -> Any:
