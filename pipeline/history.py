@@ -113,8 +113,9 @@ def approximate_tokens(message: Message) -> int:
 
     About four characters a token, counting the content, the author's
     name and each tool call's name and arguments, plus a small overhead
-    per message; images and files count as :func:`part_tokens` says.  Good enough for budgets with some headroom; give
-    :func:`token_budget` a real tokenizer's count when it must be exact.
+    per message; images and files count as :func:`part_tokens` says.
+    Good enough for budgets with some headroom; give :func:`token_budget`
+    a real tokenizer's count when it must be exact.
 
     >>> approximate_tokens(Message.user("x" * 40))
     14
@@ -155,7 +156,7 @@ def part_tokens(part: Part) -> int:
     """Estimate the tokens of one part of a message, without decoding it.
 
     Text counts as text (about four characters a token); an image
-    :data:`IMAGE_TOKENS`, whatever its size; a PDF :data:`PDF_PAGE_TOKENS`
+    ``IMAGE_TOKENS``, whatever its size; a PDF ``PDF_PAGE_TOKENS``
     for each page object it holds; a text file (``text/...``, JSON) by its
     characters; any other file one token per 32 bytes.  A message's text
     parts are also its *content*: :func:`approximate_tokens` counts that

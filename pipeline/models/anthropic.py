@@ -92,7 +92,7 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
     that the :func:`pipeline.middleware.retry` middleware is the one place
     retries happen.
 
-    Images and files (:attr:`Message.parts <pipeline.Message.parts>`) go as
+    Images and files (``Message.parts``) go as
     ``image`` blocks (``base64`` or ``url`` sources; JPEG, PNG, GIF, WebP)
     and ``document`` blocks (a PDF as ``base64``, ``text/plain`` as
     ``text``, titled with the part's name), in user messages and in tool

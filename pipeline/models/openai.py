@@ -83,7 +83,7 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
     middleware is the one place retries happen (the SDK's default of 2
     under ``retry(3)`` made 9 requests).
 
-    Images and files (:attr:`Message.parts <pipeline.Message.parts>`) go as
+    Images and files (``Message.parts``) go as
     ``image_url`` parts (a URL, or the bytes as a ``data:`` URL) and
     ``file`` parts (``file_data``, with the part's name or ``file``), in
     user messages.  Tool results may hold only text in Chat Completions:
