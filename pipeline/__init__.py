@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
     from ._messages import TextPart as TextPart
     from ._messages import ToolCall as ToolCall
     from ._messages import Usage as Usage
+    from ._output import Output as Output
     from ._usage import RunUsage as RunUsage
     from .agents import Agent as Agent
     from .budgets import Budget as Budget
@@ -87,6 +88,7 @@ __all__ = (
     "MergeStrategy",
     "Message",
     "Note",
+    "Output",
     "Par",
     "Part",
     "Price",
@@ -171,6 +173,7 @@ _HOMES = {
     "ToolCall": "._messages",
     "Usage": "._messages",
     "Agent": ".agents",
+    "Output": "._output",
     "Budget": ".budgets",
     "Price": ".budgets",
     "RunUsage": "._usage",

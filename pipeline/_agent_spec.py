@@ -9,9 +9,13 @@ depend on the protocol only.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .models._types import Model, ResponseSchema
+
+
+if TYPE_CHECKING:
+    from ._output import Output
 
 
 class AgentSpec(Protocol):
@@ -60,4 +64,10 @@ class AgentSpec(Protocol):
     @property
     def max_parallel_tools(self) -> int | None:
         """Tool calls of one reply that may run at once (``None``: all)."""
+        ...
+
+    @property
+    def output(self) -> Output[Any] | None:
+        """The structured answer it must give, and how often it may be
+        asked again (``None``: any answer ends the run)."""
         ...

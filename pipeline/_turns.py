@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias, final
 
+import anyio
 import attrs
 
 from pyrsistent import PVector, pvector
@@ -19,16 +20,27 @@ from returns.result import Failure, Result
 
 from ._agent_spec import AgentSpec
 from ._fields import APPEND_ONLY
+from ._guards import Halt, InputGuard, Verdict
 from ._messages import Message, ToolCall, Usage
+from ._output import repair_request, repairs_in
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
 from .events import (
+    GuardrailChecked,
     MessageComplete,
     MessageDelta,
+    OutputRejected,
     ToolCallFinished,
     ToolCallStarted,
 )
-from .failures import BudgetExceeded, ModelError, RunPaused, TurnLimitExceeded
+from .failures import (
+    BudgetExceeded,
+    GuardrailTripped,
+    InvalidOutput,
+    ModelError,
+    RunPaused,
+    TurnLimitExceeded,
+)
 from .fold import Ambient, Codec, Snapshot, Status, ambient
 from .models._types import (
     ModelDelta,
@@ -96,12 +108,14 @@ class Loop:
         "agent",
         "env",
         "fingerprint",
+        "guards",
         "intercept",
         "name",
         "secret",
         "specs",
         "tools",
         "view",
+        "waiting",
     )
 
     codec = CODEC
@@ -115,8 +129,13 @@ class Loop:
         intercept: Intercept | None = None,
         specs: tuple[ToolSpec, ...] | None = None,
         env: Ambient | None = None,
+        guards: tuple[InputGuard, ...] = (),
     ) -> None:
         self.agent = agent
+        self.guards = guards  # input guardrails, before the first turn
+        # What the first turn's answer waits for: the input guards that run
+        # alongside its model call.
+        self.waiting: Callable[[], Awaitable[object]] | None = None
         # What the run is inside of (scope, stream, offload), read once:
         # none of it changes while the run goes on.
         self.env = ambient() if env is None else env
@@ -145,16 +164,106 @@ class Loop:
         """Agents have no gates."""
         return False
 
+    async def _first(self, snap: Snapshot[Turns]) -> Any:
+        """The first turn, behind the agent's input guards: those not
+        concurrent run before the model call, the others alongside it (the
+        answer waits for them before any tool runs)."""
+        guards, self.guards = self.guards, ()  # checked once per run
+        if snap.state.turns:  # resumed after the first turn: checked then
+            return await self.step(snap, None)
+        for guard in guards:
+            if not guard.concurrent:
+                tripped = await self._input(guard)
+                if tripped is not None:
+                    return tripped
+        alongside = [g for g in guards if g.concurrent]
+        if not alongside:
+            return await self.step(snap, None)
+        tripped_by: list[Failure[GuardrailTripped]] = []
+        cleared = anyio.Event()
+
+        async def check_all(scope: anyio.CancelScope) -> None:
+            for guard in alongside:
+                tripped = await self._input(guard)
+                if tripped is not None:
+                    tripped_by.append(tripped)
+                    scope.cancel()
+                    return
+            cleared.set()
+
+        out: Any = None
+        self.waiting = cleared.wait
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(check_all, tg.cancel_scope)
+                out = await self.step(snap, None)
+        finally:
+            self.waiting = None
+        return tripped_by[0] if tripped_by else out
+
+    async def _input(
+        self, guard: InputGuard
+    ) -> Failure[GuardrailTripped] | None:
+        verdict = await self._judge(
+            guard.name, "input", guard.check, self.view
+        )
+        if verdict is None:
+            return None
+        return Failure(
+            GuardrailTripped(
+                guard.name, "input", verdict.reason, path=(self.name,)
+            )
+        )
+
+    async def _judge(
+        self,
+        guard: str,
+        stage: str,
+        check: Callable[[Any], Awaitable[Verdict]],
+        value: object,
+    ) -> Verdict:
+        """*check* on *value*, as a span (in a traced run) and an event."""
+        env = self.env
+        tracing = env.scope.tracing if env.scope is not None else None
+        if tracing is None:
+            verdict = await check(value)
+        else:
+            with tracing.span(
+                f"guardrail {guard}",
+                {
+                    "pipeline.agent": self.name,
+                    "pipeline.guardrail.name": guard,
+                    "pipeline.guardrail.stage": stage,
+                },
+            ) as span:
+                verdict = await check(value)
+                span.set_attribute(
+                    "pipeline.guardrail.outcome", _outcome(verdict)
+                )
+        if env.sink is not None:
+            reason = "" if verdict is None else verdict.reason
+            await env.emit(
+                GuardrailChecked(
+                    self.name, guard, stage, _outcome(verdict), reason
+                )
+            )
+        return verdict
+
     async def step(self, snap: Snapshot[Turns], _: object, /) -> Any:
         """One turn: ask the model; run the tools it asks for."""
+        if self.guards:
+            return await self._first(snap)
         agent = self.agent
         name = self.name
         progress = snap.state
         turn = progress.turns + 1
-        last = turn >= agent.max_turns
-        history = joined(self.view, progress.messages)
+        # Repairs of the final answer are model calls, not turns.
+        last = turn >= agent.max_turns and (
+            agent.output is None
+            or turn - len(repairs_in(progress.messages)) >= agent.max_turns
+        )
         request = ModelRequest(
-            history,
+            joined(self.view, progress.messages),
             self.specs,
             response_schema=agent.response_schema,
             temperature=agent.temperature,
@@ -177,19 +286,21 @@ class Loop:
         if type(answer) is Failure:
             return answer
         response = answer.unwrap()
+        if self.waiting is not None:  # input guards alongside the call
+            await self.waiting()
         message = _named(response.message, name)
         run_calls = message.tool_calls
         if self.secret and run_calls:
             # The tools get what the model sent; everything else (history,
             # checkpoints, events, spans) the redacted calls.
             message = _redacted(message, self.secret)
-        usage = progress.usage + response.usage
         if listen:
             await env.emit(MessageComplete(name, message))
         calls = message.tool_calls
         if not calls:
-            done = Turns(progress.messages.append(message), usage, turn)
-            return self._next(snap, done, stop=True)
+            return await self._final(
+                snap, message, progress.usage + response.usage, turn
+            )
         # Calls the caller takes itself (a swarm's transfers), decided
         # before any tool runs: an accepted transfer needs no further model
         # call, so it may come on the last turn.
@@ -223,9 +334,68 @@ class Loop:
             for result in results:
                 await env.emit(MessageComplete(name, result))
         done = Turns(
-            progress.messages.append(message).extend(results), usage, turn
+            progress.messages.append(message).extend(results),
+            progress.usage + response.usage,
+            turn,
         )
         return self._next(snap, done, stop=stop)
+
+    async def _final(
+        self, snap: Snapshot[Turns], message: Message, usage: Usage, turn: int
+    ) -> Any:
+        """A final answer, checked against the agent's output if it has
+        one: accepted, or sent back with the reason (never the value) for another try."""
+        output = self.agent.output
+        progress = snap.state
+        added = progress.messages.append(message)
+        name = self.name
+        reason: str
+        if output is None:
+            done = Turns(added, usage, turn)
+            return self._next(snap, done, stop=True)
+        checked = output.check(message.content)
+        guard: str | None = None
+        if type(checked) is not Failure:
+            value = checked.unwrap()
+            for each in output.guards:
+                verdict = await self._judge(
+                    each.name, "output", each.check, value
+                )
+                if type(verdict) is Halt:
+                    return Failure(
+                        GuardrailTripped(
+                            each.name, "output", verdict.reason, path=(name,)
+                        )
+                    )
+                if verdict is not None:
+                    guard, reason = each.name, verdict.reason
+                    break
+            else:
+                done = Turns(added, usage, turn)
+                return self._next(snap, done, stop=True)
+        else:
+            reason = checked.failure()
+        # The reasons so far are in the repair requests the run holds (a
+        # checkpointed run resumes with them).
+        repairs = (*repairs_in(progress.messages), reason)
+        retrying = len(repairs) <= output.retries
+        env = self.env
+        listen = env.sink is not None
+        if listen:
+            await env.emit(
+                OutputRejected(name, len(repairs), reason, retrying)
+            )
+        if not retrying:
+            return Failure(
+                InvalidOutput(
+                    output.name, reason, attempts=repairs, path=(name,)
+                )
+            )
+        ask = repair_request(output, reason, guard)
+        if listen:
+            await env.emit(MessageComplete(name, ask))
+        done = Turns(added.append(ask), usage, turn)
+        return self._next(snap, done, stop=False)
 
     def _next(
         self, snap: Snapshot[Turns], state: Turns, *, stop: bool
@@ -300,6 +470,12 @@ class Loop:
             else:
                 out.append(next(ran))
         return tuple(out)
+
+
+def _outcome(verdict: Verdict) -> str:
+    if verdict is None:
+        return "pass"
+    return "stop" if type(verdict) is Halt else "retry"
 
 
 def _around(outer: ToolHook | None, inner: ToolHook | None) -> ToolHook | None:

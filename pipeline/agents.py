@@ -35,10 +35,12 @@ from . import failures
 from ._combinators import must, sequential
 from ._context import Context
 from ._decode import decode_json
+from ._guards import AskAgain, Halt, InputGuard, OutputGuard, Verdict
 from ._handler import Call, Handler
 from ._messages import Message, Role, Usage
 from ._moved import moved
 from ._offload import note_agent, note_fold_tool
+from ._output import Output
 from ._runners import ok
 from ._turns import Intercept, Loop, PauseRequested, digest
 from ._views import joined
@@ -46,6 +48,7 @@ from .errors import AgentFailed, ConstructionError
 from .events import MessageComplete, emit
 from .failures import (
     BudgetExceeded,
+    GuardrailTripped,
     HistoryBudgetExceeded,
     InvalidOutput,
     ModelError,
@@ -68,9 +71,14 @@ __all__ = (
     "AgentLike",
     "AgentOutput",
     "AgentRun",
+    "AskAgain",
+    "Halt",
+    "InputGuard",
+    "OutputGuard",
     "ParallelAgent",
     "SequentialAgent",
     "ToolSource",
+    "Verdict",
     "as_tool",
     "default_merge",
 )
@@ -86,6 +94,8 @@ AgentError: TypeAlias = (
     | HistoryBudgetExceeded
     | RunPaused
     | BudgetExceeded
+    | InvalidOutput
+    | GuardrailTripped
 )
 """What running an agent may fail with."""
 
@@ -173,6 +183,10 @@ def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
+def _input_guards(guards: Iterable[InputGuard]) -> tuple[InputGuard, ...]:
+    return tuple(guards)
+
+
 def _agents(agents: Iterable[AgentLike]) -> tuple[AgentLike, ...]:
     return tuple(agents)
 
@@ -206,7 +220,17 @@ class Agent(Handler[Context, Context, AgentError]):
     :func:`~pipeline.agents.as_tool` show it to other models).
     *max_parallel_tools* bounds the tool calls of one reply that run at
     once (default ``None``: all of them; ``1`` runs them one after another);
-    results keep the calls' order either way.  Streaming: when a
+    results keep the calls' order either way.  *output* (an
+    :class:`~pipeline.Output`) makes the final answer structured: the model
+    is asked for its JSON schema (unless *response_schema* is given), and an
+    answer that does not decode or that its validator refuses goes back to
+    the model with the reason, up to ``output.retries`` times, then fails
+    with :class:`~pipeline.failures.InvalidOutput`; these repair calls are
+    model calls (budgets count them) but not turns against *max_turns*.
+    Read the typed answer with ``output.read(run)``.  *input_guards*
+    (:class:`~pipeline.agents.InputGuard`) check the messages before the
+    first model call, or alongside it; a guard that stops the run makes it
+    fail with :class:`~pipeline.failures.GuardrailTripped`.  Streaming: when a
     :func:`pipeline.stream` is listening, the model streams and each text
     fragment is emitted as a ``MessageDelta``.
 
@@ -230,6 +254,10 @@ class Agent(Handler[Context, Context, AgentError]):
     history: HistoryPolicy | None = None
     description: str = ""
     max_parallel_tools: int | None = None
+    output: Output[Any] | None = None
+    input_guards: tuple[InputGuard, ...] = attrs.field(
+        default=(), converter=_input_guards
+    )
     _tool_map: Mapping[str, Tool] = attrs.field(
         init=False, default=attrs.Factory(_tool_map, takes_self=True)
     )
@@ -250,6 +278,8 @@ class Agent(Handler[Context, Context, AgentError]):
                 "number at least 1, or None for no limit"
             )
             raise ConstructionError(msg)
+        if self.output is not None and self.response_schema is None:
+            object.__setattr__(self, "response_schema", self.output.schema)
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
             msg = f"agent {self.name!r}: duplicate tool names {sorted(names)}"
@@ -295,12 +325,16 @@ class Agent(Handler[Context, Context, AgentError]):
             view = selected.unwrap()
         if self.instructions:
             view = joined((Message.system(self.instructions),), view)
-        loop = Loop(self, view, tools, intercept, specs, env)
+        loop = Loop(
+            self, view, tools, intercept, specs, env, self.input_guards
+        )
         out = await run_machine(
             loop,
             loop.start(),
             None,
-            max_steps=self.max_turns + 1,
+            max_steps=self.max_turns
+            + 1
+            + (self.output.retries if self.output is not None else 0),
             digest=key,
             announce=False,
             env=env,

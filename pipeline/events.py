@@ -56,6 +56,7 @@ __all__ = (
     "EventStream",
     "Finished",
     "FoldEvent",
+    "GuardrailChecked",
     "Handoff",
     "Interrupted",
     "McpServerLost",
@@ -63,6 +64,7 @@ __all__ = (
     "MessageDelta",
     "NodeFinished",
     "NodeStarted",
+    "OutputRejected",
     "Stopped",
     "ToolCallFinished",
     "ToolCallStarted",
@@ -261,6 +263,40 @@ class Handoff:
 
 @final
 @attrs.frozen
+class OutputRejected:
+    """An agent's final answer did not fit its :class:`pipeline.Output`:
+    *reason* names the fields and rules (never the value); *attempt*
+    counts the answers refused so far in this run; *retrying* says whether
+    the model is asked again.
+
+    .. versionadded:: 0.1.0
+    """
+
+    agent: str
+    attempt: int
+    reason: str
+    retrying: bool
+
+
+@final
+@attrs.frozen
+class GuardrailChecked:
+    """An agent's guardrail gave its verdict: *stage* is ``input`` or
+    ``output``, *outcome* ``pass``, ``retry`` or ``stop``, *reason* what
+    the check said ('' when it passed).
+
+    .. versionadded:: 0.1.0
+    """
+
+    agent: str
+    guardrail: str
+    stage: str
+    outcome: str
+    reason: str = ""
+
+
+@final
+@attrs.frozen
 class Note:
     """A free-form progress note from your own handler.
 
@@ -290,6 +326,8 @@ Event: TypeAlias = (
     | ToolRaised
     | McpServerLost
     | Handoff
+    | OutputRejected
+    | GuardrailChecked
     | Note
     | NodeStarted
     | NodeFinished

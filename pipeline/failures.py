@@ -43,6 +43,7 @@ The hierarchy::
     │   └── InvalidState            a state that cannot be stored
     ├── agents and models
     │   ├── InvalidOutput           structured output that does not decode
+    │   ├── GuardrailTripped        an agent's guardrail stopped its run
     │   ├── ModelError              a provider call failed
     │   ├── TurnLimitExceeded
     │   ├── PolicyViolation         llm.policy judged the input invalid
@@ -73,6 +74,7 @@ __all__ = (
     "ConditionError",
     "EditRefused",
     "FanOutLimitExceeded",
+    "GuardrailTripped",
     "HistoryBudgetExceeded",
     "IncompatibleGraph",
     "InvalidOutput",
@@ -592,18 +594,45 @@ class InvalidOutput(PipelineError):
 
     *expected* names the type, *reason* says where and what was expected
     (``expected an integer at $.score``), never the value: the answer may
-    hold anything.
+    hold anything.  *attempts* holds the reason of every answer that did
+    not fit, in order, when an agent asked its model again
+    (:class:`pipeline.Output`); *reason* is the last one.
 
     .. versionadded:: 0.1.0
     """
 
     expected: str
     reason: str
+    attempts: tuple[str, ...] = attrs.field(default=(), kw_only=True)
 
     def __str__(self) -> str:
         return (
             f"the answer is not a valid {self.expected}: {self.reason} "
             f"(at {self.where()})"
+        )
+
+
+@final
+@attrs.frozen
+class GuardrailTripped(PipelineError):
+    """A guardrail stopped an agent's run (see
+    :class:`pipeline.agents.InputGuard` and
+    :class:`pipeline.agents.OutputGuard`).
+
+    *guardrail* names it, *stage* says which (``input`` or ``output``),
+    *reason* is what its check said.
+
+    .. versionadded:: 0.1.0
+    """
+
+    guardrail: str
+    stage: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"the {self.stage} guardrail {self.guardrail!r} stopped the run: "
+            f"{self.reason} (at {self.where()})"
         )
 
 

@@ -208,3 +208,16 @@ def test_a_store_url_whose_extra_is_missing_names_it(tmp_path: Path) -> None:
         "pipeline: error: this store needs the postgres extra: "
         "pip install 'typed-pipeline[postgres]'"
     )
+
+
+@pytest.mark.slow
+def test_mcp_serve_without_the_mcp_sdk_names_the_mcp_extra() -> None:
+    """Checked before the target is imported: a target that does not
+    exist is not reached."""
+    args = ("mcp", "serve", "no_such_module:thing")
+    done = _python("mcp", CLI, *args)
+    assert done.returncode == 6  # unavailable
+    assert _cli_error(done) == (
+        "pipeline: error: pipeline mcp serve needs the MCP SDK (missing: "
+        "mcp): pip install 'typed-pipeline[mcp]'"
+    )

@@ -234,9 +234,30 @@ def resume(
     )
 
 
+def _author(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> str:
+    """``--author`` (default: the login name, if there is one)."""
+    if value is not None:
+        return value
+    import getpass  # noqa: PLC0415
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):  # no login name known
+        return ""
+
+
 @cli.command()
 @click.argument("thread")
 @click.argument("answer")
+@click.option(
+    "--author",
+    envvar="PIPELINE_AUTHOR",
+    callback=_author,
+    help="who answers, kept in the answer's record "
+    "($PIPELINE_AUTHOR, default: your login name)",
+)
 @click.option(
     "--question",
     metavar="ID",
@@ -252,6 +273,7 @@ def answer(
     ctx: click.Context,
     thread: str,
     answer: str,
+    author: str,
     question: str | None,
     ref: str | None,
     store: str | None,
@@ -276,6 +298,7 @@ def answer(
             ref=ref,
             answer_text=answer,
             question=question,
+            author=author,
         ),
         store,
         as_json=as_json,

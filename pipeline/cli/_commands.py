@@ -113,9 +113,18 @@ async def resume(
     ref: str | None,
     answer_text: str | None,
     question: str | None = None,
+    author: str = "",
 ) -> ExitCode:
     """``pipeline resume`` and ``pipeline answer`` (for the question whose
-    id is *question*, if given)."""
+    id is *question*, if given; by *author*)."""
+    from ..fold import checked_author  # noqa: PLC0415
+
+    try:
+        author = checked_author(author)
+    except (TypeError, ValueError) as exc:  # never shows the author
+        raise UserError(
+            str(exc), hint="an author is at most 256 characters, without NUL"
+        ) from None
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
         answer: object = None
@@ -126,12 +135,17 @@ async def resume(
         obj = target.obj
 
         async def work() -> Result[Any, Any]:
+            if answer_text is None:
+                return await obj.resume(  # type: ignore[no-any-return]
+                    store, thread_id, version=version
+                )
             return await obj.resume(  # type: ignore[no-any-return]
                 store,
                 thread_id,
                 version=version,
                 answer=answer,
                 question=question,
+                author=author,
             )
 
         from ..errors import InvalidAnswer  # noqa: PLC0415
@@ -345,34 +359,15 @@ async def history(
         snaps = found(
             await target.obj.history(store, thread_id), thread_id, settings
         )
-    rows = [out.history_row(s) for s in snaps]
+    rows = out.history_rows(snaps)
     if settings.json:
         for row in rows:
             out.emit_json(row)
         return ExitCode.OK
-    columns = (
-        "version",
-        "parent",
-        "step",
-        "status",
-        "node",
-        "next",
-        "question",
-        "reason",
-        "edit",
-    )
-
-    def cell(row: dict[str, Any], column: str) -> object:
-        if column == "next":
-            return ", ".join(row[column])
-        if column == "edit" and row[column] is not None:
-            return f"{row[column]['author']}: {row[column]['reason']}"
-        return row[column]
-
     out.table(
         f"thread {thread_id}",
-        columns,
-        [[cell(r, c) for c in columns] for r in rows],
+        out.HISTORY_COLUMNS,
+        [out.history_cells(r) for r in rows],
     )
     return ExitCode.OK
 
@@ -508,13 +503,19 @@ async def edit(
                 f"{store_flag(settings)}` shows where it stands",
             )
         snap = out_.unwrap()
-    if settings.json:
-        out.emit_json(out.history_row(snap))
-    else:
-        out.say(
-            f"thread {thread_id}: version {snap.version} edited by "
-            f"{author} ({snap.status})"
-        )
+        if settings.json:  # its history row, time and all, as read back
+            snaps = found(
+                await target.obj.history(store, thread_id), thread_id, settings
+            )
+            rows = out.history_rows(snaps)
+            out.emit_json(
+                next(r for r in rows if r["version"] == snap.version)
+            )
+            return ExitCode.OK
+    out.say(
+        f"thread {thread_id}: version {snap.version} edited by "
+        f"{author} ({snap.status})"
+    )
     return ExitCode.OK
 
 
@@ -587,9 +588,13 @@ def mcp_serve(ref: str, *, backend: str, traceback: bool) -> ExitCode:
     import anyio  # noqa: PLC0415
 
     from .._extras import require  # noqa: PLC0415
+    from ..errors import MissingExtra  # noqa: PLC0415
 
+    try:  # before the user's code is imported
+        require("pipeline mcp serve", "the MCP SDK", "mcp", ("mcp",))
+    except MissingExtra as exc:
+        raise UserError(str(exc), code=ExitCode.UNAVAILABLE) from None
     obj = load_object(ref, traceback=traceback)
-    require("pipeline mcp serve", "the MCP SDK", "mcp", ("mcp",))
     from ..agents import Agent  # noqa: PLC0415
     from ..graph._graph import Graph  # noqa: PLC0415
     from ..mcp import serve_stdio  # noqa: PLC0415

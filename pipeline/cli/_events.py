@@ -7,6 +7,8 @@ import re
 import sys
 import time
 
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from .._serde import unicode_safe
@@ -50,18 +52,24 @@ def event_type(event: object) -> str:
     return _CAMEL.sub("_", type(event).__name__).lower()
 
 
-def encode(converter: cattrs.Converter, kind: str, value: object) -> bytes:
-    """A JSON line ``{"type": kind, ...fields of value}``.
+def encode(
+    converter: cattrs.Converter,
+    kind: str,
+    value: object,
+    stamp: Mapping[str, object] | None = None,
+) -> bytes:
+    """A JSON line ``{"type": kind, ...stamp, ...fields of value}``.
 
     An exception shows as its type only (a tool's exception text may hold
     a secret; the log has it); lone surrogates (a file name the OS gave
     undecoded, say) become JSON escapes, so any event can be written."""
     fields: Any = converter.unstructure(value)
     doc = (
-        {"type": kind, **fields}
+        {"type": kind, **(stamp or {}), **fields}
         if isinstance(fields, dict)
         else {
             "type": kind,
+            **(stamp or {}),
             "value": fields,
         }
     )
@@ -84,19 +92,57 @@ def _shown(value: object) -> str:
 
 
 class JsonLines:
-    """Each event as one JSON object per line on *out* (``--json``)."""
+    """Each event as one JSON object per line on *out* (``--json``).
 
-    def __init__(self, converter: cattrs.Converter, out: TextIO) -> None:
+    Every line carries ``at``, when it was written (ISO 8601, UTC, on
+    *wall*: seconds since the epoch); a node's or tool call's end carries
+    ``duration`` too, seconds since its start (on *ticks*, a monotonic
+    clock).  Tests pass clocks of their own."""
+
+    def __init__(
+        self,
+        converter: cattrs.Converter,
+        out: TextIO,
+        *,
+        wall: Callable[[], float] = time.time,
+        ticks: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._converter = converter
         self._out = out
+        self._wall = wall
+        self._ticks = ticks
+        self._started: dict[object, float] = {}
 
     async def event(self, event: Event) -> None:
         """Write *event* at once (flushed: a pipe sees it now)."""
-        self.write(event_type(event), event)
+        from .. import events as ev  # noqa: PLC0415
 
-    def write(self, kind: str, value: object) -> None:
-        """Write ``{"type": kind, ...}`` and flush."""
-        self._out.write(encode(self._converter, kind, value).decode())
+        duration = None
+        if isinstance(event, ev.NodeStarted):
+            self._started[event.nodes, event.step] = self._ticks()
+        elif isinstance(event, ev.ToolCallStarted):
+            self._started[event.agent, event.call.id] = self._ticks()
+        elif isinstance(event, ev.NodeFinished):
+            duration = self._since((event.nodes, event.step))
+        elif isinstance(event, ev.ToolCallFinished):
+            duration = self._since((event.agent, event.call.id))
+        self.write(event_type(event), event, duration)
+
+    def _since(self, key: object) -> float | None:
+        start = self._started.pop(key, None)
+        return None if start is None else round(self._ticks() - start, 6)
+
+    def write(
+        self, kind: str, value: object, duration: float | None = None
+    ) -> None:
+        """Write ``{"type": kind, "at": ..., ...}`` and flush."""
+        at = datetime.fromtimestamp(self._wall(), UTC)
+        stamp: dict[str, object] = {
+            "at": at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        }
+        if duration is not None:
+            stamp["duration"] = duration
+        self._out.write(encode(self._converter, kind, value, stamp).decode())
         self._out.flush()
 
     def close(self) -> None:

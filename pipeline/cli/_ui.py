@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 import secrets
 import uuid
 
@@ -76,7 +77,13 @@ class UI:
     ref: str | None
     writes: bool
     token: str | None
+    hosts: frozenset[str] | None = None
+    """The ``Host`` names served (None: any): on loopback without a
+    token, the loopback names only, so that a web page whose name an
+    attacker rebinds to 127.0.0.1 (DNS rebinding) is refused."""
     csrf: str = attrs.field(factory=lambda: secrets.token_urlsafe(32))
+    file: tuple[int, int] | None = None
+    """The SQLite store's (device, inode) when the UI opened it."""
     store: CheckpointStore | None = None
     targets: dict[str, Target] = attrs.field(factory=dict)
     pictures: dict[tuple[str, str | None], str | None] = attrs.field(
@@ -96,6 +103,23 @@ class UI:
             raise RuntimeError(msg)
         return self.store
 
+    def note_file(self) -> None:
+        """Remember which file a SQLite store is, as it is opened."""
+        self.file = _identity(self.settings.store)
+
+    def check_file(self) -> None:
+        """Refuse to go on if the SQLite file the UI opened was removed
+        or replaced since (the open file would take writes no one sees)."""
+        if self.file is not None and _identity(self.settings.store) != (
+            self.file
+        ):
+            raise UserError(
+                f"the store file {self.where} was removed or replaced "
+                "since this UI opened it",
+                hint="restart `pipeline ui` to open the file there now",
+                code=ExitCode.UNAVAILABLE,
+            )
+
     async def target(self, thread_id: str) -> Target | None:
         """The graph or swarm that runs *thread_id* (noted or --target)."""
         ref = self.ref or await noted_target(self.opened(), thread_id)
@@ -109,6 +133,25 @@ class UI:
         return self.targets[ref]
 
 
+def _identity(spec: str) -> tuple[int, int] | None:
+    """A SQLite store file's (device, inode); None for a server store
+    or a file that is not there."""
+    if "://" in spec:
+        return None
+    try:
+        found = os.stat(spec)  # noqa: PTH116  # one stat, as opened
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino)
+
+
+def _hostname(header: str) -> str:
+    """The name in a ``Host`` header, without its port."""
+    if header.startswith("["):  # [::1]:8000
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if ":" in header else header
+
+
 def app(
     store: str,
     *,
@@ -116,13 +159,16 @@ def app(
     writes: bool = False,
     token: str | None = None,
     opened: CheckpointStore | None = None,
+    hosts: frozenset[str] | None = None,
 ) -> Starlette:
     """The web UI's ASGI application over the store *store* names (opened
-    at start-up, unless *opened* is that store, already open)."""
+    at start-up, unless *opened* is that store, already open), answering
+    only requests whose ``Host`` is in *hosts* (None: any)."""
     from starlette.applications import Starlette  # noqa: PLC0415
     from starlette.routing import Route  # noqa: PLC0415
 
-    ui = UI(Settings(store), ref, writes, token, store=opened)
+    ui = UI(Settings(store), ref, writes, token, hosts, store=opened)
+    ui.note_file()
 
     @asynccontextmanager
     async def lifespan(_: object) -> AsyncIterator[None]:
@@ -163,6 +209,22 @@ async def _respond(
     """Check the token (and for writes the CSRF token), then render."""
     from starlette.responses import HTMLResponse  # noqa: PLC0415
 
+    if ui.hosts is not None and (
+        _hostname(request.headers.get("host", "")).lower() not in ui.hosts
+    ):
+        return HTMLResponse(
+            _page(
+                "wrong address",
+                p.error(
+                    "this UI answers only at the address it printed",
+                    "open the URL `pipeline ui` printed (a page that "
+                    "reaches it by another name is refused)",
+                ),
+                ui,
+            ),
+            status_code=421,
+            headers=_HEADERS,
+        )
     if ui.token is not None:
         given = request.query_params.get("token") or request.cookies.get(
             COOKIE, ""
@@ -182,6 +244,7 @@ async def _respond(
             )
     status = 200
     try:
+        ui.check_file()
         if request.method == "POST":
             await _check_post(ui, request)
         text = await body(ui, request)
@@ -366,13 +429,19 @@ def _thread_id(request: Request, name: str = "id") -> str:
         raise UserError(str(exc), hint="pick a thread from the list") from None
 
 
+_DIGITS: Final = frozenset("0123456789")
+
+
 def _version(raw: object, name: str) -> int:
-    if not isinstance(raw, str) or not raw.strip().isdigit():
+    text = raw.strip() if isinstance(raw, str) else ""
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+    if not text or not _DIGITS.issuperset(text) or len(text) > 18:
         raise UserError(
-            f"{name} must be a version number (0, 1, 2, ...)",
+            f"{name} must be a version number (0, 1, 2, ...; at most 18 "
+            "digits)",
             hint="the thread's page lists its versions",
         )
-    return int(raw.strip()[:18])
+    return int(text)
 
 
 async def _needed(ui: UI, thread_id: str) -> Target:
@@ -759,7 +828,20 @@ def serve(
     _require()
     import uvicorn  # noqa: PLC0415
 
+    # What every thread page needs (the code a graph or swarm is built
+    # with), imported before the URL is printed rather than by the first
+    # visit: start-up and the first thread page then share the wait
+    # (docs/ui.md, "How fast").
+    import pipeline.graph  # noqa: PLC0415
+    import pipeline.swarm  # noqa: PLC0415, F401
+
     token = None if host in LOOPBACK else secrets.token_urlsafe(24)
+    # Without a token, the names of loopback only (DNS rebinding).
+    hosts = (
+        frozenset({"127.0.0.1", "localhost", "::1", host.lower()})
+        if token is None
+        else None
+    )
     shown = f"[{host}]" if ":" in host else host
 
     import asyncio  # noqa: PLC0415
@@ -788,6 +870,7 @@ def serve(
                 writes=writes,
                 token=token,
                 opened=opened,
+                hosts=hosts,
             )
             config = uvicorn.Config(
                 application, log_level="warning", lifespan="on"

@@ -22,6 +22,7 @@ from ._engine import EventSink as EventSink
 from ._engine import Hooks as Hooks
 from ._engine import Machine as Machine
 from ._engine import Migration as Migration
+from ._engine import checked_author as checked_author
 from ._engine import drive as drive
 from ._engine import run_machine as run_machine
 from ._engine import stored_answer as stored_answer
@@ -83,6 +84,7 @@ __all__ = (
     "ambient",
     "branch_key",
     "check_document",
+    "checked_author",
     "current_boundary",
     "drive",
     "enter",

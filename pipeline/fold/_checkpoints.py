@@ -271,9 +271,10 @@ async def fork(
 ]:
     """Copy a snapshot into a new thread (version 0); the original is untouched.
 
-    A stopped snapshot is copied running (a fork is how a stopped thread
-    goes on); a paused one still waits, at a question of its own (another
-    id).  What nested folds had saved in the step in flight is copied too: the
+    The new thread's snapshots name their origin (``origin``: this thread
+    and version).  A stopped snapshot is copied running (a fork is how a
+    stopped thread goes on); a paused one still waits, at a question of its
+    own (another id).  What nested folds had saved in the step in flight is copied too: the
     fork continues them.
     """
     new = (
@@ -290,6 +291,9 @@ async def fork(
         thread_id=new,
         version=0,
         parent=None,
+        committed_at=None,
+        author="",
+        origin=(source.thread_id, source.version),
         edit=None,
     )
     if source.status is Status.STOPPED:
@@ -447,8 +451,8 @@ class Threads(Generic[S]):
         | LeaseLost,
     ]:
         """Copy a snapshot into a new thread (version 0); the original is
-        untouched.  A stopped snapshot is copied running: a fork is how a
-        stopped thread goes on.  Progress of nested folds in the step in flight is copied
+        untouched; its snapshots name it as their ``origin``.  A stopped
+        snapshot is copied running: a fork is how a stopped thread goes on.  Progress of nested folds in the step in flight is copied
         too: the fork continues them."""
         return await fork(
             self.codec,

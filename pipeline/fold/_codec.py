@@ -10,13 +10,20 @@ A record holds one snapshot as a delta against its parent:
 * the envelope is short: schema, fingerprint, next and step, and the rest
   only when it is not at its default (the node that ran is the parent's
   *next*; a stop's ``reason`` only in the stop record);
+* ``at`` is the time the record was committed (UTC milliseconds since the
+  epoch, from :data:`CLOCK`), ``by`` who answered on the record storing an
+  answer, ``from`` the thread and version a forked thread's
+  first record was copied from; records written before these existed read
+  as written at an unknown time, by nobody, from nowhere;
 * ``in`` carries the progress of folds nested in the step in flight (an
   agent's turns inside a graph node): each such record appends documents
   to the nested folds' chains; a record without ``in`` starts afresh.
 
 So bytes per step grow with what the step added, not with the history.
 The checksum covers the record's thread, version and parent as well as its
-bytes: a record swapped to another thread or version fails it.
+bytes (time, author and origin included, being bytes of the document): a
+record swapped to another thread or version, or given another time, fails
+it.
 
 **Validated commits**: before a record is sealed, what it stores is
 structured back into the declared types (field by field, item by item) and
@@ -30,10 +37,13 @@ a chain costs what its records hold, not what every snapshot holds.
 
 from __future__ import annotations
 
+import contextvars
 import hmac
 import json
+import time
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar, cast, final, get_origin
 
 import attrs
@@ -64,6 +74,12 @@ SCHEMA = 1
 
 Doc = dict[str, Any]
 """One record's parsed JSON document."""
+
+CLOCK: contextvars.ContextVar[Callable[[], float]] = contextvars.ContextVar(
+    "pipeline_commit_clock", default=time.time
+)
+"""The wall clock records are stamped with (seconds since the epoch): tests
+set another, so that times are known without waiting for them."""
 
 ENCODE_ERRORS = (ValueError, TypeError, RecursionError, OverflowError)
 """What turning a value into JSON may raise (a non-finite float, a lone
@@ -235,6 +251,7 @@ class Codec(Generic[S]):
             "fp": snap.fingerprint,
             "next": list(snap.next),
             "step": snap.step,
+            **_who_and_when(snap, parent),
         }
         # The node that just ran is what the parent said comes next: stored
         # only when it cannot be derived (a chain's first record, progress).
@@ -537,11 +554,13 @@ class Codec(Generic[S]):
         if type(checked) is not Success:
             return Failure(checked.failure())
         state = base.state
+        origin = None if base.origin is None else list(base.origin)
+        first = {"next": list(base.next)}
         if self._fields is not None and type(state) is self._cls:
             values = {name: getattr(state, name) for name in self._fields}
-            acc = Acc(values, _ABSENT, {}, {"next": list(base.next)}, None)
+            acc = Acc(values, _ABSENT, {}, first, None, origin)
         else:
-            acc = Acc({}, state, {}, {"next": list(base.next)}, None)
+            acc = Acc({}, state, {}, first, None, origin)
         step = self.advance(acc, doc)
         if isinstance(step, CheckpointDecodeError):
             return Failure(step)
@@ -565,7 +584,14 @@ class Codec(Generic[S]):
                 whole = self._structure(doc["whole"], self.state_type)
             except STRUCTURE_ERRORS as exc:
                 return CheckpointDecodeError("$.whole", _reason(exc))
-            return Acc({}, whole, progress, doc, previous)
+            return Acc(
+                {},
+                whole,
+                progress,
+                doc,
+                previous,
+                None if acc is None else acc.origin,
+            )
         if plan is None:
             return CheckpointDecodeError(
                 "$", "a partial state for a state stored whole"
@@ -611,7 +637,14 @@ class Codec(Generic[S]):
                 values[name] = prior.extend(f.item(v) for v in items)
             except STRUCTURE_ERRORS as exc:
                 return CheckpointDecodeError(f"$.logs.{name}", _reason(exc))
-        return Acc(values, _ABSENT, progress, doc, previous)
+        return Acc(
+            values,
+            _ABSENT,
+            progress,
+            doc,
+            previous,
+            None if acc is None else acc.origin,
+        )
 
     def snapshot(
         self,
@@ -667,6 +700,9 @@ class Codec(Generic[S]):
                 status=Status(head.get("status", "running")),
                 pending=pending,
                 progress=acc.progress or NO_PROGRESS,
+                committed_at=_time(head.get("at")),
+                author=head.get("by", ""),
+                origin=None if acc.origin is None else _origin(acc.origin),
                 # Records written before stops were stored have none.
                 reason=self.converter.structure(head.get("reason", ""), str),
                 edit=None
@@ -685,7 +721,7 @@ class Codec(Generic[S]):
 class Acc:
     """What a chain of documents built up to one record (typed)."""
 
-    __slots__ = ("doc", "previous", "progress", "values", "whole")
+    __slots__ = ("doc", "origin", "previous", "progress", "values", "whole")
 
     def __init__(
         self,
@@ -694,12 +730,15 @@ class Acc:
         progress: Mapping[str, tuple[Any, ...]],
         doc: Doc,
         previous: Doc | None,
+        origin: list[Any] | None = None,
     ) -> None:
         self.values = values
         self.whole = whole
         self.progress = progress
         self.doc = doc
         self.previous = previous
+        # A fork's origin, from its chain's first record on.
+        self.origin: list[Any] | None = doc.get("from", origin)
 
 
 def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
@@ -759,6 +798,9 @@ _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "in": dict,
     "reason": str,
     "edit": dict,
+    "at": int,
+    "by": str,
+    "from": list,
 }
 _OPTIONAL = {
     "node",
@@ -770,7 +812,46 @@ _OPTIONAL = {
     "in",
     "reason",
     "edit",
+    "at",
+    "by",
+    "from",
 }
+
+
+def _who_and_when(snap: Snapshot[Any], parent: object) -> dict[str, Any]:
+    """A record's ``at`` (now, from :data:`CLOCK`), ``by`` (who answered)
+    and, on a forked thread's first record, ``from``."""
+    doc: dict[str, Any] = {"at": int(CLOCK.get()() * 1000)}
+    if snap.author:
+        doc["by"] = snap.author
+    if parent is None and snap.origin is not None:
+        doc["from"] = list(snap.origin)
+    return doc
+
+
+def _time(ms: int | None) -> datetime | None:
+    """A record's ``at`` as a UTC time (``None``: written before records
+    carried one)."""
+    if ms is None:
+        return None
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC)
+    except (OverflowError, ValueError, OSError):
+        msg = "expected a commit time within the years 1 to 9999"
+        raise TypeError(msg) from None
+
+
+def _origin(value: list[Any]) -> tuple[str, int]:
+    """A record's ``from`` as (thread, version), checked."""
+    if not (
+        len(value) == 2
+        and isinstance(value[0], str)
+        and type(value[1]) is int
+        and value[1] >= 0
+    ):
+        msg = "expected a fork origin [thread, version]"
+        raise TypeError(msg)
+    return (value[0], value[1])
 
 
 def _opt_str(value: object) -> str | None:

@@ -290,6 +290,7 @@ async def resume(
     head: int | None,
     held: Held | None = None,
     answer: object = None,
+    author: str = "",
     question: str | None = None,
     migrate: Migration | None = None,
     hooks: Hooks[S] = NO_HOOKS,
@@ -300,8 +301,8 @@ async def resume(
     An *answer* applies to the question *snap* waits at, and only if it
     is that question (*question*, its id, when given): else
     :class:`~pipeline.failures.StaleAnswer`, and nothing runs.  It is
-    committed first, as a record of its own (a crash after answering never
-    asks again); a run resumed after such a record finds its answer there.
+    committed first, as a record of its own naming its *author* (a crash
+    after answering never asks again); a run resumed after such a record finds its answer there.
     A stopped thread stays stopped: its stop is returned, nothing runs.
     """
     if answer is not None or question is not None:
@@ -336,6 +337,7 @@ async def resume(
             parent=snap.version,
             status=Status.RUNNING,
             pending=attrs.evolve(pending, answer=stored, answered=True),
+            author=author,
         )
         committed = await journal.commit(
             answered, NO_PROGRESS if snap.progress else None
@@ -369,6 +371,7 @@ async def resume_thread(
     migrate: Migration | None,
     hooks: Hooks[S],
     max_steps: int,
+    author: str = "",
 ) -> Result[Snapshot[S], Any]:
     """Resume a thread (from its head, or from *version*) holding its lease.
 
@@ -391,6 +394,7 @@ async def resume_thread(
             head=head,
             held=held,
             answer=answer,
+            author=author,
             question=question,
             migrate=migrate,
             hooks=hooks,
@@ -398,6 +402,36 @@ async def resume_thread(
         )
 
     return await leased(store, check_thread_id(thread_id), body)
+
+
+MAX_AUTHOR = 256
+"""The longest author a record keeps (characters)."""
+
+
+def checked_author(author: object) -> str:
+    """*author* (who answered), if a record can keep it: a ``str`` of at
+    most 256 characters, no NUL, no lone surrogate; else a
+    ``TypeError``/``ValueError`` saying why (never showing it).
+
+    .. versionadded:: 0.1.0
+    """
+    if not isinstance(author, str):
+        msg = f"author must be a str, not a {type(author).__name__}"
+        raise TypeError(msg)
+    problem = None
+    if len(author) > MAX_AUTHOR:
+        problem = f"{len(author)} characters, not at most {MAX_AUTHOR}"
+    elif "\x00" in author:
+        problem = "it holds NUL"
+    else:
+        try:
+            author.encode()
+        except UnicodeEncodeError:
+            problem = "it holds a lone surrogate"
+    if problem is not None:
+        msg = f"author cannot be stored: {problem}"
+        raise ValueError(msg)
+    return author
 
 
 _JSON_ANSWER = "a JSON value (None, bool, int, float, str, list, dict with str keys) or an attrs instance"
@@ -433,13 +467,16 @@ def stored_answer(codec: Codec[Any], answer: object) -> object:
     return back
 
 
+_NOT_INPUT = frozenset({"fp", "at", "by"})
+
+
 def input_digest(doc: dict[str, Any]) -> str:
     """Identifies a nested run's input: its admission document without the
     machine's fingerprint (a changed machine must be *refused* on resume,
     as :class:`~pipeline.failures.IncompatibleGraph`, not silently started
-    afresh) and without run ids (a context made anew on every attempt gets
-    a new one)."""
-    doc = {k: v for k, v in doc.items() if k != "fp"}
+    afresh), without run ids (a context made anew on every attempt gets
+    a new one), and without when and by whom it was written."""
+    doc = {k: v for k, v in doc.items() if k not in _NOT_INPUT}
     return checksum(canonical(_without_run_ids(doc)))[:16]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Generic, TypeAlias, TypeVar, final
 
@@ -108,6 +109,22 @@ class Snapshot(Generic[S_co]):
     reason: str = ""
     """Why the run stopped (status ``STOPPED``): a gate's reason, or the
     limit it reached; stored in the stop record."""
+    committed_at: datetime | None = attrs.field(default=None, eq=False)
+    """When the record was committed (UTC, to the millisecond), as read
+    back from a store; ``None`` for a snapshot not read back, or a record
+    stored before records carried their time.
+
+    .. versionadded:: 0.1.0"""
+    author: str = ""
+    """Who answered, on the record that stores an answer (a hand edit's
+    author is in :attr:`edit`); empty for the records a run commits.
+
+    .. versionadded:: 0.1.0"""
+    origin: tuple[str, int] | None = None
+    """The thread and version this thread was forked from (kept by every
+    snapshot of a forked thread); ``None`` for a thread that was not.
+
+    .. versionadded:: 0.1.0"""
     edit: Edit | None = None
     """The author and reason of a hand edit of the state (``update_state``,
     ``pipeline edit``), on the record that edit committed only; else
@@ -168,6 +185,9 @@ class Snapshot(Generic[S_co]):
         put("pending", None)
         put("progress", NO_PROGRESS)
         put("reason", "")
+        put("committed_at", None)
+        put("author", "")
+        put("origin", None)
         put("edit", None)
         return out
 
@@ -203,6 +223,9 @@ class Snapshot(Generic[S_co]):
         put("pending", None)
         put("progress", NO_PROGRESS)
         put("reason", "")
+        put("committed_at", None)
+        put("author", "")
+        put("origin", self.origin)
         put("edit", None)
         return out
 

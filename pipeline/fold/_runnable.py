@@ -45,7 +45,7 @@ from ..stores import CheckpointStore, check_thread_id
 from . import _engine
 from ._checkpoints import Threads
 from ._codec import Codec
-from ._engine import EventSink, Hooks, Machine, Migration
+from ._engine import EventSink, Hooks, Machine, Migration, checked_author
 from ._model import Gate, Observer, Snapshot
 
 
@@ -297,6 +297,7 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         *,
         version: int | None = None,
         answer: object = None,
+        author: str = "",
         question: str | None = None,
         migrate: Migration | None = None,
         gates: Sequence[Gate[S]] = (),
@@ -314,7 +315,9 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
 
         *answer* goes to the gate of an interrupted transition (or to the
         nested run that paused inside it): the question the snapshot
-        resumed from waits at, and only that one.  *question*, that
+        resumed from waits at, and only that one; the record that stores it
+        names *author* (who answered:
+        :attr:`Snapshot.author <pipeline.fold.Snapshot.author>`).  *question*, that
         question's id (:attr:`~pipeline.fold.Snapshot.question_id`), makes
         sure of it: an answer for another question, or for a thread that
         waits at none, is :class:`~pipeline.failures.StaleAnswer` and
@@ -328,6 +331,7 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
             )
             raise TypeError(msg)
         limits = self._checked(store, limits)
+        author = checked_author(author)
         return await _engine.resume_thread(
             self._machine,
             limits,
@@ -335,6 +339,7 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
             thread_id=thread_id,
             version=version,
             answer=answer,
+            author=author,
             question=question,
             migrate=migrate,
             hooks=self._hooks(gates, observers, on_event),

@@ -33,24 +33,90 @@ def label(name: str) -> str:
 
 
 def mermaid(
-    entry: str, nodes: Iterable[str], edges: Mapping[str, Edge]
+    entry: str,
+    nodes: Mapping[str, object],
+    edges: Mapping[str, Edge],
+    gates: Sequence[object] = (),
 ) -> str:
-    """A Mermaid flowchart: static edges solid, routes dotted, fan-outs thick."""
+    """A Mermaid flowchart: static edges solid, routes dotted and labelled
+    with their target, fan-outs thick; a switch node is a rhombus with a
+    labelled edge to each case (the default included), a gate with
+    ``before=`` a hexagon in front of its nodes (with its ``stop`` exit),
+    other gates a note at the start."""
     names = list(nodes)
     ids = idents(names)
     lines = ["flowchart TD", "  START([start])", "  END([end])"]
-    lines.extend(f"  {ids[n]}[{label(n)}]" for n in names)
-    lines.append(f"  START --> {ids[entry]}")
+    enter = dict(ids)
+    leave = dict(ids)
+    for name in names:
+        ident = ids[name]
+        cases = _switch_cases(nodes[name])
+        if cases is None:
+            lines.append(f"  {ident}[{label(name)}]")
+            continue
+        lines.extend(_mermaid_switch(ident, name, cases))
+        leave[name] = f"{ident}_out"
+    lines.extend(_mermaid_gates(gates, ids, enter))
+    lines.append(f"  START --> {enter[entry]}")
     for source, edge in edges.items():
-        src = ids[source]
+        src = leave[source]
         if isinstance(edge, Static):
-            lines.append(f"  {src} --> {ids[edge.to]}")
+            lines.append(f"  {src} --> {enter[edge.to]}")
         elif isinstance(edge, Route):
-            lines.extend(f"  {src} -.-> {ids[t]}" for t in edge.to)
+            lines.extend(
+                f"  {src} -. {label('end' if t == END else t)} .-> {enter[t]}"
+                for t in edge.to
+            )
         else:
-            lines.extend(f"  {src} ==> {ids[t]}" for t in edge.to)
-            lines.extend(f"  {ids[t]} --> {ids[edge.join]}" for t in edge.to)
+            lines.extend(f"  {src} ==> {enter[t]}" for t in edge.to)
+            lines.extend(
+                f"  {leave[t]} --> {enter[edge.join]}" for t in edge.to
+            )
     return "\n".join(lines) + "\n"
+
+
+def _mermaid_switch(
+    ident: str, name: str, cases: list[tuple[str, str]]
+) -> list[str]:
+    """A switch node: a rhombus, a labelled edge to each case, and the
+    point where the cases meet again (``{ident}_out``)."""
+    lines = [
+        f"  {ident}{{{label(name + ' (switch)')}}}",
+        f'  {ident}_out((" "))',
+    ]
+    for i, (cond, case) in enumerate(cases):
+        if not case:
+            lines.append(f"  {ident} -. {label(cond)} .-> {ident}_out")
+            continue
+        lines.append(f"  {ident}_c{i}[{label(case)}]")
+        lines.append(f"  {ident} -- {label(cond)} --> {ident}_c{i}")
+        lines.append(f"  {ident}_c{i} --> {ident}_out")
+    return lines
+
+
+def _mermaid_gates(
+    gates: Sequence[object], ids: Mapping[str, str], enter: dict[str, str]
+) -> list[str]:
+    """Gates scoped ``before=`` nodes as hexagons in front of them
+    (updating *enter*), the others as one note at the start."""
+    lines: list[str] = []
+    every: list[str] = []
+    for k, gate in enumerate(gates):
+        before = getattr(gate, "nodes", None)
+        if not isinstance(before, tuple):
+            every.append(gate_name(gate))
+            continue
+        for target in (t for t in before if t in ids):
+            gid = f"g{k}_{ids[target]}"
+            lines.append(f"  {gid}{{{{{label('gate: ' + gate_name(gate))}}}}}")
+            lines.append(f'  {gid} -- "go on" --> {enter[target]}')
+            lines.append(f'  {gid} -. "stop" .-> END')
+            enter[target] = gid
+    if every:
+        text = "gates on every step: " + ", ".join(every)
+        lines.append(f"  gates>{label(text)}]")
+        lines.append("  gates -.- START")
+    return lines
 
 
 # -- Graphviz ------------------------------------------------------------------

@@ -161,7 +161,8 @@ class Graph(
 
     def mermaid(self) -> str:
         """A Mermaid flowchart of the graph."""
-        return mermaid(self.entry, self._machine.nodes, self._machine.edges)
+        m = self._machine
+        return mermaid(self.entry, m.nodes, m.edges, self.gates)
 
     def dot(self, *, highlight: str | None = None) -> str:
         """The drawing as Graphviz DOT text (see :meth:`draw`).

@@ -9,9 +9,13 @@ import uuid
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+import anyio
 import pytest
 
+from pipeline import stores
 from pipeline.cli import ExitCode, main
+from pipeline.stores import Record, record_checksum
+from tests.cli.flows import plain
 from tests.cli.runner import FLOWS, Terminal, cli, environment
 
 
@@ -73,6 +77,8 @@ def test_run_pause_answer_resume(
         "answer",
         "t1",
         "yes",
+        "--author",
+        "ana@example",
         "--store",
         store,
         cwd=tmp_path,
@@ -92,6 +98,11 @@ def test_run_pause_answer_resume(
     nodes = [r["node"] for r in rows]
     assert nodes.count("send") == 1  # the node ran once
     assert rows[-2]["question"] is None  # answered
+    # the answer's record names who answered; the run's records, nobody
+    answer_row = next(r for r in rows if r["author"] is not None)
+    assert answer_row["author"] == "ana@example"
+    assert answer_row["question"] is None
+    assert [r["author"] for r in rows].count("ana@example") == 1
     assert rows[-1]["status"] == "done"
 
     resumed = cli("resume", "t1", "--store", store, cwd=tmp_path)
@@ -330,6 +341,9 @@ def test_json_tool_raised_shows_the_type_only(tmp_path: Path) -> None:
     )
     assert ran.returncode == ExitCode.OK, ran.stderr
     raised = next(e for e in lines(ran.stdout) if e["type"] == "tool_raised")
+    at = raised.pop("at")
+    assert isinstance(at, str)
+    assert at.endswith("Z")
     assert raised == {
         "type": "tool_raised",
         "tool": "lookup",
@@ -355,6 +369,7 @@ def test_json_pause_result(tmp_path: Path, store: str) -> None:
     )
     assert ran.returncode == ExitCode.PAUSED
     last = lines(ran.stdout)[-1]
+    assert str(last.pop("at")).endswith("Z")  # when it was written (UTC)
     assert last == {
         "type": "result",
         "status": "interrupted",
@@ -471,6 +486,24 @@ def test_threads_fork_delete(tmp_path: Path, store: str) -> None:
     ]
     shown = json.loads(cli("show", "b", "--store", store, cwd=tmp_path).stdout)
     assert (shown["node"], shown["next"]) == ("classify", ["draft"])
+    assert shown["origin"] == {"thread": "a", "version": 1}
+    assert shown["committed_at"].endswith("Z")
+    assert shown["author"] is None
+    piped = cli("history", "b", "--store", store, cwd=tmp_path).stdout
+    header, first = (line.split("\t") for line in piped.splitlines())
+    assert header[:4] == ["version", "parent", "committed (UTC)", "status"]
+    assert first[:2] == ["0", "fork of a@1"]
+    assert first[2] == shown["committed_at"]
+    history_a = lines(
+        cli("history", "a", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert [r["origin"] for r in history_a] == [None] * 4
+    assert all(str(r["at"]).endswith("Z") for r in history_a)
+    assert history_a[0]["duration"] is None
+    assert all(
+        isinstance(r["duration"], float) and r["duration"] >= 0
+        for r in history_a[1:]
+    )
     old = json.loads(
         cli(
             "show", "a", "--version", "0", "--store", store, cwd=tmp_path
@@ -645,6 +678,11 @@ BAD = [
         "no checkpoint for thread 'p' at version 99",
     ),
     (["answer", "nope", "yes"], ExitCode.NOT_FOUND, "no thread 'nope'"),
+    (
+        ["answer", "p", "yes", "--author", "a" * 300],
+        ExitCode.USAGE,
+        "author cannot be stored: 300 characters",
+    ),
     (
         [
             "run",
@@ -934,3 +972,73 @@ def test_context_flag(
         == 0
     )
     assert capsys.readouterr().out == "Restart the router.\n"
+
+
+# A thread as the release before records carried their time, author and
+# origin wrote it (``plain`` run on input {"text": "x"}): four documents,
+# byte for byte, but for the graph's fingerprint, filled in (so that a
+# change to the flow does not break this test).
+OLD_RECORDS = [
+    (
+        '{"fp":"FP","next":["classify"],"state":{"category":"","reply":"",'
+        '"sent":false,"text":"x"},"step":0,"v":1}'
+    ),
+    '{"fp":"FP","next":["draft"],"state":{"category":"tech"},"step":1,"v":1}',
+    (
+        '{"fp":"FP","next":["send"],"state":{"reply":"About your tech issue"},'
+        '"step":2,"v":1}'
+    ),
+    (
+        '{"fp":"FP","next":[],"state":{"sent":true},"status":"done","step":3,'
+        '"v":1}'
+    ),
+]
+
+
+@pytest.mark.slow
+def test_records_of_an_older_release_still_show(tmp_path: Path) -> None:
+    """Records without a time, author or origin read and display: ``?``
+    for the time, no author, no origin."""
+    path = tmp_path / "old.sqlite3"
+
+    async def write() -> None:
+        async with stores.SQLiteStore(path) as store:
+            for version, text in enumerate(OLD_RECORDS):
+                data = text.replace("FP", plain.fingerprint).encode()
+                parent = None if version == 0 else version - 1
+                record = Record(
+                    "old",
+                    version,
+                    parent,
+                    data,
+                    record_checksum("old", version, parent, data),
+                )
+                await store.commit(record, expected_head=parent)
+
+    anyio.run(write)
+    target = ("--store", str(path), "--target", f"{FLOWS}:plain")
+    piped = cli("history", "old", *target, cwd=tmp_path)
+    assert piped.returncode == ExitCode.OK, piped.stderr
+    header, *rows = (line.split("\t") for line in piped.stdout.splitlines())
+    assert header[:4] == ["version", "parent", "committed (UTC)", "status"]
+    assert [row[:4] for row in rows] == [
+        ["0", "", "?", "running"],
+        ["1", "0", "?", "running"],
+        ["2", "1", "?", "running"],
+        ["3", "2", "?", "done"],
+    ]
+    as_json = lines(
+        cli("history", "old", *target, "--json", cwd=tmp_path).stdout
+    )
+    assert [(r["at"], r["author"], r["origin"]) for r in as_json] == [
+        (None, None, None)
+    ] * 4
+    shown = cli("show", "old", *target, cwd=tmp_path)
+    assert shown.returncode == ExitCode.OK, shown.stderr
+    head = json.loads(shown.stdout)
+    assert (head["committed_at"], head["author"], head["origin"]) == (
+        None,
+        None,
+        None,
+    )
+    assert head["state"]["sent"] is True

@@ -165,6 +165,12 @@ def test_drawing_without_graphviz(
         ("/diff", {"id": "t1", "a": "x", "b": "1"}, 400, "a must be"),
         ("/diff", {"id": "t1", "a": "0", "b": ""}, 400, "b must be"),
         ("/diff", {"id": "t1", "a": "0", "b": "7"}, 404, "at version 7"),
+        # Digits str.isdigit() takes and int() refuses, and too many digits
+        # (refused as typed, never cut short to another number).
+        ("/state", {"id": "t1", "v": "\u00b2"}, 400, "v must be"),
+        ("/thread", {"id": "t1", "from": "\u00b2"}, 400, "from must be"),
+        ("/diff", {"id": "t1", "a": "0", "b": "\u0663"}, 400, "b must be"),
+        ("/state", {"id": "t1", "v": "9" * 20}, 400, "v must be"),
     ],
 )
 def test_bad_input_in_reading(
@@ -207,6 +213,7 @@ def _answer_form(client: TestClient) -> dict[str, str]:
         ({"id": "gone"}, 404, "no thread"),
         ({"id": "pipeline-cli:t1"}, 400, "keeps for itself"),
         ({"seen": "two"}, 400, "seen must be"),
+        ({"seen": "\u00b2"}, 400, "seen must be"),
         ({"seen": "2"}, 409, "moved on"),
         ({"answer": "[" * 5000 + "]" * 5000}, 400, "malformed answer"),
         ({"answer": "9" * 5000}, 400, "malformed answer"),
@@ -402,3 +409,66 @@ def test_a_missing_extra_is_one_line(
         "pipeline: error: pipeline ui needs Starlette and uvicorn "
         f"(missing: {hidden}): pip install 'typed-pipeline[ui]'"
     )
+
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_another_host_name_is_refused(db: Path, backend: Backend) -> None:
+    """DNS rebinding: a page at attacker.example whose name now points at
+    127.0.0.1 reaches the UI with its own name in ``Host``: refused, reads
+    and writes alike, before any store access; the loopback names pass."""
+    application = app(str(db), writes=True, hosts=LOOPBACK_NAMES)
+    with TestClient(
+        application,
+        backend=backend,
+        base_url="http://127.0.0.1:8765",
+        follow_redirects=False,
+    ) as client:
+        page = client.get("/thread", params={"id": "t1"})
+        assert page.status_code == 200
+        form = {"csrf": csrf(page.text), "id": "t1", "seen": "3"}
+        for host in ("localhost:8765", "[::1]:8765", "127.0.0.1"):
+            assert client.get("/", headers={"host": host}).status_code == 200
+        evil = {
+            "host": "attacker.example:8765",
+            "origin": "http://attacker.example:8765",
+        }
+        for path in ("/", "/thread?id=t1", "/state?id=t1&v=0"):
+            refused = client.get(path, headers=evil)
+            assert refused.status_code == 421
+            assert "csrf" not in refused.text
+        posted = client.post(
+            "/answer", data=form | {"answer": "yes"}, headers=evil
+        )
+        assert posted.status_code == 421
+        still = client.get("/thread", params={"id": "t1"}).text
+        assert "status <b>interrupted</b>" in still
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_store_file_removed_or_replaced_is_refused(
+    db: Path, backend: Backend
+) -> None:
+    """Writes to a file nobody will open again would be lost: once the
+    file the UI opened is gone or another, every page says so."""
+    with TestClient(
+        app(str(db), writes=True), backend=backend, follow_redirects=False
+    ) as client:
+        page = client.get("/thread", params={"id": "t1"})
+        form = {"csrf": csrf(page.text), "id": "t1", "seen": "3"}
+        moved = db.with_name("moved.sqlite3")
+        db.rename(moved)
+        gone = client.get("/")
+        assert gone.status_code == 503
+        assert "was removed or replaced" in gone.text
+        refused = client.post("/answer", data=form | {"answer": "yes"})
+        assert refused.status_code == 503
+        db.write_bytes(b"")  # another file by the same name
+        assert client.get("/").status_code == 503
+    db.unlink()
+    moved.rename(db)
+    with TestClient(app(str(db)), backend=backend) as client:
+        still = client.get("/thread", params={"id": "t1"}).text
+        assert "status <b>interrupted</b>" in still

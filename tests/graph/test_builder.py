@@ -130,7 +130,8 @@ def test_mermaid_draws_every_edge() -> None:
     text = g.mermaid()
     assert text.startswith("flowchart TD\n")
     assert "START --> n_plan" in text
-    assert "n_plan -.-> n_x" in text
+    assert 'n_plan -. "x" .-> n_x' in text
+    assert 'n_plan -. "done" .-> n_done' in text
     assert "n_x ==> n_y" in text
     assert "n_y --> n_done" in text
     assert "n_done --> END" in text

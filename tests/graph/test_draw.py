@@ -82,6 +82,25 @@ def test_svg_names_every_node_case_route_and_gate() -> None:
     assert {"go on", "stop"} <= set(words)
 
 
+def test_mermaid_shows_switch_cases_routes_and_gates() -> None:
+    """The Mermaid text (``pipeline draw``'s default) draws what the SVG
+    draws: the switch's labelled cases, each route's target, the gate in
+    front of its node with its two exits."""
+    text = desk().mermaid()
+    assert 'n_answer{"answer (switch)"}' in text
+    assert 'n_answer -- "odd" --> n_answer_c0' in text
+    assert 'n_answer -- "default" --> n_answer_c1' in text
+    assert 'n_answer_c0["oddly"]' in text
+    assert 'n_answer_out -. "fan" .-> n_fan' in text
+    assert 'n_answer_out -. "end" .-> END' in text
+    assert 'g0_n_send{{"gate: approve"}}' in text
+    assert 'g0_n_send -- "go on" --> n_send' in text
+    assert 'g0_n_send -. "stop" .-> END' in text
+    # Into send only through its gate: the join goes to the gate.
+    assert "n_left --> g0_n_send" in text
+    assert "--> n_send" not in text.replace('"go on" --> n_send', "")
+
+
 def test_dot_puts_the_gate_between_the_join_and_its_node() -> None:
     source = desk().dot()
     assert "n3 -> g0_n5" in source  # left -> gate (join)
