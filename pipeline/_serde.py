@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextvars
 import enum
 import hashlib
 import json
 import math
 import typing
+import weakref
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, get_args, get_origin
 
+import attrs
 import cattrs
 import orjson
 
@@ -509,41 +512,128 @@ def _is_part_type(t: Any) -> bool:
     return t in (TextPart, ImagePart, FilePart)
 
 
+BLOB_MIN = 1024
+"""Parts holding at least this many bytes are written to checkpoints once
+each, by content (see :class:`BlobSink`); smaller ones inline."""
+
+
+@attrs.define
+class BlobSink:
+    """Where a checkpoint record being written puts the bytes of its large
+    parts: each part is written as its SHA-256 (``"blob"``), and its bytes
+    go to *new* (base64) unless *known* says an earlier record of the chain
+    holds them already."""
+
+    known: Callable[[str], bool]
+    new: dict[str, str] = attrs.field(factory=dict)
+
+
+SINK: contextvars.ContextVar[BlobSink | None] = contextvars.ContextVar(
+    "pipeline_blob_sink", default=None
+)
+"""The sink of the record being written (none: parts are written inline)."""
+
+SOURCE: contextvars.ContextVar[Callable[[str], bytes | None] | None] = (
+    contextvars.ContextVar("pipeline_blob_source", default=None)
+)
+"""Where a record being read finds the bytes of a part written by hash."""
+
+_DIGESTS: weakref.WeakKeyDictionary[ImagePart | FilePart, str] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def digest(p: ImagePart | FilePart) -> str:
+    """The SHA-256 (hex) of a part's bytes, computed once per part."""
+    found = _DIGESTS.get(p)
+    if found is None:
+        found = hashlib.sha256(p.data or b"").hexdigest()
+        _DIGESTS[p] = found
+    return found
+
+
+def large_parts(value: object) -> Iterator[ImagePart | FilePart]:
+    """The parts of at least :data:`BLOB_MIN` bytes in the messages inside
+    *value* (a state: attrs classes, contexts, containers; iterative)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        kind = type(v)
+        if kind is Message:
+            m: Message = v  # type: ignore[assignment]
+            for p in m.parts:
+                if type(p) is not TextPart and p.size >= BLOB_MIN:
+                    yield p
+        elif kind in (str, bytes, int, float, bool) or v is None:
+            continue
+        elif isinstance(v, Context):
+            stack.extend(v.messages)
+        elif attrs.has(kind):
+            stack.extend(getattr(v, f.name) for f in attrs.fields(kind))
+        elif isinstance(v, Mapping):
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple, PVector, frozenset, set)):
+            stack.extend(v)
+
+
 def part_unstructure(p: Part) -> dict[str, Any]:
     """A part as JSON: ``type`` (``text``, ``image``, ``file``), its text,
     URL or bytes (base64), media type, and a file's name when it has one.
+    Inside a checkpoint record (a :data:`SINK` is set) a part of at least
+    :data:`BLOB_MIN` bytes is written by its hash instead (``"blob"``).
 
     .. versionadded:: 0.1.0
     """
     if type(p) is TextPart:
         return {"type": "text", "text": p.text}
-    if type(p) is ImagePart:
-        if p.data is None:
-            out: dict[str, Any] = {"type": "image", "url": p.url}
-            if p.media_type is not None:
-                out["media_type"] = p.media_type
-            return out
-        return {
-            "type": "image",
-            "media_type": p.media_type,
-            "data": base64.b64encode(p.data).decode("ascii"),
-        }
-    assert type(p) is FilePart  # noqa: S101  # the Part union is closed
+    if type(p) is ImagePart and p.data is None:
+        out: dict[str, Any] = {"type": "image", "url": p.url}
+        if p.media_type is not None:
+            out["media_type"] = p.media_type
+        return out
+    assert type(p) is ImagePart or type(p) is FilePart  # noqa: S101
+    data = p.data or b""
     out = {
-        "type": "file",
+        "type": "image" if type(p) is ImagePart else "file",
         "media_type": p.media_type,
-        "data": base64.b64encode(p.data).decode("ascii"),
     }
-    if p.name is not None:
+    sink = SINK.get()
+    if sink is not None and len(data) >= BLOB_MIN:
+        sha = digest(p)
+        out["blob"] = sha
+        if sha not in sink.new and not sink.known(sha):
+            sink.new[sha] = base64.b64encode(data).decode("ascii")
+    else:
+        out["data"] = base64.b64encode(data).decode("ascii")
+    if type(p) is FilePart and p.name is not None:
         out["name"] = p.name
     return out
 
 
 _PART_KEYS = {
     "text": ({"type", "text"}, set[str]()),
-    "image": ({"type"}, {"url", "data", "media_type"}),
-    "file": ({"type", "data", "media_type"}, {"name"}),
+    "image": ({"type"}, {"url", "data", "blob", "media_type"}),
+    "file": ({"type", "media_type"}, {"data", "blob", "name"}),
 }
+
+
+def _bytes_of(value: dict[str, Any], kind: str) -> bytes:
+    """A part's bytes: inline (``data``) or by hash (``blob``), one of
+    them."""
+    if ("data" in value) == ("blob" in value):
+        msg = f"{kind} part: exactly one of data and blob"
+        raise ValueError(msg)
+    if "data" in value:
+        return _b64(value["data"])
+    sha = value["blob"]
+    source = SOURCE.get()
+    found = (
+        source(sha) if source is not None and isinstance(sha, str) else None
+    )
+    if found is None:
+        msg = f"{kind} part: blob {str(sha)[:12]}... is in no record of the chain"
+        raise ValueError(msg)
+    return found
 
 
 def _b64(value: object) -> bytes:
@@ -592,13 +682,18 @@ def part_structure(value: Any, _: Any) -> Part:
         return TextPart(text)
     media_type = _str_or_none(value.get("media_type"), "media_type")
     if kind == "image":
-        if "data" in value:
-            return ImagePart(data=_b64(value["data"]), media_type=media_type)
+        if "url" not in value:
+            return ImagePart(
+                data=_bytes_of(value, kind), media_type=media_type
+            )
+        if "data" in value or "blob" in value:
+            msg = "image part: a url, or bytes, not both"
+            raise ValueError(msg)
         return ImagePart(
             url=_str_or_none(value.get("url"), "url"), media_type=media_type
         )
     return FilePart(
-        data=_b64(value["data"]),
+        data=_bytes_of(value, kind),
         media_type=media_type or "",
         name=_str_or_none(value.get("name"), "name"),
     )

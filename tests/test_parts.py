@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import itertools
 import json
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 import cattrs
 import pytest
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from returns.result import Result, Success
 
@@ -22,11 +26,17 @@ from pipeline import (
     Part,
     Role,
     TextPart,
+    fold,
     graph,
     handler,
     stores,
 )
-from pipeline._serde import STRUCTURE_ERRORS, canonical, make_converter
+from pipeline._serde import (
+    BLOB_MIN,
+    STRUCTURE_ERRORS,
+    canonical,
+    make_converter,
+)
 from pipeline.errors import InvalidPart
 from pipeline.graph import END
 from pipeline.history import (
@@ -360,3 +370,171 @@ async def test_token_budget_drops_old_images_first() -> None:
     assert view[0] == ms[0]
     assert view[-1] == ms[-1]
     assert ms[1] not in view
+
+
+# -- large parts are stored once per chain ---------------------------------------
+
+
+def _snap(
+    state: Context, version: int, parent: int | None
+) -> fold.Snapshot[Context]:
+    return fold.Snapshot(
+        thread_id="t",
+        version=version,
+        parent=parent,
+        state=state,
+        node=None,
+        next=("n",),
+        join=None,
+        step=version,
+        fingerprint="f",
+    )
+
+
+BIG = ImagePart(data=bytes(range(256)) * 40, media_type="image/png")  # 10 KiB
+
+
+def _chain(*states: Context) -> list[dict[str, Any]]:
+    """Each state's document against the one before (root first)."""
+    codec = fold.Codec(Context)
+    docs = []
+    parent = None
+    for i, state in enumerate(states):
+        snap = _snap(state, i + 1, i or None)
+        sealed = codec.seal(snap, parent)
+        assert isinstance(sealed, tuple), sealed
+        docs.append(json.loads(sealed[1]))
+        parent = snap
+    return docs
+
+
+def test_a_rewritten_history_does_not_copy_its_images() -> None:
+    """A history rebuilt (not appended to) at each step still holds the
+    image: the bytes are in the first record only, the others name them."""
+    asked = Message.user(["look", BIG])
+    states = [Context.of(asked, Message.assistant(f"v{i}")) for i in range(5)]
+    docs = _chain(*states)
+    sizes = [len(canonical(d)) for d in docs]
+    assert sizes[0] > BIG.size
+    assert all(size < 1000 for size in sizes[1:]), sizes
+    assert list(docs[0]["blobs"]) == [
+        hashlib.sha256(BIG.data or b"").hexdigest()
+    ]
+    assert all("blobs" not in d for d in docs[1:])
+    back = fold.Codec(Context).rebuild(docs, "t", 5, 4).unwrap()
+    assert back.state == states[-1]
+
+
+def test_the_same_image_twice_in_a_record_is_stored_once() -> None:
+    """Two messages holding equal bytes: one blob."""
+    twice = Context.of(Message.user(["a", BIG]), Message.user(["b", BIG]))
+    (doc,) = _chain(twice)
+    assert len(doc["blobs"]) == 1
+    assert canonical(doc).count(b'"blob"') == 2
+
+
+def test_small_parts_stay_inline() -> None:
+    """Below BLOB_MIN bytes a part is written where it stands."""
+    small = ImagePart(data=b"x" * (BLOB_MIN - 1), media_type="image/png")
+    (doc,) = _chain(Context.of(Message.user(["a", small])))
+    assert "blobs" not in doc
+    assert b'"data"' in canonical(doc)
+
+
+def test_blobs_are_checked_against_their_hash() -> None:
+    """A blob whose bytes are not its hash's, a blob missing from the
+    chain, a malformed one: decode errors naming ``$.blobs`` or the part."""
+    docs = _chain(Context.of(Message.user(["look", BIG])))
+    codec = fold.Codec(Context)
+    (sha,) = docs[0]["blobs"]
+    forged = [{**docs[0], "blobs": {sha: base64.b64encode(b"other").decode()}}]
+    error = codec.rebuild(forged, "t", 1, None).failure()
+    assert (error.location, error.reason) == (
+        "$.blobs",
+        "a blob does not match its hash",
+    )
+    for bad in ({sha: 3}, {sha: "not base64!"}, ["x"]):
+        error = codec.rebuild(
+            [{**docs[0], "blobs": bad}], "t", 1, None
+        ).failure()
+        assert error.location == "$.blobs"
+    missing = [{k: v for k, v in docs[0].items() if k != "blobs"}]
+    error = codec.rebuild(missing, "t", 1, None).failure()
+    assert error.location == "$.logs.messages"  # the message whose part it is
+
+
+async def test_a_delta_applied_to_a_live_base_finds_its_blobs() -> None:
+    """apply() (how a workflow engine advances a live snapshot) reads
+    blobs the base's state holds."""
+    first = Context.of(Message.user(["look", BIG]))
+    second = Context.of(Message.user(["look", BIG]), Message.assistant("x"))
+    codec = fold.Codec(Context)
+    base = _snap(first, 1, None)
+    delta = codec.document(_snap(second, 2, 1), base)
+    assert "blobs" not in delta
+    assert codec.apply(base, delta, 2, 1).unwrap().state == second
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(parts(max_bytes=3 * BLOB_MIN), max_size=4),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_random_parts_round_trip_through_checkpoint_chains(
+    turns: list[list[Part]],
+) -> None:
+    """Histories of random parts, each version rebuilt from the last's
+    messages: the chain decodes to every state, and no blob is stored
+    twice."""
+    messages: list[Message] = []
+    states = []
+    for ps in turns:
+        messages = (
+            [*messages, Message.user(ps)]
+            if len(messages) % 2
+            else [Message.user(ps), *messages]
+        )
+        states.append(Context.of(*messages))
+    docs = _chain(*states)
+    codec = fold.Codec(Context)
+    for i in range(len(docs)):
+        assert (
+            codec.rebuild(docs[: i + 1], "t", i + 1, i or None).unwrap().state
+            == states[i]
+        )
+    stored = [sha for d in docs for sha in d.get("blobs", {})]
+    assert len(stored) == len(set(stored))
+
+
+async def test_sqlite_threads_store_rewritten_images_once(
+    tmp_path: Path,
+) -> None:
+    """On a real SQLite store: ten versions of a rewritten history with a
+    100 KiB image take about one image, and the thread loads back."""
+    big = ImagePart(data=bytes(range(256)) * 400, media_type="image/jpeg")
+
+    @handler(name="step")
+    async def step(c: Context) -> Result[Context, str]:
+        n = len(c.messages)
+        return Success(Context.of(c.messages[0], Message.assistant(f"v{n}")))
+
+    names = [f"n{i}" for i in range(10)]
+    b = graph.builder(Context).node(names[0], step)
+    for name in names[1:]:
+        b = b.node(name, step)
+    b = b.entry(names[0])
+    for x, y in itertools.pairwise(names):
+        b = b.edge(x, y)
+    g = b.edge(names[-1], END).build()
+    async with stores.SQLiteStore(tmp_path / "t.sqlite3") as store:
+        await g.run(
+            Context.of(Message.user(["look", big])), store=store, thread_id="t"
+        )
+        sizes = [len(r.data) for r in await store.records("t")]
+        head = (await g.load(store, "t")).unwrap()
+    assert sum(sizes) < 1.1 * max(sizes)
+    assert head.state.messages[0].parts[1] == big
