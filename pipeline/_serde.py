@@ -517,15 +517,27 @@ BLOB_MIN = 1024
 each, by content (see :class:`BlobSink`); smaller ones inline."""
 
 
-@attrs.define
 class BlobSink:
     """Where a checkpoint record being written puts the bytes of its large
     parts: each part is written as its SHA-256 (``"blob"``), and its bytes
-    go to *new* (base64) unless *known* says an earlier record of the chain
-    holds them already."""
+    go to :attr:`new` (base64) unless an earlier record of the chain holds
+    them already: those of a part in *parent* (the record's parent state),
+    found on first need."""
 
-    known: Callable[[str], bool]
-    new: dict[str, str] = attrs.field(factory=dict)
+    __slots__ = ("_known", "_parent", "new")
+
+    def __init__(self, parent: object) -> None:
+        self._parent = parent
+        self._known: set[str] | None = None
+        self.new: dict[str, str] = {}
+
+    def known(self, sha: str) -> bool:
+        """Whether the parent state holds a part with these bytes."""
+        if self._parent is None:
+            return False
+        if self._known is None:
+            self._known = {digest(p) for p in large_parts(self._parent)}
+        return sha in self._known
 
 
 SINK: contextvars.ContextVar[BlobSink | None] = contextvars.ContextVar(

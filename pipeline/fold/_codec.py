@@ -254,7 +254,7 @@ class Codec(Generic[S]):
         stored once per chain, however often the history holding it is
         rewritten.
         """
-        sink = BlobSink(_known(parent.state if parent is not None else None))
+        sink = BlobSink(parent.state if parent is not None else None)
         token = SINK.set(sink)
         try:
             doc = self._document(snap, parent, progress)
@@ -814,34 +814,43 @@ class Acc:
 @final
 class Blobs:
     """The bytes of large parts a chain's records hold, by SHA-256, and
-    states whose parts may hold more (a delta applied to a live base):
-    what a part written by hash is read back from."""
+    where more may be found on first need (a document's own ``blobs``, the
+    states of a delta's parent): what a part written by hash is read back
+    from."""
 
-    __slots__ = ("_found", "_states")
+    __slots__ = ("_found", "_states", "_stored")
 
     def __init__(
-        self, found: Mapping[str, bytes], states: tuple[object, ...] = ()
+        self,
+        found: Mapping[str, bytes],
+        states: tuple[object, ...] = (),
+        stored: object = None,
     ) -> None:
         self._found = found
         self._states = states
+        self._stored = stored
 
     def adding(self, more: Mapping[str, bytes]) -> Blobs:
         """These blobs and *more* (a new value: chains share their past)."""
-        return Blobs({**self._found, **more}, self._states)
+        return Blobs({**self._found, **more}, self._states, self._stored)
 
     def __call__(self, sha: str) -> bytes | None:
         found = self._found.get(sha)
-        if found is not None or not self._states:
+        if found is not None or not (self._states or self._stored):
             return found
-        # Only a delta applied to a live base needs this walk, once.
-        walked = {
-            digest(p): p.data
-            for s in self._states
-            for p in large_parts(s)
-            if p.data is not None
-        }
-        self._found = {**walked, **self._found}
+        more: dict[str, bytes] = {}
+        if self._stored is not None:
+            decoded = _blobs(self._stored)
+            if not isinstance(decoded, CheckpointDecodeError):
+                more.update(decoded)
+        # Only a delta checked or applied against a live base walks it.
+        for state in self._states:
+            for p in large_parts(state):
+                if p.data is not None:
+                    more.setdefault(digest(p), p.data)
+        self._found = {**more, **self._found}
         self._states = ()
+        self._stored = None
         return self._found.get(sha)
 
 
@@ -849,30 +858,9 @@ _NO_BLOBS = Blobs({})
 
 
 def _source(stored: object, state: object) -> Blobs:
-    """What a document's parts are read back from: its own ``blobs`` and
-    *state*'s large parts (a delta's parent)."""
-    found: Mapping[str, bytes] = {}
-    if stored is not None:
-        decoded = _blobs(stored)
-        if not isinstance(decoded, CheckpointDecodeError):
-            found = decoded
-    return Blobs(found, () if state is None else (state,))
-
-
-def _known(state: object) -> Callable[[str], bool]:
-    """Whether *state* (a record's parent) holds a part with these bytes:
-    then its chain stores them.  Walks the state on first use only."""
-    shas: set[str] | None = None
-
-    def known(sha: str) -> bool:
-        nonlocal shas
-        if state is None:
-            return False
-        if shas is None:
-            shas = {digest(p) for p in large_parts(state)}
-        return sha in shas
-
-    return known
+    """What a document's parts are read back from: its own ``blobs`` (read
+    on first need) and *state*'s large parts (a delta's parent)."""
+    return Blobs({}, () if state is None else (state,), stored)
 
 
 def _blobs(value: object) -> dict[str, bytes] | CheckpointDecodeError:
