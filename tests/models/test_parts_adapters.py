@@ -17,7 +17,15 @@ from hypothesis import strategies as st
 from openai.types.chat import completion_create_params as openai_params
 from returns.result import Failure
 
-from pipeline import FilePart, ImagePart, Message, Part, TextPart, ToolCall
+from pipeline import (
+    Agent,
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ToolCall,
+)
 from pipeline.failures import ModelError
 from pipeline.models import ModelRequest, PartLimits
 from pipeline.models.anthropic import AnthropicModel
@@ -531,3 +539,21 @@ def test_the_shape_check_refuses_what_the_sdks_refuse() -> None:
     for m in bad_anthropic:
         body = {"model": "m", "max_tokens": 1, "messages": [m]}
         assert mismatch(body, ANTHROPIC_BODY)
+
+
+async def test_an_agent_sends_the_users_image(
+    llm: FakeLLM, openai_model: OpenAIModel
+) -> None:
+    """End to end: an Agent given a message with an image sends it in the
+    provider's shape, after its instructions."""
+    llm.reply(Json(completion("A chart.")))
+    agent = Agent("looker", openai_model, instructions="Describe images.")
+    run = (await agent.run([ASKED])).unwrap()
+    assert run.text == "A chart."
+    body = llm.requests[0][1]
+    check(body, OPENAI_BODY)
+    assert body["messages"][0] == {
+        "role": "system",
+        "content": "Describe images.",
+    }
+    assert body["messages"][1]["content"][1]["type"] == "image_url"

@@ -8,6 +8,9 @@ from typing import assert_type
 
 from pipeline import FilePart, ImagePart, Message, Part, TextPart
 from pipeline.history import part_tokens
+from pipeline.models import PartLimits
+from pipeline.models.anthropic import AnthropicModel
+from pipeline.models.openai import OpenAIModel
 
 
 png = ImagePart(data=b"...", media_type="image/png")
@@ -42,3 +45,11 @@ ImagePart(b"...", "image/png")  # type: ignore[call-arg]
 FilePart(data=b"x")  # type: ignore[call-arg]
 Message.user(["a", 3])  # type: ignore[list-item]
 m.content = "x"  # type: ignore[misc]
+
+# Adapter limits: byte counts (ints).
+limits = PartLimits(image=5 * 2**20, file=32 * 2**20, request=32 * 2**20)
+assert_type(limits.image, int)
+assert_type(OpenAIModel("m", part_limits=limits).part_limits, PartLimits)
+assert_type(AnthropicModel("m", part_limits=limits).part_limits, PartLimits)
+PartLimits(image="5MB", file=1, request=1)  # type: ignore[arg-type]
+OpenAIModel("m", part_limits=1024)  # type: ignore[arg-type]
