@@ -44,8 +44,11 @@ from pipeline.history import (
     PDF_PAGE_TOKENS,
     approximate_tokens,
     part_tokens,
+    summarizing,
     token_budget,
+    window,
 )
+from pipeline.testing import Reply, ScriptedModel
 from tests.strategies import parts
 
 
@@ -538,3 +541,22 @@ async def test_sqlite_threads_store_rewritten_images_once(
         head = (await g.load(store, "t")).unwrap()
     assert sum(sizes) < 1.1 * max(sizes)
     assert head.state.messages[0].parts[1] == big
+
+
+async def test_summaries_name_the_images_they_cannot_show() -> None:
+    """A summarizing policy tells its model which images and files the
+    dropped messages held (their kind and media type, not their bytes)."""
+    model = ScriptedModel(Reply.text("They sent a chart."))
+    pdf = FilePart(data=b"%PDF secret", media_type="application/pdf")
+    ms = [
+        Message.user(
+            ["see", ImagePart(data=PNG, media_type="image/png"), pdf]
+        ),
+        Message.assistant("ok"),
+        Message.user("and now?"),
+    ]
+    view = (await summarizing(model, keep=window(1)).select(ms)).unwrap()
+    assert view[-1] == ms[-1]
+    asked = model.requests[0].messages[-1].content
+    assert "user: see [image image/png] [file application/pdf]" in asked
+    assert "secret" not in asked
