@@ -56,6 +56,7 @@ from .failures import (
 )
 from .fold import Ambient, Status, ambient, current_boundary, run_machine
 from .models._types import Model, ResponseSchema, ToolSpec
+from .runs import scope, traced_by_default
 from .tools import Tool
 
 
@@ -293,6 +294,9 @@ class Agent(Handler[Context, Context, AgentError]):
         self, messages: Sequence[Message]
     ) -> Result[AgentRun, AgentError]:
         """Run the loop on *messages*; return the messages it added."""
+        if traced_by_default():  # a global provider, no scope: trace it
+            with scope(name=self.name):
+                return await self.converse(messages, self._tool_map)
         return await self.converse(messages, self._tool_map)
 
     async def converse(

@@ -205,6 +205,17 @@ def _global_tracing() -> Tracing | None:
     return made
 
 
+def traced_by_default() -> bool:
+    """Whether a run starting now is outside every scope while
+    OpenTelemetry's global tracer provider is set (``logfire.configure()``,
+    ``set_tracer_provider``, ``opentelemetry-instrument``): the entry points
+    users call (``Graph.run``/``fold``/``resume``, ``Swarm`` the same,
+    ``Agent.run``) then open a :func:`scope` of their own, so that such a
+    run is traced.  A handler called on its own (``await graph(state)``)
+    is not: wrap it in a scope."""
+    return _SCOPE.get() is None and _global_tracing() is not None
+
+
 async def generate(
     model: Model,
     request: ModelRequest,

@@ -258,7 +258,6 @@ def test_a_policy_verdict() -> None:
 
 
 def test_a_temporal_payload() -> None:
-    pytest.importorskip("temporalio")
     from temporalio.api.common.v1 import Payload  # noqa: PLC0415
 
     from pipeline.temporal import CattrsJSONPayloadConverter  # noqa: PLC0415

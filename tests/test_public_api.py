@@ -64,6 +64,7 @@ SHARED_INTERNALS = {
         "current",
         "generate",
         "handoff",
+        "traced_by_default",
         "tracing_now",
     },
     # The ambient values pipeline.fold.ambient reads once per run.

@@ -41,6 +41,7 @@ from ..failures import (
     StepLimitExceeded,
     ThreadBusy,
 )
+from ..runs import scope, traced_by_default
 from ..stores import CheckpointStore, check_thread_id
 from . import _engine
 from ._checkpoints import Threads
@@ -281,6 +282,16 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         replace its own for this run.
         """
         limits = self._checked(store, limits)
+        if traced_by_default():  # a global provider, no scope: trace it
+            with scope(name=self.name):
+                return await self.fold(
+                    snap,
+                    store=store,
+                    gates=gates,
+                    observers=observers,
+                    on_event=on_event,
+                    limits=limits,
+                )
         return await _engine.run_machine(
             self._machine,
             snap,
@@ -332,6 +343,21 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
             raise TypeError(msg)
         limits = self._checked(store, limits)
         author = checked_author(author)
+        if traced_by_default():  # a global provider, no scope: trace it
+            with scope(name=self.name):
+                return await self.resume(
+                    store,
+                    thread_id,
+                    version=version,
+                    answer=answer,
+                    author=author,
+                    question=question,
+                    migrate=migrate,
+                    gates=gates,
+                    observers=observers,
+                    on_event=on_event,
+                    limits=limits,
+                )
         return await _engine.resume_thread(
             self._machine,
             limits,

@@ -12,23 +12,16 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
-import attrs
 import pytest
-
-from pipeline.cli import ExitCode, main
-from pipeline.cli._stores import note_target
-from pipeline.fold import Snapshot
-from pipeline.stores import SQLiteStore
-from tests.cli import flows
-
-
-pytest.importorskip("starlette")
-pytest.importorskip("httpx")
 
 from starlette.testclient import TestClient
 
+from pipeline.cli import ExitCode, main
 from pipeline.cli import _ui as ui_module
+from pipeline.cli._stores import note_target
 from pipeline.cli._ui import COOKIE, app
+from pipeline.stores import SQLiteStore
+from tests.cli import flows
 
 
 DESK = "tests.cli.flows:desk"
@@ -252,13 +245,9 @@ def test_fork_and_resume(client: TestClient) -> None:
     assert "'/thread?id=f1'" in client.get("/").text
 
 
-CARRY_TIMES = "committed_at" in attrs.fields_dict(Snapshot)
-"""Records carry their commit time, author and fork origin (the history
-work of issue 18): the UI shows them once they do."""
 STAMP = re.compile(r"<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</td>")
 
 
-@pytest.mark.skipif(not CARRY_TIMES, reason="records carry no times yet")
 def test_times_and_fork_lineage(client: TestClient) -> None:
     """The list shows each thread's last change; a timeline, each
     version's time; a fork, where it came from (linked)."""

@@ -3,7 +3,6 @@ Chromium driven by Playwright, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
-import os
 import uuid
 
 from collections.abc import Iterator
@@ -13,15 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.cli.runner import FLOWS, cli, environment
-from tests.cli.test_ui import CARRY_TIMES
 from tests.cli.ui_browser import browser, serving
 
-
-if (
-    os.environ.get("CI") is None
-):  # CI installs them (.ci/run): never skip there
-    pytest.importorskip("playwright")
-    pytest.importorskip("starlette")
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -158,12 +150,10 @@ def test_browse_answer_and_fork(
         page.get_by_role("button", name="fork and resume").click()
         assert page.url.endswith(f"/thread?id={thread}-f")
         assert "send this reply?" in page.inner_text(".question")
-        if CARRY_TIMES:  # records carry their time and origin
-            assert page.inner_text("p.lineage") == (
-                f"fork of {thread} at version 2"
-            )
-            page.get_by_role("link", name="version 2").first.click()
-            assert f"thread {thread} at version 2" in page.inner_text("h1")
+        # the fork's record names its origin: a link back to it
+        assert page.inner_text("p.lineage") == f"fork of {thread} at version 2"
+        page.get_by_role("link", name="version 2").first.click()
+        assert f"thread {thread} at version 2" in page.inner_text("h1")
     assert dialogs == []  # no script in the state ever ran
 
 

@@ -590,3 +590,41 @@ def test_an_untraced_run_does_not_import_opentelemetry() -> None:
         env=env,
     ).stdout
     assert out.strip() == "<Success: 1> []"
+
+
+async def test_the_global_provider_traces_entry_points_without_a_scope(
+    global_otel: Traced,
+) -> None:
+    """``Agent.run``, ``Graph.run`` and ``resume`` called outside any scope
+    open one of their own when a global provider is set (what a
+    ``logfire.configure()`` user calls); a graph called as a handler on
+    its own does not (documented: wrap it in a scope)."""
+    from pipeline import stores  # noqa: PLC0415
+
+    done = await answer("a").run([Message.user("hi")])
+    assert done.unwrap().messages
+    assert [s.name for s in global_otel.named("run")] == ["run a"]
+
+    @handler(name="bump")
+    async def bump(ctx: Context) -> Result[Context, str]:
+        return Success(ctx.set("n", 1))
+
+    g = (
+        graph.builder(Context)
+        .node("bump", bump)
+        .entry("bump")
+        .edge("bump", END)
+        .build(name="g")
+    )
+    store = stores.MemoryStore()
+    ran = await g.run(HI, store=store, thread_id="t")
+    assert ran.unwrap().done
+    again = await g.resume(store, "t")
+    assert again.unwrap().done
+    runs = [s.name for s in global_otel.named("run")]
+    assert runs == ["run a", "run g", "run g"]
+    assert "node bump" in [s.name for s in global_otel.spans()]
+
+    before = len(global_otel.spans())
+    await g(HI)  # a graph called as a handler, on its own: not traced
+    assert len(global_otel.spans()) == before
