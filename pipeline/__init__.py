@@ -47,8 +47,12 @@ if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
     from ._lift import handler as handler
     from ._lift import safe as safe
     from ._mapreduce import map_reduce as map_reduce
+    from ._messages import FilePart as FilePart
+    from ._messages import ImagePart as ImagePart
     from ._messages import Message as Message
+    from ._messages import Part as Part
     from ._messages import Role as Role
+    from ._messages import TextPart as TextPart
     from ._messages import ToolCall as ToolCall
     from ._messages import Usage as Usage
     from ._output import Output as Output
@@ -78,14 +82,17 @@ __all__ = (
     "Budget",
     "Condition",
     "Context",
+    "FilePart",
     "Graph",
     "Handler",
+    "ImagePart",
     "Item",
     "MergeStrategy",
     "Message",
     "Note",
     "Output",
     "Par",
+    "Part",
     "Price",
     "Race",
     "Role",
@@ -95,6 +102,7 @@ __all__ = (
     "Scope",
     "Secret",
     "Swarm",
+    "TextPart",
     "Tool",
     "ToolCall",
     "Usage",
@@ -160,7 +168,11 @@ _HOMES = {
     "handler": "._lift",
     "safe": "._lift",
     "map_reduce": "._mapreduce",
+    "FilePart": "._messages",
+    "ImagePart": "._messages",
     "Message": "._messages",
+    "Part": "._messages",
+    "TextPart": "._messages",
     "Role": "._messages",
     "ToolCall": "._messages",
     "Usage": "._messages",

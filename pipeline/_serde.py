@@ -7,15 +7,20 @@ is imported or executed, and there is no pickle anywhere.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextvars
 import enum
 import hashlib
 import json
 import math
 import typing
+import weakref
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, get_args, get_origin
 
+import attrs
 import cattrs
 import orjson
 
@@ -25,7 +30,7 @@ from pyrsistent import PMap, PVector, pmap, pvector
 
 from ._context import Context, freeze
 from ._depth import loads
-from ._messages import Message, ToolCall
+from ._messages import FilePart, ImagePart, Message, Part, TextPart, ToolCall
 from .secrets import MARKER, Secret, is_secret_type, resolve, stored
 
 
@@ -466,6 +471,8 @@ def make_converter() -> cattrs.Converter:
     conv.register_unstructure_hook_factory(is_secret_type, lambda _: stored)
     conv.register_unstructure_hook(Context, context_unstructure)
     conv.register_unstructure_hook(Message, _message_unstructure)
+    conv.register_structure_hook_func(_is_part, part_structure)
+    conv.register_unstructure_hook_func(_is_part_type, part_unstructure)
     conv.register_structure_hook(Context, context_structure)
     return conv
 
@@ -492,7 +499,216 @@ def _message_unstructure(m: Message) -> dict[str, Any]:
     }
     if m.agent is not None:
         out["agent"] = m.agent
+    if m.parts:
+        out["parts"] = [part_unstructure(p) for p in m.parts]
     return out
+
+
+def _is_part(t: Any) -> bool:
+    return t == Part or t in (TextPart, ImagePart, FilePart)
+
+
+def _is_part_type(t: Any) -> bool:
+    return t in (TextPart, ImagePart, FilePart)
+
+
+BLOB_MIN = 1024
+"""Parts holding at least this many bytes are written to checkpoints once
+each, by content (see :class:`BlobSink`); smaller ones inline."""
+
+
+class BlobSink:
+    """Where a checkpoint record being written puts the bytes of its large
+    parts: each part is written as its SHA-256 (``"blob"``), and its bytes
+    go to :attr:`new` (base64) unless an earlier record of the chain holds
+    them already: those of a part in *parent* (the record's parent state),
+    found on first need."""
+
+    __slots__ = ("_known", "_parent", "new")
+
+    def __init__(self, parent: object) -> None:
+        self._parent = parent
+        self._known: set[str] | None = None
+        self.new: dict[str, str] = {}
+
+    def known(self, sha: str) -> bool:
+        """Whether the parent state holds a part with these bytes."""
+        if self._parent is None:
+            return False
+        if self._known is None:
+            self._known = {digest(p) for p in large_parts(self._parent)}
+        return sha in self._known
+
+
+SINK: contextvars.ContextVar[BlobSink | None] = contextvars.ContextVar(
+    "pipeline_blob_sink", default=None
+)
+"""The sink of the record being written (none: parts are written inline)."""
+
+SOURCE: contextvars.ContextVar[Callable[[str], bytes | None] | None] = (
+    contextvars.ContextVar("pipeline_blob_source", default=None)
+)
+"""Where a record being read finds the bytes of a part written by hash."""
+
+_DIGESTS: weakref.WeakKeyDictionary[ImagePart | FilePart, str] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def digest(p: ImagePart | FilePart) -> str:
+    """The SHA-256 (hex) of a part's bytes, computed once per part."""
+    found = _DIGESTS.get(p)
+    if found is None:
+        found = hashlib.sha256(p.data or b"").hexdigest()
+        _DIGESTS[p] = found
+    return found
+
+
+def large_parts(value: object) -> Iterator[ImagePart | FilePart]:
+    """The parts of at least :data:`BLOB_MIN` bytes in the messages inside
+    *value* (a state: attrs classes, contexts, containers; iterative)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        kind = type(v)
+        if kind is Message:
+            m: Message = v  # type: ignore[assignment]
+            for p in m.parts:
+                if type(p) is not TextPart and p.size >= BLOB_MIN:
+                    yield p
+        elif kind in (str, bytes, int, float, bool) or v is None:
+            continue
+        elif isinstance(v, Context):
+            stack.extend(v.messages)
+        elif attrs.has(kind):
+            stack.extend(getattr(v, f.name) for f in attrs.fields(kind))
+        elif isinstance(v, Mapping):
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple, PVector, frozenset, set)):
+            stack.extend(v)
+
+
+def part_unstructure(p: Part) -> dict[str, Any]:
+    """A part as JSON: ``type`` (``text``, ``image``, ``file``), its text,
+    URL or bytes (base64), media type, and a file's name when it has one.
+    Inside a checkpoint record (a :data:`SINK` is set) a part of at least
+    :data:`BLOB_MIN` bytes is written by its hash instead (``"blob"``).
+
+    .. versionadded:: 0.1.0
+    """
+    if type(p) is TextPart:
+        return {"type": "text", "text": p.text}
+    if type(p) is ImagePart and p.data is None:
+        out: dict[str, Any] = {"type": "image", "url": p.url}
+        if p.media_type is not None:
+            out["media_type"] = p.media_type
+        return out
+    assert type(p) is ImagePart or type(p) is FilePart  # noqa: S101
+    data = p.data or b""
+    out = {
+        "type": "image" if type(p) is ImagePart else "file",
+        "media_type": p.media_type,
+    }
+    sink = SINK.get()
+    if sink is not None and len(data) >= BLOB_MIN:
+        sha = digest(p)
+        out["blob"] = sha
+        if sha not in sink.new and not sink.known(sha):
+            sink.new[sha] = base64.b64encode(data).decode("ascii")
+    else:
+        out["data"] = base64.b64encode(data).decode("ascii")
+    if type(p) is FilePart and p.name is not None:
+        out["name"] = p.name
+    return out
+
+
+_PART_KEYS = {
+    "text": ({"type", "text"}, set[str]()),
+    "image": ({"type"}, {"url", "data", "blob", "media_type"}),
+    "file": ({"type", "media_type"}, {"data", "blob", "name"}),
+}
+
+
+def _bytes_of(value: dict[str, Any], kind: str) -> bytes:
+    """A part's bytes: inline (``data``) or by hash (``blob``), one of
+    them."""
+    if ("data" in value) == ("blob" in value):
+        msg = f"{kind} part: exactly one of data and blob"
+        raise ValueError(msg)
+    if "data" in value:
+        return _b64(value["data"])
+    sha = value["blob"]
+    source = SOURCE.get()
+    found = (
+        source(sha) if source is not None and isinstance(sha, str) else None
+    )
+    if found is None:
+        msg = f"{kind} part: blob {str(sha)[:12]}... is in no record of the chain"
+        raise ValueError(msg)
+    return found
+
+
+def _b64(value: object) -> bytes:
+    if not isinstance(value, str):
+        msg = f"data: expected base64 text, got {type(value).__name__}"
+        raise TypeError(msg)
+    try:
+        return binascii.a2b_base64(value, strict_mode=True)
+    except binascii.Error:
+        msg = "data: not base64"
+        raise ValueError(msg) from None
+
+
+def _str_or_none(value: object, key: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    msg = f"{key}: expected a string, got {type(value).__name__}"
+    raise TypeError(msg)
+
+
+def part_structure(value: Any, _: Any) -> Part:
+    """A part back from :func:`part_unstructure`'s JSON, strictly: known
+    ``type``, no extra keys, base64 that decodes, the part's own checks.
+
+    .. versionadded:: 0.1.0
+    """
+    if not isinstance(value, dict):
+        msg = f"expected an object, got {type(value).__name__}"
+        raise TypeError(msg)
+    kind = value.get("type")
+    if not isinstance(kind, str) or kind not in _PART_KEYS:
+        msg = "part: type must be 'text', 'image' or 'file'"
+        raise ValueError(msg)
+    need, may = _PART_KEYS[kind]
+    keys = set(value)
+    if not need <= keys or keys - need - may:
+        msg = (
+            f"{kind} part: fields {sorted(keys)} are not {sorted(need | may)}"
+        )
+        raise ValueError(msg)
+    if kind == "text":
+        text = value["text"]
+        if not isinstance(text, str):
+            msg = "text part: text must be a string"
+            raise TypeError(msg)
+        return TextPart(text)
+    media_type = _str_or_none(value.get("media_type"), "media_type")
+    if kind == "image":
+        if "url" not in value:
+            return ImagePart(
+                data=_bytes_of(value, kind), media_type=media_type
+            )
+        if "data" in value or "blob" in value:
+            msg = "image part: a url, or bytes, not both"
+            raise ValueError(msg)
+        return ImagePart(
+            url=_str_or_none(value.get("url"), "url"), media_type=media_type
+        )
+    return FilePart(
+        data=_bytes_of(value, kind),
+        media_type=media_type or "",
+        name=_str_or_none(value.get("name"), "name"),
+    )
 
 
 def _thaw(value: object) -> Any:

@@ -14,6 +14,7 @@ The hierarchy::
     ├── SwarmDefects           a swarm cannot be built (.defects: GraphDefect)
     ├── InvalidAnswer          a human's answer does not fit its type
     ├── NestedTooDeeply        JSON read from outside nests past the limit
+    ├── InvalidPart            a message part no model can take
     └── MalformedToolSchema    an MCP server lists a tool no model can call
     RuntimeError
     ├── RendererUnavailable    Graphviz's ``dot`` is missing or failed
@@ -52,6 +53,7 @@ __all__ = (
     "GraphDefect",
     "GraphDefects",
     "InvalidAnswer",
+    "InvalidPart",
     "InvalidThreadId",
     "MalformedToolSchema",
     "MissingDeps",
@@ -74,6 +76,17 @@ class ConstructionError(ValueError):
 
     Raised at construction time (never at run time), for instance for a
     race with no branches or a loop whose limit is not positive.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@final
+class InvalidPart(ValueError):
+    """A message part no model can take: image bytes without an image
+    media type, a URL that is not ``http(s)``, both bytes and a URL or
+    neither.  Raised where the part is built; the message names the part's
+    kind and what is wrong, never its bytes or URL.
 
     .. versionadded:: 0.1.0
     """

@@ -37,7 +37,9 @@ a chain costs what its records hold, not what every snapshot holds.
 
 from __future__ import annotations
 
+import binascii
 import contextvars
+import hashlib
 import hmac
 import json
 import time
@@ -56,9 +58,14 @@ from returns.result import Failure, Result, Success
 from .._depth import RECORD_DEPTH, check_depth, depth_of
 from .._fields import APPEND_ONLY, LINEAGE, extends
 from .._serde import (
+    SINK,
+    SOURCE,
     STRUCTURE_ERRORS,
+    BlobSink,
     canonical,
     canonical_exact,
+    digest,
+    large_parts,
     make_converter,
 )
 from ..errors import ConstructionError, NestedTooDeeply, SecretUnresolved
@@ -240,6 +247,31 @@ class Codec(Generic[S]):
     ) -> Doc:
         """*snap* as a document: a delta against *parent* when given.
 
+        The bytes of large images and files (``BLOB_MIN`` bytes and over)
+        are written by content: the part holds their SHA-256, and the
+        document's ``blobs`` holds the bytes unless *parent*'s state has a
+        part with them already (its chain stores them).  So a part is
+        stored once per chain, however often the history holding it is
+        rewritten.
+        """
+        sink = BlobSink(parent.state if parent is not None else None)
+        token = SINK.set(sink)
+        try:
+            doc = self._document(snap, parent, progress)
+        finally:
+            SINK.reset(token)
+        if sink.new:
+            doc["blobs"] = sink.new
+        return doc
+
+    def _document(
+        self,
+        snap: Snapshot[S],
+        parent: Snapshot[S] | None,
+        progress: Progress | None = None,
+    ) -> Doc:
+        """*snap* as a document: a delta against *parent* when given.
+
         *progress*, when given (even empty), is stored as ``in``: documents
         that nested folds appended since *parent* (or their whole chains in
         a root record).  Without it the record starts afresh.  Raises what
@@ -384,7 +416,16 @@ class Codec(Generic[S]):
             except ENCODE_ERRORS as exc:  # pragma: no cover  # we wrote it
                 return self._diagnose(snap, node, exc)
         if "state" in checked or "logs" in checked or "whole" in checked:
-            failure = self._check(checked, snap.state, node)
+            token = SOURCE.set(
+                _source(
+                    checked.get("blobs"),
+                    parent.state if parent is not None else None,
+                )
+            )
+            try:
+                failure = self._check(checked, snap.state, node)
+            finally:
+                SOURCE.reset(token)
             if failure is not None:
                 return failure
         return doc, data
@@ -563,6 +604,7 @@ class Codec(Generic[S]):
             acc = Acc(values, _ABSENT, {}, first, None, origin)
         else:
             acc = Acc({}, state, {}, first, None, origin)
+        acc.blobs = _source(None, state)
         step = self.advance(acc, doc)
         if isinstance(step, CheckpointDecodeError):
             return Failure(step)
@@ -573,6 +615,24 @@ class Codec(Generic[S]):
     ) -> Acc | CheckpointDecodeError:
         """The accumulated state after one more document (typed, shared
         with *acc*: nothing of the parent is copied but a small dict)."""
+        blobs = acc.blobs if acc is not None else _NO_BLOBS
+        if "blobs" in doc:
+            more = _blobs(doc["blobs"])
+            if isinstance(more, CheckpointDecodeError):
+                return more
+            blobs = blobs.adding(more)
+        token = SOURCE.set(blobs)
+        try:
+            step = self._advance(acc, doc)
+        finally:
+            SOURCE.reset(token)
+        if not isinstance(step, CheckpointDecodeError):
+            step.blobs = blobs
+        return step
+
+    def _advance(
+        self, acc: Acc | None, doc: Doc
+    ) -> Acc | CheckpointDecodeError:
         nested = doc.get("in")
         progress: dict[str, tuple[Any, ...]] = {}
         if nested is not None:
@@ -724,7 +784,15 @@ class Codec(Generic[S]):
 class Acc:
     """What a chain of documents built up to one record (typed)."""
 
-    __slots__ = ("doc", "origin", "previous", "progress", "values", "whole")
+    __slots__ = (
+        "blobs",
+        "doc",
+        "origin",
+        "previous",
+        "progress",
+        "values",
+        "whole",
+    )
 
     def __init__(
         self,
@@ -742,6 +810,81 @@ class Acc:
         self.previous = previous
         # A fork's origin, from its chain's first record on.
         self.origin: list[Any] | None = doc.get("from", origin)
+        # The bytes of large parts the chain's records hold so far.
+        self.blobs: Blobs = _NO_BLOBS
+
+
+@final
+class Blobs:
+    """The bytes of large parts a chain's records hold, by SHA-256, and
+    where more may be found on first need (a document's own ``blobs``, the
+    states of a delta's parent): what a part written by hash is read back
+    from."""
+
+    __slots__ = ("_found", "_states", "_stored")
+
+    def __init__(
+        self,
+        found: Mapping[str, bytes],
+        states: tuple[object, ...] = (),
+        stored: object = None,
+    ) -> None:
+        self._found = found
+        self._states = states
+        self._stored = stored
+
+    def adding(self, more: Mapping[str, bytes]) -> Blobs:
+        """These blobs and *more* (a new value: chains share their past)."""
+        return Blobs({**self._found, **more}, self._states, self._stored)
+
+    def __call__(self, sha: str) -> bytes | None:
+        found = self._found.get(sha)
+        if found is not None or not (self._states or self._stored):
+            return found
+        more: dict[str, bytes] = {}
+        if self._stored is not None:
+            decoded = _blobs(self._stored)
+            if not isinstance(decoded, CheckpointDecodeError):
+                more.update(decoded)
+        # Only a delta checked or applied against a live base walks it.
+        for state in self._states:
+            for p in large_parts(state):
+                if p.data is not None:
+                    more.setdefault(digest(p), p.data)
+        self._found = {**more, **self._found}
+        self._states = ()
+        self._stored = None
+        return self._found.get(sha)
+
+
+_NO_BLOBS = Blobs({})
+
+
+def _source(stored: object, state: object) -> Blobs:
+    """What a document's parts are read back from: its own ``blobs`` (read
+    on first need) and *state*'s large parts (a delta's parent)."""
+    return Blobs({}, () if state is None else (state,), stored)
+
+
+def _blobs(value: object) -> dict[str, bytes] | CheckpointDecodeError:
+    """A document's ``blobs``: base64 texts by SHA-256, each checked
+    against its hash."""
+    if not isinstance(value, dict):
+        return CheckpointDecodeError("$.blobs", "not an object")
+    out: dict[str, bytes] = {}
+    for sha, text in value.items():
+        if not isinstance(text, str):
+            return CheckpointDecodeError("$.blobs", "not base64 text")
+        try:
+            data = binascii.a2b_base64(text, strict_mode=True)
+        except binascii.Error:
+            return CheckpointDecodeError("$.blobs", "not base64 text")
+        if hashlib.sha256(data).hexdigest() != sha:
+            return CheckpointDecodeError(
+                "$.blobs", "a blob does not match its hash"
+            )
+        out[sha] = data
+    return out
 
 
 def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
@@ -804,6 +947,7 @@ _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "at": int,
     "by": str,
     "from": list,
+    "blobs": dict,
 }
 _OPTIONAL = {
     "node",
@@ -818,6 +962,7 @@ _OPTIONAL = {
     "at",
     "by",
     "from",
+    "blobs",
 }
 
 

@@ -13,6 +13,7 @@ from .._moved import moved
 from ._env import from_env as from_env
 from ._fallback import Fallback as Fallback
 from ._fallback import fallback as fallback
+from ._parts import PartLimits as PartLimits
 from ._types import DeltaSink as DeltaSink
 from ._types import Model as Model
 from ._types import ModelDelta as ModelDelta
@@ -32,6 +33,7 @@ __all__ = (
     "ModelDelta",
     "ModelRequest",
     "ModelResponse",
+    "PartLimits",
     "ResponseSchema",
     "TextDelta",
     "ToolCallAssembler",

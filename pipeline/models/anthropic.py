@@ -23,11 +23,21 @@ import anyio
 from returns.result import Failure, Result, Success
 
 from .._depth import loads
-from .._messages import Message, Role, ToolCall, Usage
+from .._messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    Role,
+    TextPart,
+    ToolCall,
+    Usage,
+)
 from .._serde import safe_call, unicode_safe
 from ..failures import ModelError
 from ..secrets import Secret, reveal
 from ._adapter import ClientOwner, sdk_error, stop_reason
+from ._parts import PartLimits, Takes, b64, refusal
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
     DeltaSink,
@@ -59,6 +69,16 @@ _FINISH = {
     "max_tokens": "length",
     "refusal": "content_filter",
 }
+_LIMITS = PartLimits(image=5 * 2**20, file=32 * 2**20, request=32 * 2**20)
+"""Anthropic's documented limits: 5 MiB an image, 32 MiB a request."""
+_TAKES = Takes(
+    "anthropic",
+    images=frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"}),
+    files=frozenset({"application/pdf", "text/plain"}),
+    utf8=frozenset({"text/plain"}),
+)
+"""Images and files in user messages and tool results, of the media types
+the Messages API names."""
 
 
 @final
@@ -71,6 +91,15 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
     ends.  *max_retries* is the SDK's own retry count: 0 by default, so
     that the :func:`pipeline.middleware.retry` middleware is the one place
     retries happen.
+
+    Images and files (``Message.parts``) go as
+    ``image`` blocks (``base64`` or ``url`` sources; JPEG, PNG, GIF, WebP)
+    and ``document`` blocks (a PDF as ``base64``, ``text/plain`` as
+    ``text``, titled with the part's name), in user messages and in tool
+    results.  System and assistant messages take text only; another media
+    type, or parts past *part_limits* (Anthropic's limits by default), fail
+    the call with a clear :class:`~pipeline.failures.ModelError` before
+    anything is sent.
 
     .. versionadded:: 0.1.0
     """
@@ -85,9 +114,11 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
         max_tokens: int = 1024,
         max_retries: int = 0,
         timeout: float = 60.0,
+        part_limits: PartLimits = _LIMITS,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
+        self.part_limits = part_limits
         self._own(
             client,
             anthropic.AsyncAnthropic,
@@ -165,6 +196,10 @@ class AnthropicModel(ClientOwner[anthropic.AsyncAnthropic]):
         self, request: ModelRequest, *, on_delta: DeltaSink | None = None
     ) -> Result[ModelResponse, ModelError]:
         """Answer *request* (streaming when *on_delta* is given)."""
+        if any(m.parts for m in request.messages):
+            why = refusal(request.messages, _TAKES, self.part_limits)
+            if why is not None:
+                return self._fail(why)
         kwargs, forced = self._kwargs(request)
         if on_delta is not None:
             return await self._stream(kwargs, forced, on_delta)
@@ -302,6 +337,47 @@ def _answer(
     )
 
 
+def _block(p: Part) -> dict[str, Any]:
+    """A part as a content block (``refusal`` has checked that it fits)."""
+    if type(p) is TextPart:
+        return {"type": "text", "text": p.text}
+    if type(p) is ImagePart:
+        if p.data is None:
+            return {"type": "image", "source": {"type": "url", "url": p.url}}
+        return {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": p.media_type,
+                "data": b64(p.data),
+            },
+        }
+    assert type(p) is FilePart  # noqa: S101  # the Part union is closed
+    source: dict[str, Any] = (
+        {
+            "type": "text",
+            "media_type": "text/plain",
+            "data": p.data.decode("utf-8"),
+        }
+        if p.media_type == "text/plain"
+        else {
+            "type": "base64",
+            "media_type": p.media_type,
+            "data": b64(p.data),
+        }
+    )
+    block: dict[str, Any] = {"type": "document", "source": source}
+    if p.name:
+        block["title"] = p.name
+    return block
+
+
+def _blocks(m: Message) -> list[dict[str, Any]]:
+    """A message's parts as content blocks (empty text left out: the API
+    refuses empty text blocks)."""
+    return [_block(p) for p in m.parts if type(p) is not TextPart or p.text]
+
+
 def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
@@ -311,7 +387,7 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             block = {
                 "type": "tool_result",
                 "tool_use_id": m.tool_call_id or "",
-                "content": m.content,
+                "content": _blocks(m) if m.parts else m.content,
             }
             if (
                 out
@@ -343,6 +419,8 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                     }
                 )
             out.append({"role": "assistant", "content": content or m.content})
+        elif m.parts:
+            out.append({"role": "user", "content": _blocks(m)})
         else:
             out.append({"role": "user", "content": m.content})
     return out

@@ -8,6 +8,7 @@ from .._extras import require
 
 require(__name__, "the OpenAI SDK", "openai", ("openai",))
 
+from collections.abc import Sequence
 from typing import Any, final
 
 import anyio
@@ -15,11 +16,20 @@ import openai
 
 from returns.result import Failure, Result, Success
 
-from .._messages import Message, Role, Usage
+from .._messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    Role,
+    TextPart,
+    Usage,
+)
 from .._serde import safe_call, unicode_safe
 from ..failures import ModelError
 from ..secrets import Secret, reveal
 from ._adapter import ClientOwner, sdk_error, stop_reason
+from ._parts import PartLimits, Takes, data_url, refusal
 from ._transport import TRANSPORT_ERRORS
 from ._types import (
     DeltaSink,
@@ -51,6 +61,12 @@ _FINISH = {
     "length": "length",
     "content_filter": "content_filter",
 }
+_LIMITS = PartLimits(image=20 * 2**20, file=32 * 2**20, request=50 * 2**20)
+"""OpenAI's documented limits: 20 MiB an image, 32 MiB a file (PDF), 50 MiB
+of images and files a request."""
+_TAKES = Takes("openai")
+"""Images and files in user messages and tool results (sent after them),
+of any media type: OpenAI-compatible servers differ in what they take."""
 
 
 @final
@@ -67,6 +83,15 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
     middleware is the one place retries happen (the SDK's default of 2
     under ``retry(3)`` made 9 requests).
 
+    Images and files (``Message.parts``) go as
+    ``image_url`` parts (a URL, or the bytes as a ``data:`` URL) and
+    ``file`` parts (``file_data``, with the part's name or ``file``), in
+    user messages.  Tool results may hold only text in Chat Completions:
+    their images and files go in a user message after the tool results.
+    System and assistant messages take text only (a clear
+    :class:`~pipeline.failures.ModelError` otherwise, before anything is
+    sent), as do parts past *part_limits* (OpenAI's limits by default).
+
     .. versionadded:: 0.1.0
     """
 
@@ -80,9 +105,11 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
         max_retries: int = 0,
         timeout: float = 60.0,
         provider: str = "openai",
+        part_limits: PartLimits = _LIMITS,
     ) -> None:
         self.model = model
         self.provider = provider
+        self.part_limits = part_limits
         self._own(
             client,
             openai.AsyncOpenAI,
@@ -108,8 +135,9 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
     def _kwargs(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": [_message(m) for m in request.messages],
+            "messages": _messages(request.messages),
         }
+
         if request.tools:
             kwargs["tools"] = [
                 {
@@ -155,6 +183,10 @@ class OpenAIModel(ClientOwner[openai.AsyncOpenAI]):
         self, request: ModelRequest, *, on_delta: DeltaSink | None = None
     ) -> Result[ModelResponse, ModelError]:
         """Answer *request* (streaming when *on_delta* is given)."""
+        if any(m.parts for m in request.messages):
+            why = refusal(request.messages, _TAKES, self.part_limits)
+            if why is not None:
+                return self._fail(why)
         kwargs = self._kwargs(request)
         if on_delta is not None:
             return await self._stream(kwargs, on_delta)
@@ -252,12 +284,48 @@ def _usage(raw: Any) -> Usage | None:
     return Usage(int(raw.prompt_tokens or 0), int(raw.completion_tokens or 0))
 
 
-def _message(m: Message) -> dict[str, Any]:
+def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []  # tool results' images and files
+    for m in messages:
+        if held and m.role is not Role.TOOL:
+            out.append({"role": "user", "content": held})
+            held = []
+        out.append(_message(m, held))
+    if held:
+        out.append({"role": "user", "content": held})
+    return out
+
+
+def _part(p: Part) -> dict[str, Any]:
+    if type(p) is TextPart:
+        return {"type": "text", "text": p.text}
+    if type(p) is ImagePart:
+        return {"type": "image_url", "image_url": {"url": data_url(p)}}
+    assert type(p) is FilePart  # noqa: S101  # the Part union is closed
+    return {
+        "type": "file",
+        "file": {"file_data": data_url(p), "filename": p.name or "file"},
+    }
+
+
+def _message(m: Message, held: list[dict[str, Any]]) -> dict[str, Any]:
     if m.role is Role.TOOL:
+        content = m.content
+        if m.parts:
+            held.append(
+                {
+                    "type": "text",
+                    "text": f"Attached to the result of tool call "
+                    f"{m.tool_call_id or ''}:",
+                }
+            )
+            held.extend(_part(p) for p in m.parts if type(p) is not TextPart)
+            content = content or "(see the attachments that follow)"
         return {
             "role": "tool",
             "tool_call_id": m.tool_call_id or "",
-            "content": m.content,
+            "content": content,
         }
     if m.role is Role.ASSISTANT:
         out: dict[str, Any] = {
@@ -274,7 +342,13 @@ def _message(m: Message) -> dict[str, Any]:
                 for c in m.tool_calls
             ]
         return out
-    out = {"role": m.role.value, "content": m.content}
+    if m.role is Role.USER and m.parts:
+        out = {"role": "user", "content": [_part(p) for p in m.parts]}
+    else:
+        out = {
+            "role": m.role.value,
+            "content": m.content,
+        }
     if m.name and m.role is Role.USER:
         out["name"] = m.name
     return out

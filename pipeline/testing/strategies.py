@@ -21,7 +21,7 @@ from .._combinators import loop, must, noop
 from .._context import Context
 from .._handler import Handler
 from .._lift import handler
-from .._messages import Message
+from .._messages import FilePart, ImagePart, Message, Part, TextPart
 from ..tools import Tool
 
 
@@ -39,6 +39,7 @@ __all__ = (
     "messages",
     "meta_values",
     "mul",
+    "parts",
     "tool_arguments",
 )
 
@@ -133,6 +134,40 @@ def handlers(*, concurrent: bool = False) -> st.SearchStrategy[IntHandler]:
     """
     extend = _concurrent if concurrent else _sequential
     return st.recursive(leaves, extend, max_leaves=8)
+
+
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_FILE_TYPES = ("application/pdf", "text/plain", "text/csv", "application/json")
+
+
+def parts(*, max_bytes: int = 64) -> st.SearchStrategy[Part]:
+    """Message parts: text, images by bytes or URL, files with names or
+    without (bytes up to *max_bytes*).
+
+    .. versionadded:: 0.1.0
+    """
+    data = st.binary(max_size=max_bytes)
+    return st.one_of(
+        st.builds(TextPart, st.text(max_size=20)),
+        st.builds(
+            ImagePart,
+            data=data,
+            media_type=st.sampled_from(_IMAGE_TYPES),
+        ),
+        st.builds(
+            ImagePart,
+            url=st.from_regex(
+                r"https://[a-z]{1,8}\.example/[a-z0-9/]{0,12}", fullmatch=True
+            ),
+            media_type=st.none() | st.sampled_from(_IMAGE_TYPES),
+        ),
+        st.builds(
+            FilePart,
+            data=data,
+            media_type=st.sampled_from(_FILE_TYPES),
+            name=st.none() | st.text(min_size=1, max_size=12),
+        ),
+    )
 
 
 def messages() -> st.SearchStrategy[Message]:
