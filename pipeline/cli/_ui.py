@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 
 LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+WILDCARD: Final = frozenset({"0.0.0.0", "::", ""})  # noqa: S104  # names, not binds
 """Addresses served without a token."""
 
 COOKIE: Final = "pipeline_ui_token"
@@ -589,11 +590,16 @@ def _question_form(ui: UI, tid: str, head: Any) -> str:
         text += f"<pre class=payload>{p.esc(shown)}</pre>"
     if not ui.writes:
         return text + "<p>read-only: answer with `pipeline answer`</p>"
+    bound = {"csrf": ui.csrf, "id": tid, "seen": head.version}
+    if head.question_id is not None:  # the answer is for this question only
+        bound["question"] = head.question_id
     return text + (
         "<form method=post action='/answer' id=answer>"
-        + p.hidden({"csrf": ui.csrf, "id": tid, "seen": head.version})
+        + p.hidden(bound)
         + "<label>answer (JSON when it parses as JSON, else text) "
-        "<input name=answer required></label><button>answer</button></form>"
+        "<input name=answer required></label> "
+        "<label>your name <input name=author maxlength=256 "
+        "placeholder=optional></label><button>answer</button></form>"
     )
 
 
@@ -729,9 +735,26 @@ async def answer_post(ui: UI, request: Request) -> str:
             hint="reload the thread's page and answer again",
             code=ExitCode.FAILED,
         )
+    author = _author(form.get("author", ""))
+    question = form.get("question") or None
     answer = await checked_answer(ui.settings, store, target, tid, text)
-    await _resume(ui, target, tid, answer=answer)
+    await _resume(
+        ui, target, tid, answer=answer, question=question, author=author
+    )
     return _Redirect(f"/thread?{_q(id=tid)}")
+
+
+def _author(value: str) -> str:
+    """The answer form's author, checked like ``pipeline answer --author``
+    (never shown back: it might be anything)."""
+    from ..fold import checked_author  # noqa: PLC0415
+
+    try:
+        return checked_author(value)
+    except (TypeError, ValueError) as exc:
+        raise UserError(
+            str(exc), hint="a name is at most 256 characters, without NUL"
+        ) from None
 
 
 async def fork_post(ui: UI, request: Request) -> str:
@@ -778,12 +801,29 @@ def _form_id(value: object, name: str) -> str:
     return tid
 
 
-async def _resume(ui: UI, target: Target, tid: str, *, answer: object) -> None:
+async def _resume(
+    ui: UI,
+    target: Target,
+    tid: str,
+    *,
+    answer: object,
+    question: str | None = None,
+    author: str = "",
+) -> None:
     """Continue *tid* until it ends or pauses; a refusal is one line."""
     from ..errors import InvalidAnswer  # noqa: PLC0415
 
     try:
-        result = await target.obj.resume(ui.opened(), tid, answer=answer)
+        if answer is None:
+            result = await target.obj.resume(ui.opened(), tid)
+        else:
+            result = await target.obj.resume(
+                ui.opened(),
+                tid,
+                answer=answer,
+                question=question,
+                author=author,
+            )
     except InvalidAnswer as exc:
         raise refused_answer(exc, tid, ui.settings) from None
     failure = result.failure() if not _ok(result) else None
@@ -857,8 +897,9 @@ def serve(
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
+        why = (exc.strerror or type(exc).__name__).lower()
         raise UserError(
-            f"cannot listen on {host}:{port} ({type(exc).__name__})",
+            f"cannot listen on {host}:{port}: {why}",
             hint="pick another --port (0: any free one) or --host",
             code=ExitCode.UNAVAILABLE,
         ) from None
@@ -880,7 +921,13 @@ def serve(
             )
             server = uvicorn.Server(config)
             query = f"/?token={token}" if token else "/"
-            echo(f"pipeline ui: http://{shown}:{bound}{query}")
+            if host in WILDCARD:  # no address to visit: name this machine
+                echo(
+                    f"pipeline ui: http://{socket.gethostname()}:{bound}"
+                    f"{query} (listening on every address of this machine)"
+                )
+            else:
+                echo(f"pipeline ui: http://{shown}:{bound}{query}")
             if not writes:
                 echo("read-only (--allow-writes to answer and fork)")
             await server.serve(sockets=[sock])

@@ -214,7 +214,42 @@ def test_answer_resumes_the_thread(client: TestClient) -> None:
 
 def _answer_form(client: TestClient) -> dict[str, str]:
     page = client.get("/thread", params={"id": "t1"}).text
-    return {"csrf": csrf(page), "id": "t1", "seen": "3", "answer": "yes"}
+    question = re.search(r"name='question' value='([^']+)'", page)
+    assert question is not None, "the form names no question"
+    return {
+        "csrf": csrf(page),
+        "id": "t1",
+        "seen": "3",
+        "answer": "yes",
+        "question": question.group(1),
+    }
+
+
+def test_an_answer_carries_its_author(client: TestClient) -> None:
+    form = _answer_form(client) | {"author": "Ann <ops>"}
+    assert client.post("/answer", data=form).status_code == 303
+    after = client.get("/thread", params={"id": "t1"}).text
+    assert "status <b>done</b>" in after
+    assert "Ann &lt;ops&gt;" in after  # in the timeline, escaped
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"author": "a\x00b"}, "author"),
+        ({"author": "x" * 300}, "author"),
+        ({"question": "1-0000"}, "question"),
+    ],
+)
+def test_a_bad_author_or_question_is_refused(
+    client: TestClient, change: dict[str, str], says: str
+) -> None:
+    page = client.post("/answer", data=_answer_form(client) | change)
+    assert page.status_code in {400, 409}, page.text
+    assert says in page.text
+    assert "xxxxxxxx" not in page.text  # the author is never echoed
+    still = client.get("/thread", params={"id": "t1"}).text
+    assert "status <b>interrupted</b>" in still
 
 
 @pytest.mark.parametrize(
@@ -418,6 +453,23 @@ def test_a_missing_extra_is_one_line(
         "pipeline: error: pipeline ui needs Starlette and uvicorn "
         f"(missing: {hidden}): pip install 'typed-pipeline[ui]'"
     )
+
+
+def test_a_port_in_use_is_named_plainly(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port another program holds: the reason in words, exit 6."""
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        code = main(["ui", "--store", str(db), "--port", str(port)])
+    assert code == ExitCode.UNAVAILABLE
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}: address already in use" in err
+    assert "OSError" not in err
 
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
