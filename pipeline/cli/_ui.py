@@ -251,7 +251,7 @@ async def _respond(
         text = await body(ui, request)
     except UserError as exc:
         status = _STATUS.get(exc.code, 400)
-        text = _page("refused", p.error(exc.message, exc.hint), ui)
+        text = _page("refused", p.error(exc.message, _web_hint(exc.hint)), ui)
     if isinstance(text, _Redirect):
         from starlette.responses import RedirectResponse  # noqa: PLC0415
 
@@ -263,6 +263,14 @@ async def _respond(
     if ui.token is not None and "token" in request.query_params:
         response.set_cookie(COOKIE, ui.token, httponly=True, samesite="strict")
     return response
+
+
+def _web_hint(hint: str) -> str:
+    """A hint the CLI gives (a command to type, a flag to pass), said to be
+    one for a terminal when shown on a page."""
+    if "`pipeline " in hint or " --" in hint or hint.startswith("--"):
+        return f"in a terminal: {hint}"
+    return hint
 
 
 _STATUS: Final = {
@@ -466,6 +474,9 @@ async def thread_page(ui: UI, request: Request) -> str:
     """One thread's timeline, drawing, question, diff and fork forms."""
     tid = _thread_id(request)
     target = await _needed(ui, tid)
+    # The stored head first: records only grow, so a history that ends
+    # below it skipped a torn last record (never a new one).
+    stored = await ui.opened().head(tid)
     snaps = found(await target.obj.history(ui.opened(), tid), tid, ui.settings)
     head = snaps[-1]
     start = max(0, len(snaps) - TIMELINE)
@@ -505,6 +516,7 @@ async def thread_page(ui: UI, request: Request) -> str:
             "reload</a></p>"
         ),
         f"<p class=lineage>{_lineage(origin)}</p>" if origin else "",
+        _torn(stored, head.version),
         "<h2>drawing</h2>",
         p.drawing(
             target.obj, head.node, await _picture(ui, target, head.node)
@@ -535,6 +547,19 @@ async def thread_page(ui: UI, request: Request) -> str:
         )
     )
     return _page(f"thread {tid}", "".join(parts), ui)
+
+
+def _torn(stored: int | None, shown: int) -> str:
+    """A warning when the stored head is a record that was skipped."""
+    if stored is None or stored <= shown:
+        return ""
+    return p.warning(
+        f"the last record (version {stored}) is torn or fails its checksum "
+        f"(a write cut short): it is skipped, and the thread goes on from "
+        f"version {shown}",
+        "`pipeline resume` continues from there; nothing of another branch "
+        "is used",
+    )
 
 
 def _pager(tid: str, start: int, shown: int, total: int) -> str:

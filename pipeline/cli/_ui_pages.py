@@ -21,6 +21,7 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;
 text-align:left;vertical-align:top}th{background:#f3f3f3}
 pre{background:#f7f7f7;padding:.6em;overflow:auto;max-height:40em}
 .here{background:#fff3b0}.error{color:#a00;border:1px solid #a00;padding:.5em}
+.warning{color:#850;border:1px solid #c90;padding:.5em}
 .add{background:#e6ffec}.del{background:#ffebe9}
 form{display:inline-block;margin:.3em 1em .3em 0}nav a{margin-right:1em}
 """
@@ -53,6 +54,12 @@ def error(message: str, hint: str = "") -> str:
     """A refusal, shown above the page."""
     more = f"<div>{esc(hint)}</div>" if hint else ""
     return f"<div class=error role=alert><b>{esc(message)}</b>{more}</div>"
+
+
+def warning(message: str, hint: str = "") -> str:
+    """Something the reader should know about what the page shows."""
+    more = f"<div>{esc(hint)}</div>" if hint else ""
+    return f"<div class=warning role=status><b>{esc(message)}</b>{more}</div>"
 
 
 def table(

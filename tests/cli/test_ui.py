@@ -455,6 +455,39 @@ def test_a_missing_extra_is_one_line(
     )
 
 
+def test_a_torn_last_record_is_said_on_the_page(
+    client: TestClient, db: Path
+) -> None:
+    """A last record cut short is skipped (for its parent) and the thread
+    page says so; the timeline ends at the parent."""
+    import sqlite3  # noqa: PLC0415
+
+    anyio.run(seed, db, "t2")
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE checkpoints SET data = substr(data, 1, 10) "
+            "WHERE thread_id = 't1' AND version = 3"
+        )
+    conn.close()
+    page = client.get("/thread", params={"id": "t1"}).text
+    assert "the last record (version 3) is torn" in page
+    assert "goes on from version 2" in page
+    assert "role=status" in page
+    clean = client.get("/thread", params={"id": "t2"})
+    assert clean.status_code == 200
+    assert "head 3" in clean.text
+    assert "is torn" not in clean.text
+
+
+def test_a_hint_for_the_cli_says_so_on_a_page(client: TestClient) -> None:
+    page = client.get("/state", params={"id": "t1", "v": "99"})
+    assert page.status_code == 404
+    assert "in a terminal: `pipeline history t1" in page.text
+    gone = client.get("/thread", params={"id": "gone"})
+    assert "the list of threads shows what there is" in gone.text
+    assert "in a terminal" not in gone.text  # a hint for the page itself
+
+
 def test_a_port_in_use_is_named_plainly(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
