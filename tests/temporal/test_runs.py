@@ -216,12 +216,8 @@ async def test_a_tool_call_waits_for_approval_on_temporal(
         (await denied_run.paused()).unwrap()
         (await denied_run.answer(Deny("not today"))).unwrap()
         denied = (await denied_run.result()).unwrap()
-    assert denied.state.notes == pvector(
-        [
-            "cashier:error: a person denied this call of 'guarded': "
-            "not today"
-        ]
-    )
+    denial = "error: a person denied this call of 'guarded': not today"
+    assert denied.state.notes == pvector([f"cashier:{denial}"])
     store = MemoryStore()
     await GUARDED.run(Tally(), store=store, thread_id="t")
     answer = Approve(arguments={"text": "edited"})
