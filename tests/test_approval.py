@@ -6,14 +6,19 @@ answered with ``Approve()``, ``Approve(arguments=...)`` or
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import anyio
 import attrs
 import pytest
 
 from pyrsistent import PVector, pvector
+from returns.result import Failure
 
 from pipeline import (
     Agent,
@@ -32,11 +37,13 @@ from pipeline import (
 )
 from pipeline.agents import AgentRun
 from pipeline.errors import ConstructionError, InvalidAnswer, NotCheckpointed
+from pipeline.failures import ThreadBusy
 from pipeline.fold import Snapshot, Status
 from pipeline.graph import END
 from pipeline.models import ModelRequest, ModelResponse
 from pipeline.stores import CheckpointStore, Lease, MemoryStore, Record
 from pipeline.testing import Reply, ScriptedModel
+from tests.graph.store_urls import open_store
 from tests.servers import StoreFactory
 from tests.stores import CommitResult, DelegatingStore
 
@@ -625,3 +632,60 @@ async def test_an_approved_call_runs_once_whatever_commit_a_crash_hits(
             assert till.logged in (["x"], ["x", "x"])
         at += 1
     assert at > 3  # the answer, the result, the turn, the node, at least
+
+
+CHILD = Path(__file__).with_name("approval_child.py")
+CHILD_LEASE_TTL = 1.0
+
+
+def paying_graph(effects: Path) -> Graph[Desk, object]:
+    """A desk whose refunds (each approved) write a line to *effects*: what
+    survives the process."""
+
+    @tool(approval=True)
+    def refund(amount: int) -> str:
+        """Refund the customer."""
+        with effects.open("a", encoding="utf-8") as f:
+            f.write(f"paid {amount}\n")
+        return f"refunded {amount}"
+
+    model = ScriptedModel(calling(("refund", {"amount": 40})), cycle=True)
+    return desk_graph(Agent("desk", model, tools=[refund]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("at", [1, 2, 3, 4])
+async def test_a_process_killed_after_the_answer_pays_once_on_restart(
+    tmp_path: Path, at: int
+) -> None:
+    """A real process on a real SQLite file approves the refund and dies
+    (no cleanup) right after its *at*-th commit: the answer (1), the
+    answer in the turn's progress (2), the refund's result (3), the turn
+    (4).  Another process resumes the thread once the dead one's lease
+    lapses: the refund was paid exactly once, and no one is asked again."""
+    spec = f"sqlite:{tmp_path / 'desk.db'}"
+    effects = tmp_path / "effects.log"
+    effects.touch()
+    g = paying_graph(effects)
+    async with open_store(spec, lease_ttl=CHILD_LEASE_TTL) as store:
+        paused = (await g.run(START, store=store, thread_id="t")).unwrap()
+        assert paused.status is Status.INTERRUPTED
+    child = await anyio.run_process(
+        [sys.executable, str(CHILD), spec, str(effects), str(at)],
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert child.returncode == 9, child.stderr.decode()
+    async with open_store(spec, lease_ttl=CHILD_LEASE_TTL) as store:
+        head = (await g.load(store, "t")).unwrap()
+        assert head.status is not Status.INTERRUPTED  # the answer is kept
+        done = await g.resume(store, "t")
+        while isinstance(done, Failure):
+            busy = done.failure()
+            assert isinstance(busy, ThreadBusy), busy
+            await anyio.sleep(busy.expires_in)  # the dead one's lease lapses
+            done = await g.resume(store, "t")
+        final = done.unwrap()
+    assert final.status is Status.DONE
+    assert last_text(final) == "refunded 40"
+    assert effects.read_text(encoding="utf-8") == "paid 40\n"
