@@ -240,6 +240,12 @@ class Tool(Generic[D_contra, P, R_co]):
                 f"predicate of the arguments, not a {type(chosen).__name__}"
             )
             raise ConstructionError(msg)
+        if inspect.iscoroutinefunction(chosen):
+            msg = (
+                f"tool {self.name!r}: approval= takes a plain function "
+                "returning a bool (an async one would always ask)"
+            )
+            raise ConstructionError(msg)
 
     def __repr__(self) -> str:
         return f"Tool({self.name})"
@@ -608,7 +614,7 @@ def tool(
             JSON schema, the name is not 1-64 letters, digits, ``_``, ``-``,
             *timeout* is not positive or *errors* lists something that is
             not an :class:`Exception` subclass, or *approval* is neither a
-            bool nor callable.
+            bool nor a plain (not async) callable.
 
     .. versionadded:: 0.1.0
     """

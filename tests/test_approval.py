@@ -529,8 +529,37 @@ def test_approval_takes_a_bool_or_a_callable() -> None:
 
     with pytest.raises(ConstructionError, match="approval= takes"):
         tool(approval="yes")(f)  # type: ignore[call-overload]
+
+    async def later(a: int) -> bool:
+        return a > 1
+
+    with pytest.raises(ConstructionError, match="plain function"):
+        tool(approval=later)(f)  # type: ignore[arg-type]
     assert tool(approval=True)(f).approval is True
     assert tool(f).approval is False
+
+
+async def test_a_predicate_that_raises_leaves_the_run() -> None:
+    """A bug in a predicate is not a reason to ask, nor to run: it
+    propagates, and no tool runs."""
+    till = Till()
+
+    def broken(amount: int, note: str) -> bool:
+        raise LookupError(amount)
+
+    model = ScriptedModel(calling(("refund", {"amount": 1})), cycle=True)
+    g = desk_graph(Agent("desk", model, tools=[till.refund(broken)]))
+    with pytest.raises(LookupError):
+        await g.run(START, store=MemoryStore(), thread_id="t")
+    assert till.paid == []
+
+
+async def test_calling_the_tool_directly_asks_no_one() -> None:
+    """Approval is the agent loop's: ``Tool.call`` (a unit test) and
+    ``Tool.fn`` run the function."""
+    till = Till()
+    assert await till.refund().call('{"amount": 2}') == ("refunded 2", False)
+    assert till.paid == [2]
 
 
 # -- crashes ------------------------------------------------------------------

@@ -135,7 +135,7 @@ async def checked_interrupt(
     payload: object = None,
     check: Callable[[A], None] | None = None,
 ) -> A:
-    """:func:`interrupt`, where *check* (given the typed answer, raising
+    """:func:`pipeline.interrupt`, where *check* (given the typed answer, raising
     :class:`~pipeline.errors.InvalidAnswer`) refuses an answer beyond its
     type before it is committed: the thread waits at the same question
     again (the approval of a tool call checks edited arguments so).
