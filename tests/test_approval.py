@@ -17,7 +17,7 @@ import anyio
 import attrs
 import pytest
 
-from pyrsistent import PVector, pvector
+from pyrsistent import pvector
 from returns.result import Failure
 
 from pipeline import (
@@ -30,45 +30,20 @@ from pipeline import (
     Role,
     Secret,
     Tool,
-    graph,
     interrupt,
     swarm,
     tool,
 )
-from pipeline.agents import AgentRun
 from pipeline.errors import ConstructionError, InvalidAnswer, NotCheckpointed
 from pipeline.failures import ThreadBusy
 from pipeline.fold import Snapshot, Status
-from pipeline.graph import END
 from pipeline.models import ModelRequest, ModelResponse
 from pipeline.stores import CheckpointStore, Lease, MemoryStore, Record
 from pipeline.testing import Reply, ScriptedModel
 from tests.graph.store_urls import open_store
 from tests.servers import StoreFactory
 from tests.stores import CommitResult, DelegatingStore
-
-
-@attrs.frozen
-class Desk:
-    """Graph state: the conversation of the agent node."""
-
-    messages: PVector[Message] = attrs.field(factory=pvector)
-
-
-def desk_graph(agent: Agent) -> Graph[Desk, object]:
-    def see(d: Desk) -> PVector[Message]:
-        return d.messages
-
-    def keep(d: Desk, run: AgentRun) -> Desk:
-        return attrs.evolve(d, messages=d.messages.extend(run.messages))
-
-    return (
-        graph.builder(Desk)
-        .agent("desk", agent, messages=see, update=keep)
-        .entry("desk")
-        .edge("desk", END)
-        .build()
-    )
+from tests.test_interrupt_nested import Desk, desk_graph
 
 
 START = Desk(pvector([Message.user("refund me")]))
