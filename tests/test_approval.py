@@ -34,6 +34,7 @@ from pipeline import (
     swarm,
     tool,
 )
+from pipeline.agents import as_tool
 from pipeline.errors import ConstructionError, InvalidAnswer, NotCheckpointed
 from pipeline.failures import ThreadBusy
 from pipeline.fold import Snapshot, Status
@@ -460,6 +461,44 @@ async def test_a_swarm_agents_tool_waits_for_approval(
         assert done.done
         assert till.paid == [9]
         assert done.state.messages[-1].content == "refunded 9"
+
+
+async def test_an_agent_used_as_a_tool_waits_for_its_tools_approval(
+    make_store: StoreFactory,
+) -> None:
+    """The inner agent's call is the question of the whole run; the answer
+    reaches it, and the outer agent sees the inner one's answer."""
+    till = Till()
+    clerk = Agent(
+        "clerk",
+        ScriptedModel(calling(("refund", {"amount": 8})), cycle=True),
+        tools=[till.refund()],
+    )
+    front = Agent(
+        "front",
+        ScriptedModel(calling(("clerk", {"prompt": "refund 8"})), cycle=True),
+        tools=[as_tool(clerk)],
+    )
+    team = swarm.builder().agent("front", front).entry("front").build()
+    async with make_store() as store:
+        paused = (
+            await team.run(
+                Context.of(Message.user("refund me")),
+                store=store,
+                thread_id="t",
+            )
+        ).unwrap()
+        assert paused.pending is not None
+        assert paused.pending.payload == {
+            "agent": "clerk",
+            "tool": "refund",
+            "arguments": {"amount": 8},
+        }
+        assert till.paid == []
+        done = (await team.resume(store, "t", answer=Approve())).unwrap()
+        assert done.done
+        assert till.paid == [8]
+        assert done.state.messages[-1].content == "refunded 8"
 
 
 async def test_outside_a_checkpointed_run_approval_is_a_typed_error() -> None:
