@@ -30,14 +30,17 @@ from pipeline import (
     Role,
     Secret,
     Tool,
+    graph,
     interrupt,
     swarm,
     tool,
 )
 from pipeline.agents import as_tool
+from pipeline.cli import ExitCode, main
 from pipeline.errors import ConstructionError, InvalidAnswer, NotCheckpointed
 from pipeline.failures import ThreadBusy
 from pipeline.fold import Snapshot, Status
+from pipeline.graph import END
 from pipeline.models import ModelRequest, ModelResponse
 from pipeline.stores import CheckpointStore, Lease, MemoryStore, Record
 from pipeline.testing import Reply, ScriptedModel
@@ -732,3 +735,84 @@ async def test_a_process_killed_after_the_answer_pays_once_on_restart(
     assert final.status is Status.DONE
     assert last_text(final) == "refunded 40"
     assert effects.read_text(encoding="utf-8") == "paid 40\n"
+
+
+# -- from the command line ----------------------------------------------------
+
+
+@attrs.frozen
+class Claim:
+    """A claim the cashier refunds (the command line's graph state)."""
+
+    amount: int
+    verdict: str = ""
+
+
+@tool(approval=lambda amount: amount > 10)
+async def pay_out(amount: int) -> str:
+    """Pay a claim out."""
+    return f"paid {amount}"
+
+
+def _cashier_reply(req: ModelRequest) -> ModelResponse:
+    last = req.messages[-1]
+    if last.role is Role.TOOL:
+        return Reply.text(last.content)
+    return Reply.tool_call("pay_out", {"amount": int(last.content)})
+
+
+cashier = (
+    graph.builder(Claim)
+    .agent(
+        "cashier",
+        Agent(
+            "cashier",
+            ScriptedModel(_cashier_reply, cycle=True),
+            tools=[pay_out],
+        ),
+        messages=lambda c: [Message.user(str(c.amount))],
+        update=lambda c, run: attrs.evolve(
+            c, verdict=run.messages[-1].content
+        ),
+    )
+    .entry("cashier")
+    .edge("cashier", END)
+    .build()
+)
+"""A claim -> the cashier (its pay-outs over 10 wait for approval) -> END."""
+
+
+def test_an_approval_answered_with_json_from_the_command_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``show`` has the question and its payload; ``answer`` with edited
+    arguments that do not fit is exit 2 naming the argument (never the
+    value) and the thread still waits; a fitting edit runs the call."""
+    monkeypatch.chdir(tmp_path)
+    store = str(tmp_path / "threads.sqlite3")
+    run = ["run", "tests.test_approval:cashier", "--input", '{"amount": 40}']
+    assert main([*run, "--thread", "r", "--store", store]) == ExitCode.PAUSED
+    assert "paused: approve pay_out?" in capsys.readouterr().err
+    assert main(["show", "r", "--store", store, "--json"]) == ExitCode.OK
+    pending = json.loads(capsys.readouterr().out)["pending"]
+    assert pending["question"] == "approve pay_out?"
+    assert pending["payload"] == {
+        "agent": "cashier",
+        "tool": "pay_out",
+        "arguments": {"amount": 40},
+    }
+    wrong = '{"approved": true, "arguments": {"amount": "SECRET-9"}}'
+    assert main(["answer", "r", wrong, "--store", store]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "argument 'amount'" in err
+    assert "SECRET" not in err
+    assert main(["show", "r", "--store", store, "--json"]) == ExitCode.OK
+    assert json.loads(capsys.readouterr().out)["status"] == "interrupted"
+    right = '{"approved": true, "arguments": {"amount": 30}}'
+    assert main(["answer", "r", right, "--store", store]) == ExitCode.OK
+    assert json.loads(capsys.readouterr().out) == {
+        "amount": 40,
+        "verdict": "paid 30",
+    }
