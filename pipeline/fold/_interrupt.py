@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar, final
 
@@ -35,7 +36,7 @@ from ._journal import current_boundary
 
 A = TypeVar("A")
 
-__all__ = ("Answered", "interrupt", "suspension")
+__all__ = ("Answered", "checked_interrupt", "interrupt", "suspension")
 
 
 @final
@@ -123,6 +124,24 @@ async def interrupt(
 
     .. versionadded:: 0.1.0
     """
+    return await checked_interrupt(question, kind, payload=payload)
+
+
+async def checked_interrupt(
+    question: str,
+    kind: type[A],
+    /,
+    *,
+    payload: object = None,
+    check: Callable[[A], None] | None = None,
+) -> A:
+    """:func:`pipeline.interrupt`, where *check* (given the typed answer, raising
+    :class:`~pipeline.errors.InvalidAnswer`) refuses an answer beyond its
+    type before it is committed: the thread waits at the same question
+    again (the approval of a tool call checks edited arguments so).
+
+    .. versionadded:: 0.1.0
+    """
     boundary = current_boundary()
     if boundary is None:
         raise NotCheckpointed(question)
@@ -144,7 +163,7 @@ async def interrupt(
         # answer: checked first, then kept (later questions replay it).
         answer = boundary.answer
         try:
-            typed = _typed(converter, answer, kind)
+            typed = _typed(converter, answer, kind, check)
         except InvalidAnswer:
             boundary.hold()  # the run asks this question again
             raise
@@ -200,11 +219,19 @@ def suspension(raised: BaseException) -> Suspended | None:
     return failed[0] if failed else leaves[0]
 
 
-def _typed(converter: cattrs.Converter, answer: object, kind: type[A]) -> A:
+def _typed(
+    converter: cattrs.Converter,
+    answer: object,
+    kind: type[A],
+    check: Callable[[A], None] | None = None,
+) -> A:
     try:
-        return converter.structure(answer, kind)
+        typed = converter.structure(answer, kind)
     except DECODE_ERRORS as exc:
         raise InvalidAnswer(kind, "; ".join(explain(exc, kind))) from None
+    if check is not None:
+        check(typed)
+    return typed
 
 
 def _stored(converter: cattrs.Converter, payload: object) -> object:

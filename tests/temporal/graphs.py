@@ -460,6 +460,30 @@ TURNS = _agent_graph(
     Agent("worker", _effect_tool_model("worker"), tools=(effect,)),
 )
 """One agent node whose turns call a tool with side effects."""
+
+
+@tool(approval=lambda text: text != "small")
+async def guarded(text: str) -> str:
+    """Echo a note back, once a person approved it (large notes only)."""
+    return text.upper()
+
+
+def _guarded_model(name: str) -> ScriptedModel:
+    def step(request: ModelRequest) -> ModelResponse:
+        last = request.messages[-1] if request.messages else None
+        if last is not None and last.name == "guarded":
+            return Reply.text(f"{name}:{last.content}")
+        return Reply.tool_call("guarded", {"text": "large"})
+
+    return ScriptedModel(step, cycle=True, name=name)
+
+
+GUARDED = _agent_graph(
+    "guarded",
+    bump("before"),
+    Agent("cashier", _guarded_model("cashier"), tools=(guarded,)),
+)
+"""An action, then an agent whose tool call waits for approval."""
 FLAKY = _agent_graph(
     "flaky",
     recorded("before"),
