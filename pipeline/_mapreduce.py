@@ -15,14 +15,18 @@ from collections.abc import (
 )
 from typing import Any, TypeAlias, TypeVar, final
 
+import anyio
 import attrs
 
 from returns.result import Failure, Result, Success
 
 from ._concurrency import Earliest, Siblings, checkpoint_if_cancelled, run_pool
+from ._depth import loads
 from ._handler import Handler, composite
 from ._runners import AnyCall, bad_result, located
-from .errors import ConstructionError
+from ._serde import canonical, checksum
+from ._step import WAITED, Step, current_step, run_apart
+from .errors import ConstructionError, NestedTooDeeply, Suspended
 from .failures import FanOutLimitExceeded
 
 
@@ -217,12 +221,35 @@ async def _work_through(
     workers: int,
     fail_fast: bool,
 ) -> tuple[Result[Any, Any], ...] | Result[Any, Any]:
-    """Every item's result in order, or the first failure if *fail_fast*."""
+    """Every item's result in order, or the first failure if *fail_fast*.
+
+    In the step of a checkpointed run, each item that succeeds with a
+    JSON value keeps it (an item kept in an earlier attempt of the step is
+    not run again), and each item asks its questions apart: one that
+    asks waits, the others go on, and the step pauses once all settled.
+    """
     results: list[Any] = [None] * len(items)
     failed: Earliest[Result[Any, Any]] = Earliest()
+    step = current_step()
+    base = "" if step is None else step.items_key(label)
+    waited = False
 
     async def one(i: int, siblings: Siblings) -> None:
-        r = await work(items[i])
+        nonlocal waited
+        if step is None:
+            r = await work(items[i])
+        else:
+            key = _item_key(base, i, items[i])
+            kept = _kept(step.docs(key))
+            if kept is not _NOTHING:
+                results[i] = Success(kept)
+                return
+            r = await run_apart(step.child(key, i), lambda: work(items[i]))
+            if r is WAITED:
+                waited = True
+                return
+            if type(r) is Success:
+                await _keep(step, key, r.unwrap())
         if type(r) is not Success:
             r = located(r, f"{label}[{i}]")
             if fail_fast:
@@ -232,4 +259,65 @@ async def _work_through(
     await run_pool(workers, iter(range(len(items))), one)
     if failed.found:
         return failed.value()
+    if waited:
+        raise Suspended  # the items that finished are kept
     return tuple(results)
+
+
+_NOTHING: Any = object()
+
+
+def _item_key(base: str, i: int, item: Any) -> str:
+    """Where item *i* keeps its output: by position, and (for an item
+    that is a JSON value) by a digest of it, so that a split giving other
+    items when the step runs again never takes another item's output."""
+    try:
+        digest = checksum(canonical(item))[:12]
+    except (ValueError, TypeError, RecursionError):
+        return f"{base}/{i}"
+    return f"{base}/{i}@{digest}"
+
+
+def _kept(docs: tuple[Any, ...]) -> Any:
+    """The output an item kept, or ``_NOTHING``."""
+    doc = docs[-1] if docs else None
+    if isinstance(doc, dict) and "out" in doc:
+        return doc["out"]
+    return _NOTHING
+
+
+async def _keep(step: Step, key: str, value: Any) -> None:
+    """Keep item output *value* under *key*, if it comes back from JSON as
+    it is (else the item runs again when the step does)."""
+    try:
+        back = loads(canonical(value), "an item's output")
+    except (ValueError, TypeError, RecursionError, NestedTooDeeply):
+        return
+    if not _same(back, value):
+        return
+    # Kept even when a failing sibling is cancelling the rest right now.
+    failed: object = None
+    with anyio.CancelScope(shield=True):
+        failed = await step.save(key, {"out": back})
+    if failed is not None:
+        raise Suspended(failed)  # the run fails with the store's refusal
+
+
+def _same(a: Any, b: Any) -> bool:
+    """*a* equals *b*, types included, all the way down (JSON values)."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, dict):
+            if x.keys() != y.keys():
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif isinstance(x, list):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif x != y:
+            return False
+    return True
