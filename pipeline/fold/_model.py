@@ -69,12 +69,14 @@ class Pending:
     stored), else ``None``.
 
     A question asked inside a fan-out branch or a ``map_reduce`` item
-    waits there (*scope*: ``"b:<branch>"``, ``"…/i:<label>#<k>/<n>"``;
-    empty for the step itself), and keeps the version that first asked it
+    waits there (*scope*: ``"b:<branch>"``, or ``"m:<label>#<k>/<n>"``
+    and a digest of the item for item *n* of the *k*-th ``map_reduce``
+    named *label*; nested ones joined by ``/``; empty for the step itself), and keeps the version that first asked it
     (*asked*; ``None``: the record that holds it), so its id survives the
     records that answer its siblings.  When several branches or items of
     one step wait at once, *waiting* holds the others (each answered on
-    its own, by id: see :attr:`Snapshot.questions`).
+    its own, by id: see
+    :attr:`~pipeline.fold.Snapshot.questions`).
 
     .. versionadded:: 0.1.0
     """
@@ -173,7 +175,7 @@ class Snapshot(Generic[S_co]):
     def questions(self) -> Mapping[str, Pending]:
         """Every question this snapshot waits at (status ``INTERRUPTED``),
         by id, in the order of the branches or items that asked: one,
-        :attr:`pending`, unless several fan-out branches or ``map_reduce``
+        ``pending``, unless several fan-out branches or ``map_reduce``
         items wait at once.  ``resume(answer=..., question=id)`` answers
         one of them: that branch or item runs on, the others keep
         waiting, and the run goes on once all are answered.
