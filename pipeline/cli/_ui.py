@@ -580,6 +580,8 @@ def _draw(obj: Any, node: str | None) -> str | None:
 
 
 def _question_form(ui: UI, tid: str, head: Any) -> str:
+    if len(head.questions) > 1:
+        return _question_forms(ui, tid, head)
     text = (
         "<h2>waiting for an answer</h2>"
         f"<p class=question>{p.esc(head.pending.question)}</p>"
@@ -595,6 +597,35 @@ def _question_form(ui: UI, tid: str, head: Any) -> str:
         + "<label>answer (JSON when it parses as JSON, else text) "
         "<input name=answer required></label><button>answer</button></form>"
     )
+
+
+def _question_forms(ui: UI, tid: str, head: Any) -> str:
+    """Several fan-out branches or map_reduce items wait at once: each
+    question with its id, and a form that answers that one."""
+    text = "<h2>waiting for answers</h2>"
+    for qid, pending in head.questions.items():
+        text += (
+            f"<p class=question>{p.esc(pending.question)} "
+            f"<small>(question {p.esc(qid)}, {p.esc(pending.scope)})</small></p>"
+        )
+        if pending.payload is not None:
+            shown = json.dumps(pending.payload, indent=2, sort_keys=True)
+            text += f"<pre class=payload>{p.esc(shown)}</pre>"
+        if ui.writes:
+            fields = {"csrf": ui.csrf, "id": tid, "seen": head.version}
+            text += (
+                "<form method=post action='/answer' class=answer>"
+                + p.hidden({**fields, "question": qid})
+                + "<label>answer (JSON when it parses as JSON, else text) "
+                "<input name=answer required></label><button>answer"
+                "</button></form>"
+            )
+    if not ui.writes:
+        text += (
+            "<p>read-only: answer with `pipeline answer THREAD ANSWER "
+            "--question ID`</p>"
+        )
+    return text
 
 
 def _diff_form(tid: str, head: int) -> str:
@@ -729,8 +760,11 @@ async def answer_post(ui: UI, request: Request) -> str:
             hint="reload the thread's page and answer again",
             code=ExitCode.FAILED,
         )
+    question = form.get("question")  # several wait: which one
+    if question is not None and not isinstance(question, str):
+        raise UserError("the form's question must be text", hint="reload")
     answer = await checked_answer(ui.settings, store, target, tid, text)
-    await _resume(ui, target, tid, answer=answer)
+    await _resume(ui, target, tid, answer=answer, question=question)
     return _Redirect(f"/thread?{_q(id=tid)}")
 
 
@@ -778,12 +812,22 @@ def _form_id(value: object, name: str) -> str:
     return tid
 
 
-async def _resume(ui: UI, target: Target, tid: str, *, answer: object) -> None:
-    """Continue *tid* until it ends or pauses; a refusal is one line."""
+async def _resume(
+    ui: UI,
+    target: Target,
+    tid: str,
+    *,
+    answer: object,
+    question: str | None = None,
+) -> None:
+    """Continue *tid* until it ends or pauses (the *answer* for
+    *question*, if given); a refusal is one line."""
     from ..errors import InvalidAnswer  # noqa: PLC0415
 
     try:
-        result = await target.obj.resume(ui.opened(), tid, answer=answer)
+        result = await target.obj.resume(
+            ui.opened(), tid, answer=answer, question=question
+        )
     except InvalidAnswer as exc:
         raise refused_answer(exc, tid, ui.settings) from None
     failure = result.failure() if not _ok(result) else None
