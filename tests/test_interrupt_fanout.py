@@ -8,17 +8,21 @@ all are answered."""
 from __future__ import annotations
 
 import collections
+import json
 
 import attrs
 import pytest
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
-from pipeline import Graph, graph, handler, interrupt, map_reduce
+from pipeline import Graph, graph, handler, interrupt, map_reduce, stores
 from pipeline.errors import InvalidAnswer
-from pipeline.failures import StaleAnswer
+from pipeline.failures import CheckpointDecodeError, StaleAnswer
 from pipeline.fold import Pending, Snapshot, Status
 from pipeline.graph import END
+from pipeline.stores import Record, record_checksum
 from tests.servers import StoreFactory
 
 
@@ -425,3 +429,175 @@ async def test_map_reduce_in_a_branch_waits_beside_a_branch_that_asks(
         ).unwrap()
         assert done.state == Both(1 + 20 + 30, "ok")
         assert ran == {"item 1": 1, "item 2": 2, "item 3": 2, "note": 2}
+
+
+async def test_a_branch_that_asks_twice_keeps_the_others_waiting(
+    make_store: StoreFactory,
+) -> None:
+    """Branch a asks again after its first answer: a new question (a new
+    id); b still waits under its first id."""
+    ran: collections.Counter[str] = collections.Counter()
+
+    @handler(name="start")
+    async def start(t: Trio) -> Result[Trio, object]:
+        return Success(t)
+
+    @handler(name="a")
+    async def a(t: Trio) -> Result[Trio, object]:
+        ran["a"] += 1
+        first = await interrupt("a1?", int)
+        second = await interrupt("a2?", int)
+        return Success(attrs.evolve(t, a=first * 10 + second))
+
+    @handler(name="b")
+    async def b(t: Trio) -> Result[Trio, object]:
+        ran["b"] += 1
+        return Success(attrs.evolve(t, b=await interrupt("b?", int)))
+
+    g: Graph[Trio, object] = (
+        graph.builder(Trio)
+        .node("start", start)
+        .node("a", a)
+        .node("b", b)
+        .entry("start")
+        .fan_out("start", ["a", "b"], join=END)
+        .build()
+    )
+    async with make_store() as store:
+        first = (await g.run(Trio(), store=store, thread_id="t")).unwrap()
+        ids = ids_by_question(first)
+        second = (
+            await g.resume(store, "t", answer=1, question=ids["a1?"])
+        ).unwrap()
+        now = ids_by_question(second)
+        assert list(now) == ["a2?", "b?"]
+        assert now["b?"] == ids["b?"]
+        third = (
+            await g.resume(store, "t", answer=2, question=now["a2?"])
+        ).unwrap()
+        assert ids_by_question(third) == {"b?": ids["b?"]}
+        done = (
+            await g.resume(store, "t", answer=5, question=ids["b?"])
+        ).unwrap()
+        assert done.state == Trio(12, 5, "")
+        assert ran == {"a": 3, "b": 2}
+
+
+async def test_a_failing_branch_fails_the_run_even_if_another_asks(
+    make_store: StoreFactory,
+) -> None:
+    @handler(name="start")
+    async def start(t: Trio) -> Result[Trio, str]:
+        return Success(t)
+
+    @handler(name="a")
+    async def a(t: Trio) -> Result[Trio, str]:
+        return Success(attrs.evolve(t, a=await interrupt("a?", int)))
+
+    @handler(name="b")
+    async def b(_: Trio) -> Result[Trio, str]:
+        return Failure("broken")
+
+    g: Graph[Trio, str] = (
+        graph.builder(Trio)
+        .node("start", start)
+        .node("a", a)
+        .node("b", b)
+        .entry("start")
+        .fan_out("start", ["a", "b"], join=END)
+        .build()
+    )
+    async with make_store() as store:
+        out = await g.run(Trio(), store=store, thread_id="t")
+        assert isinstance(out, Failure)
+        assert "broken" in str(out.failure())
+
+
+@attrs.frozen
+class Point:
+    """An item output that is no JSON value."""
+
+    x: int
+
+
+async def test_map_reduce_items_whose_output_is_no_json_value_run_again(
+    make_store: StoreFactory,
+) -> None:
+    """Only JSON outputs are kept (as the docs say): an attrs output is
+    computed again when the step runs again."""
+    ran: collections.Counter[int] = collections.Counter()
+
+    @handler(name="point")
+    async def point(i: int) -> Result[Point, object]:
+        ran[i] += 1
+        if i == 0:
+            return Success(Point(await interrupt("x?", int)))
+        return Success(Point(i))
+
+    def total(
+        b: Batch, results: tuple[Result[Point, object], ...]
+    ) -> Result[Batch, object]:
+        return Success(
+            attrs.evolve(b, total=sum(r.unwrap().x for r in results))
+        )
+
+    g: Graph[Batch, object] = (
+        graph.builder(Batch)
+        .node("sum", map_reduce(lambda b: b.items, point, total))
+        .entry("sum")
+        .edge("sum", END)
+        .build()
+    )
+    async with make_store() as store:
+        await g.run(Batch((0, 1)), store=store, thread_id="t")
+        done = (await g.resume(store, "t", answer=5)).unwrap()
+        assert done.state.total == 6
+        assert ran == {0: 2, 1: 2}
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None)
+@given(
+    field=st.sampled_from(["waiting", "asked", "scope"]),
+    inner=st.booleans(),
+    value=json_values,
+)
+async def test_a_tampered_question_list_only_gives_decode_errors(
+    field: str, inner: bool, value: object
+) -> None:
+    """The questions a record lists (their scopes, versions, the others
+    waiting) decode, or fail as ``CheckpointDecodeError``: nothing else."""
+    g = trio_graph(collections.Counter())
+    store = stores.MemoryStore()
+    await g.run(Trio(), store=store, thread_id="t")
+    records = list(await store.records("t"))
+    head = records[-1]
+    doc = json.loads(head.data)
+    pending = doc["pending"]["waiting"][0] if inner else doc["pending"]
+    pending[field] = value
+    data = json.dumps(doc).encode()
+    records[-1] = Record(
+        head.thread_id,
+        head.version,
+        head.parent,
+        data,
+        record_checksum(head.thread_id, head.version, head.parent, data),
+    )
+    copy = stores.MemoryStore()
+    for r in records:
+        await copy.commit(r, expected_head=r.parent)
+    out = await g.load(copy, "t")
+    if isinstance(out, Failure):
+        assert isinstance(out.failure(), CheckpointDecodeError)
+    else:
+        assert all(isinstance(qid, str) for qid in out.unwrap().questions)
