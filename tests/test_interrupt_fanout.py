@@ -10,6 +10,8 @@ from __future__ import annotations
 import collections
 import json
 
+from typing import TypeVar
+
 import attrs
 import pytest
 
@@ -17,7 +19,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
-from pipeline import Graph, graph, handler, interrupt, map_reduce, stores
+from pipeline import (
+    Graph,
+    Handler,
+    graph,
+    handler,
+    interrupt,
+    map_reduce,
+    stores,
+)
 from pipeline.errors import InvalidAnswer
 from pipeline.failures import CheckpointDecodeError, StaleAnswer
 from pipeline.fold import Pending, Snapshot, Status
@@ -35,6 +45,26 @@ class Trio:
     c: str = ""
 
 
+S = TypeVar("S")
+
+
+def fanned(
+    kind: type[S], **branches: Handler[S, S, object]
+) -> Graph[S, object]:
+    """A graph that fans out from a pass-through start to *branches*."""
+
+    @handler(name="start")
+    async def start(s: S) -> Result[S, object]:
+        return Success(s)
+
+    built = graph.builder(kind).node("start", start)
+    for name, branch in branches.items():
+        built = built.node(name, branch)
+    return (
+        built.entry("start").fan_out("start", list(branches), join=END).build()
+    )
+
+
 class Crash(Exception):
     """The process dies here (the run raises; nothing more is committed)."""
 
@@ -43,10 +73,6 @@ def trio_graph(
     ran: collections.Counter[str], crash_after_answer: list[str] | None = None
 ) -> Graph[Trio, object]:
     """start fans out to a, b (each asks) and c (does not)."""
-
-    @handler(name="start")
-    async def start(t: Trio) -> Result[Trio, object]:
-        return Success(t)
 
     @handler(name="a")
     async def a(t: Trio) -> Result[Trio, object]:
@@ -70,16 +96,7 @@ def trio_graph(
         ran["c"] += 1
         return Success(attrs.evolve(t, c="done"))
 
-    return (
-        graph.builder(Trio)
-        .node("start", start)
-        .node("a", a)
-        .node("b", b)
-        .node("c", c)
-        .entry("start")
-        .fan_out("start", ["a", "b", "c"], join=END)
-        .build()
-    )
+    return fanned(Trio, a=a, b=b, c=c)
 
 
 def ids_by_question(snap: Snapshot[object]) -> dict[str, str]:
@@ -269,19 +286,7 @@ async def test_a_subgraph_in_a_branch_waits_apart(
         ran["m"] += 1
         return Success(attrs.evolve(c, m=await interrupt("m?", int)))
 
-    @handler(name="start")
-    async def start(c: Count) -> Result[Count, object]:
-        return Success(c)
-
-    g: Graph[Count, object] = (
-        graph.builder(Count)
-        .node("start", start)
-        .node("inner", inner)
-        .node("ask_m", ask_m)
-        .entry("start")
-        .fan_out("start", ["inner", "ask_m"], join=END)
-        .build()
-    )
+    g = fanned(Count, inner=inner, ask_m=ask_m)
     async with make_store() as store:
         first = (await g.run(Count(), store=store, thread_id="t")).unwrap()
         ids = ids_by_question(first)
@@ -400,19 +405,8 @@ async def test_map_reduce_in_a_branch_waits_beside_a_branch_that_asks(
         ran["note"] += 1
         return Success(attrs.evolve(b, note=await interrupt("note?", str)))
 
-    @handler(name="start")
-    async def start(b: Both) -> Result[Both, object]:
-        return Success(b)
-
-    g: Graph[Both, object] = (
-        graph.builder(Both)
-        .node("start", start)
-        .node("items", map_reduce(lambda _: [1, 2, 3], item, add))
-        .node("note", note)
-        .entry("start")
-        .fan_out("start", ["items", "note"], join=END)
-        .build()
-    )
+    items = map_reduce(lambda _: [1, 2, 3], item, add)
+    g = fanned(Both, items=items, note=note)
     async with make_store() as store:
         first = (await g.run(Both(), store=store, thread_id="t")).unwrap()
         ids = ids_by_question(first)
@@ -438,10 +432,6 @@ async def test_a_branch_that_asks_twice_keeps_the_others_waiting(
     id); b still waits under its first id."""
     ran: collections.Counter[str] = collections.Counter()
 
-    @handler(name="start")
-    async def start(t: Trio) -> Result[Trio, object]:
-        return Success(t)
-
     @handler(name="a")
     async def a(t: Trio) -> Result[Trio, object]:
         ran["a"] += 1
@@ -454,15 +444,7 @@ async def test_a_branch_that_asks_twice_keeps_the_others_waiting(
         ran["b"] += 1
         return Success(attrs.evolve(t, b=await interrupt("b?", int)))
 
-    g: Graph[Trio, object] = (
-        graph.builder(Trio)
-        .node("start", start)
-        .node("a", a)
-        .node("b", b)
-        .entry("start")
-        .fan_out("start", ["a", "b"], join=END)
-        .build()
-    )
+    g = fanned(Trio, a=a, b=b)
     async with make_store() as store:
         first = (await g.run(Trio(), store=store, thread_id="t")).unwrap()
         ids = ids_by_question(first)
@@ -486,27 +468,15 @@ async def test_a_branch_that_asks_twice_keeps_the_others_waiting(
 async def test_a_failing_branch_fails_the_run_even_if_another_asks(
     make_store: StoreFactory,
 ) -> None:
-    @handler(name="start")
-    async def start(t: Trio) -> Result[Trio, str]:
-        return Success(t)
-
     @handler(name="a")
-    async def a(t: Trio) -> Result[Trio, str]:
+    async def a(t: Trio) -> Result[Trio, object]:
         return Success(attrs.evolve(t, a=await interrupt("a?", int)))
 
     @handler(name="b")
-    async def b(_: Trio) -> Result[Trio, str]:
+    async def b(_: Trio) -> Result[Trio, object]:
         return Failure("broken")
 
-    g: Graph[Trio, str] = (
-        graph.builder(Trio)
-        .node("start", start)
-        .node("a", a)
-        .node("b", b)
-        .entry("start")
-        .fan_out("start", ["a", "b"], join=END)
-        .build()
-    )
+    g = fanned(Trio, a=a, b=b)
     async with make_store() as store:
         out = await g.run(Trio(), store=store, thread_id="t")
         assert isinstance(out, Failure)
