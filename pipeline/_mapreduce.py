@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import math
 
 from collections.abc import (
     AsyncIterable,
@@ -13,7 +14,7 @@ from collections.abc import (
     Sequence,
     Sized,
 )
-from typing import Any, TypeAlias, TypeVar, final
+from typing import Any, Never, TypeAlias, TypeVar, final
 
 import anyio
 import attrs
@@ -21,12 +22,12 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from ._concurrency import Earliest, Siblings, checkpoint_if_cancelled, run_pool
-from ._depth import loads
+from ._depth import MAX_DEPTH
 from ._handler import Handler, composite
 from ._runners import AnyCall, bad_result, located
 from ._serde import canonical, checksum
 from ._step import WAITED, Step, current_step, run_apart
-from .errors import ConstructionError, NestedTooDeeply, Suspended
+from .errors import ConstructionError, Suspended
 from .failures import FanOutLimitExceeded
 
 
@@ -223,16 +224,17 @@ async def _work_through(
 ) -> tuple[Result[Any, Any], ...] | Result[Any, Any]:
     """Every item's result in order, or the first failure if *fail_fast*.
 
-    In the step of a checkpointed run, each item that succeeds with a
-    JSON value keeps it (an item kept in an earlier attempt of the step is
-    not run again), and each item asks its questions apart: one that
-    asks waits, the others go on, and the step pauses once all settled.
+    In the step of a checkpointed run, each item asks its questions
+    apart: one that asks waits, the others go on, and the step pauses once
+    all settled, keeping the outputs (JSON values) of the items that
+    finished: they do not run again when the step does.
     """
     results: list[Any] = [None] * len(items)
     failed: Earliest[Result[Any, Any]] = Earliest()
     step = current_step()
     base = "" if step is None else step.items_key(label)
     waited = False
+    finished: dict[str, dict[str, Any]] = {}  # outputs to keep on a pause
 
     async def one(i: int, siblings: Siblings) -> None:
         nonlocal waited
@@ -240,16 +242,10 @@ async def _work_through(
             r = await work(items[i])
         else:
             key = _item_key(base, i, items[i])
-            kept = _kept(step.docs(key))
-            if kept is not _NOTHING:
-                results[i] = Success(kept)
-                return
-            r = await run_apart(step.child(key, i), lambda: work(items[i]))
+            r = await _in_step(step, key, i, lambda: work(items[i]), finished)
             if r is WAITED:
                 waited = True
                 return
-            if type(r) is Success:
-                await _keep(step, key, r.unwrap())
         if type(r) is not Success:
             r = located(r, f"{label}[{i}]")
             if fail_fast:
@@ -260,8 +256,41 @@ async def _work_through(
     if failed.found:
         return failed.value()
     if waited:
-        raise Suspended  # the items that finished are kept
+        assert step is not None  # noqa: S101  # only items of a step wait
+        await _pause(step, finished)
     return tuple(results)
+
+
+async def _in_step(
+    step: Step,
+    key: str,
+    i: int,
+    call: Callable[[], Awaitable[Result[Any, Any]]],
+    finished: dict[str, dict[str, Any]],
+) -> Any:
+    """Item *i* (kept under *key*) in the step of a checkpointed run: its
+    output kept before, or its result now (noting an output to keep), or
+    ``WAITED``."""
+    kept = _kept(step.docs(key))
+    if kept is not _NOTHING:
+        return Success(kept)
+    r = await run_apart(step.child(key, i), call)
+    if type(r) is Success:
+        _keep(finished, key, r.unwrap())
+    return r
+
+
+async def _pause(step: Step, finished: dict[str, dict[str, Any]]) -> Never:
+    """Items wait at questions: keep the *finished* outputs (all in one
+    record, only now: a map_reduce whose items ask nothing commits nothing
+    more than before), then pause the step."""
+    if finished:
+        failed: object = None
+        with anyio.CancelScope(shield=True):
+            failed = await step.save_all(finished)
+        if failed is not None:
+            raise Suspended(failed)  # the run fails with the refusal
+    raise Suspended
 
 
 _NOTHING: Any = object()
@@ -286,38 +315,39 @@ def _kept(docs: tuple[Any, ...]) -> Any:
     return _NOTHING
 
 
-async def _keep(step: Step, key: str, value: Any) -> None:
-    """Keep item output *value* under *key*, if it comes back from JSON as
-    it is (else the item runs again when the step does)."""
-    try:
-        back = loads(canonical(value), "an item's output")
-    except (ValueError, TypeError, RecursionError, NestedTooDeeply):
-        return
-    if not _same(back, value):
-        return
-    # Kept even when a failing sibling is cancelling the rest right now.
-    failed: object = None
-    with anyio.CancelScope(shield=True):
-        failed = await step.save(key, {"out": back})
-    if failed is not None:
-        raise Suspended(failed)  # the run fails with the store's refusal
+def _keep(finished: dict[str, dict[str, Any]], key: str, value: Any) -> None:
+    """Note item output *value* to keep under *key*, if it is a JSON value
+    (else the item runs again when the step does: nothing could give it
+    back as it was)."""
+    if _plain(value):
+        finished[key] = {"out": value}
 
 
-def _same(a: Any, b: Any) -> bool:
-    """*a* equals *b*, types included, all the way down (JSON values)."""
-    stack = [(a, b)]
+_SCALARS = (str, int, bool, type(None))
+
+
+def _plain(value: Any) -> bool:
+    """Whether *value* comes back from JSON as it is: ``None``, ``bool``,
+    ``int``, finite ``float``, ``str``, and lists and dicts (``str`` keys)
+    of those, no deeper than a record may nest."""
+    stack = [(value, 0)]
     while stack:
-        x, y = stack.pop()
-        if type(x) is not type(y):
+        x, depth = stack.pop()
+        kind = type(x)
+        if kind in _SCALARS:
+            continue
+        if kind is float:
+            if not math.isfinite(x):
+                return False
+            continue
+        if depth >= MAX_DEPTH - 8:  # room for the record around it
             return False
-        if isinstance(x, dict):
-            if x.keys() != y.keys():
+        if kind is list:
+            stack.extend((v, depth + 1) for v in x)
+        elif kind is dict:
+            if not all(type(k) is str for k in x):
                 return False
-            stack.extend((x[k], y[k]) for k in x)
-        elif isinstance(x, list):
-            if len(x) != len(y):
-                return False
-            stack.extend(zip(x, y, strict=True))
-        elif x != y:
+            stack.extend((v, depth + 1) for v in x.values())
+        else:
             return False
     return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextvars
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from returns.result import Success
@@ -33,8 +33,11 @@ class Step(Protocol):
         """The documents kept under *key* (oldest first)."""
         ...
 
-    def save(self, key: str, doc: dict[str, Any], /) -> Awaitable[object]:
-        """Keep *doc* under *key*; ``None`` once committed, else why not."""
+    def save_all(
+        self, docs: Mapping[str, dict[str, Any]], /
+    ) -> Awaitable[object]:
+        """Keep *docs* (key to document) at once; ``None`` once
+        committed, else why not."""
         ...
 
     def child(self, key: str, order: int, /) -> Step:

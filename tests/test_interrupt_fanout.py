@@ -376,6 +376,52 @@ async def test_map_reduce_items_wait_apart_and_finished_ones_are_kept(
         assert ran == {1: 1, 2: 2, 3: 1, 4: 2}
 
 
+async def test_a_crash_while_a_map_reduce_item_runs_on_its_answer(
+    make_store: StoreFactory,
+) -> None:
+    """Item 4 gets its answer, then the process dies in it: a resume
+    replays that answer from its record; the items kept at the pause do
+    not run again, item 2 still waits under its id."""
+    ran: collections.Counter[int] = collections.Counter()
+    crash = [4]
+
+    @handler(name="worth")
+    async def worth(i: int) -> Result[int, object]:
+        ran[i] += 1
+        if i % 2:
+            return Success(i)
+        got = await interrupt("worth?", int, payload={"item": i})
+        if i in crash:
+            crash.remove(i)
+            raise Crash
+        return Success(got)
+
+    def total(
+        b: Batch, results: tuple[Result[int, object], ...]
+    ) -> Result[Batch, object]:
+        return Success(attrs.evolve(b, total=sum(r.unwrap() for r in results)))
+
+    g: Graph[Batch, object] = (
+        graph.builder(Batch)
+        .node("sum", map_reduce(lambda b: b.items, worth, total, name="sum"))
+        .entry("sum")
+        .edge("sum", END)
+        .build()
+    )
+    async with make_store() as store:
+        first = (await g.run(Batch(), store=store, thread_id="t")).unwrap()
+        ids = ids_by_item(first)
+        with pytest.raises(Crash):
+            await g.resume(store, "t", answer=40, question=ids[4])
+        second = (await g.resume(store, "t")).unwrap()
+        assert ids_by_item(second) == {2: ids[2]}
+        done = (
+            await g.resume(store, "t", answer=20, question=ids[2])
+        ).unwrap()
+        assert done.state.total == 1 + 20 + 3 + 40
+        assert ran == {1: 1, 2: 2, 3: 1, 4: 3}
+
+
 async def test_map_reduce_in_a_branch_waits_beside_a_branch_that_asks(
     make_store: StoreFactory,
 ) -> None:

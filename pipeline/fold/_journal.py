@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextvars
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar, final
 from urllib.parse import quote
 
@@ -110,6 +110,7 @@ class Boundary:
         "_asked",
         "_asker",
         "_held",
+        "_index",
         "_journal",
         "_order",
         "_prefix",
@@ -149,6 +150,7 @@ class Boundary:
         self._order: tuple[int, ...] = ()
         self._scoped = False
         self._routed: tuple[str, object] | None = None
+        self._index: dict[str, dict[str, tuple[Any, ...]]] | None = None
         self.saved = saved
         self.answer = answer
         self.paused: str | None = None
@@ -192,12 +194,12 @@ class Boundary:
         """The boundary of the fan-out branch or ``map_reduce`` item whose
         output is kept under *key* (the *order*-th of its siblings)."""
         prefix = f"{self._prefix}{key}/"
-        rel = f"{key}/"
-        saved = {
-            k[len(rel) :]: v
-            for k, v in self.saved.items()
-            if k.startswith(rel)
-        }
+        index = self._index
+        if index is None:
+            # Once per step, not per child: a map_reduce of n items would
+            # read its n kept outputs n times.
+            index = self._index = _by_prefix(self.saved)
+        saved = index.get(key, {})
         root = self._root
         answer = root.answer_to(prefix[:-1]) if root._scoped else self.answer
         out = Boundary(self._journal, saved, answer, prefix, root=root)
@@ -325,6 +327,16 @@ class Boundary:
             root.touched.add(full)
         return failed
 
+    async def save_all(self, docs: Mapping[str, Doc]) -> Failure[Any] | None:
+        """Commit *docs* (key to document) at once: one record where the
+        journal can (:meth:`Journal.save_many`); ``None`` once committed."""
+        full = {self._prefix + k: d for k, d in docs.items()}
+        root = self._root
+        failed = await root._journal.save_many(root, full)
+        if failed is None:
+            root.touched.update(full)
+        return failed
+
     async def ensure(self) -> Failure[Any] | None:
         """``None`` if work inside this step may start now (see
         :meth:`Journal.ensure`): folds nested in the step and the tool calls
@@ -405,6 +417,18 @@ def suspension(raised: BaseException) -> Suspended | None:
             leaves.append(exc)
     failed = [s for s in leaves if s.failure is not None]
     return failed[0] if failed else leaves[0]
+
+
+def _by_prefix(saved: Progress) -> dict[str, dict[str, tuple[Any, ...]]]:
+    """*saved* by every prefix its keys have before a ``/``: what lives
+    under ``<prefix>/``, keyed by the rest."""
+    index: dict[str, dict[str, tuple[Any, ...]]] = {}
+    for k, v in saved.items():
+        cut = k.find("/")
+        while cut != -1:
+            index.setdefault(k[:cut], {})[k[cut + 1 :]] = v
+            cut = k.find("/", cut + 1)
+    return index
 
 
 class Journal(Generic[S]):
@@ -498,6 +522,27 @@ class Journal(Generic[S]):
         self, boundary: Boundary, key: str, doc: Doc
     ) -> Failure[Any] | None:
         """Commit a progress record: the step's snapshot plus *doc* under *key*."""
+        return await self._progress(boundary, {key: (doc,)})
+
+    async def save_many(
+        self, boundary: Boundary, docs: Mapping[str, Doc]
+    ) -> Failure[Any] | None:
+        """Commit *docs* (key to document) as progress: one record, unless
+        this journal sends its progress elsewhere (its own
+        :meth:`save_progress`: then one by one)."""
+        if type(self).save_progress is Journal.save_progress:
+            return await self._progress(
+                boundary, {k: (d,) for k, d in docs.items()}
+            )
+        for key, doc in docs.items():
+            failed = await self.save_progress(boundary, key, doc)
+            if failed is not None:
+                return failed
+        return None
+
+    async def _progress(
+        self, boundary: Boundary, progress: Progress
+    ) -> Failure[Any] | None:
         if self._lock is None:
             # Uncontended (the common case: one nested fold saving) it is
             # taken without a trip through the event loop.
@@ -523,7 +568,7 @@ class Journal(Generic[S]):
                 # until answered, whatever this step commits meanwhile.
                 pending=pending,
             )
-            out = await self.commit(snap, {key: (doc,)})
+            out = await self.commit(snap, progress)
             return out if type(out) is Failure else None
 
 
