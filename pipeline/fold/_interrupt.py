@@ -100,9 +100,11 @@ async def interrupt(
     went through the run's journal (an agent's turns and tool calls, a
     nested graph: those are replayed from their records).  Put side
     effects after the question, or in a journaled fold.  A step may ask
-    several questions, one at a time (also from concurrent tool calls or
-    branches): each is answered in turn, and the answers given before are
-    replayed.  Questions are told apart by their text and payload (and, for
+    several questions, one at a time (also from concurrent tool calls):
+    each is answered in turn, and the answers given before are replayed.
+    The fan-out branches and ``map_reduce`` items of a thread's step each
+    ask apart: several may wait at once (``snapshot.questions``), each
+    answered by its id, and those that finished are kept meanwhile.  Questions are told apart by their text and payload (and, for
     equal ones, by their order): a question whose text or payload changed
     since it was answered is asked anew.
 
