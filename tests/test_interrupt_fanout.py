@@ -213,6 +213,40 @@ async def test_a_crash_between_answering_one_branch_and_the_next(
         }
 
 
+async def test_a_resume_without_an_answer_keeps_every_question_waiting(
+    make_store: StoreFactory,
+) -> None:
+    """Nothing runs again: the branches that wait keep waiting, under the
+    same ids."""
+    ran: collections.Counter[str] = collections.Counter()
+    g = trio_graph(ran)
+    async with make_store() as store:
+        first = (await g.run(Trio(), store=store, thread_id="t")).unwrap()
+        ids = ids_by_question(first)
+        again = (await g.resume(store, "t")).unwrap()
+        assert again.status is Status.INTERRUPTED
+        assert again.version > first.version
+        assert ids_by_question(again) == ids
+        assert ran == {"a": 1, "b": 1, "c": 1}
+        second = (
+            await g.resume(store, "t", answer=7, question=ids["a?"])
+        ).unwrap()
+        assert ids_by_question(second) == {"b?": ids["b?"]}
+        again = (await g.resume(store, "t")).unwrap()
+        assert ids_by_question(again) == {"b?": ids["b?"]}
+        done = (
+            await g.resume(store, "t", answer=10, question=ids["b?"])
+        ).unwrap()
+        assert done.state == Trio(7, 10, "done")
+        assert ran == {
+            "a": 2,
+            "a answered": 1,
+            "b": 2,
+            "b answered": 1,
+            "c": 1,
+        }
+
+
 async def test_an_invalid_answer_to_one_branch_leaves_every_question_waiting(
     make_store: StoreFactory,
 ) -> None:

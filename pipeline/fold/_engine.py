@@ -376,7 +376,7 @@ async def resume(
         snap = committed
         pending = snap.pending
     elif snap.status is not Status.RUNNING:
-        snap = _running(snap)
+        snap = _still_waiting(snap)
     if pending is not None and pending.answered:
         answer = pending.answer
     else:
@@ -528,6 +528,26 @@ def _without_run_ids(value: Any) -> Any:
 
 
 _ENDED = frozenset({Status.DONE, Status.STOPPED})
+
+
+def _still_waiting(snap: Snapshot[S]) -> Snapshot[S]:
+    """*snap* (paused) resumed without an answer: running again, where the
+    fan-out branches or ``map_reduce`` items that wait keep waiting (not
+    run; their questions keep their ids); a step's own question is asked
+    again."""
+    questions = snap.questions
+    if not any(p.scope for p in questions.values()):
+        return _running(snap)
+    waiting = tuple(
+        attrs.evolve(
+            p,
+            asked=snap.version if p.asked is None else p.asked,
+            waiting=(),
+        )
+        for p in questions.values()
+    )
+    carrier = Pending(snap.node, snap.next, "", waiting=waiting)
+    return attrs.evolve(snap, status=Status.RUNNING, pending=carrier)
 
 
 def _running(snap: Snapshot[S]) -> Snapshot[S]:
