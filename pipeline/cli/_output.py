@@ -137,7 +137,7 @@ def snapshot_doc(target: Target, snap: Snapshot[Any]) -> dict[str, Any]:
         }
         if snap.pending.payload is not None:  # asked by interrupt()
             pending["payload"] = snap.pending.payload
-        if snap.pending.waiting:  # several branches or items wait
+        if len(snap.questions) > 1:  # several branches or items wait
             pending["questions"] = questions_doc(snap)
     return {
         "thread": snap.thread_id,
