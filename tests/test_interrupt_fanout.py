@@ -345,15 +345,22 @@ class Batch:
     total: int = 0
 
 
-def batch_graph(ran: collections.Counter[int]) -> Graph[Batch, object]:
-    """A map_reduce node whose even items ask what they are worth."""
+def batch_graph(
+    ran: collections.Counter[int], crash_after_answer: list[int] | None = None
+) -> Graph[Batch, object]:
+    """A map_reduce node whose even items ask what they are worth (an item
+    in *crash_after_answer* raises once it got its answer, once)."""
 
     @handler(name="worth")
     async def worth(i: int) -> Result[int, object]:
         ran[i] += 1
-        if i % 2 == 0:
-            return Success(await interrupt("worth?", int, payload={"item": i}))
-        return Success(i)
+        if i % 2:
+            return Success(i)
+        got = await interrupt("worth?", int, payload={"item": i})
+        if crash_after_answer is not None and i in crash_after_answer:
+            crash_after_answer.remove(i)
+            raise Crash
+        return Success(got)
 
     def total(
         b: Batch, results: tuple[Result[int, object], ...]
@@ -417,31 +424,7 @@ async def test_a_crash_while_a_map_reduce_item_runs_on_its_answer(
     replays that answer from its record; the items kept at the pause do
     not run again, item 2 still waits under its id."""
     ran: collections.Counter[int] = collections.Counter()
-    crash = [4]
-
-    @handler(name="worth")
-    async def worth(i: int) -> Result[int, object]:
-        ran[i] += 1
-        if i % 2:
-            return Success(i)
-        got = await interrupt("worth?", int, payload={"item": i})
-        if i in crash:
-            crash.remove(i)
-            raise Crash
-        return Success(got)
-
-    def total(
-        b: Batch, results: tuple[Result[int, object], ...]
-    ) -> Result[Batch, object]:
-        return Success(attrs.evolve(b, total=sum(r.unwrap() for r in results)))
-
-    g: Graph[Batch, object] = (
-        graph.builder(Batch)
-        .node("sum", map_reduce(lambda b: b.items, worth, total, name="sum"))
-        .entry("sum")
-        .edge("sum", END)
-        .build()
-    )
+    g = batch_graph(ran, crash_after_answer=[4])
     async with make_store() as store:
         first = (await g.run(Batch(), store=store, thread_id="t")).unwrap()
         ids = ids_by_item(first)
