@@ -302,17 +302,28 @@ async def resume(
 
     An *answer* applies to the question *snap* waits at, and only if it
     is that question (*question*, its id, when given): else
-    :class:`~pipeline.failures.StaleAnswer`, and nothing runs.  It is
+    :class:`~pipeline.failures.StaleAnswer`, and nothing runs.  When
+    several fan-out branches or ``map_reduce`` items wait at once
+    (:attr:`~pipeline.fold.Snapshot.questions`), *question* says which one
+    the answer is for: that one runs on, the others keep waiting.  It is
     committed first, as a record of its own naming its *author* (a crash
     after answering never asks again); a run resumed after such a record finds its answer there.
     A stopped thread stays stopped: its stop is returned, nothing runs.
     """
+    target: Pending | None = None
     if answer is not None or question is not None:
-        waiting = snap.question_id
-        if waiting is None or question not in (None, waiting):
+        questions = snap.questions
+        if question is not None:
+            target = questions.get(question)
+        elif len(questions) == 1:
+            (target,) = questions.values()
+        if target is None:
             return Failure(
                 StaleAnswer(
-                    snap.thread_id, question, waiting, str(snap.status)
+                    snap.thread_id,
+                    question,
+                    ", ".join(questions) or None,
+                    str(snap.status),
                 )
             )
     if not same_shape(snap.fingerprint, machine.fingerprint):
@@ -332,13 +343,29 @@ async def resume(
         stored = stored_answer(machine.codec, answer)
         if isinstance(stored, InvalidState):
             return Failure(stored)
-        assert pending is not None  # noqa: S101  # paused runs have one
+        assert target is not None  # noqa: S101  # paused runs have one
+        # Each question keeps the version that asked it (and so its id)
+        # while the others are answered.
+        asked = [
+            attrs.evolve(
+                p,
+                asked=snap.version if p.asked is None else p.asked,
+                waiting=(),
+            )
+            for p in snap.questions.values()
+        ]
+        chosen = asked[list(snap.questions.values()).index(target)]
+        others = tuple(p for p in asked if p is not chosen)
+        if not others and target.asked is None and not target.scope:
+            chosen = target  # one question, as records always held it
         answered = attrs.evolve(
             snap,
             version=snap.version + 1,
             parent=snap.version,
             status=Status.RUNNING,
-            pending=attrs.evolve(pending, answer=stored, answered=True),
+            pending=attrs.evolve(
+                chosen, answer=stored, answered=True, waiting=others
+            ),
             author=author,
         )
         committed = await journal.commit(
@@ -349,7 +376,7 @@ async def resume(
         snap = committed
         pending = snap.pending
     elif snap.status is not Status.RUNNING:
-        snap = _running(snap)
+        snap = _still_waiting(snap)
     if pending is not None and pending.answered:
         answer = pending.answer
     else:
@@ -503,6 +530,26 @@ def _without_run_ids(value: Any) -> Any:
 _ENDED = frozenset({Status.DONE, Status.STOPPED})
 
 
+def _still_waiting(snap: Snapshot[S]) -> Snapshot[S]:
+    """*snap* (paused) resumed without an answer: running again, where the
+    fan-out branches or ``map_reduce`` items that wait keep waiting (not
+    run; their questions keep their ids); a step's own question is asked
+    again."""
+    questions = snap.questions
+    if not any(p.scope for p in questions.values()):
+        return _running(snap)
+    waiting = tuple(
+        attrs.evolve(
+            p,
+            asked=snap.version if p.asked is None else p.asked,
+            waiting=(),
+        )
+        for p in questions.values()
+    )
+    carrier = Pending(snap.node, snap.next, "", waiting=waiting)
+    return attrs.evolve(snap, status=Status.RUNNING, pending=carrier)
+
+
 def _running(snap: Snapshot[S]) -> Snapshot[S]:
     if snap.status is Status.RUNNING:
         return snap
@@ -601,7 +648,11 @@ async def _drive(
                 return await _stop(snap, journal, on_event, decision.reason)
             if isinstance(decision, Interrupt):
                 return await _pause(
-                    snap, journal, on_event, decision.question, NO_PROGRESS
+                    snap,
+                    journal,
+                    on_event,
+                    Pending(snap.node, snap.next, decision.question),
+                    NO_PROGRESS,
                 )
         # Never start a step on a lease that may have lapsed while this
         # runner stalled (another may have taken the thread over).
@@ -617,7 +668,7 @@ async def _drive(
             if type(new) is Failure:
                 return new
         else:
-            boundary = Boundary(journal, snap.progress, inner_answer)
+            boundary = _boundary(journal, snap, inner_answer)
             token = enter(boundary)
             try:
                 new = await step(snap, context)
@@ -650,6 +701,18 @@ async def _drive(
     return Success(attrs.evolve(snap, status=Status.DONE))
 
 
+def _boundary(
+    journal: Journal[S], snap: Snapshot[S], answer: object
+) -> Boundary:
+    """The boundary of the step out of *snap* (with the *answer* for what
+    paused in it): in a thread's own step, its branches and items ask
+    apart (see :meth:`Boundary.open_scopes`)."""
+    boundary = Boundary(journal, snap.progress, answer)
+    if isinstance(journal, ThreadJournal):
+        boundary.open_scopes(snap.pending)
+    return boundary
+
+
 async def _asked(
     snap: Snapshot[S],
     journal: Journal[S],
@@ -667,13 +730,25 @@ async def _asked(
     if asked.failure is not None:
         return cast("Failure[Any]", asked.failure)
     return await _pause(
-        snap,
-        journal,
-        on_event,
-        boundary.paused or "",
-        boundary.now(),
-        boundary.payload,
+        snap, journal, on_event, _waiting(snap, boundary), boundary.now()
     )
+
+
+def _waiting(snap: Snapshot[Any], boundary: Boundary) -> Pending:
+    """What the step out of *snap* waits at: the question it asked, or
+    those its branches or items ask (the first, the others with it)."""
+    asked = boundary.pending()
+    if not asked:
+        return Pending(
+            snap.node,
+            snap.next,
+            boundary.paused or "",
+            payload=boundary.payload,
+        )
+    placed = [
+        attrs.evolve(p, source=snap.node, targets=snap.next) for p in asked
+    ]
+    return attrs.evolve(placed[0], waiting=tuple(placed[1:]))
 
 
 async def _step_failed(
@@ -689,12 +764,7 @@ async def _step_failed(
     failure = new.failure()
     if boundary.paused is not None and isinstance(failure, RunPaused):
         return await _pause(
-            snap,
-            journal,
-            on_event,
-            boundary.paused,
-            boundary.now(),
-            boundary.payload,
+            snap, journal, on_event, _waiting(snap, boundary), boundary.now()
         )
     if boundary.stopped is not None and isinstance(
         failure, RunStopped | StepLimitExceeded
@@ -727,9 +797,8 @@ async def _ask_again(
             snap,
             journal,
             on_event,
-            pending.question,
+            attrs.evolve(pending, answer=None, answered=False),
             progress,
-            pending.payload,
         )
 
 
@@ -768,16 +837,16 @@ async def _pause(
     snap: Snapshot[S],
     journal: Journal[S] | None,
     on_event: EventSink | None,
-    question: str,
+    pending: Pending,
     progress: Any,
-    payload: Any = None,
 ) -> Result[Snapshot[S], Any]:
+    question = pending.question
     paused = attrs.evolve(
         snap,
         version=snap.version + 1,
         parent=snap.version,
         status=Status.INTERRUPTED,
-        pending=Pending(snap.node, snap.next, question, payload=payload),
+        pending=pending,
         progress=progress,
     )
     if journal is not None:

@@ -12,8 +12,11 @@ for; see :mod:`pipeline.fold._journal`): a question answered once is
 answered for good (a later question of the same step, a crash, replay it
 from the record), and the folds nested in the step before the question (an
 agent's turns, its tool calls) are not run again.  One question is pending
-at a time: when concurrent tool calls or fan-out branches of one step ask
-at once, one is asked, and the others in the attempts after its answer.
+at a time in each part of a step that asks apart: in a thread's own
+step, each fan-out branch and each ``map_reduce`` item (several may wait
+at once, each answered by id; see :meth:`Boundary.open_scopes`); elsewhere
+(concurrent tool calls, the branches of a nested graph) one is asked, and
+the others in the attempts after its answer.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from .._decode import DECODE_ERRORS, explain
 from .._depth import loads
 from .._serde import canonical, checksum
 from ..errors import InvalidAnswer, NestedTooDeeply, NotCheckpointed, Suspended
-from ._journal import current_boundary
+from ._journal import current_boundary, suspension
 
 
 A = TypeVar("A")
@@ -98,9 +101,11 @@ async def interrupt(
     went through the run's journal (an agent's turns and tool calls, a
     nested graph: those are replayed from their records).  Put side
     effects after the question, or in a journaled fold.  A step may ask
-    several questions, one at a time (also from concurrent tool calls or
-    branches): each is answered in turn, and the answers given before are
-    replayed.  Questions are told apart by their text and payload (and, for
+    several questions, one at a time (also from concurrent tool calls):
+    each is answered in turn, and the answers given before are replayed.
+    The fan-out branches and ``map_reduce`` items of a thread's step each
+    ask apart: several may wait at once (``snapshot.questions``), each
+    answered by its id, and those that finished are kept meanwhile.  Questions are told apart by their text and payload (and, for
     equal ones, by their order): a question whose text or payload changed
     since it was answered is asked anew.
 
@@ -191,32 +196,6 @@ async def checked_interrupt(
         if failed is not None:
             raise Suspended(failed)
     raise Suspended
-
-
-def suspension(raised: BaseException) -> Suspended | None:
-    """The :class:`~pipeline.errors.Suspended` *raised* is, or the one a
-    group of nothing else holds (concurrent tasks of a step that asked),
-    preferring one whose question could not be recorded; else ``None``.
-
-    .. versionadded:: 0.1.0
-    """
-    if isinstance(raised, Suspended):
-        return raised
-    if not isinstance(raised, BaseExceptionGroup):
-        return None
-    found, rest = raised.split(Suspended)
-    if found is None or rest is not None:
-        return None
-    leaves: list[Suspended] = []
-    stack: list[BaseException] = [found]
-    while stack:
-        exc = stack.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            stack.extend(exc.exceptions)
-        elif isinstance(exc, Suspended):
-            leaves.append(exc)
-    failed = [s for s in leaves if s.failure is not None]
-    return failed[0] if failed else leaves[0]
 
 
 def _typed(

@@ -68,6 +68,16 @@ class Pending:
     :func:`pipeline.interrupt` carries besides its text (JSON-shaped, as
     stored), else ``None``.
 
+    A question asked inside a fan-out branch or a ``map_reduce`` item
+    waits there (*scope*: ``"b:<branch>"``, or ``"m:<label>#<k>/<n>"``
+    and a digest of the item for item *n* of the *k*-th ``map_reduce``
+    named *label*; nested ones joined by ``/``; empty for the step itself), and keeps the version that first asked it
+    (*asked*; ``None``: the record that holds it), so its id survives the
+    records that answer its siblings.  When several branches or items of
+    one step wait at once, *waiting* holds the others (each answered on
+    its own, by id: see
+    :attr:`~pipeline.fold.Snapshot.questions`).
+
     .. versionadded:: 0.1.0
     """
 
@@ -77,6 +87,9 @@ class Pending:
     answer: Any = None
     answered: bool = False
     payload: Any = None
+    scope: str = ""
+    asked: int | None = None
+    waiting: tuple[Pending, ...] = ()
 
 
 @final
@@ -156,16 +169,43 @@ class Snapshot(Generic[S_co]):
             or pending.answered
         ):
             return None
+        return self.id_of(pending)
+
+    @property
+    def questions(self) -> Mapping[str, Pending]:
+        """Every question this snapshot waits at (status ``INTERRUPTED``),
+        by id, in the order of the branches or items that asked: one,
+        ``pending``, unless several fan-out branches or ``map_reduce``
+        items wait at once.  ``resume(answer=..., question=id)`` answers
+        one of them: that branch or item runs on, the others keep
+        waiting, and the run goes on once all are answered.
+
+        .. versionadded:: 0.1.0
+        """
+        pending = self.pending
+        if self.status is not Status.INTERRUPTED or pending is None:
+            return MappingProxyType({})
+        waiting = pending.waiting
+        if not pending.answered:
+            waiting = (pending, *waiting)
+        return MappingProxyType({self.id_of(p): p for p in waiting})
+
+    def id_of(self, pending: Pending) -> str:
+        """The id of *pending*, a question this snapshot holds (see
+        :attr:`question_id`)."""
+        version = self.version if pending.asked is None else pending.asked
         asked = [
             self.thread_id,
-            self.version,
+            version,
             pending.source,
             list(pending.targets),
             pending.question,
         ]
         if pending.payload is not None:
             asked.append(pending.payload)
-        return f"{self.version}-{checksum(canonical(asked))[:12]}"
+        if pending.scope:
+            asked.append(pending.scope)
+        return f"{version}-{checksum(canonical(asked))[:12]}"
 
     @staticmethod
     def first(

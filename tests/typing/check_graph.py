@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Literal, Never, assert_type
 
 import attrs
@@ -85,6 +85,14 @@ async def use() -> None:
         Result[fold.Snapshot[State], Boom | KeyError | graph.GraphFailure],
     )
     await g.resume(store, "t", answer="yes", question=7)  # type: ignore[arg-type]  # an id is a string
+    # Several questions (fan-out branches, map_reduce items): by id.
+    assert_type(snap.questions, Mapping[str, fold.Pending])
+    for qid, asked in snap.questions.items():
+        assert_type(qid, str)
+        assert_type(asked.scope, str)
+        assert_type(asked.waiting, tuple[fold.Pending, ...])
+        await g.resume(store, "t", answer=1, question=qid)
+    snap.questions["x"] = snap.pending  # type: ignore[index]  # read-only
 
 
 # Drawings: SVG and DOT text; a highlight is a node's name.
