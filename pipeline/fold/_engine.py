@@ -333,6 +333,20 @@ async def resume(
         if isinstance(stored, InvalidState):
             return Failure(stored)
         assert pending is not None  # noqa: S101  # paused runs have one
+        if not snap.progress and hooks.gates and machine.gated(snap):
+            # A gate's question: the gates judge the answer before
+            # anything is committed.
+            return await _answer_gate(
+                machine,
+                snap,
+                journal,
+                context,
+                hooks,
+                on_event,
+                max_steps,
+                stored,
+                author,
+            )
         answered = attrs.evolve(
             snap,
             version=snap.version + 1,
@@ -358,6 +372,67 @@ async def resume(
         snap = _running(snap)
     return await drive(
         machine, snap, journal, context, hooks, on_event, max_steps, answer
+    )
+
+
+async def _answer_gate(
+    machine: Machine[S, C_contra],
+    snap: Snapshot[S],
+    journal: Journal[S],
+    context: C_contra,
+    hooks: Hooks[S],
+    on_event: EventSink | None,
+    max_steps: int,
+    stored: object,
+    author: str,
+) -> Result[Snapshot[S], Any]:
+    """Answer the gate question *snap* waits at with *stored* (by *author*).
+
+    The gates are asked first, with the answer; an answer they refuse
+    (:class:`~pipeline.errors.InvalidAnswer`), or that does not fit the type
+    a typed :class:`Interrupt` for the same question declares, is refused
+    before anything is committed: the thread waits at the question as it
+    was.  Else the answer is committed (one record, with the state the
+    interrupt's *apply* makes of it), and the run goes on as the gates
+    decided."""
+    pending = snap.pending
+    assert pending is not None  # noqa: S101  # paused runs have one
+    decision = await decide(
+        hooks.gates,
+        Transition(snap.node, snap.next, snap.state, snap.step, stored),
+    )
+    state = snap.state
+    if (
+        isinstance(decision, Interrupt)
+        and decision.typed
+        and decision.question == pending.question
+    ):
+        typed = decision.structure(machine.codec.converter, stored)
+        if decision.apply is not None:
+            state = decision.apply(state, typed)
+        decision = Continue()
+    answered = attrs.evolve(
+        snap,
+        version=snap.version + 1,
+        parent=snap.version,
+        state=state,
+        status=Status.RUNNING,
+        pending=attrs.evolve(pending, answer=stored, answered=True),
+        author=author,
+    )
+    committed = await journal.commit(answered)
+    if type(committed) is Failure:
+        return committed
+    return await drive(
+        machine,
+        committed,
+        journal,
+        context,
+        hooks,
+        on_event,
+        max_steps,
+        stored,
+        decided=decision,
     )
 
 
@@ -520,12 +595,15 @@ async def drive(
     answer: object,
     *,
     tracing: Tracing | None = _READ_NOW,
+    decided: Decision | None = None,
 ) -> Result[Snapshot[S], Any]:
     """The run loop: fold *machine*'s step from *snap* until it is done.
 
     Inside a traced :func:`pipeline.scope` (*tracing*, read now unless the
     caller read it already), the run is a span and each step a span in it
-    (checked once here: untraced steps pay nothing).
+    (checked once here: untraced steps pay nothing).  *decided*: what the
+    gates decided for the first transition already (they are not asked
+    again).
 
     .. versionadded:: 0.1.0
     """
@@ -542,6 +620,7 @@ async def drive(
             max_steps,
             answer,
             machine.step,
+            decided,
         )
     with tracing.fold(machine) as span:
         out = await _drive(
@@ -554,6 +633,7 @@ async def drive(
             max_steps,
             answer,
             tracing.steps(machine, machine.step),
+            decided,
         )
         tracing.outcome(span, out)
         return out
@@ -571,6 +651,7 @@ async def _drive(
     step: Callable[
         [Snapshot[S], C_contra], Awaitable[Snapshot[S] | Failure[Any]]
     ],
+    decided: Decision | None,
 ) -> Result[Snapshot[S], Any]:
     gates, observers = hooks.gates, hooks.observers
     tail: collections.deque[str] = collections.deque(maxlen=8)
@@ -584,18 +665,11 @@ async def _drive(
             # The step had started: its gates passed then.  An answer is for
             # the nested fold that paused inside it.
             inner_answer, answer = answer, None
-        elif gates and machine.gated(snap):
-            try:
-                decision = await decide(
-                    gates,
-                    Transition(
-                        snap.node, snap.next, snap.state, snap.step, answer
-                    ),
-                )
-            except InvalidAnswer:
-                if answer is not None:
-                    await _ask_again(snap, journal, on_event, NO_PROGRESS)
-                raise
+        elif decided is not None or (gates and machine.gated(snap)):
+            if decided is not None:
+                decision, decided = decided, None
+            else:
+                decision = await _gate(gates, snap, journal, on_event, answer)
             answer = None
             if isinstance(decision, Stop):
                 return await _stop(snap, journal, on_event, decision.reason)
@@ -648,6 +722,39 @@ async def _drive(
     if snap.status is Status.DONE:
         return Success(snap)
     return Success(attrs.evolve(snap, status=Status.DONE))
+
+
+async def _gate(
+    gates: Sequence[Gate[S]],
+    snap: Snapshot[S],
+    journal: Journal[S] | None,
+    on_event: EventSink | None,
+    answer: object,
+) -> Decision:
+    """What *gates* decide for the transition out of *snap* (with the
+    *answer* it holds, if any).  A typed :class:`Interrupt` for the question
+    *snap* holds answered counts as answered: that answer was checked (and
+    applied) when it was committed; the transition goes ahead."""
+    try:
+        decision = await decide(
+            gates,
+            Transition(snap.node, snap.next, snap.state, snap.step, answer),
+        )
+    except InvalidAnswer:
+        if answer is not None:
+            await _ask_again(snap, journal, on_event, NO_PROGRESS)
+        raise
+    pending = snap.pending
+    if (
+        answer is not None
+        and isinstance(decision, Interrupt)
+        and decision.typed
+        and pending is not None
+        and pending.answered
+        and decision.question == pending.question
+    ):
+        return Continue()
+    return decision
 
 
 async def _asked(
