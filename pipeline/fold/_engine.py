@@ -264,9 +264,16 @@ async def run_machine(
                 return Success(restored)
             if restored.status is Status.DONE:
                 return Success(restored)
+            pending = restored.pending
             if restored.status is Status.INTERRUPTED:
                 answer = boundary.answer
-            snap = _running(restored)
+            elif pending is not None and pending.answered:
+                answer = pending.answer  # checked and committed before
+            if answer is None:
+                snap = _running(restored)
+            else:
+                # Kept with its question: the answer is checked against it.
+                snap = attrs.evolve(restored, status=Status.RUNNING)
             nested.last = snap
             # (A fresh nested run's admission is not a record of its own:
             # its records are deltas against it, and a resume rebuilds it.)
@@ -280,6 +287,7 @@ async def run_machine(
         max_steps,
         answer,
         tracing=env.tracing,
+        author="" if boundary is None else boundary.author,
     )
 
 
@@ -333,19 +341,20 @@ async def resume(
         if isinstance(stored, InvalidState):
             return Failure(stored)
         assert pending is not None  # noqa: S101  # paused runs have one
-        if not snap.progress and hooks.gates and machine.gated(snap):
-            # A gate's question: the gates judge the answer before
-            # anything is committed.
-            return await _answer_gate(
+        if snap.progress or (hooks.gates and machine.gated(snap)):
+            # Checked first (by the gates, or by the interrupt() in the
+            # step that asked), then committed: a refused answer is never
+            # stored.
+            return await drive(
                 machine,
-                snap,
+                attrs.evolve(snap, status=Status.RUNNING),
                 journal,
                 context,
                 hooks,
                 on_event,
                 max_steps,
                 stored,
-                author,
+                author=author,
             )
         answered = attrs.evolve(
             snap,
@@ -372,67 +381,6 @@ async def resume(
         snap = _running(snap)
     return await drive(
         machine, snap, journal, context, hooks, on_event, max_steps, answer
-    )
-
-
-async def _answer_gate(
-    machine: Machine[S, C_contra],
-    snap: Snapshot[S],
-    journal: Journal[S],
-    context: C_contra,
-    hooks: Hooks[S],
-    on_event: EventSink | None,
-    max_steps: int,
-    stored: object,
-    author: str,
-) -> Result[Snapshot[S], Any]:
-    """Answer the gate question *snap* waits at with *stored* (by *author*).
-
-    The gates are asked first, with the answer; an answer they refuse
-    (:class:`~pipeline.errors.InvalidAnswer`), or that does not fit the type
-    a typed :class:`Interrupt` for the same question declares, is refused
-    before anything is committed: the thread waits at the question as it
-    was.  Else the answer is committed (one record, with the state the
-    interrupt's *apply* makes of it), and the run goes on as the gates
-    decided."""
-    pending = snap.pending
-    assert pending is not None  # noqa: S101  # paused runs have one
-    decision = await decide(
-        hooks.gates,
-        Transition(snap.node, snap.next, snap.state, snap.step, stored),
-    )
-    state = snap.state
-    if (
-        isinstance(decision, Interrupt)
-        and decision.typed
-        and decision.question == pending.question
-    ):
-        typed = decision.structure(machine.codec.converter, stored)
-        if decision.apply is not None:
-            state = decision.apply(state, typed)
-        decision = Continue()
-    answered = attrs.evolve(
-        snap,
-        version=snap.version + 1,
-        parent=snap.version,
-        state=state,
-        status=Status.RUNNING,
-        pending=attrs.evolve(pending, answer=stored, answered=True),
-        author=author,
-    )
-    committed = await journal.commit(answered)
-    if type(committed) is Failure:
-        return committed
-    return await drive(
-        machine,
-        committed,
-        journal,
-        context,
-        hooks,
-        on_event,
-        max_steps,
-        stored,
-        decided=decision,
     )
 
 
@@ -595,15 +543,21 @@ async def drive(
     answer: object,
     *,
     tracing: Tracing | None = _READ_NOW,
-    decided: Decision | None = None,
+    author: str = "",
 ) -> Result[Snapshot[S], Any]:
     """The run loop: fold *machine*'s step from *snap* until it is done.
 
     Inside a traced :func:`pipeline.scope` (*tracing*, read now unless the
     caller read it already), the run is a span and each step a span in it
-    (checked once here: untraced steps pay nothing).  *decided*: what the
-    gates decided for the first transition already (they are not asked
-    again).
+    (checked once here: untraced steps pay nothing).
+
+    An *answer* to the question *snap* holds unanswered (a resume's) is
+    checked before it is committed: by the gates (and against the type a
+    typed :class:`Interrupt` declares; its *apply* makes the state the
+    answer's record commits), or by the :func:`pipeline.interrupt` in the
+    step that asked it; either way the record names *author*.  A refused
+    answer (:class:`~pipeline.errors.InvalidAnswer`) is raised with nothing
+    committed for it.
 
     .. versionadded:: 0.1.0
     """
@@ -620,7 +574,7 @@ async def drive(
             max_steps,
             answer,
             machine.step,
-            decided,
+            author,
         )
     with tracing.fold(machine) as span:
         out = await _drive(
@@ -633,7 +587,7 @@ async def drive(
             max_steps,
             answer,
             tracing.steps(machine, machine.step),
-            decided,
+            author,
         )
         tracing.outcome(span, out)
         return out
@@ -651,7 +605,7 @@ async def _drive(
     step: Callable[
         [Snapshot[S], C_contra], Awaitable[Snapshot[S] | Failure[Any]]
     ],
-    decided: Decision | None,
+    author: str,
 ) -> Result[Snapshot[S], Any]:
     gates, observers = hooks.gates, hooks.observers
     tail: collections.deque[str] = collections.deque(maxlen=8)
@@ -661,15 +615,20 @@ async def _drive(
             stopped = await _stop(snap, journal, on_event, str(limit))
             return stopped if type(stopped) is Failure else Failure(limit)
         inner_answer: object = None
+        pending = snap.pending
+        fresh = answer is not None and pending is not None
+        fresh = fresh and pending is not None and not pending.answered
         if snap.progress:
             # The step had started: its gates passed then.  An answer is for
             # the nested fold that paused inside it.
             inner_answer, answer = answer, None
-        elif decided is not None or (gates and machine.gated(snap)):
-            if decided is not None:
-                decision, decided = decided, None
-            else:
-                decision = await _gate(gates, snap, journal, on_event, answer)
+        elif gates and machine.gated(snap):
+            gated = await _gate(
+                machine, gates, snap, journal, on_event, answer, author
+            )
+            if type(gated) is Failure:
+                return gated
+            decision, snap = gated
             answer = None
             if isinstance(decision, Stop):
                 return await _stop(snap, journal, on_event, decision.reason)
@@ -691,12 +650,19 @@ async def _drive(
             if type(new) is Failure:
                 return new
         else:
-            boundary = Boundary(journal, snap.progress, inner_answer)
+            boundary = Boundary(
+                journal, snap.progress, inner_answer, author=author
+            )
+            head = journal.head
             token = enter(boundary)
             try:
                 new = await step(snap, context)
             except InvalidAnswer:
-                if inner_answer is not None:  # a nested gate refused it
+                # Refused (by the interrupt() that asked, a nested gate):
+                # never committed; ask again if the step committed anything.
+                if inner_answer is not None and (
+                    not fresh or journal.head != head
+                ):
                     await _ask_again(snap, journal, on_event, boundary.now())
                 raise
             except (Suspended, BaseExceptionGroup) as raised:
@@ -725,36 +691,63 @@ async def _drive(
 
 
 async def _gate(
+    machine: Machine[S, Any],
     gates: Sequence[Gate[S]],
     snap: Snapshot[S],
     journal: Journal[S] | None,
     on_event: EventSink | None,
     answer: object,
-) -> Decision:
-    """What *gates* decide for the transition out of *snap* (with the
-    *answer* it holds, if any).  A typed :class:`Interrupt` for the question
-    *snap* holds answered counts as answered: that answer was checked (and
-    applied) when it was committed; the transition goes ahead."""
+    author: str,
+) -> tuple[Decision, Snapshot[S]] | Failure[Any]:
+    """What *gates* decide for the transition out of *snap*, and the
+    snapshot the transition starts from.
+
+    With an *answer* to the question *snap* holds: unanswered (a resume's),
+    it is checked first (the gates, the type a typed :class:`Interrupt` for
+    that question declares), then committed with *author* and the state
+    that interrupt's *apply* makes of it; a refused one is raised, nothing
+    committed.  Answered already (a crash since), the typed interrupt
+    counts as answered (checked and applied then): the transition goes
+    ahead."""
+    pending = snap.pending
+    fresh = answer is not None and pending is not None and not pending.answered
+    state = snap.state
     try:
         decision = await decide(
             gates,
-            Transition(snap.node, snap.next, snap.state, snap.step, answer),
+            Transition(snap.node, snap.next, state, snap.step, answer),
         )
+        if (
+            answer is not None
+            and isinstance(decision, Interrupt)
+            and decision.typed
+            and pending is not None
+            and decision.question == pending.question
+        ):
+            if fresh:
+                typed = decision.structure(machine.codec.converter, answer)
+                if decision.apply is not None:
+                    state = decision.apply(state, typed)
+            decision = Continue()
     except InvalidAnswer:
-        if answer is not None:
+        if answer is not None and not fresh:
             await _ask_again(snap, journal, on_event, NO_PROGRESS)
         raise
-    pending = snap.pending
-    if (
-        answer is not None
-        and isinstance(decision, Interrupt)
-        and decision.typed
-        and pending is not None
-        and pending.answered
-        and decision.question == pending.question
-    ):
-        return Continue()
-    return decision
+    if fresh and pending is not None and journal is not None:
+        answered = attrs.evolve(
+            snap,
+            version=snap.version + 1,
+            parent=snap.version,
+            state=state,
+            status=Status.RUNNING,
+            pending=attrs.evolve(pending, answer=answer, answered=True),
+            author=author,
+        )
+        committed = await journal.commit(answered)
+        if type(committed) is Failure:
+            return committed
+        snap = committed
+    return decision, snap
 
 
 async def _asked(

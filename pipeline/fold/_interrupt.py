@@ -150,7 +150,9 @@ async def interrupt(
             raise
         failed = None
         with anyio.CancelScope(shield=True):
-            failed = await boundary.save(key, {"answer": answer})
+            failed = await boundary.save(
+                key, {"answer": answer}, boundary.author
+            )
         if failed is not None:
             raise Suspended(failed)
         _got_answer()

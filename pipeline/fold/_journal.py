@@ -100,6 +100,7 @@ class Boundary:
 
     __slots__ = (
         "_asked",
+        "_author",
         "_held",
         "_journal",
         "_prefix",
@@ -123,8 +124,10 @@ class Boundary:
         prefix: str = "",
         root: Boundary | None = None,
         up: Boundary | None = None,
+        author: str = "",
     ) -> None:
         self._journal = journal
+        self._author = author
         self._prefix = prefix
         self._root = root or self
         self._up = up
@@ -138,6 +141,15 @@ class Boundary:
         self.stopped: str | None = None
         self.touched: set[str] = set()
         self.track: Callable[[], Any] | None = None
+
+    @property
+    def author(self) -> str:
+        """Who gave :attr:`answer` (``resume(..., author=)``): the record
+        that keeps the answer names them."""
+        root = self._root
+        if root._author or root._up is None:
+            return root._author
+        return root._up.author
 
     @property
     def thread_id(self) -> str:
@@ -203,15 +215,18 @@ class Boundary:
         """The documents saved under *key* (oldest first)."""
         return tuple(self.saved.get(key, ()))
 
-    async def save(self, key: str, doc: Doc) -> Failure[Any] | None:
-        """Commit *doc* as the next record of the fold keyed *key*.
+    async def save(
+        self, key: str, doc: Doc, author: str = ""
+    ) -> Failure[Any] | None:
+        """Commit *doc* as the next record of the fold keyed *key* (a record
+        keeping an answer names its *author*).
 
         ``None`` once committed, else the ``Failure`` (not a ``Result``:
         this is on every nested record's path).
         """
         full = self._prefix + key
         root = self._root
-        failed = await root._journal.save_progress(root, full, doc)
+        failed = await root._journal.save_progress(root, full, doc, author)
         if failed is None:
             # The documents themselves are in the store; keeping them here
             # too only fed the garbage collector.
@@ -352,9 +367,10 @@ class Journal(Generic[S]):
         return None
 
     async def save_progress(
-        self, boundary: Boundary, key: str, doc: Doc
+        self, boundary: Boundary, key: str, doc: Doc, author: str = ""
     ) -> Failure[Any] | None:
-        """Commit a progress record: the step's snapshot plus *doc* under *key*."""
+        """Commit a progress record: the step's snapshot plus *doc* under
+        *key* (by *author*, when it keeps an answer)."""
         if self._lock is None:
             # Uncontended (the common case: one nested fold saving) it is
             # taken without a trip through the event loop.
@@ -373,6 +389,7 @@ class Journal(Generic[S]):
                 join=last.join,
                 step=last.step,
                 fingerprint=last.fingerprint,
+                author=author,
             )
             out = await self.commit(snap, {key: (doc,)})
             return out if type(out) is Failure else None
@@ -465,7 +482,7 @@ class NestedJournal(Journal[S]):
                 self.boundary.pause(pending.question, pending.payload)
         elif snap.status is Status.STOPPED:
             self.boundary.stop(snap.reason)
-        return await self.boundary.save(self.key, doc)
+        return await self.boundary.save(self.key, doc, snap.author)
 
     async def ensure(self) -> Failure[Any] | None:
         """See :meth:`Journal.ensure`: the enclosing fold's."""
