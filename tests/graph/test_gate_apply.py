@@ -11,7 +11,16 @@ import pytest
 from pyrsistent import PVector, pvector
 from returns.result import Failure, Result, Success
 
-from pipeline import Agent, Graph, Swarm, graph, handler, stores, swarm
+from pipeline import (
+    Agent,
+    Graph,
+    Swarm,
+    graph,
+    handler,
+    interrupt,
+    stores,
+    swarm,
+)
 from pipeline.errors import InvalidAnswer
 from pipeline.fold import (
     Continue,
@@ -389,3 +398,154 @@ async def test_swarm_gate_apply_reaches_the_swarm_state(
         history = (await team.history(store, "t")).unwrap()
         authors = [s.author for s in history if s.author]
         assert authors == ["ana"]
+
+
+def asking_graph(effects: list[str]) -> Graph[Deploy, str]:
+    """One node that asks (``pipeline.interrupt``) for an Approval."""
+
+    @handler(name="review")
+    async def review(s: Deploy) -> Result[Deploy, str]:
+        effects.append("before")
+        got = await interrupt("ship?", Approval)
+        effects.append("after")
+        return Success(attrs.evolve(s, approved_by=got.by))
+
+    return (
+        graph.builder(Deploy)
+        .node("review", review)
+        .entry("review")
+        .edge("review", END)
+        .build()
+    )
+
+
+async def test_in_step_refused_answer_leaves_the_store_unchanged(
+    make_store: StoreFactory,
+) -> None:
+    """``pipeline.interrupt`` checks the answer before it is committed: a
+    refused one leaves head and records as they were (the same question,
+    same id, waits); a good one is committed by its author."""
+    effects: list[str] = []
+    g = asking_graph(effects)
+    async with make_store() as store:
+        paused = (await g.run(Deploy(), store=store, thread_id="t")).unwrap()
+        before = await raw(store, "t")
+        with pytest.raises(InvalidAnswer) as caught:
+            await g.resume(
+                store, "t", answer={"approved": SECRET}, author="mallory"
+            )
+        assert "$.approved" in str(caught.value)
+        assert SECRET not in str(caught.value)
+        assert await raw(store, "t") == before
+        assert "after" not in effects
+        waiting = (await g.load(store, "t")).unwrap()
+        assert waiting.question_id == paused.question_id is not None
+        done = (
+            await g.resume(
+                store,
+                "t",
+                answer={"approved": True, "by": "ana"},
+                author="ana",
+                question=paused.question_id,
+            )
+        ).unwrap()
+        assert done.state.approved_by == "ana"
+        history = (await g.history(store, "t")).unwrap()
+        assert [s.author for s in history if s.author] == ["ana"]
+
+
+async def test_in_step_refused_answer_is_nowhere_in_the_sqlite_file(
+    tmp_path: Path,
+) -> None:
+    """The value ``pipeline.interrupt`` refused is in no byte of the SQLite
+    database or its journal files."""
+    g = asking_graph([])
+    async with stores.SQLiteStore(tmp_path / "ask.db") as store:
+        await g.run(Deploy(), store=store, thread_id="t")
+        with pytest.raises(InvalidAnswer):
+            await g.resume(
+                store, "t", answer={"approved": SECRET}, author="mallory"
+            )
+        open_files = all_bytes(tmp_path)
+    for data in (open_files, all_bytes(tmp_path)):
+        assert b"ship?" in data
+        assert SECRET.encode() not in data
+        assert b"mallory" not in data
+
+
+async def test_a_subgraphs_typed_gate_applies_its_answer(
+    make_store: StoreFactory,
+) -> None:
+    """A subgraph (used as a node) whose gate asks a typed question with
+    ``apply``: the outer graph pauses; a refused answer changes nothing; a
+    good one reaches the inner state (applied once) before the inner
+    gated node runs, and the outer graph goes on."""
+    seen = Seen()
+    inner = deploy_graph(seen)
+
+    @handler(name="announce")
+    async def announce(s: Deploy) -> Result[Deploy, str]:
+        return Success(attrs.evolve(s, log=s.log.append("announced")))
+
+    outer: Graph[Deploy, object] = (
+        graph.builder(Deploy)
+        .node("deploy", inner)
+        .node("announce", announce)
+        .entry("deploy")
+        .edge("deploy", "announce")
+        .edge("announce", END)
+        .build()
+    )
+    async with make_store() as store:
+        paused = (
+            await outer.run(Deploy(), store=store, thread_id="t")
+        ).unwrap()
+        assert paused.status is Status.INTERRUPTED
+        assert paused.pending is not None
+        assert paused.pending.question == "ship?"
+        before = await raw(store, "t")
+        with pytest.raises(InvalidAnswer):
+            await outer.resume(store, "t", answer={"approved": SECRET})
+        assert await raw(store, "t") == before
+        done = (
+            await outer.resume(
+                store, "t", answer={"approved": True, "by": "ana"}
+            )
+        ).unwrap()
+        assert done.status is Status.DONE
+        assert done.state.approved_by == "ana"
+        assert list(done.state.log) == [
+            "built",
+            "answered",
+            "shipped",
+            "announced",
+        ]
+        assert seen.applied == [Approval(approved=True, by="ana")]
+        assert [s.approved_by for s in seen.shipped] == ["ana"]
+
+
+async def test_a_subgraphs_applied_answer_survives_a_failed_node(
+    make_store: StoreFactory,
+) -> None:
+    """The subgraph's gated node fails after its answer was committed: a
+    resume without an answer continues from that record; ``apply`` ran
+    once, nobody is asked again."""
+    seen = Seen()
+    seen.fail_ship = 1
+    outer: Graph[Deploy, object] = (
+        graph.builder(Deploy)
+        .node("deploy", deploy_graph(seen))
+        .entry("deploy")
+        .edge("deploy", END)
+        .build()
+    )
+    async with make_store() as store:
+        await outer.run(Deploy(), store=store, thread_id="t")
+        failed = await outer.resume(
+            store, "t", answer={"approved": True, "by": "ana"}
+        )
+        assert type(failed) is Failure
+        done = (await outer.resume(store, "t")).unwrap()
+        assert done.status is Status.DONE
+        assert list(done.state.log) == ["built", "answered", "shipped"]
+        assert len(seen.applied) == 1
