@@ -710,7 +710,13 @@ async def _gate(
     counts as answered (checked and applied then): the transition goes
     ahead."""
     pending = snap.pending
-    fresh = answer is not None and pending is not None and not pending.answered
+    # Fresh: not checked yet.  Without a journal (a Temporal workflow,
+    # replayed from its history) nothing was committed: checked every time.
+    fresh = (
+        answer is not None
+        and pending is not None
+        and (journal is None or not pending.answered)
+    )
     state = snap.state
     try:
         decision = await decide(
@@ -733,7 +739,9 @@ async def _gate(
         if answer is not None and not fresh:
             await _ask_again(snap, journal, on_event, NO_PROGRESS)
         raise
-    if fresh and pending is not None and journal is not None:
+    if fresh and journal is None:
+        snap = attrs.evolve(snap, state=state)
+    elif fresh and pending is not None and journal is not None:
         answered = attrs.evolve(
             snap,
             version=snap.version + 1,
