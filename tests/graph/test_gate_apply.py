@@ -473,21 +473,14 @@ async def test_in_step_refused_answer_is_nowhere_in_the_sqlite_file(
         assert b"mallory" not in data
 
 
-async def test_a_subgraphs_typed_gate_applies_its_answer(
-    make_store: StoreFactory,
-) -> None:
-    """A subgraph (used as a node) whose gate asks a typed question with
-    ``apply``: the outer graph pauses; a refused answer changes nothing; a
-    good one reaches the inner state (applied once) before the inner
-    gated node runs, and the outer graph goes on."""
-    seen = Seen()
-    inner = deploy_graph(seen)
+def announced(inner: Graph[Deploy, str]) -> Graph[Deploy, object]:
+    """*inner* as a subgraph node, then a node noting "announced"."""
 
     @handler(name="announce")
     async def announce(s: Deploy) -> Result[Deploy, str]:
         return Success(attrs.evolve(s, log=s.log.append("announced")))
 
-    outer: Graph[Deploy, object] = (
+    return (
         graph.builder(Deploy)
         .node("deploy", inner)
         .node("announce", announce)
@@ -496,6 +489,17 @@ async def test_a_subgraphs_typed_gate_applies_its_answer(
         .edge("announce", END)
         .build()
     )
+
+
+async def test_a_subgraphs_typed_gate_applies_its_answer(
+    make_store: StoreFactory,
+) -> None:
+    """A subgraph (used as a node) whose gate asks a typed question with
+    ``apply``: the outer graph pauses; a refused answer changes nothing; a
+    good one reaches the inner state (applied once) before the inner
+    gated node runs, and the outer graph goes on."""
+    seen = Seen()
+    outer = announced(deploy_graph(seen))
     async with make_store() as store:
         paused = (
             await outer.run(Deploy(), store=store, thread_id="t")
@@ -532,13 +536,7 @@ async def test_a_subgraphs_applied_answer_survives_a_failed_node(
     once, nobody is asked again."""
     seen = Seen()
     seen.fail_ship = 1
-    outer: Graph[Deploy, object] = (
-        graph.builder(Deploy)
-        .node("deploy", deploy_graph(seen))
-        .entry("deploy")
-        .edge("deploy", END)
-        .build()
-    )
+    outer = announced(deploy_graph(seen))
     async with make_store() as store:
         await outer.run(Deploy(), store=store, thread_id="t")
         failed = await outer.resume(
@@ -547,5 +545,10 @@ async def test_a_subgraphs_applied_answer_survives_a_failed_node(
         assert type(failed) is Failure
         done = (await outer.resume(store, "t")).unwrap()
         assert done.status is Status.DONE
-        assert list(done.state.log) == ["built", "answered", "shipped"]
+        assert list(done.state.log) == [
+            "built",
+            "answered",
+            "shipped",
+            "announced",
+        ]
         assert len(seen.applied) == 1
