@@ -144,7 +144,7 @@ class Boundary:
 
     @property
     def author(self) -> str:
-        """Who gave :attr:`answer` (``resume(..., author=)``): the record
+        """Who gave the *answer* (``resume(..., author=)``): the record
         that keeps the answer names them."""
         root = self._root
         if root._author or root._up is None:

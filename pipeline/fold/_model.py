@@ -12,7 +12,7 @@ import enum
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Generic, TypeAlias, TypeVar, cast, final
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast, final
 
 import attrs
 
@@ -20,6 +20,10 @@ from typing_extensions import TypeVar as TypeVar_
 
 from .._serde import canonical, checksum
 from ..errors import InvalidAnswer
+
+
+if TYPE_CHECKING:
+    import cattrs
 
 
 S = TypeVar("S")
@@ -324,7 +328,7 @@ class Interrupt(Generic[SI, AI]):
         (such an interrupt, once answered, counts as answered)."""
         return self.kind is not None or self.apply is not None
 
-    def structure(self, converter: Any, answer: object) -> AI:
+    def structure(self, converter: cattrs.Converter, answer: object) -> AI:
         """*answer* (as stored) as this question's *kind*.
 
         Raises:
@@ -336,7 +340,7 @@ class Interrupt(Generic[SI, AI]):
         from .._decode import DECODE_ERRORS, explain  # noqa: PLC0415
 
         try:
-            return cast("AI", converter.structure(answer, self.kind))
+            return converter.structure(answer, self.kind)
         except DECODE_ERRORS as exc:
             raise InvalidAnswer(
                 self.kind, "; ".join(explain(exc, self.kind))
