@@ -264,9 +264,16 @@ async def run_machine(
                 return Success(restored)
             if restored.status is Status.DONE:
                 return Success(restored)
+            pending = restored.pending
             if restored.status is Status.INTERRUPTED:
                 answer = boundary.answer
-            snap = _running(restored)
+            elif pending is not None and pending.answered:
+                answer = pending.answer  # checked and committed before
+            if answer is None:
+                snap = _running(restored)
+            else:
+                # Kept with its question: the answer is checked against it.
+                snap = attrs.evolve(restored, status=Status.RUNNING)
             nested.last = snap
             # (A fresh nested run's admission is not a record of its own:
             # its records are deltas against it, and a resume rebuilds it.)
@@ -280,6 +287,7 @@ async def run_machine(
         max_steps,
         answer,
         tracing=env.tracing,
+        author="" if boundary is None else boundary.author,
     )
 
 
@@ -356,8 +364,24 @@ async def resume(
         ]
         chosen = asked[list(snap.questions.values()).index(target)]
         others = tuple(p for p in asked if p is not chosen)
-        if not others and target.asked is None and not target.scope:
+        alone = not others and target.asked is None and not target.scope
+        if alone:
             chosen = target  # one question, as records always held it
+        if alone and (snap.progress or (hooks.gates and machine.gated(snap))):
+            # Checked first (by the gates, or by the interrupt() in the
+            # step that asked), then committed: a refused answer is never
+            # stored.
+            return await drive(
+                machine,
+                attrs.evolve(snap, status=Status.RUNNING),
+                journal,
+                context,
+                hooks,
+                on_event,
+                max_steps,
+                stored,
+                author=author,
+            )
         answered = attrs.evolve(
             snap,
             version=snap.version + 1,
@@ -567,12 +591,21 @@ async def drive(
     answer: object,
     *,
     tracing: Tracing | None = _READ_NOW,
+    author: str = "",
 ) -> Result[Snapshot[S], Any]:
     """The run loop: fold *machine*'s step from *snap* until it is done.
 
     Inside a traced :func:`pipeline.scope` (*tracing*, read now unless the
     caller read it already), the run is a span and each step a span in it
     (checked once here: untraced steps pay nothing).
+
+    An *answer* to the question *snap* holds unanswered (a resume's) is
+    checked before it is committed: by the gates (and against the type a
+    typed :class:`Interrupt` declares; its *apply* makes the state the
+    answer's record commits), or by the :func:`pipeline.interrupt` in the
+    step that asked it; either way the record names *author*.  A refused
+    answer (:class:`~pipeline.errors.InvalidAnswer`) is raised with nothing
+    committed for it.
 
     .. versionadded:: 0.1.0
     """
@@ -589,6 +622,7 @@ async def drive(
             max_steps,
             answer,
             machine.step,
+            author,
         )
     with tracing.fold(machine) as span:
         out = await _drive(
@@ -601,6 +635,7 @@ async def drive(
             max_steps,
             answer,
             tracing.steps(machine, machine.step),
+            author,
         )
         tracing.outcome(span, out)
         return out
@@ -618,6 +653,7 @@ async def _drive(
     step: Callable[
         [Snapshot[S], C_contra], Awaitable[Snapshot[S] | Failure[Any]]
     ],
+    author: str,
 ) -> Result[Snapshot[S], Any]:
     gates, observers = hooks.gates, hooks.observers
     tail: collections.deque[str] = collections.deque(maxlen=8)
@@ -627,22 +663,20 @@ async def _drive(
             stopped = await _stop(snap, journal, on_event, str(limit))
             return stopped if type(stopped) is Failure else Failure(limit)
         inner_answer: object = None
+        pending = snap.pending
+        fresh = answer is not None and pending is not None
+        fresh = fresh and pending is not None and not pending.answered
         if snap.progress:
             # The step had started: its gates passed then.  An answer is for
             # the nested fold that paused inside it.
             inner_answer, answer = answer, None
         elif gates and machine.gated(snap):
-            try:
-                decision = await decide(
-                    gates,
-                    Transition(
-                        snap.node, snap.next, snap.state, snap.step, answer
-                    ),
-                )
-            except InvalidAnswer:
-                if answer is not None:
-                    await _ask_again(snap, journal, on_event, NO_PROGRESS)
-                raise
+            gated = await _gate(
+                machine, gates, snap, journal, on_event, answer, author
+            )
+            if type(gated) is Failure:
+                return gated
+            decision, snap = gated
             answer = None
             if isinstance(decision, Stop):
                 return await _stop(snap, journal, on_event, decision.reason)
@@ -668,12 +702,17 @@ async def _drive(
             if type(new) is Failure:
                 return new
         else:
-            boundary = _boundary(journal, snap, inner_answer)
+            boundary = _boundary(journal, snap, inner_answer, author)
+            head = journal.head
             token = enter(boundary)
             try:
                 new = await step(snap, context)
             except InvalidAnswer:
-                if inner_answer is not None:  # a nested gate refused it
+                # Refused (by the interrupt() that asked, a nested gate):
+                # never committed; ask again if the step committed anything.
+                if inner_answer is not None and (
+                    not fresh or journal.head != head
+                ):
                     await _ask_again(snap, journal, on_event, boundary.now())
                 raise
             except (Suspended, BaseExceptionGroup) as raised:
@@ -702,15 +741,83 @@ async def _drive(
 
 
 def _boundary(
-    journal: Journal[S], snap: Snapshot[S], answer: object
+    journal: Journal[S], snap: Snapshot[S], answer: object, author: str
 ) -> Boundary:
     """The boundary of the step out of *snap* (with the *answer* for what
     paused in it): in a thread's own step, its branches and items ask
     apart (see :meth:`Boundary.open_scopes`)."""
-    boundary = Boundary(journal, snap.progress, answer)
+    boundary = Boundary(journal, snap.progress, answer, author=author)
     if isinstance(journal, ThreadJournal):
         boundary.open_scopes(snap.pending)
     return boundary
+
+
+async def _gate(
+    machine: Machine[S, Any],
+    gates: Sequence[Gate[S]],
+    snap: Snapshot[S],
+    journal: Journal[S] | None,
+    on_event: EventSink | None,
+    answer: object,
+    author: str,
+) -> tuple[Decision, Snapshot[S]] | Failure[Any]:
+    """What *gates* decide for the transition out of *snap*, and the
+    snapshot the transition starts from.
+
+    With an *answer* to the question *snap* holds: unanswered (a resume's),
+    it is checked first (the gates, the type a typed :class:`Interrupt` for
+    that question declares), then committed with *author* and the state
+    that interrupt's *apply* makes of it; a refused one is raised, nothing
+    committed.  Answered already (a crash since), the typed interrupt
+    counts as answered (checked and applied then): the transition goes
+    ahead."""
+    pending = snap.pending
+    # Fresh: not checked yet.  Without a journal (a Temporal workflow,
+    # replayed from its history) nothing was committed: checked every time.
+    fresh = (
+        answer is not None
+        and pending is not None
+        and (journal is None or not pending.answered)
+    )
+    state = snap.state
+    try:
+        decision = await decide(
+            gates,
+            Transition(snap.node, snap.next, state, snap.step, answer),
+        )
+        if (
+            answer is not None
+            and isinstance(decision, Interrupt)
+            and decision.typed
+            and pending is not None
+            and decision.question == pending.question
+        ):
+            if fresh:
+                typed = decision.structure(machine.codec.converter, answer)
+                if decision.apply is not None:
+                    state = decision.apply(state, typed)
+            decision = Continue()
+    except InvalidAnswer:
+        if answer is not None and not fresh:
+            await _ask_again(snap, journal, on_event, NO_PROGRESS)
+        raise
+    if fresh and journal is None:
+        snap = attrs.evolve(snap, state=state)
+    elif fresh and pending is not None and journal is not None:
+        answered = attrs.evolve(
+            snap,
+            version=snap.version + 1,
+            parent=snap.version,
+            state=state,
+            status=Status.RUNNING,
+            pending=attrs.evolve(pending, answer=answer, answered=True),
+            author=author,
+        )
+        committed = await journal.commit(answered)
+        if type(committed) is Failure:
+            return committed
+        snap = committed
+    return decision, snap
 
 
 async def _asked(

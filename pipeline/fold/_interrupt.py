@@ -174,7 +174,9 @@ async def checked_interrupt(
             raise
         failed = None
         with anyio.CancelScope(shield=True):
-            failed = await boundary.save(key, {"answer": answer})
+            failed = await boundary.save(
+                key, {"answer": answer}, boundary.author
+            )
         if failed is not None:
             raise Suspended(failed)
         _got_answer()

@@ -109,6 +109,7 @@ class Boundary:
     __slots__ = (
         "_asked",
         "_asker",
+        "_author",
         "_held",
         "_index",
         "_journal",
@@ -138,8 +139,10 @@ class Boundary:
         prefix: str = "",
         root: Boundary | None = None,
         up: Boundary | None = None,
+        author: str = "",
     ) -> None:
         self._journal = journal
+        self._author = author
         self._prefix = prefix
         self._root = root or self
         self._up = up
@@ -248,6 +251,15 @@ class Boundary:
         return tuple(p for _, p in sorted(self.asked.values()))
 
     @property
+    def author(self) -> str:
+        """Who gave the *answer* (``resume(..., author=)``): the record
+        that keeps the answer names them."""
+        root = self._root
+        if root._author or root._up is None:
+            return root._author
+        return root._up.author
+
+    @property
     def thread_id(self) -> str:
         """The enclosing thread (for naming nested snapshots)."""
         return self._journal.thread_id
@@ -312,15 +324,18 @@ class Boundary:
         """The documents saved under *key* (oldest first)."""
         return tuple(self.saved.get(key, ()))
 
-    async def save(self, key: str, doc: Doc) -> Failure[Any] | None:
-        """Commit *doc* as the next record of the fold keyed *key*.
+    async def save(
+        self, key: str, doc: Doc, author: str = ""
+    ) -> Failure[Any] | None:
+        """Commit *doc* as the next record of the fold keyed *key* (a record
+        keeping an answer names its *author*).
 
         ``None`` once committed, else the ``Failure`` (not a ``Result``:
         this is on every nested record's path).
         """
         full = self._prefix + key
         root = self._root
-        failed = await root._journal.save_progress(root, full, doc)
+        failed = await root._journal.save_progress(root, full, doc, author)
         if failed is None:
             # The documents themselves are in the store; keeping them here
             # too only fed the garbage collector.
@@ -493,6 +508,7 @@ class Journal(Generic[S]):
                 pending=snap.pending,
                 progress=snap.progress,
                 reason=snap.reason,
+                author=snap.author,
                 edit=snap.edit,
             )
         sealed = self.codec.seal(snap, last, progress)
@@ -519,10 +535,11 @@ class Journal(Generic[S]):
         return None
 
     async def save_progress(
-        self, boundary: Boundary, key: str, doc: Doc
+        self, boundary: Boundary, key: str, doc: Doc, author: str = ""
     ) -> Failure[Any] | None:
-        """Commit a progress record: the step's snapshot plus *doc* under *key*."""
-        return await self._progress(boundary, {key: (doc,)})
+        """Commit a progress record: the step's snapshot plus *doc* under
+        *key* (by *author*, when it keeps an answer)."""
+        return await self._progress(boundary, {key: (doc,)}, author)
 
     async def save_many(
         self, boundary: Boundary, docs: Mapping[str, Doc]
@@ -541,7 +558,7 @@ class Journal(Generic[S]):
         return None
 
     async def _progress(
-        self, boundary: Boundary, progress: Progress
+        self, boundary: Boundary, progress: Progress, author: str = ""
     ) -> Failure[Any] | None:
         if self._lock is None:
             # Uncontended (the common case: one nested fold saving) it is
@@ -567,6 +584,7 @@ class Journal(Generic[S]):
                 # The questions other branches or items wait at stay so
                 # until answered, whatever this step commits meanwhile.
                 pending=pending,
+                author=author,
             )
             out = await self.commit(snap, progress)
             return out if type(out) is Failure else None
@@ -659,7 +677,7 @@ class NestedJournal(Journal[S]):
                 self.boundary.pause(pending.question, pending.payload)
         elif snap.status is Status.STOPPED:
             self.boundary.stop(snap.reason)
-        return await self.boundary.save(self.key, doc)
+        return await self.boundary.save(self.key, doc, snap.author)
 
     async def ensure(self) -> Failure[Any] | None:
         """See :meth:`Journal.ensure`: the enclosing fold's."""

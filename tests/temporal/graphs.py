@@ -171,6 +171,23 @@ def approval_graph(name: str, *gates: Gate[Tally]) -> Graph[Tally, Refused]:
 APPROVAL = approval_graph("approval", approval_gate)
 
 
+def signed(t: Tally, a: Approval) -> Tally:
+    """The approval, applied: a note naming who approved."""
+    word = "approved" if a.approved else "refused"
+    return attrs.evolve(t, notes=t.notes.append(f"{word} by {a.by}"))
+
+
+async def typed_gate(t: Transition[Tally]) -> Decision:
+    """Ask before ``publish`` for an Approval, applied to the state."""
+    if t.targets != ("publish",):
+        return Continue()
+    return Interrupt("publish?", Approval, apply=signed)
+
+
+TYPED = approval_graph("typed-approval", typed_gate)
+"""Draft, then publish behind a typed question whose answer is applied."""
+
+
 def huge(name: str) -> Handler[Tally, Tally, Refused]:
     """:func:`recorded`, adding a note of two megabytes."""
     base = recorded(name)

@@ -38,6 +38,7 @@ from tests.temporal.graphs import (
     HUGE,
     NESTED,
     RELAY,
+    TYPED,
     Approval,
     Refused,
     Tally,
@@ -146,6 +147,46 @@ async def test_an_answer_of_the_wrong_type_is_refused_and_the_run_waits(
         assert again.status is Status.INTERRUPTED
         (await run.answer(Approval(approved=True, by="ada"))).unwrap()
         final = (await run.result()).unwrap()
+    assert final.state.trail == pvector(["draft", "publish"])
+
+
+async def history_bytes(client: Client, workflow_id: str) -> bytes:
+    """Every event of the workflow's history, as the server keeps it
+    (payloads raw, not base64 as in its JSON form)."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return b"".join(e.SerializeToString() for e in history.events)
+
+
+async def test_a_typed_interrupt_applies_its_answer_on_temporal(
+    client: Client, queue: str
+) -> None:
+    """A gate's ``Interrupt(question, Approval, apply=...)`` on Temporal: an
+    answer that does not fit is refused before the workflow takes it (it is
+    nowhere in the run's history; the run waits again), a good one reaches
+    the state before the gated node runs, as in process."""
+    runs = Runs(client, task_queue=queue)
+    async with worker(client, [TYPED], task_queue=queue):
+        run = await runs.start(TYPED, Tally())
+        (await run.paused()).unwrap()
+        refused = (await run.answer({"approved": "SECRET-yes"})).failure()
+        assert isinstance(refused, RemoteFailure)
+        assert refused.kind == "InvalidAnswer"
+        assert "$.approved" in str(refused)
+        assert "SECRET" not in str(refused)
+        assert (await run.paused()).unwrap().status is Status.INTERRUPTED
+        # Refused before the update was accepted: not in the run's history.
+        assert b"SECRET" not in await history_bytes(client, run.id)
+        (await run.answer(Approval(approved=True, by="ada"))).unwrap()
+        final = (await run.result()).unwrap()
+    kept = await history_bytes(client, run.id)
+    assert b"SECRET" not in kept
+    assert b'"by":"ada"' in kept.replace(b" ", b"")  # the answer taken is
+    store = MemoryStore()
+    await TYPED.run(Tally(), store=store, thread_id="t")
+    answer = Approval(approved=True, by="ada")
+    local = (await TYPED.resume(store, "t", answer=answer)).unwrap()
+    assert final.state == local.state
+    assert final.state.notes == pvector(["approved by ada"])
     assert final.state.trail == pvector(["draft", "publish"])
 
 
