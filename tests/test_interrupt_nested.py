@@ -372,6 +372,60 @@ async def test_fan_out_branches_that_ask_at_once_are_asked_one_by_one(
     assert ran.count("c") == 1
 
 
+async def test_an_invalid_answer_to_a_branchs_question_asks_again(
+    make_store: StoreFactory,
+) -> None:
+    """A fan-out branch refuses the answer while its sibling waits:
+    ``InvalidAnswer`` alone (not a group with the sibling's pause), the
+    thread waits at the same question again, and a good answer then goes
+    through.  (Found by tests/graph/test_humans_machine.py: the group
+    left the thread running with the bad answer kept, for good.)"""
+
+    @handler(name="start")
+    async def start(p: Pair) -> Result[Pair, object]:
+        return Success(p)
+
+    @handler(name="a")
+    async def a(p: Pair) -> Result[Pair, object]:
+        return Success(attrs.evolve(p, a=await interrupt("a?", int)))
+
+    @handler(name="b")
+    async def b(p: Pair) -> Result[Pair, object]:
+        return Success(attrs.evolve(p, b=await interrupt("b?", int)))
+
+    g: Graph[Pair, object] = (
+        graph.builder(Pair)
+        .node("start", start)
+        .node("a", a)
+        .node("b", b)
+        .entry("start")
+        .fan_out("start", ["a", "b"], join=END)
+        .build()
+    )
+    async with make_store() as store:
+        first = (await g.run(Pair(), store=store, thread_id="t")).unwrap()
+        assert first.pending is not None
+        question = first.pending.question
+        with pytest.raises(InvalidAnswer, match=r"not a int"):
+            await g.resume(store, "t", answer="many")
+        again = (await g.load(store, "t")).unwrap()
+        assert again.status is Status.INTERRUPTED
+        assert again.pending is not None
+        assert (again.pending.question, again.pending.answered) == (
+            question,
+            False,
+        )
+        second = (
+            await g.resume(store, "t", answer=1, question=again.question_id)
+        ).unwrap()
+        assert second.pending is not None
+        assert second.pending.question != question
+        done = (await g.resume(store, "t", answer=2)).unwrap()
+        assert done.status is Status.DONE
+        assert {done.state.a, done.state.b} == {1, 2}
+        assert (done.state.a == 1) is (question == "a?")
+
+
 async def test_parallel_tool_calls_that_ask_are_asked_one_by_one(
     make_store: StoreFactory,
 ) -> None:

@@ -53,7 +53,7 @@ from . import _checkpoints
 from ._ambient import Ambient, ambient
 from ._codec import Codec, alike
 from ._fingerprint import same_shape
-from ._interrupt import suspension
+from ._interrupt import refusal, suspension
 from ._journal import (
     Boundary,
     Journal,
@@ -628,7 +628,9 @@ async def _drive(
             except (Suspended, BaseExceptionGroup) as raised:
                 # pipeline.interrupt() in the step (in concurrent tasks of
                 # it, maybe several: a group of nothing else).
-                return await _asked(snap, journal, on_event, boundary, raised)
+                return await _asked(
+                    snap, journal, on_event, boundary, raised, inner_answer
+                )
             finally:
                 leave(token)
             if type(new) is Failure:
@@ -656,11 +658,21 @@ async def _asked(
     on_event: EventSink | None,
     boundary: Boundary,
     raised: Suspended | BaseExceptionGroup[Any],
+    answer: object,
 ) -> Result[Snapshot[S], Any]:
     """The step out of *snap* asked a question (:func:`pipeline.interrupt`):
     pause at it (or fail, if it could not be recorded: the failure the
-    :class:`Suspended` carries).  A group holding anything else is raised
-    again, as it was."""
+    :class:`Suspended` carries).  A concurrent task of the step (a fan-out
+    branch, a tool call) that refused the *answer* while its siblings
+    waited: ask again, and raise its
+    :class:`~pipeline.errors.InvalidAnswer` alone (as a step that is one
+    task does).  A group holding anything else is raised again, as it
+    was."""
+    refused = refusal(raised)
+    if refused is not None:
+        if answer is not None:
+            await _ask_again(snap, journal, on_event, boundary.now())
+        raise refused from None
     asked = suspension(raised)
     if asked is None:
         raise raised

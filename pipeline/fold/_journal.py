@@ -325,6 +325,7 @@ class Journal(Generic[S]):
                 pending=snap.pending,
                 progress=snap.progress,
                 reason=snap.reason,
+                origin=snap.origin,  # a fork's, on every record of it
                 edit=snap.edit,
             )
         sealed = self.codec.seal(snap, last, progress)
