@@ -389,6 +389,17 @@ class HumansMachine(RuleBasedStateMachine):
         done = out.unwrap()
         assert done.version > snap.version
         event(f"answered: {done.status}")
+        # Who and when: the answer is the first record after the question,
+        # by its author; every record has its time.
+        later = [
+            h
+            for h in self.portal.call(
+                lambda: self.graph.history(self.store, thread)
+            ).unwrap()
+            if h.version > snap.version
+        ]
+        assert later[0].author == "ana"
+        assert all(h.committed_at is not None for h in later)
         if given == "no":
             assert done.status is Status.STOPPED
 
