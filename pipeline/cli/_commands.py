@@ -409,9 +409,12 @@ async def fork(
     new_id: str | None,
     ref: str | None,
     answer_text: str | None = None,
+    *,
+    author: str = "",
 ) -> ExitCode:
     """``pipeline fork`` (and, with *answer_text*, answer the question the
-    fork waits at: how a stopped thread's question is answered again)."""
+    fork waits at, by *author*: how a stopped thread's question is answered
+    again)."""
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
         new_id = new_id or uuid.uuid4().hex[:16]
@@ -452,6 +455,7 @@ async def fork(
             ref=target.ref,
             answer_text=answer_text,
             question=snap.question_id,
+            author=author,
         )
     if settings.json:
         out.emit_json({"thread": snap.thread_id})

@@ -197,12 +197,19 @@ def test_declined_answer_stops(tmp_path: Path, store: str) -> None:
         "t2",
         "--answer",
         "yes",
+        "--author",
+        "bo",
         "--store",
         store,
         cwd=tmp_path,
     )
     assert forked.returncode == ExitCode.OK, forked.stderr
     assert json.loads(forked.stdout)["sent"] is True
+    # The fork's answer names who gave it, as `pipeline answer`'s does.
+    rows = lines(
+        cli("history", "t2", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert [r["author"] for r in rows if r["author"]] == ["bo"]
     plain = cli(
         "fork",
         "t",
