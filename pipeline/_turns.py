@@ -417,6 +417,10 @@ class Loop:
                     output.name, reason, attempts=repairs, path=(name,)
                 )
             )
+        if env.scope is not None:
+            refused = env.scope.start_repair()
+            if refused is not None:
+                return Failure(attrs.evolve(refused, path=(name,)))
         ask = repair_request(output, reason, guard)
         if listen:
             await env.emit(MessageComplete(name, ask))
@@ -454,6 +458,36 @@ class Loop:
         hook: ToolHook | None,
         shown: tuple[ToolCall, ...],
     ) -> tuple[Message, ...]:
+        scope = self.env.scope
+        if scope is None:
+            return await self._run_tools(
+                calls, taken, listen=listen, hook=hook, shown=shown
+            )
+        # Calls to unknown tools or with arguments that do not decode are
+        # repairs, for budgets (past the limit, the next call is refused).
+        wrong: list[ToolCall] = []
+        out = await self._run_tools(
+            calls,
+            taken,
+            listen=listen,
+            hook=hook,
+            shown=shown,
+            malformed=wrong.append,
+        )
+        if wrong:
+            scope.malformed_tool_calls(len(wrong))
+        return out
+
+    async def _run_tools(
+        self,
+        calls: tuple[ToolCall, ...],
+        taken: Mapping[int, tuple[str, bool]],
+        *,
+        listen: bool,
+        hook: ToolHook | None,
+        shown: tuple[ToolCall, ...],
+        malformed: Callable[[ToolCall], object] | None = None,
+    ) -> tuple[Message, ...]:
         on_result = (
             _finished(self.env, self.name, calls, shown) if listen else None
         )
@@ -468,6 +502,7 @@ class Loop:
                 around=hook,
                 limit=limit,
                 deps=self.deps,
+                malformed=malformed,
             )
         rest = [c for i, c in enumerate(calls) if i not in taken]
         ran = iter(
@@ -479,6 +514,7 @@ class Loop:
                 around=hook,
                 limit=limit,
                 deps=self.deps,
+                malformed=malformed,
             )
         )
         out: list[Message] = []
