@@ -15,8 +15,8 @@ class RunUsage:
     *repairs* counts what the model was asked to fix: each re-ask after a
     final answer that did not decode or was refused (by a validator or an
     output guardrail), and each tool call it sent to an unknown tool or
-    with arguments that did not decode (see
-    :attr:`Budget.repairs <pipeline.Budget.repairs>`).
+    with arguments that did not decode (a :class:`~pipeline.Budget`
+    bounds them with its *repairs*).
 
     .. versionadded:: 0.1.0
     """

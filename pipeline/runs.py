@@ -148,8 +148,8 @@ class Scope:
         return self.ledger.start_repair(anyio.current_time())
 
     def malformed_tool_calls(self, n: int) -> None:
-        """Count *n* tool calls the model got wrong (see
-        :attr:`Budget.repairs <pipeline.Budget.repairs>`)."""
+        """Count *n* tool calls the model got wrong (repairs, which a
+        :class:`~pipeline.Budget` may bound)."""
         self.ledger.malformed_tool_calls(n)
 
     @property
