@@ -458,43 +458,18 @@ class Loop:
         hook: ToolHook | None,
         shown: tuple[ToolCall, ...],
     ) -> tuple[Message, ...]:
-        scope = self.env.scope
-        if scope is None:
-            return await self._run_tools(
-                calls, taken, listen=listen, hook=hook, shown=shown
-            )
-        # Calls to unknown tools or with arguments that do not decode are
-        # repairs, for budgets (past the limit, the next call is refused).
-        wrong: list[ToolCall] = []
-        out = await self._run_tools(
-            calls,
-            taken,
-            listen=listen,
-            hook=hook,
-            shown=shown,
-            malformed=wrong.append,
-        )
-        if wrong:
-            scope.malformed_tool_calls(len(wrong))
-        return out
-
-    async def _run_tools(
-        self,
-        calls: tuple[ToolCall, ...],
-        taken: Mapping[int, tuple[str, bool]],
-        *,
-        listen: bool,
-        hook: ToolHook | None,
-        shown: tuple[ToolCall, ...],
-        malformed: Callable[[ToolCall], object] | None = None,
-    ) -> tuple[Message, ...]:
         on_result = (
             _finished(self.env, self.name, calls, shown) if listen else None
         )
         name = self.name
         limit = self.agent.max_parallel_tools
+        # Calls to unknown tools or with arguments that do not decode are
+        # repairs, for budgets (past the limit, the next call is refused).
+        scope = self.env.scope
+        wrong: list[ToolCall] = []
+        malformed = None if scope is None else wrong.append
         if not taken:
-            return await run_tools(
+            out = await run_tools(
                 calls,
                 self.tools,
                 on_result=on_result,
@@ -504,6 +479,24 @@ class Loop:
                 deps=self.deps,
                 malformed=malformed,
             )
+        else:
+            out = await self._with_taken(
+                calls, taken, on_result, hook, malformed
+            )
+        if wrong and scope is not None:
+            scope.malformed_tool_calls(len(wrong))
+        return out
+
+    async def _with_taken(
+        self,
+        calls: tuple[ToolCall, ...],
+        taken: Mapping[int, tuple[str, bool]],
+        on_result: Callable[[ToolCall, str, bool], Awaitable[None]] | None,
+        hook: ToolHook | None,
+        malformed: Callable[[ToolCall], object] | None,
+    ) -> tuple[Message, ...]:
+        """The calls not *taken* run; the taken ones' results are kept."""
+        name = self.name
         rest = [c for i, c in enumerate(calls) if i not in taken]
         ran = iter(
             await run_tools(
@@ -512,7 +505,7 @@ class Loop:
                 on_result=on_result,
                 agent=name,
                 around=hook,
-                limit=limit,
+                limit=self.agent.max_parallel_tools,
                 deps=self.deps,
                 malformed=malformed,
             )
