@@ -25,6 +25,7 @@ from pipeline import (
     tool,
 )
 from pipeline.failures import ModelError
+from pipeline.fold import Continue, Decision, Interrupt, Status, Transition
 from pipeline.graph import END, GraphFailure
 from pipeline.models import ModelRequest, ModelResponse
 from pipeline.swarm import SwarmFailure, SwarmState
@@ -291,3 +292,44 @@ async def test_a_crash_inside_the_subgraph_resumes_at_its_node(
         done = (await g.resume(store, "t")).unwrap()
     assert done.state.body == "HELLO"
     assert runs == ["review 0", "review 1", "review 1"]
+
+
+async def test_a_question_inside_the_nested_swarm_pauses_the_graph(
+    tmp_path: Path,
+) -> None:
+    """A handoff gate of the nested swarm asks a question: the checkpointed
+    graph pauses; the answer resumes it inside the swarm, and update gets
+    the state the agent after the handoff wrote."""
+
+    async def approve(t: Transition[SwarmState[Refund]]) -> Decision:
+        return Continue() if t.answer == "yes" else Interrupt("refund?")
+
+    def team() -> Swarm[Refund]:
+        desk_agent = Agent(
+            "desk", ScriptedModel(Reply.tool_call("transfer_to_payer"))
+        )
+        payer = Agent(
+            "payer",
+            ScriptedModel(
+                Reply.tool_call("write_state", {"amount": 25}),
+                Reply.text("paid 25"),
+            ),
+        )
+        return (
+            swarm.builder(state=Refund())
+            .agent("desk", desk_agent, handoffs=["payer"])
+            .agent("payer", payer, writable=["amount"])
+            .entry("desk")
+            .before_handoff(approve)
+            .build(name="refunds")
+        )
+
+    async with stores.SQLiteStore(tmp_path / "runs.db") as store:
+        paused = (
+            await desk(team()).run(Case("refund"), store=store, thread_id="t")
+        ).unwrap()
+        assert paused.status is Status.INTERRUPTED
+        assert paused.pending is not None
+        assert paused.pending.question == "refund?"
+        done = (await desk(team()).resume(store, "t", answer="yes")).unwrap()
+    assert done.state == Case("refund", refunded=25, answer="paid 25")
