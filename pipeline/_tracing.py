@@ -125,6 +125,7 @@ class Tracing:
                 "pipeline.usage.cost": usage.cost,
                 "pipeline.usage.model_calls": usage.model_calls,
                 "pipeline.usage.tool_calls": usage.tool_calls,
+                "pipeline.usage.repairs": usage.repairs,
             }
         )
         if failure is not None:

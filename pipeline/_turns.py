@@ -458,6 +458,10 @@ class Loop:
                     output.name, reason, attempts=repairs, path=(name,)
                 )
             )
+        if env.scope is not None:
+            refused = env.scope.start_repair()
+            if refused is not None:
+                return Failure(attrs.evolve(refused, path=(name,)))
         ask = repair_request(output, reason, guard)
         if listen:
             await env.emit(MessageComplete(name, ask))
@@ -500,8 +504,13 @@ class Loop:
         )
         name = self.name
         limit = self.agent.max_parallel_tools
+        # Calls to unknown tools or with arguments that do not decode are
+        # repairs, for budgets (past the limit, the next call is refused).
+        scope = self.env.scope
+        wrong: list[ToolCall] = []
+        malformed = None if scope is None else wrong.append
         if not taken:
-            return await run_tools(
+            out = await run_tools(
                 calls,
                 self.tools,
                 on_result=on_result,
@@ -509,7 +518,26 @@ class Loop:
                 around=hook,
                 limit=limit,
                 deps=self.deps,
+                malformed=malformed,
             )
+        else:
+            out = await self._with_taken(
+                calls, taken, on_result, hook, malformed
+            )
+        if wrong and scope is not None:
+            scope.malformed_tool_calls(len(wrong))
+        return out
+
+    async def _with_taken(
+        self,
+        calls: tuple[ToolCall, ...],
+        taken: Mapping[int, tuple[str, bool]],
+        on_result: Callable[[ToolCall, str, bool], Awaitable[None]] | None,
+        hook: ToolHook | None,
+        malformed: Callable[[ToolCall], object] | None,
+    ) -> tuple[Message, ...]:
+        """The calls not *taken* run; the taken ones' results are kept."""
+        name = self.name
         rest = [c for i, c in enumerate(calls) if i not in taken]
         ran = iter(
             await run_tools(
@@ -518,8 +546,9 @@ class Loop:
                 on_result=on_result,
                 agent=name,
                 around=hook,
-                limit=limit,
+                limit=self.agent.max_parallel_tools,
                 deps=self.deps,
+                malformed=malformed,
             )
         )
         out: list[Message] = []

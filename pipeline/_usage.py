@@ -12,6 +12,12 @@ import attrs
 class RunUsage:
     """What a run spent: tokens, cost, calls and elapsed seconds.
 
+    *repairs* counts what the model was asked to fix: each re-ask after a
+    final answer that did not decode or was refused (by a validator or an
+    output guardrail), and each tool call it sent to an unknown tool or
+    with arguments that did not decode (a :class:`~pipeline.Budget`
+    bounds them with its *repairs*).
+
     .. versionadded:: 0.1.0
     """
 
@@ -21,6 +27,7 @@ class RunUsage:
     model_calls: int = 0
     tool_calls: int = 0
     elapsed: float = 0.0
+    repairs: int = 0
 
     @property
     def total_tokens(self) -> int:

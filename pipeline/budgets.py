@@ -118,7 +118,14 @@ class Budget:
     limit refuses a model missing from the table rather than guess);
     *model_calls* and *tool_calls* count calls started; *wall_time* is
     seconds since the run started (anyio's clock, so a test's fake clock
-    drives it).
+    drives it).  *repairs* bounds what the model is asked to fix: each
+    re-ask after a final answer that did not decode or was refused (by the
+    output's validator or an output guardrail) is one, refused before it
+    is sent once the limit is reached; each tool call the model sends to
+    an unknown tool or with arguments that do not decode is one too
+    (its error result still goes back), and once more were made than
+    the limit allows, the next model call is refused.  These repairs are
+    model and tool calls as well, and count in those limits too.
 
     .. versionadded:: 0.1.0
     """
@@ -129,6 +136,7 @@ class Budget:
     tool_calls: int | None = attrs.field(default=None, validator=_count_limit)
     wall_time: float | None = attrs.field(default=None, validator=_limit)
     prices: Mapping[str, Price] = attrs.field(factory=dict, converter=_prices)
+    repairs: int | None = attrs.field(default=None, validator=_count_limit)
 
 
 @final
@@ -147,6 +155,7 @@ class Ledger:
         "model_calls",
         "output_tokens",
         "parent",
+        "repairs",
         "started",
         "tool_calls",
     )
@@ -162,6 +171,7 @@ class Ledger:
         self.cost = 0.0
         self.model_calls = 0
         self.tool_calls = 0
+        self.repairs = 0
         self.exceeded: BudgetExceeded | None = None
 
     def usage(self, now: float) -> RunUsage:
@@ -173,6 +183,7 @@ class Ledger:
             model_calls=self.model_calls,
             tool_calls=self.tool_calls,
             elapsed=max(0.0, now - self.started),
+            repairs=self.repairs,
         )
 
     def start_model_call(
@@ -196,6 +207,26 @@ class Ledger:
                 ledger.tool_calls += n
                 ledger = ledger.parent
         return refused
+
+    def start_repair(self, now: float) -> BudgetExceeded | None:
+        """Reserve one re-ask of the model to fix its final answer, or say
+        which limit refuses it."""
+        refused = self._check(now, repairs=1)
+        if refused is None:
+            ledger: Ledger | None = self
+            while ledger is not None:
+                ledger.repairs += 1
+                ledger = ledger.parent
+        return refused
+
+    def malformed_tool_calls(self, n: int) -> None:
+        """Count *n* tool calls whose arguments (or tool) were wrong: their
+        error results go back, and past the repairs limit the next model
+        call is refused."""
+        ledger: Ledger | None = self
+        while ledger is not None:
+            ledger.repairs += n
+            ledger = ledger.parent
 
     def spend(self, model: str, input_tokens: int, output_tokens: int) -> None:
         """Add a finished model call's tokens and cost.
@@ -229,17 +260,25 @@ class Ledger:
         model: str | None = None,
         model_calls: int = 0,
         tool_calls: int = 0,
+        repairs: int = 0,
     ) -> BudgetExceeded | None:
         ledger: Ledger | None = self
         while ledger is not None:
-            refused = ledger._refuses(now, model, model_calls, tool_calls)
+            refused = ledger._refuses(
+                now, model, model_calls, tool_calls, repairs
+            )
             if refused is not None:
                 return refused
             ledger = ledger.parent
         return None
 
     def _refuses(
-        self, now: float, model: str | None, model_calls: int, tool_calls: int
+        self,
+        now: float,
+        model: str | None,
+        model_calls: int,
+        tool_calls: int,
+        repairs: int,
     ) -> BudgetExceeded | None:
         if self.exceeded is not None:
             return self.exceeded
@@ -270,6 +309,11 @@ class Ledger:
             return self._exceed(
                 "tool_calls", budget.tool_calls, self.tool_calls, now
             )
+        if budget.repairs is not None and (
+            (repairs and self.repairs + repairs > budget.repairs)
+            or (model_calls and self.repairs > budget.repairs)
+        ):
+            return self._exceed("repairs", budget.repairs, self.repairs, now)
         if (
             model is not None
             and budget.cost is not None

@@ -649,7 +649,7 @@ class BudgetExceeded(PipelineError):
     """A run's budget is spent: the model or tool call was not started.
 
     *limit* names the limit (``tokens``, ``cost``, ``model_calls``,
-    ``tool_calls`` or ``wall_time``), *maximum* its value and *spent* what
+    ``tool_calls``, ``wall_time`` or ``repairs``), *maximum* its value and *spent* what
     the run had spent of it; *usage* is the whole run's usage at that
     moment.  *model* is set when a cost limit met a model missing from the
     price table (its cost could not be bounded).  Every branch of the run

@@ -143,6 +143,15 @@ class Scope:
         """Reserve *n* tool calls about to start (all or none)."""
         return self.ledger.start_tool_calls(n, anyio.current_time())
 
+    def start_repair(self) -> BudgetExceeded | None:
+        """Reserve one re-ask of the model to fix its final answer."""
+        return self.ledger.start_repair(anyio.current_time())
+
+    def malformed_tool_calls(self, n: int) -> None:
+        """Count *n* tool calls the model got wrong (repairs, which a
+        :class:`~pipeline.Budget` may bound)."""
+        self.ledger.malformed_tool_calls(n)
+
     @property
     def tool_hook(self) -> ToolHook | None:
         """The function that runs each tool call inside its span, or

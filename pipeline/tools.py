@@ -351,12 +351,21 @@ class Tool(Generic[D_contra, P, R_co]):
         return kwargs
 
     async def call(
-        self, arguments: str, deps: D_contra | NoDeps = NO_DEPS
+        self,
+        arguments: str,
+        deps: D_contra | NoDeps = NO_DEPS,
+        *,
+        malformed: Callable[[], object] | None = None,
     ) -> tuple[str, bool]:
         """Run the tool on the model's *arguments*: ``(content, is_error)``.
 
         *deps*, the run's dependencies, go to a tool that takes a
-        :class:`RunContext`.
+        :class:`RunContext`.  *malformed*, if given, is called when the
+        arguments do not decode (the result is then the error for the
+        model): budgets count such calls as repairs.
+
+        .. versionchanged:: 0.1.0
+           *malformed*.
 
         Raises:
             MissingDeps: the tool takes a :class:`RunContext` and *deps*
@@ -369,6 +378,8 @@ class Tool(Generic[D_contra, P, R_co]):
             fn = functools.partial(fn, RunContext(deps))
         kwargs = self.decode(arguments)
         if isinstance(kwargs, str):
+            if malformed is not None:
+                malformed()
             return f"error: {kwargs}", True
         try:
             if self.timeout is None:
@@ -706,6 +717,7 @@ async def run_tools(
     around: ToolHook | None = None,
     limit: int | None = None,
     deps: object = NO_DEPS,
+    malformed: Callable[[ToolCall], object] | None = None,
 ) -> tuple[Message, ...]:
     """Run *calls* concurrently; tool messages come back in call order,
     tagged with *agent* (the agent whose calls they answer).  With *limit*,
@@ -717,7 +729,8 @@ async def run_tools(
     exceptions a tool does not list propagate.
     *around*, if given, runs each call (a tracing span around it).
     *deps*, the run's dependencies, go to the tools that take a
-    :class:`RunContext`.
+    :class:`RunContext`.  *malformed*, if given, is called with each call
+    to an unknown tool or with arguments that do not decode.
 
     .. versionadded:: 0.1.0
     """
@@ -728,8 +741,14 @@ async def run_tools(
     async def execute(call: ToolCall) -> tuple[str, bool]:
         found = tools.get(call.name)
         if found is None:
+            if malformed is not None:
+                malformed(call)
             return _unknown_tool(tools), True
-        return await found.call(call.arguments, deps)
+        if malformed is None:
+            return await found.call(call.arguments, deps)
+        return await found.call(
+            call.arguments, deps, malformed=functools.partial(malformed, call)
+        )
 
     async def one(i: int, call: ToolCall) -> None:
         if around is None:

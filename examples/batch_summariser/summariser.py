@@ -15,7 +15,7 @@ import sys
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import anyio
 import attrs
@@ -154,7 +154,7 @@ async def summarise_batch(
     model: Model,
     *,
     budget: Budget = DEFAULT_BUDGET,
-    on_progress: Callable[[int, int, str, RunUsage], Any] | None = None,
+    on_progress: Callable[[int, int, str, RunUsage], object] | None = None,
 ) -> tuple[Result[Report, BatchError], RunUsage]:
     """Run the batch in a scope with *budget*; call *on_progress* (done,
     total, document, usage so far) as each document finishes."""

@@ -18,10 +18,14 @@ from __future__ import annotations
 import sys
 
 import anyio
+import attrs
 
-from pipeline import Agent, Context, Message, Swarm, swarm, tool
+from returns.result import Failure, Result, Success
+
+from pipeline import Agent, Context, Graph, Message, Swarm, graph, swarm, tool
 from pipeline.history import token_budget, window
 from pipeline.models import Model, from_env
+from pipeline.swarm import SwarmFailure, SwarmState
 from pipeline.testing import Reply, ScriptedModel
 
 
@@ -121,6 +125,61 @@ def build(
 
 team = build(*(from_env(fallback=m) for m in scripted_models()))
 """The team, on a provider's model when an API key is set."""
+
+
+@attrs.frozen
+class Report:
+    """A graph's state around the team: the question, then who answered
+    it, after how many handoffs, and the answer."""
+
+    question: str
+    answer: str = ""
+    answered_by: str = ""
+    handoffs: int = 0
+
+
+@attrs.frozen
+class NotWritten:
+    """The team stopped with someone other than the writer holding the
+    conversation (the answer was not written from the notes)."""
+
+    active: str
+
+
+def filed(report: Report, end: SwarmState[None]) -> Result[Report, NotWritten]:
+    """The team's typed final state into the report; only the writer's
+    answer counts."""
+    if end.active != "writer":
+        return Failure(NotWritten(end.active))
+    return Success(
+        attrs.evolve(
+            report,
+            answer=end.messages[-1].content,
+            answered_by=end.active,
+            handoffs=end.handoffs,
+        )
+    )
+
+
+def reporting(
+    researchers: Swarm[None],
+) -> Graph[Report, SwarmFailure | NotWritten]:
+    """A graph over reports with the team as its node: the node hands
+    ``filed`` the swarm's final state, and its failure is the graph's."""
+    node = researchers.as_node(
+        context=lambda r: Context.of(Message.user(r.question)), update=filed
+    )
+    return (
+        graph.builder(Report)
+        .node("research", node)
+        .entry("research")
+        .edge("research", graph.END)
+        .build(name="report")
+    )
+
+
+report = reporting(team)
+"""The team inside a graph over :class:`Report` states."""
 
 
 async def main(question: str) -> None:

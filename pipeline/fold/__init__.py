@@ -57,6 +57,7 @@ from ._runnable import MachineBase as MachineBase
 from ._runnable import Runnable as Runnable
 from ._runnable import handler_call as handler_call
 from ._runnable import new_thread as new_thread
+from ._runnable import state_node as state_node
 
 
 __all__ = (
@@ -101,6 +102,7 @@ __all__ = (
     "new_thread",
     "run_machine",
     "same_shape",
+    "state_node",
     "stored_answer",
     "suspension",
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -25,9 +25,9 @@ from typing import (
 
 import attrs
 
-from returns.result import Result, Success
+from returns.result import Failure, Result, Success
 
-from .._handler import Call
+from .._handler import Call, Handler
 from ..failures import (
     CheckpointDecodeError,
     ConcurrentModification,
@@ -74,6 +74,7 @@ F_co = TypeVar("F_co", covariant=True)
 M = TypeVar("M", bound="Shaped[Any, Any]")
 In = TypeVar("In")
 Out = TypeVar("Out")
+Outer = TypeVar("Outer")
 
 
 class Shaped(Machine[S, L_contra], Protocol[S, L_contra]):
@@ -147,6 +148,30 @@ def handler_call(
         return Success(finish(final.unwrap()))
 
     return run_fold
+
+
+def state_node(
+    name: str,
+    settle: Callable[[Outer], Awaitable[Result[Out, Any]]],
+    update: Callable[[Outer, Out], Outer | Result[Outer, Any]],
+) -> Handler[Outer, Outer, Any]:
+    """A node over an outer state: ``settle(state)`` runs a nested fold to
+    its final state, *update* folds that back into the outer state (a
+    ``Result`` of it: its failure is the node's).
+
+    .. versionadded:: 0.1.0
+    """
+
+    async def run_state_node(state: Outer) -> Result[Outer, Any]:
+        out = await settle(state)
+        if type(out) is not Success:
+            return Failure(out.failure())
+        new = update(state, out.unwrap())
+        if isinstance(new, Result):
+            return new  # pyright: ignore[reportUnknownVariableType]
+        return Success(new)
+
+    return Handler(run_state_node, name)
 
 
 class Runnable(Threads[S], Generic[S, L, F_co, M]):
@@ -223,6 +248,24 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
     def codec(self) -> Codec[S]:
         """Encodes this fold's snapshots to records and back."""
         return self._machine.codec
+
+    async def settle(self, snap: Snapshot[S]) -> Result[S, F_co]:
+        """Fold from *snap* to the end as the handler does, giving the final
+        state: no checkpoints of its own (inside a checkpointed run it
+        records its progress there, and a resumed step continues it), a
+        stop is :class:`~pipeline.failures.RunStopped`, a pause
+        :class:`~pipeline.failures.RunPaused`.
+
+        .. versionadded:: 0.1.0
+        """
+        out = await _engine.run_machine(
+            self._machine,
+            snap,
+            self.limits,
+            hooks=Hooks(self.gates, self.observers),
+            max_steps=self.max_steps(self.limits),
+        )
+        return _engine.outcome(out, self._machine.name)
 
     def _repr(self, parts: str) -> str:
         """``Kind('name', parts, entry=..., fingerprint=...)``."""
@@ -411,4 +454,5 @@ __all__ = (
     "Shaped",
     "handler_call",
     "new_thread",
+    "state_node",
 )

@@ -9,8 +9,8 @@ snapshots and the checkpoints.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Generic, TypeAlias, TypeVar, final
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeAlias, TypeVar, final, overload
 
 import attrs
 
@@ -22,7 +22,15 @@ from .._render import svg
 from ..agents import prompt_tool
 from ..errors import RendererUnavailable
 from ..failures import FanOutLimitExceeded, MergeConflict, UnknownRoute
-from ..fold import EventSink, FoldFailure, Gate, Observer, Runnable, Snapshot
+from ..fold import (
+    EventSink,
+    FoldFailure,
+    Gate,
+    Observer,
+    Runnable,
+    Snapshot,
+    state_node,
+)
 from ..stores import CheckpointStore
 from ..tools import Tool
 from ._draw import dot, mermaid
@@ -33,6 +41,8 @@ from ._tool import state_tool
 
 S = TypeVar("S")
 E_co = TypeVar("E_co", covariant=True)
+Outer = TypeVar("Outer")
+E = TypeVar("E")
 
 GraphFailure: TypeAlias = (
     UnknownRoute | FanOutLimitExceeded | MergeConflict | FoldFailure
@@ -153,6 +163,51 @@ class Graph(
         return state_tool(
             self, self.state_type, name=name, description=description
         )
+
+    @overload
+    def as_node(
+        self,
+        *,
+        state: Callable[[Outer], S],
+        update: Callable[[Outer, S], Result[Outer, E]],
+        name: str | None = None,
+    ) -> Handler[Outer, Outer, E_co | GraphFailure | E]: ...
+
+    @overload
+    def as_node(
+        self,
+        *,
+        state: Callable[[Outer], S],
+        update: Callable[[Outer, S], Outer],
+        name: str | None = None,
+    ) -> Handler[Outer, Outer, E_co | GraphFailure]: ...
+
+    def as_node(
+        self,
+        *,
+        state: Callable[[Outer], S],
+        update: Callable[[Outer, S], Outer | Result[Outer, Any]],
+        name: str | None = None,
+    ) -> Handler[Outer, Outer, Any]:
+        """This graph as a node of a graph over another state (a subgraph),
+        or any handler from that state to itself.
+
+        *state* picks this graph's starting state from the outer one;
+        *update* folds its typed final state back in, returning the new
+        outer state or a ``Result`` of it: a ``Failure`` (say, the final
+        state holds no decision) is the node's failure, typed into the
+        outer graph's error.  Inside a checkpointed run the subgraph records
+        its progress in the run's thread: a step resumed after a crash goes
+        on from its last committed node.  (A subgraph over the same state
+        needs none of this: add the graph itself with ``.node``.)
+
+        .. versionadded:: 0.1.0
+        """
+
+        async def settle(outer: Outer) -> Result[S, Any]:
+            return await self.settle(self.start(state(outer)))
+
+        return state_node(name or self.name, settle, update)
 
     # -- showing ----------------------------------------------------------------
 

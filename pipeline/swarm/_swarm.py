@@ -9,8 +9,8 @@ the whole conversation, so it composes with ``>>``, ``&``, ``|``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Generic, TypeAlias, TypeVar, final
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeAlias, TypeVar, final, overload
 
 import attrs
 
@@ -21,7 +21,15 @@ from .._handler import Handler
 from .._render import svg
 from ..agents import AgentError
 from ..errors import RendererUnavailable
-from ..fold import EventSink, FoldFailure, Gate, Observer, Runnable, Snapshot
+from ..fold import (
+    EventSink,
+    FoldFailure,
+    Gate,
+    Observer,
+    Runnable,
+    Snapshot,
+    state_node,
+)
 from ..stores import CheckpointStore
 from ._draw import dot, mermaid
 from ._machine import SwarmMachine
@@ -29,6 +37,8 @@ from ._model import SwarmLimits, SwarmState
 
 
 T = TypeVar("T")
+Outer = TypeVar("Outer")
+E = TypeVar("E")
 
 SwarmFailure: TypeAlias = AgentError | FoldFailure
 """What a swarm run may fail with: its agents' failures and the fold's."""
@@ -136,6 +146,58 @@ class Swarm(
             on_event=on_event,
             limits=limits,
         )
+
+    @overload
+    def as_node(  # type: ignore[overload-overlap]  # a Result state: unsupported
+        self,
+        *,
+        context: Callable[[Outer], Context],
+        update: Callable[[Outer, SwarmState[T]], Result[Outer, E]],
+        state: Callable[[Outer], T] | None = None,
+        name: str | None = None,
+    ) -> Handler[Outer, Outer, SwarmFailure | E]: ...
+
+    @overload
+    def as_node(
+        self,
+        *,
+        context: Callable[[Outer], Context],
+        update: Callable[[Outer, SwarmState[T]], Outer],
+        state: Callable[[Outer], T] | None = None,
+        name: str | None = None,
+    ) -> Handler[Outer, Outer, SwarmFailure]: ...
+
+    def as_node(
+        self,
+        *,
+        context: Callable[[Outer], Context],
+        update: Callable[[Outer, SwarmState[T]], Outer | Result[Outer, Any]],
+        state: Callable[[Outer], T] | None = None,
+        name: str | None = None,
+    ) -> Handler[Outer, Outer, Any]:
+        """This swarm as a node of a graph over another state (or any
+        handler from that state to itself) that hands *update* the swarm's
+        typed final :class:`~pipeline.swarm.SwarmState`, not only its
+        conversation.
+
+        *context* picks the conversation the entry agent answers from the
+        outer state; *state*, if given, the swarm's typed state to start
+        from (the builder's initial state otherwise).  *update* folds the
+        final state back into the outer one, returning the new outer state
+        or a ``Result`` of it: a ``Failure`` (say, the shared state did not
+        hold what the graph needs) is the node's failure, typed into the
+        graph's error.  Inside a checkpointed run every agent turn is
+        recorded in the run's thread: a step resumed after a crash goes on
+        from the last committed turn.
+
+        .. versionadded:: 0.1.0
+        """
+
+        async def settle(outer: Outer) -> Result[SwarmState[T], Any]:
+            own = None if state is None else state(outer)
+            return await self.settle(self.start(context(outer), state=own))
+
+        return state_node(name or self.name, settle, update)
 
     def __repr__(self) -> str:
         return self._repr(f"agents={list(self.agents)}")

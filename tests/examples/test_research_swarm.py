@@ -108,3 +108,21 @@ def test_command_line_events(tmp_path: Path) -> None:
     assert handoffs == [("lead", "researcher", 1), ("researcher", "writer", 2)]
     assert events[-1]["status"] == "done"
     assert events[-1]["value"]["active"] == "writer"
+
+
+async def test_the_team_as_a_node_fills_a_typed_report() -> None:
+    """report: the swarm as a graph node; update gets its final state (who
+    answered, after how many handoffs); a team that ends elsewhere than the
+    writer is the graph's typed failure."""
+    lead, researcher, writer = scripted()
+    graph = research.reporting(research.build(lead, researcher, writer))
+    done = (await graph.run(research.Report("And trio?"))).unwrap().state
+    assert (done.answer, done.answered_by, done.handoffs) == (
+        "Trio has nurseries.",
+        "writer",
+        2,
+    )
+    lead = ScriptedModel(Reply.text("I will not hand this over."))
+    stubborn = research.reporting(research.build(lead, *scripted()[1:]))
+    failed = await stubborn.run(research.Report("And trio?"))
+    assert failed.failure() == research.NotWritten("lead")

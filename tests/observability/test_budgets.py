@@ -21,6 +21,7 @@ from pipeline import (
     Budget,
     Context,
     Message,
+    Output,
     Price,
     RunUsage,
     ToolCall,
@@ -155,6 +156,85 @@ async def test_tool_calls_are_reserved_as_a_batch() -> None:
     assert failure.path == ("a",)
     assert tool_runs == []
     assert done.usage.tool_calls == 0
+
+
+# -- repairs: re-asks after invalid output, malformed tool calls ---------------
+
+
+@attrs.frozen
+class Verdict:
+    """A structured answer."""
+
+    score: int
+
+
+@tool
+async def double(n: int) -> str:
+    """Double a number."""
+    return str(2 * n)
+
+
+async def test_output_repairs_are_counted_and_limited() -> None:
+    """Each re-ask after an answer that does not decode is a repair; with
+    repairs=0 the re-ask is refused before it is sent."""
+    with ScriptedModel(Reply.text("{}"), Reply.text('{"score": 3}')) as model:
+        agent = Agent("judge", model, output=Output(Verdict, retries=2))
+        done = await run(agent, HI, budget=Budget(repairs=1))
+    assert done.result.unwrap().messages[-1].content == '{"score": 3}'
+    assert (done.usage.repairs, done.usage.model_calls) == (1, 2)
+    with ScriptedModel(Reply.text("{}")) as model:
+        agent = Agent("judge", model, output=Output(Verdict, retries=2))
+        refused = await run(agent, HI, budget=Budget(repairs=0))
+    failure = refused.result.failure()
+    assert isinstance(failure, BudgetExceeded)
+    assert (failure.limit, failure.maximum, failure.spent) == ("repairs", 0, 0)
+    assert failure.path == ("judge",)
+    assert refused.usage.model_calls == 1  # no repair call was made
+
+
+async def test_malformed_tool_calls_are_repairs() -> None:
+    """A call with arguments that do not decode, or to an unknown tool, is
+    a repair (its error result still goes back); well-formed calls are not.
+    Past the limit, the next model call is refused."""
+    bad = Reply.tool_calls(
+        ("double", {"n": "two"}, "c1"),
+        ("triple", {"n": 2}, "c2"),
+        ("double", {"n": 2}, "c3"),
+    )
+    with ScriptedModel(bad, Reply.text("sorry")) as model:
+        agent = Agent("calc", model, tools=[double])
+        done = await run(agent, HI, budget=Budget(repairs=2))
+    assert done.result.unwrap().messages[-1].content == "sorry"
+    assert (done.usage.repairs, done.usage.tool_calls) == (2, 3)
+    results = [m.content for m in model.requests[1].messages[-3:]]
+    assert results[0].startswith("error: invalid arguments for 'double'")
+    assert "two" not in results[0]
+    assert results[1].startswith("error:")
+    assert results[2] == "4"
+    with ScriptedModel(bad) as model:
+        agent = Agent("calc", model, tools=[double])
+        refused = await run(agent, HI, budget=Budget(repairs=1))
+    failure = refused.result.failure()
+    assert isinstance(failure, BudgetExceeded)
+    assert (failure.limit, failure.maximum, failure.spent) == ("repairs", 1, 2)
+    assert refused.usage.model_calls == 1
+    good = ScriptedModel(Reply.tool_call("double", {"n": 1}), Reply.text("2"))
+    fine = await run(Agent("calc", good, tools=[double]), HI, budget=Budget())
+    assert fine.usage.repairs == 0
+
+
+async def test_nested_scopes_count_repairs_in_both() -> None:
+    """A repair inside an inner scope counts against the outer budget too."""
+    bad = Reply.tool_call("double", {"n": "x"})
+    with ScriptedModel(bad, Reply.text("ok")) as model:
+        agent = Agent("calc", model, tools=[double])
+        with (
+            scope(budget=Budget(repairs=1)) as outer,
+            scope(budget=Budget()) as inner,
+        ):
+            out = await agent(HI)
+    assert out.unwrap().messages[-1].content == "ok"
+    assert (outer.usage.repairs, inner.usage.repairs) == (1, 1)
 
 
 async def test_cost_from_the_price_table() -> None:
@@ -293,6 +373,8 @@ async def test_llm_handlers_are_budgeted() -> None:
         {"tool_calls": "3"},
         {"cost": 10**400},  # no float holds it (was OverflowError)
         {"wall_time": -(10**400)},
+        {"repairs": -1},
+        {"repairs": 1.0},
     ],
     ids=lambda bad: (
         f"{next(iter(bad))}-{type(next(iter(bad.values()))).__name__}"

@@ -382,3 +382,76 @@ assert_type(as_tool(context_graph), Tool)
 assert_type(as_tool(g, name="bump"), Tool)  # a graph over a typed state
 as_tool(parse)  # type: ignore[arg-type]  # not an agent, not a context handler
 as_tool(takes_str)  # type: ignore[arg-type]  # str in, str out is no agent
+
+# -- swarms and graphs as nodes over another state (as_node) --------------------
+
+
+@attrs.frozen
+class Unsettled:
+    why: str
+
+
+def ask_count(c: Count) -> Context:
+    return Context.of(Message.user(str(c.n)))
+
+
+def ledger_of(c: Count) -> Ledger:
+    return Ledger(c.n)
+
+
+def count_of(c: Count) -> int:
+    return c.n
+
+
+def total_in(c: Count, end: SwarmState[Ledger]) -> Count:
+    return Count(end.state.total)
+
+
+def decode_total(
+    c: Count, end: SwarmState[Ledger]
+) -> Result[Count, Unsettled]:
+    return Success(Count(end.state.total))
+
+
+def other_in(c: Count, end: SwarmState[Other]) -> Count:
+    return c
+
+
+def int_in(c: Count, end: int) -> Result[Count, Unsettled]:
+    return Success(Count(end))
+
+
+def str_in(c: Count, end: str) -> Count:
+    return c
+
+
+assert_type(
+    team.as_node(context=ask_count, update=total_in),
+    Handler[Count, Count, SwarmFailure],
+)
+assert_type(
+    team.as_node(context=ask_count, state=ledger_of, update=decode_total),
+    Handler[Count, Count, SwarmFailure | Unsettled],
+)
+assert_type(
+    graph.builder(Count)
+    .node("team", team.as_node(context=ask_count, update=decode_total))
+    .entry("team")
+    .build(),
+    Graph[Count, SwarmFailure | Unsettled],
+)
+assert_type(
+    int_graph.as_node(state=count_of, update=int_in),
+    Handler[Count, Count, Boom | GraphFailure | Unsettled],
+)
+assert_type(
+    int_graph.as_node(state=count_of, update=lambda c, n: Count(n)),
+    Handler[Count, Count, Boom | GraphFailure],
+)
+team.as_node(context=ask_count, update=other_in)  # type: ignore[arg-type]  # another swarm state
+team.as_node(context=ask_count, state=count_of, update=total_in)  # type: ignore[arg-type]  # the state is a Ledger
+team.as_node(context=count_of, update=total_in)  # type: ignore[arg-type]  # context= gives a Context
+int_graph.as_node(state=count_of, update=str_in)  # type: ignore[arg-type]  # the final state is an int
+int_graph.as_node(state=ask_count, update=int_in)  # type: ignore[arg-type]  # the graph starts from an int
+count_node = team.as_node(context=ask_count, update=total_in)
+graph.builder(Other).node("team", count_node)  # type: ignore[arg-type]  # a node over Count

@@ -51,6 +51,7 @@ async def main() -> None:
     with scope(budget=budget, secrets=found) as opened:
         assert_type(opened, Scope)
         assert_type(opened.usage.total_tokens, int)
+        assert_type(opened.usage.repairs, int)
     await run(parse, 1)  # type: ignore[misc]  # the input must fit
     await run(parse, "1", budget=5)  # type: ignore[arg-type]
     with scope(tracer_provider="global"):  # type: ignore[arg-type]
@@ -70,3 +71,5 @@ assert_type(
 )
 failure: AgentError = BudgetExceeded("tokens", 1, 2, RunUsage())
 Budget(tokens="many")  # type: ignore[arg-type]
+assert_type(Budget(repairs=3).repairs, int | None)
+Budget(repairs="3")  # type: ignore[arg-type]
