@@ -11,10 +11,10 @@ is still a step: the engine commits its record as for a run.
 
 from __future__ import annotations
 
-import time
+import inspect
 
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar, final
+from typing import Any, Generic, TypeVar, cast, final
 
 import attrs
 import orjson
@@ -27,62 +27,13 @@ from ..events import CacheLookup, current_sink, emit
 from ..failures import InvalidState
 from ..fold import Codec
 from ..runs import current
+from ..stores import AsyncCacheStore, CacheStore, MemoryCache
 
 
 S = TypeVar("S")
 S_contra = TypeVar("S_contra", contravariant=True)
 
-__all__ = ("CachePolicy", "CacheStore", "MemoryCache")
-
-
-class CacheStore(Protocol):
-    """Where cached node outputs live: canonical JSON bytes under a key.
-
-    .. versionadded:: 0.1.0
-    """
-
-    def get(self, key: str, /) -> bytes | None:
-        """The bytes under *key*, or ``None`` (absent or expired)."""
-        ...
-
-    def put(self, key: str, value: bytes, ttl: float | None, /) -> None:
-        """Keep *value* under *key* for *ttl* seconds (``None``: for ever)."""
-        ...
-
-
-@final
-class MemoryCache:
-    """A :class:`CacheStore` in this process's memory (a dictionary).
-
-    *clock* (seconds, monotonic) decides expiry; tests pass a fake one.
-
-    .. versionadded:: 0.1.0
-    """
-
-    __slots__ = ("_clock", "_entries")
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._entries: dict[str, tuple[float, bytes]] = {}
-
-    def get(self, key: str, /) -> bytes | None:
-        """The bytes under *key*, or ``None`` (absent or expired)."""
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        expires, value = entry
-        if expires < self._clock():
-            del self._entries[key]
-            return None
-        return value
-
-    def put(self, key: str, value: bytes, ttl: float | None, /) -> None:
-        """Keep *value* under *key* for *ttl* seconds (``None``: for ever)."""
-        expires = float("inf") if ttl is None else self._clock() + ttl
-        self._entries[key] = (expires, value)
-
-    def __len__(self) -> int:
-        return len(self._entries)
+__all__ = ("CachePolicy",)
 
 
 def _whole(state: object) -> object:
@@ -98,15 +49,18 @@ class CachePolicy(Generic[S_contra]):
     fingerprint changes).  *key*: the part of the input state the node's
     output depends on (by default all of it); it must unstructure to JSON
     with the graph's converter.  *store*: where outputs live (by default a
-    :class:`MemoryCache` of the policy's own; share one store between
-    policies, or pass your own :class:`CacheStore`).
+    :class:`~pipeline.stores.MemoryCache` of the policy's own; share one
+    store between policies, keep them in a checkpoint store's backend
+    with a :class:`~pipeline.stores.StoreCache`, or pass your own
+    :class:`~pipeline.stores.CacheStore` or
+    :class:`~pipeline.stores.AsyncCacheStore`).
 
     .. versionadded:: 0.1.0
     """
 
     ttl: float | None = None
     key: Callable[[S_contra], object] = _whole
-    store: CacheStore = attrs.field(factory=MemoryCache)
+    store: CacheStore | AsyncCacheStore = attrs.field(factory=MemoryCache)
 
     def __attrs_post_init__(self) -> None:
         if self.ttl is not None and not self.ttl > 0:
@@ -125,11 +79,26 @@ def cached(
     codec: Codec[Any],
 ) -> AnyCall:
     """*call* behind *policy*'s cache: a hit returns the stored output."""
+    prefix = canonical([fingerprint, node])
+    if inspect.iscoroutinefunction(policy.store.get):
+        return _cached_async(call, node, policy, prefix, codec)
+    return _cached_sync(call, node, policy, prefix, codec)
+
+
+def _cached_sync(
+    call: AnyCall,
+    node: str,
+    policy: CachePolicy[Any],
+    prefix: bytes,
+    codec: Codec[Any],
+) -> AnyCall:
+    """:func:`cached` with a store in memory (a lookup is a call, not
+    awaited: a hit costs little more than a dictionary lookup)."""
     unstructure = codec.converter.unstructure
     structure = codec.converter.structure
     state_type = codec.state_type
-    select, store, ttl = policy.key, policy.store, policy.ttl
-    prefix = canonical([fingerprint, node])
+    select, ttl = policy.key, policy.ttl
+    store = cast("CacheStore", policy.store)
 
     async def run(state: Any) -> Any:
         try:
@@ -162,7 +131,52 @@ def cached(
     return run
 
 
+def _cached_async(
+    call: AnyCall,
+    node: str,
+    policy: CachePolicy[Any],
+    prefix: bytes,
+    codec: Codec[Any],
+) -> AnyCall:
+    """:func:`cached` with a store whose lookups are awaited."""
+    unstructure = codec.converter.unstructure
+    structure = codec.converter.structure
+    state_type = codec.state_type
+    select, ttl = policy.key, policy.ttl
+    store = cast("AsyncCacheStore", policy.store)
+
+    async def run(state: Any) -> Any:
+        try:
+            key = checksum(prefix + canonical(unstructure(select(state))))
+        except (TypeError, ValueError, RecursionError) as exc:
+            return Failure(
+                InvalidState(node, "$", _KEY_TYPE, type(exc).__name__)
+            )
+        hit = await store.get(key)
+        if hit is not None:
+            try:
+                out = structure(orjson.loads(hit), state_type)
+            except STRUCTURE_ERRORS:
+                out = None  # an entry that no longer fits: run the node
+            else:
+                await _tell(node, key, hit=True)
+                return Success(out)
+        await _tell(node, key, hit=False)
+        r = await call(state)
+        if type(r) is Success:
+            try:
+                data = canonical(unstructure(r.unwrap()))
+            except (TypeError, ValueError, RecursionError):
+                return r  # the commit reports what cannot be stored
+            await store.put(key, data, ttl)
+        return r
+
+    return run
+
+
 async def _tell(node: str, key: str, *, hit: bool) -> None:
+    if current_sink() is None and current() is None:
+        return
     scope = current()
     if scope is not None and scope.tracing is not None:
         scope.tracing.cache_lookup(hit)

@@ -63,12 +63,20 @@ _SCHEMA = (
         expires REAL NOT NULL
     ) WITHOUT ROWID
     """,
+    """
+    CREATE TABLE IF NOT EXISTS cache (
+        key TEXT NOT NULL PRIMARY KEY,
+        expires REAL,
+        checksum TEXT NOT NULL,
+        data BLOB NOT NULL
+    ) WITHOUT ROWID
+    """,
 )
 
 _CACHE = 100_000
 """Threads whose head and lease the writer remembers between transactions."""
 
-_WRITES = frozenset({"commit", "acquire", "renew", "release"})
+_WRITES = frozenset({"commit", "acquire", "renew", "release", "cache_put"})
 
 
 @final
@@ -229,6 +237,30 @@ class SQLiteStore:
     async def release(self, lease: Lease) -> None:
         """See :meth:`~pipeline.stores.CheckpointStore.release`."""
         await self._call("release", lease, shield=True)
+
+    async def cache_get(
+        self, key: str, now: float, /
+    ) -> tuple[bytes, str] | None:
+        """See :meth:`~pipeline.stores.CacheBackend.cache_get` (the file's
+        ``cache`` table)."""
+        found: tuple[bytes, str] | None = await self._call(
+            "cache_get", key, now
+        )
+        return found
+
+    async def cache_put(
+        self,
+        key: str,
+        value: bytes,
+        sha: str,
+        now: float,
+        ttl: float | None,
+        /,
+    ) -> None:
+        """See :meth:`~pipeline.stores.CacheBackend.cache_put` (written with
+        the commits waiting beside it, in one transaction)."""
+        expires = None if ttl is None else now + ttl
+        await self._call("cache_put", key, value, sha, expires, shield=True)
 
     async def aclose(self) -> None:
         """Finish the work submitted so far; close the connection."""
@@ -402,6 +434,21 @@ class SQLiteStore:
         if holds(self._lease(leases, lease.thread_id), lease):
             self._put_lease(leases, attrs.evolve(lease, expires=0.0))
 
+    def _cache_put(
+        self,
+        _heads: dict[str, int | None],
+        _leases: dict[str, LeaseRow | None],
+        _now: float,
+        key: str,
+        value: bytes,
+        sha: str,
+        expires: float | None,
+    ) -> None:
+        self._conn.execute(
+            "INSERT OR REPLACE INTO cache VALUES (?, ?, ?, ?)",
+            (key, expires, sha, value),
+        )
+
     def _read(self, job: _Job) -> None:
         try:
             job.result = getattr(self, f"_do_{job.kind}")(*job.args)
@@ -422,6 +469,14 @@ class SQLiteStore:
             (thread_id,),
         ).fetchone()
         return head  # type: ignore[no-any-return]
+
+    def _do_cache_get(self, key: str, now: float) -> tuple[bytes, str] | None:
+        row = self._conn.execute(
+            "SELECT data, checksum FROM cache "
+            "WHERE key = ? AND (expires IS NULL OR expires >= ?)",
+            (key, now),
+        ).fetchone()
+        return None if row is None else (bytes(row[0]), str(row[1]))
 
     def _do_threads(self) -> list[str]:
         rows = self._conn.execute(

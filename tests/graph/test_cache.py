@@ -12,8 +12,8 @@ from returns.result import Failure, Result, Success
 from pipeline import events, graph, handler, stores
 from pipeline.events import CacheLookup, Event
 from pipeline.failures import InvalidState
-from pipeline.graph import END, CachePolicy, MemoryCache
-from pipeline.stores import Lease, Record
+from pipeline.graph import END, CachePolicy
+from pipeline.stores import Lease, MemoryCache, Record
 from tests.graph.helpers import Counted, DelegatingStore, Runs, step
 from tests.stores import CommitResult
 

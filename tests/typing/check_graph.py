@@ -221,14 +221,14 @@ cached_builder = graph.builder(State).node("bump", bump, cache=policy)
 assert_type(cached_builder, graph.GraphBuilder[State, Boom])
 assert_type(
     graph.builder(State).node(
-        "bump", bump, cache=graph.CachePolicy(store=graph.MemoryCache())
+        "bump", bump, cache=graph.CachePolicy(store=stores.MemoryCache())
     ),
     graph.GraphBuilder[State, Boom],
 )
 graph.CachePolicy[State](key=lambda s: s.missing)  # type: ignore[attr-defined]  # the key reads the state
 graph.CachePolicy[State](ttl="60")  # type: ignore[arg-type]  # seconds
 graph.builder(State).node("bump", bump, cache=graph.CachePolicy[int]())  # type: ignore[arg-type]  # a policy over another state
-graph.MemoryCache(clock=1.0)  # type: ignore[arg-type]  # a clock is a function
+stores.MemoryCache(clock=1.0)  # type: ignore[arg-type]  # a clock is a function
 
 
 # -- pipeline.interrupt: the answer has the declared type ------------------

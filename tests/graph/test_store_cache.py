@@ -1,0 +1,220 @@
+"""Node caches kept in a checkpoint store's backend (``StoreCache``): the
+SQLite file and Redis; entries outlive the store (and the process), and a
+damaged or undecodable entry is a miss."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+import subprocess
+import sys
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pipeline import events, graph, stores
+from pipeline.events import CacheLookup
+from pipeline.graph import END, CachePolicy
+from pipeline.stores import StoreCache
+from tests import servers
+from tests.graph.helpers import Counted, Runs, step
+
+
+class Clock:
+    """A fake wall clock: time moves only when a test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+Opener = Callable[[], contextlib.AbstractAsyncContextManager[object]]
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.slow]),
+    ]
+)
+def backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Opener]:
+    """Opens a store on one shared file or key prefix, again each call."""
+    kind = str(request.param)
+    if kind == "sqlite":
+
+        @contextlib.asynccontextmanager
+        async def sqlite() -> AsyncIterator[object]:
+            async with stores.SQLiteStore(tmp_path / "cache.db") as store:
+                yield store
+
+        yield sqlite
+        return
+    url = str(request.getfixturevalue("redis_url"))
+    name = servers.namespace()
+
+    @contextlib.asynccontextmanager
+    async def redis() -> AsyncIterator[object]:
+        async with servers.open_store("redis", url, name, drop=False) as store:
+            yield store
+
+    try:
+        yield redis
+    finally:
+        servers._drop_keys(url, name)
+
+
+def chain(
+    runs: Runs, policy: CachePolicy[Counted]
+) -> graph.Graph[Counted, str]:
+    return (
+        graph.builder(Counted)
+        .node("a", step("a", runs), cache=policy)
+        .node("b", step("b", runs))
+        .entry("a")
+        .edge("a", "b")
+        .edge("b", END)
+        .build()
+    )
+
+
+async def test_a_second_store_on_the_same_backend_hits(
+    backend: Opener,
+) -> None:
+    runs = Runs()
+    async with backend() as store:
+        g = chain(runs, CachePolicy(store=StoreCache(store)))
+        first = (await g.run(Counted())).unwrap()
+    async with backend() as again:  # a new store: nothing kept in memory
+        g = chain(runs, CachePolicy(store=StoreCache(again)))
+        async with events.stream(g, Counted()) as stream:
+            seen = [e async for e in stream]
+    lookups = [(e.node, e.hit) for e in seen if isinstance(e, CacheLookup)]
+    assert lookups == [("a", True)]
+    assert runs.calls == {("a", 0): 1, ("b", 1): 2}
+    last = seen[-1]
+    assert isinstance(last, events.Finished)
+    assert last.result.unwrap() == first.state
+
+
+async def test_ttl_on_the_callers_clock(backend: Opener) -> None:
+    clock, runs = Clock(), Runs()
+    async with backend() as store:
+        policy: CachePolicy[Counted] = CachePolicy(
+            ttl=60, store=StoreCache(store, clock=clock)
+        )
+        g = chain(runs, policy)
+        await g.run(Counted())
+        clock.now += 60  # the last instant it is valid
+        await g.run(Counted())
+        assert runs.calls["a", 0] == 1
+        clock.now += 0.5
+        await g.run(Counted())
+        assert runs.calls["a", 0] == 2  # expired: ran again, cached again
+        await g.run(Counted())
+        assert runs.calls["a", 0] == 2
+
+
+def _rows(path: Path) -> list[tuple[str, bytes, str]]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return [
+            (k, bytes(d), c)
+            for k, d, c in conn.execute(
+                "SELECT key, data, checksum FROM cache"
+            )
+        ]
+
+
+def _rewrite(path: Path, key: str, data: bytes, sha: str) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "UPDATE cache SET data = ?, checksum = ? WHERE key = ?",
+            (data, sha, key),
+        )
+
+
+async def test_a_damaged_entry_is_a_miss(tmp_path: Path) -> None:
+    path, runs = tmp_path / "cache.db", Runs()
+    async with stores.SQLiteStore(path) as store:
+        await chain(runs, CachePolicy(store=StoreCache(store))).run(Counted())
+    ((key, data, sha),) = _rows(path)
+    altered = data.replace(b'"count":1', b'"count":7')
+    assert altered != data
+    _rewrite(path, key, altered, sha)  # valid JSON, the wrong bytes
+    async with stores.SQLiteStore(path) as store:
+        g = chain(runs, CachePolicy(store=StoreCache(store)))
+        out = (await g.run(Counted())).unwrap()
+    assert out.state.count == 2  # never the altered output
+    assert runs.calls["a", 0] == 2
+    assert _rows(path) == [(key, data, sha)]  # replaced by the new run's
+
+
+async def test_an_entry_that_no_longer_decodes_is_a_miss(
+    tmp_path: Path,
+) -> None:
+    path, runs = tmp_path / "cache.db", Runs()
+    async with stores.SQLiteStore(path) as store:
+        await chain(runs, CachePolicy(store=StoreCache(store))).run(Counted())
+    ((key, data, _),) = _rows(path)
+    # What an older state type would have stored: its checksum matches.
+    old = orjson.dumps({"count": "one", "trail": ["a"], "note": ""})
+    _rewrite(path, key, old, hashlib.sha256(old).hexdigest())
+    async with stores.SQLiteStore(path) as store:
+        g = chain(runs, CachePolicy(store=StoreCache(store)))
+        out = (await g.run(Counted())).unwrap()
+    assert out.state.count == 2
+    assert runs.calls["a", 0] == 2
+    assert _rows(path)[0][1] == data
+
+
+def test_a_store_without_a_cache_is_refused() -> None:
+    with pytest.raises(TypeError, match="MemoryStore cannot keep cache"):
+        StoreCache(stores.MemoryStore())
+
+
+_CHILD = """
+import sys
+import anyio
+from pipeline import stores
+from pipeline.graph import CachePolicy
+from pipeline.stores import StoreCache
+from tests.graph.helpers import Counted, Runs
+from tests.graph.test_store_cache import chain
+
+
+async def main() -> None:
+    runs = Runs()
+    async with stores.SQLiteStore(sys.argv[1]) as store:
+        g = chain(runs, CachePolicy(store=StoreCache(store)))
+        out = (await g.run(Counted())).unwrap()
+    print(runs.calls["a", 0], out.state.count)
+
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.slow
+def test_a_cache_outlives_its_process(tmp_path: Path) -> None:
+    path = tmp_path / "cache.db"
+
+    def child() -> str:
+        done = subprocess.run(  # noqa: S603  # our own interpreter
+            [sys.executable, "-c", _CHILD, str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            cwd=Path(__file__).parents[2],
+        )
+        return done.stdout.strip()
+
+    assert child() == "1 2"  # ran node a
+    assert child() == "0 2"  # read what the first process cached
