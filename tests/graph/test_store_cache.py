@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline import events, graph, stores
+from pipeline import Graph, events, graph, stores
 from pipeline.events import CacheLookup
 from pipeline.graph import END, CachePolicy
 from pipeline.stores import StoreCache
@@ -71,9 +71,7 @@ def backend(
         servers._drop_keys(url, name)
 
 
-def chain(
-    runs: Runs, policy: CachePolicy[Counted]
-) -> graph.Graph[Counted, str]:
+def chain(runs: Runs, policy: CachePolicy[Counted]) -> Graph[Counted, str]:
     return (
         graph.builder(Counted)
         .node("a", step("a", runs), cache=policy)
