@@ -7,8 +7,8 @@ caller writes and reads the JSON through its converter, never pickle.
 * :class:`MemoryCache`: a dictionary in this process (a :class:`CacheStore`,
   synchronous: a hit costs a dictionary lookup);
 * :class:`StoreCache`: entries in the file or server of a checkpoint store
-  (an :class:`AsyncCacheStore`): the SQLite file, or the Redis server, under
-  the store's prefix.  They outlive the process: another process, or
+  (an :class:`AsyncCacheStore`): a table of the SQLite file or of the
+  PostgreSQL store's schema, or keys under the Redis store's prefix.  They outlive the process: another process, or
   another store opened on the same file or server, reads them.  Each entry
   keeps the SHA-256 of its bytes; an entry whose bytes do not match (a torn
   or altered row) is a miss, as is one the caller cannot decode (its type
@@ -68,7 +68,8 @@ class AsyncCacheStore(Protocol):
 @runtime_checkable
 class CacheBackend(Protocol):
     """A checkpoint store that can keep cache entries beside its records
-    (:class:`SQLiteStore`, :class:`~pipeline.stores.redis.RedisStore`).
+    (:class:`SQLiteStore`, :class:`~pipeline.stores.postgres.PostgresStore`,
+    :class:`~pipeline.stores.redis.RedisStore`).
 
     Times are seconds on the caller's clock (see :class:`StoreCache`).
 
@@ -134,7 +135,8 @@ class MemoryCache:
 @final
 class StoreCache:
     """An :class:`AsyncCacheStore` whose entries live in *store*'s backend:
-    a table of the SQLite file, or keys under the Redis store's prefix.
+    a table of the SQLite file or of the PostgreSQL store's schema, or keys
+    under the Redis store's prefix.
 
     Entries outlive the process and are shared by every store opened on
     the same file or server.  *clock* (seconds since the epoch, by default
@@ -157,7 +159,7 @@ class StoreCache:
         if not isinstance(store, CacheBackend):
             msg = (
                 f"StoreCache: a {type(store).__name__} cannot keep cache "
-                "entries (SQLiteStore and RedisStore can)"
+                "entries (SQLiteStore, PostgresStore and RedisStore can)"
             )
             raise TypeError(msg)
         self._backend = store

@@ -1,5 +1,5 @@
 """Node caches kept in a checkpoint store's backend (``StoreCache``): the
-SQLite file and Redis; entries outlive the store (and the process), and a
+SQLite file, PostgreSQL and Redis; entries outlive the store (and the process), and a
 damaged or undecodable entry is a miss."""
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ Opener = Callable[[], contextlib.AbstractAsyncContextManager[object]]
 @pytest.fixture(
     params=[
         "sqlite",
+        pytest.param(
+            "postgres", marks=[pytest.mark.postgres, pytest.mark.slow]
+        ),
         pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.slow]),
     ]
 )
@@ -57,18 +60,21 @@ def backend(
 
         yield sqlite
         return
-    url = str(request.getfixturevalue("redis_url"))
+    url = str(request.getfixturevalue(f"{kind}_url"))
     name = servers.namespace()
 
     @contextlib.asynccontextmanager
-    async def redis() -> AsyncIterator[object]:
-        async with servers.open_store("redis", url, name, drop=False) as store:
+    async def server() -> AsyncIterator[object]:
+        async with servers.open_store(kind, url, name, drop=False) as store:
             yield store
 
     try:
-        yield redis
+        yield server
     finally:
-        servers._drop_keys(url, name)
+        if kind == "postgres":
+            servers.drop_schema(url, name)
+        else:
+            servers._drop_keys(url, name)
 
 
 def chain(runs: Runs, policy: CachePolicy[Counted]) -> Graph[Counted, str]:
