@@ -164,9 +164,6 @@ class _Statements:
                 "token bigint NOT NULL, "
                 "expires double precision NOT NULL)"
             ).format(leases),
-            sql.SQL(_COMMIT_FUNCTION).format(
-                commit=commit, ck=ck, leases=leases
-            ),
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} ("
                 "key text PRIMARY KEY, "
@@ -174,6 +171,9 @@ class _Statements:
                 "checksum text NOT NULL, "
                 "data bytea NOT NULL)"
             ).format(cache),
+            sql.SQL(_COMMIT_FUNCTION).format(
+                commit=commit, ck=ck, leases=leases
+            ),
         )
         self.names = (
             f"{_quote(schema)}.pipeline_checkpoints",
