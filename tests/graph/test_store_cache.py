@@ -19,9 +19,10 @@ import pytest
 from pipeline import Graph, events, graph, stores
 from pipeline.events import CacheLookup
 from pipeline.graph import END, CachePolicy
-from pipeline.stores import StoreCache
+from pipeline.stores import Lease, Record, StoreCache
 from tests import servers
-from tests.graph.helpers import Counted, Runs, step
+from tests.graph.helpers import Counted, DelegatingStore, Runs, step
+from tests.stores import CommitResult
 
 
 class Clock:
@@ -176,6 +177,54 @@ async def test_an_entry_that_no_longer_decodes_is_a_miss(
     assert out.state.count == 2
     assert runs.calls["a", 0] == 2
     assert _rows(path)[0][1] == data
+
+
+class Crash(BaseException):
+    """The process dies here."""
+
+
+class CrashOnCommit(DelegatingStore):
+    """Dies at its *at*-th commit."""
+
+    def __init__(self, inner: stores.CheckpointStore, at: int) -> None:
+        super().__init__(inner)
+        self.at, self.n = at, 0
+
+    async def commit(
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> CommitResult:
+        self.n += 1
+        if self.n == self.at:
+            raise Crash
+        return await self.inner.commit(
+            record, expected_head=expected_head, lease=lease
+        )
+
+
+async def test_a_crash_between_cache_write_and_commit_resumes_with_a_hit(
+    tmp_path: Path,
+) -> None:
+    """The node's output reached the file, its record did not: a store
+    opened afterwards (the restarted process) resumes with a hit."""
+    path, runs = tmp_path / "runs.db", Runs()
+    async with stores.SQLiteStore(path) as store:
+        g = chain(runs, CachePolicy(store=StoreCache(store)))
+        with pytest.raises(Crash):  # commit 1 is admission, 2 is a's record
+            await g.run(
+                Counted(), store=CrashOnCommit(store, 2), thread_id="t"
+            )
+    assert runs.calls["a", 0] == 1
+    async with stores.SQLiteStore(path) as store:
+        g = chain(runs, CachePolicy(store=StoreCache(store)))
+        done = (await g.resume(store, "t")).unwrap()
+        versions = [r.version for r in await store.records("t")]
+    assert runs.calls["a", 0] == 1  # a hit, not a second run
+    assert list(done.state.trail) == ["a", "b"]
+    assert versions == [0, 1, 2]  # the hit committed a's record
 
 
 def test_a_store_without_a_cache_is_refused() -> None:
