@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import inspect
 
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar, cast, final
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar, final
 
 import attrs
 import orjson
@@ -78,27 +78,19 @@ def cached(
     fingerprint: str,
     codec: Codec[Any],
 ) -> AnyCall:
-    """*call* behind *policy*'s cache: a hit returns the stored output."""
-    prefix = canonical([fingerprint, node])
-    if inspect.iscoroutinefunction(policy.store.get):
-        return _cached_async(call, node, policy, prefix, codec)
-    return _cached_sync(call, node, policy, prefix, codec)
+    """*call* behind *policy*'s cache: a hit returns the stored output.
 
-
-def _cached_sync(
-    call: AnyCall,
-    node: str,
-    policy: CachePolicy[Any],
-    prefix: bytes,
-    codec: Codec[Any],
-) -> AnyCall:
-    """:func:`cached` with a store in memory (a lookup is a call, not
-    awaited: a hit costs little more than a dictionary lookup)."""
+    A store in memory is called (a hit costs a dictionary lookup and the
+    decoding); a store on a file or server (an :class:`AsyncCacheStore`)
+    is awaited."""
     unstructure = codec.converter.unstructure
     structure = codec.converter.structure
     state_type = codec.state_type
     select, ttl = policy.key, policy.ttl
-    store = cast("CacheStore", policy.store)
+    prefix = canonical([fingerprint, node])
+    aio = inspect.iscoroutinefunction(policy.store.get)
+    get: Callable[[str], Any] = policy.store.get
+    put = _put(policy.store)
 
     async def run(state: Any) -> Any:
         try:
@@ -107,7 +99,7 @@ def _cached_sync(
             return Failure(
                 InvalidState(node, "$", _KEY_TYPE, type(exc).__name__)
             )
-        hit = store.get(key)
+        hit = await get(key) if aio else get(key)
         if hit is not None:
             try:
                 out = structure(orjson.loads(hit), state_type)
@@ -125,58 +117,28 @@ def _cached_sync(
                 data = canonical(unstructure(r.unwrap()))
             except (TypeError, ValueError, RecursionError):
                 return r  # the commit reports what cannot be stored
-            store.put(key, data, ttl)
+            await put(key, data, ttl)
         return r
 
     return run
 
 
-def _cached_async(
-    call: AnyCall,
-    node: str,
-    policy: CachePolicy[Any],
-    prefix: bytes,
-    codec: Codec[Any],
-) -> AnyCall:
-    """:func:`cached` with a store whose lookups are awaited."""
-    unstructure = codec.converter.unstructure
-    structure = codec.converter.structure
-    state_type = codec.state_type
-    select, ttl = policy.key, policy.ttl
-    store = cast("AsyncCacheStore", policy.store)
+def _put(
+    store: CacheStore | AsyncCacheStore,
+) -> Callable[[str, bytes, float | None], Awaitable[None]]:
+    """*store*'s ``put``, awaited (a store in memory's is called inside a
+    coroutine: a miss runs the node anyway, the cost is in the noise)."""
+    if inspect.iscoroutinefunction(store.put):
+        return store.put
+    keep: Callable[[str, bytes, float | None], None] = store.put  # type: ignore[assignment]
 
-    async def run(state: Any) -> Any:
-        try:
-            key = checksum(prefix + canonical(unstructure(select(state))))
-        except (TypeError, ValueError, RecursionError) as exc:
-            return Failure(
-                InvalidState(node, "$", _KEY_TYPE, type(exc).__name__)
-            )
-        hit = await store.get(key)
-        if hit is not None:
-            try:
-                out = structure(orjson.loads(hit), state_type)
-            except STRUCTURE_ERRORS:
-                out = None  # an entry that no longer fits: run the node
-            else:
-                await _tell(node, key, hit=True)
-                return Success(out)
-        await _tell(node, key, hit=False)
-        r = await call(state)
-        if type(r) is Success:
-            try:
-                data = canonical(unstructure(r.unwrap()))
-            except (TypeError, ValueError, RecursionError):
-                return r  # the commit reports what cannot be stored
-            await store.put(key, data, ttl)
-        return r
+    async def put(key: str, value: bytes, ttl: float | None) -> None:
+        keep(key, value, ttl)
 
-    return run
+    return put
 
 
 async def _tell(node: str, key: str, *, hit: bool) -> None:
-    if current_sink() is None and current() is None:
-        return
     scope = current()
     if scope is not None and scope.tracing is not None:
         scope.tracing.cache_lookup(hit)

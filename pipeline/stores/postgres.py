@@ -497,34 +497,6 @@ class PostgresStore(ServerStore):
             return Failure(ConcurrentModification(thread, expected_head, head))
         return Success(None)
 
-    # -- cache entries (a StoreCache's) ----------------------------------------
-
-    async def cache_get(
-        self, key: str, now: float, /
-    ) -> tuple[bytes, str] | None:
-        """See :meth:`~pipeline.stores.CacheBackend.cache_get` (the
-        schema's ``pipeline_cache`` table)."""
-        return await self._call(
-            functools.partial(self._cache_get, key, now), shield=False
-        )
-
-    async def cache_put(
-        self,
-        key: str,
-        value: bytes,
-        sha: str,
-        now: float,
-        ttl: float | None,
-        /,
-    ) -> None:
-        """See :meth:`~pipeline.stores.CacheBackend.cache_put` (one
-        statement: insert, or replace the entry)."""
-        expires = None if ttl is None else now + ttl
-        await self._call(
-            functools.partial(self._cache_put, key, value, sha, expires),
-            shield=True,
-        )
-
     async def _cache_get(
         self, key: str, now: float
     ) -> tuple[bytes, str] | None:
@@ -537,8 +509,9 @@ class PostgresStore(ServerStore):
         return None if row is None else (bytes(row[0]), str(row[1]))
 
     async def _cache_put(
-        self, key: str, value: bytes, sha: str, expires: float | None
+        self, key: str, value: bytes, sha: str, now: float, ttl: float | None
     ) -> None:
+        expires = None if ttl is None else now + ttl
         conn: _Conn
         async with self._connection() as conn:
             await conn.execute(self._sql.cache_put, (key, expires, sha, value))

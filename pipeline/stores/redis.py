@@ -45,7 +45,6 @@ from .._extras import require
 require(__name__, "the redis client", "redis", ("redis",))
 
 
-import functools
 import math
 
 from collections.abc import Sequence
@@ -374,30 +373,6 @@ class RedisStore(ServerStore):
         )
 
     # -- cache entries (a StoreCache's) ----------------------------------------
-
-    async def cache_get(
-        self, key: str, now: float, /
-    ) -> tuple[bytes, str] | None:
-        """See :meth:`~pipeline.stores.CacheBackend.cache_get`."""
-        return await self._call(
-            functools.partial(self._cache_get, key, now), shield=False
-        )
-
-    async def cache_put(
-        self,
-        key: str,
-        value: bytes,
-        sha: str,
-        now: float,
-        ttl: float | None,
-        /,
-    ) -> None:
-        """See :meth:`~pipeline.stores.CacheBackend.cache_put` (the key
-        expires on the server too, *ttl* seconds after it is written)."""
-        await self._call(
-            functools.partial(self._cache_put, key, value, sha, now, ttl),
-            shield=True,
-        )
 
     async def _cache_get(
         self, key: str, now: float

@@ -10,19 +10,20 @@ import sqlite3
 import subprocess
 import sys
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
 
-from pipeline import Graph, events, graph, stores
+from pipeline import Graph, events, stores
 from pipeline.events import CacheLookup
-from pipeline.graph import END, CachePolicy
-from pipeline.stores import Lease, Record, StoreCache
-from tests import servers
-from tests.graph.helpers import Counted, DelegatingStore, Runs, step
-from tests.stores import CommitResult
+from pipeline.graph import CachePolicy
+from pipeline.stores import StoreCache
+from tests.graph.helpers import Counted, Runs
+from tests.graph.store_urls import open_store
+from tests.graph.test_cache import chain as cached_chain
+from tests.stores import Crash, CrashOnCommit
 
 
 class Clock:
@@ -35,59 +36,21 @@ class Clock:
         return self.now
 
 
-Opener = Callable[[], contextlib.AbstractAsyncContextManager[object]]
+Opener = Callable[
+    [], contextlib.AbstractAsyncContextManager[stores.CheckpointStore]
+]
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres", marks=[pytest.mark.postgres, pytest.mark.slow]
-        ),
-        pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.slow]),
-    ]
-)
-def backend(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[Opener]:
-    """Opens a store on one shared file or key prefix, again each call."""
-    kind = str(request.param)
-    if kind == "sqlite":
-
-        @contextlib.asynccontextmanager
-        async def sqlite() -> AsyncIterator[object]:
-            async with stores.SQLiteStore(tmp_path / "cache.db") as store:
-                yield store
-
-        yield sqlite
-        return
-    url = str(request.getfixturevalue(f"{kind}_url"))
-    name = servers.namespace()
-
-    @contextlib.asynccontextmanager
-    async def server() -> AsyncIterator[object]:
-        async with servers.open_store(kind, url, name, drop=False) as store:
-            yield store
-
-    try:
-        yield server
-    finally:
-        if kind == "postgres":
-            servers.drop_schema(url, name)
-        else:
-            servers._drop_keys(url, name)
+@pytest.fixture
+def backend(store_spec: str) -> Opener:
+    """Opens a store on one shared file, schema or key prefix (each store
+    that keeps cache entries), again each call."""
+    return lambda: open_store(store_spec, lease_ttl=30)
 
 
 def chain(runs: Runs, policy: CachePolicy[Counted]) -> Graph[Counted, str]:
-    return (
-        graph.builder(Counted)
-        .node("a", step("a", runs), cache=policy)
-        .node("b", step("b", runs))
-        .entry("a")
-        .edge("a", "b")
-        .edge("b", END)
-        .build()
-    )
+    """Node a cached, then b (the chain of ``test_cache``), built."""
+    return cached_chain(runs, policy).build()
 
 
 async def test_a_second_store_on_the_same_backend_hits(
@@ -177,32 +140,6 @@ async def test_an_entry_that_no_longer_decodes_is_a_miss(
     assert out.state.count == 2
     assert runs.calls["a", 0] == 2
     assert _rows(path)[0][1] == data
-
-
-class Crash(BaseException):
-    """The process dies here."""
-
-
-class CrashOnCommit(DelegatingStore):
-    """Dies at its *at*-th commit."""
-
-    def __init__(self, inner: stores.CheckpointStore, at: int) -> None:
-        super().__init__(inner)
-        self.at, self.n = at, 0
-
-    async def commit(
-        self,
-        record: Record,
-        *,
-        expected_head: int | None,
-        lease: Lease | None = None,
-    ) -> CommitResult:
-        self.n += 1
-        if self.n == self.at:
-            raise Crash
-        return await self.inner.commit(
-            record, expected_head=expected_head, lease=lease
-        )
 
 
 async def test_a_crash_between_cache_write_and_commit_resumes_with_a_hit(
