@@ -140,7 +140,7 @@ class StoreCache:
 
     Entries outlive the process and are shared by every store opened on
     the same file or server.  *clock* (seconds since the epoch, by default
-    :func:`time.time`: entries outlive the process, so a monotonic clock
+    ``time.time``: entries outlive the process, so a monotonic clock
     would not do) decides expiry; tests pass a fake one.  An entry whose
     bytes no longer match their SHA-256 is a miss.
 
