@@ -20,6 +20,7 @@ from pipeline import Graph, events, stores
 from pipeline.events import CacheLookup
 from pipeline.graph import CachePolicy
 from pipeline.stores import StoreCache
+from tests import servers
 from tests.graph.helpers import Counted, Runs
 from tests.graph.store_urls import open_store
 from tests.graph.test_cache import chain as cached_chain
@@ -208,3 +209,32 @@ def test_a_cache_outlives_its_process(tmp_path: Path) -> None:
 
     assert child() == "1 2"  # ran node a
     assert child() == "0 2"  # read what the first process cached
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_a_redis_key_that_is_not_an_entry_is_a_miss(
+    redis_url: str,
+) -> None:
+    """A key under the prefix holding something else (no header, a wrong
+    header) is a miss, and the node's output replaces it."""
+    import redis  # noqa: PLC0415  # only for the Redis tests
+
+    async with contextlib.AsyncExitStack() as stack:
+        prefix = servers.namespace()
+        stack.callback(servers._drop_keys, redis_url, prefix)
+        spec = f"redis:{prefix}:{redis_url}"
+        store = await stack.enter_async_context(open_store(spec, lease_ttl=30))
+        runs = Runs()
+        g = chain(runs, CachePolicy(store=StoreCache(store)))
+        await g.run(Counted())
+        # The synchronous client: the test runs on trio too.
+        client = stack.enter_context(redis.Redis.from_url(redis_url))
+        (key,) = client.keys(f"{prefix}:cache:*")
+        for junk in (b"no header", b'["x", 3]\n{}', b"[null, 3]\n{}"):
+            client.set(key, junk)
+            out = (await g.run(Counted())).unwrap()
+            assert out.state.count == 2
+        assert runs.calls["a", 0] == 4
+        assert (await g.run(Counted())).unwrap().state.count == 2
+        assert runs.calls["a", 0] == 4  # the last run's output was kept
