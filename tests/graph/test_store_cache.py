@@ -238,3 +238,11 @@ async def test_a_redis_key_that_is_not_an_entry_is_a_miss(
         assert runs.calls["a", 0] == 4
         assert (await g.run(Counted())).unwrap().state.count == 2
         assert runs.calls["a", 0] == 4  # the last run's output was kept
+
+
+async def test_a_signed_store_keeps_no_cache_entries(tmp_path: Path) -> None:
+    """Entries are not signed: a signed store refuses to keep them."""
+    async with stores.SQLiteStore(tmp_path / "signed.db") as inner:
+        signed = stores.SignedStore(inner, key=b"k" * 32)
+        with pytest.raises(TypeError, match="SignedStore cannot keep cache"):
+            StoreCache(signed)
