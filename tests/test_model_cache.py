@@ -110,6 +110,27 @@ async def test_a_tool_schema_change_misses() -> None:
     assert out.unwrap().text == "b"
 
 
+async def test_key_selects_what_the_answer_depends_on() -> None:
+    def last_text(request: ModelRequest) -> str:
+        return request.messages[-1].content
+
+    with ScriptedModel(Reply.text("a"), Reply.text("b")) as model:
+        m = cached(model, key=last_text)
+        await m.generate(
+            ModelRequest([Message.system("be terse"), Message.user("hi")])
+        )
+        again = ModelRequest([Message.system("be kind"), Message.user("hi")])
+        assert (await m.generate(again)).unwrap().text == "a"  # a hit
+        assert (await m.generate(_ask("bye"))).unwrap().text == "b"
+
+
+async def test_a_request_that_is_not_json_is_answered_uncached() -> None:
+    with ScriptedModel(Reply.text("a"), Reply.text("b")) as model:
+        m = cached(model, key=lambda _: object())
+        assert (await m.generate(_ask())).unwrap().text == "a"
+        assert (await m.generate(_ask())).unwrap().text == "b"
+
+
 async def test_another_model_sharing_the_store_misses() -> None:
     store = stores.MemoryCache()
     with (

@@ -71,7 +71,11 @@ def _unseen(_: str, __: bool) -> None:
 def request_key(name: str, request: ModelRequest) -> str:
     """The SHA-256 (hex) of the canonical JSON of *request* to model
     *name*."""
-    asked = {
+    return checksum(canonical(_whole(name, request)))
+
+
+def _whole(name: str, request: ModelRequest) -> dict[str, object]:
+    return {
         "model": name,
         "messages": _CONVERTER.unstructure(tuple(request.messages)),
         "tools": _CONVERTER.unstructure(request.tools),
@@ -80,7 +84,6 @@ def request_key(name: str, request: ModelRequest) -> str:
         "max_tokens": request.max_tokens,
         "use_tools": request.use_tools,
     }
-    return checksum(canonical(asked))
 
 
 @final
@@ -97,6 +100,7 @@ class CachedModel:
     model: Model
     store: CacheStore | AsyncCacheStore
     ttl: float | None = None
+    key: Callable[[ModelRequest], object] | None = None
 
     @property
     def name(self) -> str:
@@ -123,7 +127,11 @@ class CachedModel:
         and store a success.  *seen* is told of the lookup."""
         name = self.model.name
         try:
-            key = request_key(name, request)
+            if self.key is None:
+                key = request_key(name, request)
+            else:
+                asked = [name, _CONVERTER.unstructure(self.key(request))]
+                key = checksum(canonical(asked))
         except (TypeError, ValueError, RecursionError):
             # Not JSON (a tool schema holding a Python object, say): the
             # request cannot be cached, the model answers it.
@@ -181,6 +189,7 @@ def cached(
     *,
     store: CacheStore | AsyncCacheStore | None = None,
     ttl: float | None = None,
+    key: Callable[[ModelRequest], object] | None = None,
 ) -> CachedModel:
     """*model* with its answers cached: a request asked before is answered
     from *store* without calling the model.
@@ -189,6 +198,9 @@ def cached(
     one), a :class:`~pipeline.stores.StoreCache` (entries in a checkpoint
     store's file or server, shared by processes and kept across restarts),
     or your own.  *ttl*: seconds an answer stays valid (``None``: for ever).
+    *key*: the part of the request the answer depends on (by default all
+    of it, see :mod:`pipeline.models`), JSON through the library's
+    converter; the model's name is always part of the key.
 
     Raises:
         ConstructionError: *model* is not a model, or *ttl* is not a
@@ -205,4 +217,6 @@ def cached(
     if ttl is not None and not ttl > 0:
         msg = "cached(ttl=...) must be a positive number of seconds"
         raise ConstructionError(msg)
-    return CachedModel(model, MemoryCache() if store is None else store, ttl)
+    return CachedModel(
+        model, MemoryCache() if store is None else store, ttl, key
+    )

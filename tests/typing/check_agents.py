@@ -226,6 +226,8 @@ async def _kept_in_sqlite(store: stores.SQLiteStore) -> None:
     cached(ScriptedModel(), store=store)  # type: ignore[arg-type]  # a checkpoint store is not a cache
 
 
+cached(ScriptedModel(), key=lambda r: r.messages[-1].content)
+cached(ScriptedModel(), key=lambda r: r.prompt)  # type: ignore[attr-defined]  # the key reads a ModelRequest
 cached("gpt-4o")  # type: ignore[arg-type]  # not a model
 cached(ScriptedModel(), ttl="1h")  # type: ignore[arg-type]  # seconds
 
