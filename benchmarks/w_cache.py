@@ -114,24 +114,37 @@ def _in_sqlite(settings: Settings, sizes: list[int]) -> list[Case]:
                 _graph(n, cached=True, store=stores.StoreCache(store))
             )
             anyio.run(cached, backend=settings.backend)  # fill the cache
-            for impl, run in (
-                ("baseline", _run(_graph(n, cached=False))),
-                ("pipeline", cached),
-                ("sqlite", _point_queries(path)),
-            ):
-                out.append(
-                    measure(
-                        "W12",
-                        "cached sqlite",
-                        impl,
-                        size=n,
-                        unit="node",
-                        run=run,
-                        expected=Success(n),
-                        settings=settings,
-                    )
-                )
+            out += _measured(
+                settings,
+                "cached sqlite",
+                n,
+                baseline=_run(_graph(n, cached=False)),
+                pipeline=cached,
+                sqlite=_point_queries(path),
+            )
     return out
+
+
+def _measured(
+    settings: Settings,
+    variant: str,
+    n: int,
+    **runs: Callable[[], Awaitable[object]],
+) -> list[Case]:
+    """Each of *runs* (by implementation) measured at size *n*."""
+    return [
+        measure(
+            "W12",
+            variant,
+            impl,
+            size=n,
+            unit="node",
+            run=run,
+            expected=Success(n),
+            settings=settings,
+        )
+        for impl, run in runs.items()
+    ]
 
 
 def cases(settings: Settings, *, quick: bool) -> list[Case]:
@@ -139,21 +152,12 @@ def cases(settings: Settings, *, quick: bool) -> list[Case]:
     sizes = [10] if quick else [10, 20]
     out: list[Case] = []
     for n in sizes:
-        for impl, run in (
-            ("baseline", _run(_graph(n, cached=False))),
-            ("pipeline", _run(_graph(n, cached=True))),
-            ("dict", _lookups(n)),
-        ):
-            out.append(
-                measure(
-                    "W12",
-                    "cached re-run",
-                    impl,
-                    size=n,
-                    unit="node",
-                    run=run,
-                    expected=Success(n),
-                    settings=settings,
-                )
-            )
+        out += _measured(
+            settings,
+            "cached re-run",
+            n,
+            baseline=_run(_graph(n, cached=False)),
+            pipeline=_run(_graph(n, cached=True)),
+            dict=_lookups(n),
+        )
     return [*out, *_in_sqlite(settings, sizes)]
