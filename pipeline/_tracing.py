@@ -213,6 +213,17 @@ class Tracing:
             attributes["gen_ai.request.max_tokens"] = request.max_tokens
         return self.span(f"chat {model}", attributes, SpanKind.CLIENT)
 
+    def model_cache_lookup(self, name: str, hit: bool) -> None:
+        """A cached model's lookup: a span ``cache <model>`` marked
+        ``pipeline.cache.hit`` (a miss's call has its own span after it)."""
+        provider, model = model_id(name)
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.provider.name": provider or "unknown",
+            "gen_ai.request.model": model,
+            "pipeline.cache.hit": hit,
+        }
+        self.tracer.start_span(f"cache {model}", attributes=attributes).end()
+
     @staticmethod
     def model_result(span: Span, response: ModelResponse) -> None:
         """Record a model call's finish reason and token usage."""

@@ -62,6 +62,7 @@ __all__ = (
     "McpServerLost",
     "MessageComplete",
     "MessageDelta",
+    "ModelCacheLookup",
     "NodeFinished",
     "NodeStarted",
     "OutputRejected",
@@ -112,6 +113,22 @@ class CacheLookup:
     """
 
     node: str
+    hit: bool
+    key: str
+
+
+@final
+@attrs.frozen
+class ModelCacheLookup:
+    """A cached model (:func:`pipeline.models.cached`) looked a request up:
+    *hit* (answered from the cache, the model not called) or a miss.
+
+    *key* is the first 16 hex digits of the request's digest.
+
+    .. versionadded:: 0.1.0
+    """
+
+    model: str
     hit: bool
     key: str
 
@@ -332,6 +349,7 @@ Event: TypeAlias = (
     | NodeStarted
     | NodeFinished
     | CacheLookup
+    | ModelCacheLookup
     | CheckpointSaved
     | CheckpointSkipped
     | Interrupted

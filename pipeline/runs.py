@@ -46,7 +46,7 @@ from returns.result import Failure, Result, Success
 from ._usage import RunUsage
 from .budgets import Budget, Ledger
 from .failures import BudgetExceeded
-from .models import Fallback
+from .models import CachedModel, Fallback
 from .secrets import Resolver, reset_resolver, use_resolver
 
 
@@ -120,6 +120,12 @@ class Scope:
             # Each model a fallback calls is checked, traced and counted on
             # its own (through this scope), never the chain as one call.
             return await model.each(request, on_delta, self.generate)
+        if type(model) is CachedModel:
+            # A hit is no call: nothing is checked or counted; a miss's call
+            # is, through this scope.
+            return await model.through(
+                request, on_delta, self.generate, self._cache_lookup
+            )
         name = model.name
         refused = self.ledger.start_model_call(name, anyio.current_time())
         if refused is not None:
@@ -138,6 +144,10 @@ class Scope:
             usage = answer.unwrap().usage
             self.ledger.spend(name, usage.input_tokens, usage.output_tokens)
         return answer
+
+    def _cache_lookup(self, name: str, hit: bool) -> None:
+        if self.tracing is not None:
+            self.tracing.model_cache_lookup(name, hit)
 
     def start_tools(self, n: int) -> BudgetExceeded | None:
         """Reserve *n* tool calls about to start (all or none)."""

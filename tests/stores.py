@@ -1,4 +1,5 @@
-"""A store wrapper that tests subclass to inject faults around commits."""
+"""A store wrapper that tests subclass to inject faults around commits;
+one that crashes at a given commit."""
 
 from __future__ import annotations
 
@@ -61,3 +62,29 @@ class DelegatingStore:
 
     async def release(self, lease: Lease) -> None:
         await self.inner.release(lease)
+
+
+class Crash(BaseException):
+    """The process dies here."""
+
+
+class CrashOnCommit(DelegatingStore):
+    """Dies (raises :class:`Crash`) at its *at*-th commit."""
+
+    def __init__(self, inner: CheckpointStore, at: int) -> None:
+        super().__init__(inner)
+        self.at, self.n = at, 0
+
+    async def commit(
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
+    ) -> CommitResult:
+        self.n += 1
+        if self.n == self.at:
+            raise Crash
+        return await self.inner.commit(
+            record, expected_head=expected_head, lease=lease
+        )

@@ -17,8 +17,6 @@ from ._agent import state_tools as state_tools
 from ._builder import GraphBuilder as GraphBuilder
 from ._builder import builder as builder
 from ._cache import CachePolicy as CachePolicy
-from ._cache import CacheStore as CacheStore
-from ._cache import MemoryCache as MemoryCache
 from ._edges import Reducer as Reducer
 from ._graph import GraphFailure as GraphFailure
 from ._merge import merge_states as merge_states
@@ -29,11 +27,9 @@ from ._model import GraphLimits as GraphLimits
 __all__ = (
     "END",
     "CachePolicy",
-    "CacheStore",
     "GraphBuilder",
     "GraphFailure",
     "GraphLimits",
-    "MemoryCache",
     "Reducer",
     "Writable",
     "agent_node",
@@ -56,7 +52,7 @@ _MOVED = {
         "Stopped",
     ),
     **homes("pipeline.fold", *FOLD_VALUES, "EventSink", "Pending"),
-    **homes("pipeline.stores", *STORES, "Record"),
+    **homes("pipeline.stores", *STORES, "Record", "CacheStore", "MemoryCache"),
 }
 if not TYPE_CHECKING:  # type checkers refuse the old paths
     __getattr__ = moved(__name__, _MOVED)

@@ -11,10 +11,10 @@ is still a step: the engine commits its record as for a run.
 
 from __future__ import annotations
 
-import time
+import inspect
 
-from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar, final
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar, final
 
 import attrs
 import orjson
@@ -27,62 +27,13 @@ from ..events import CacheLookup, current_sink, emit
 from ..failures import InvalidState
 from ..fold import Codec
 from ..runs import current
+from ..stores import AsyncCacheStore, CacheStore, MemoryCache
 
 
 S = TypeVar("S")
 S_contra = TypeVar("S_contra", contravariant=True)
 
-__all__ = ("CachePolicy", "CacheStore", "MemoryCache")
-
-
-class CacheStore(Protocol):
-    """Where cached node outputs live: canonical JSON bytes under a key.
-
-    .. versionadded:: 0.1.0
-    """
-
-    def get(self, key: str, /) -> bytes | None:
-        """The bytes under *key*, or ``None`` (absent or expired)."""
-        ...
-
-    def put(self, key: str, value: bytes, ttl: float | None, /) -> None:
-        """Keep *value* under *key* for *ttl* seconds (``None``: for ever)."""
-        ...
-
-
-@final
-class MemoryCache:
-    """A :class:`CacheStore` in this process's memory (a dictionary).
-
-    *clock* (seconds, monotonic) decides expiry; tests pass a fake one.
-
-    .. versionadded:: 0.1.0
-    """
-
-    __slots__ = ("_clock", "_entries")
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._entries: dict[str, tuple[float, bytes]] = {}
-
-    def get(self, key: str, /) -> bytes | None:
-        """The bytes under *key*, or ``None`` (absent or expired)."""
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        expires, value = entry
-        if expires < self._clock():
-            del self._entries[key]
-            return None
-        return value
-
-    def put(self, key: str, value: bytes, ttl: float | None, /) -> None:
-        """Keep *value* under *key* for *ttl* seconds (``None``: for ever)."""
-        expires = float("inf") if ttl is None else self._clock() + ttl
-        self._entries[key] = (expires, value)
-
-    def __len__(self) -> int:
-        return len(self._entries)
+__all__ = ("CachePolicy",)
 
 
 def _whole(state: object) -> object:
@@ -98,15 +49,18 @@ class CachePolicy(Generic[S_contra]):
     fingerprint changes).  *key*: the part of the input state the node's
     output depends on (by default all of it); it must unstructure to JSON
     with the graph's converter.  *store*: where outputs live (by default a
-    :class:`MemoryCache` of the policy's own; share one store between
-    policies, or pass your own :class:`CacheStore`).
+    :class:`~pipeline.stores.MemoryCache` of the policy's own; share one
+    store between policies, keep them in a checkpoint store's backend
+    with a :class:`~pipeline.stores.StoreCache`, or pass your own
+    :class:`~pipeline.stores.CacheStore` or
+    :class:`~pipeline.stores.AsyncCacheStore`).
 
     .. versionadded:: 0.1.0
     """
 
     ttl: float | None = None
     key: Callable[[S_contra], object] = _whole
-    store: CacheStore = attrs.field(factory=MemoryCache)
+    store: CacheStore | AsyncCacheStore = attrs.field(factory=MemoryCache)
 
     def __attrs_post_init__(self) -> None:
         if self.ttl is not None and not self.ttl > 0:
@@ -124,12 +78,19 @@ def cached(
     fingerprint: str,
     codec: Codec[Any],
 ) -> AnyCall:
-    """*call* behind *policy*'s cache: a hit returns the stored output."""
+    """*call* behind *policy*'s cache: a hit returns the stored output.
+
+    A store in memory is called (a hit costs a dictionary lookup and the
+    decoding); a store on a file or server (an :class:`AsyncCacheStore`)
+    is awaited."""
     unstructure = codec.converter.unstructure
     structure = codec.converter.structure
     state_type = codec.state_type
-    select, store, ttl = policy.key, policy.store, policy.ttl
+    select, ttl = policy.key, policy.ttl
     prefix = canonical([fingerprint, node])
+    aio = inspect.iscoroutinefunction(policy.store.get)
+    get: Callable[[str], Any] = policy.store.get
+    put = _put(policy.store)
 
     async def run(state: Any) -> Any:
         try:
@@ -138,7 +99,7 @@ def cached(
             return Failure(
                 InvalidState(node, "$", _KEY_TYPE, type(exc).__name__)
             )
-        hit = store.get(key)
+        hit = await get(key) if aio else get(key)
         if hit is not None:
             try:
                 out = structure(orjson.loads(hit), state_type)
@@ -156,10 +117,25 @@ def cached(
                 data = canonical(unstructure(r.unwrap()))
             except (TypeError, ValueError, RecursionError):
                 return r  # the commit reports what cannot be stored
-            store.put(key, data, ttl)
+            await put(key, data, ttl)
         return r
 
     return run
+
+
+def _put(
+    store: CacheStore | AsyncCacheStore,
+) -> Callable[[str, bytes, float | None], Awaitable[None]]:
+    """*store*'s ``put``, awaited (a store in memory's is called inside a
+    coroutine: a miss runs the node anyway, the cost is in the noise)."""
+    if inspect.iscoroutinefunction(store.put):
+        return store.put
+    keep: Callable[[str, bytes, float | None], None] = store.put  # type: ignore[assignment]
+
+    async def put(key: str, value: bytes, ttl: float | None) -> None:
+        keep(key, value, ttl)
+
+    return put
 
 
 async def _tell(node: str, key: str, *, hit: bool) -> None:

@@ -4,12 +4,15 @@ Adapters live in their own modules so that their SDKs load only when used:
 ``from pipeline.models.openai import OpenAIModel`` (extra ``openai``) and
 ``from pipeline.models.anthropic import AnthropicModel`` (extra ``anthropic``).
 :func:`from_env` picks one of them when its API key is set; :func:`fallback`
-calls a backup model only when the one before it failed.
+calls a backup model only when the one before it failed; :func:`cached`
+answers a request asked before from a cache, without calling the model.
 """
 
 from typing import TYPE_CHECKING
 
 from .._moved import moved
+from ._cached import CachedModel as CachedModel
+from ._cached import cached as cached
 from ._env import from_env as from_env
 from ._fallback import Fallback as Fallback
 from ._fallback import fallback as fallback
@@ -27,6 +30,7 @@ from ._types import ToolSpec as ToolSpec
 
 
 __all__ = (
+    "CachedModel",
     "DeltaSink",
     "Fallback",
     "Model",
@@ -39,6 +43,7 @@ __all__ = (
     "ToolCallAssembler",
     "ToolCallDelta",
     "ToolSpec",
+    "cached",
     "fallback",
     "from_env",
 )

@@ -11,6 +11,9 @@ Embedded (imported with this package, standard library only):
 - :class:`SQLiteStore`: a file; the durable default;
 - :class:`SignedStore`: wraps any store and signs its records (HMAC).
 
+Caches (per-node, per-model-call) keep their entries in a
+:class:`MemoryCache`, or in a store's backend with a :class:`StoreCache`.
+
 On database servers, for runners on several machines, each in a module of
 its own that imports its client library (an extra) only when it is imported
 itself:
@@ -28,6 +31,11 @@ decisions in its server-side scripts), and run the conformance suite
 lists the rest.  Runners take a thread's lease with :func:`leased`.
 """
 
+from ._cache import AsyncCacheStore as AsyncCacheStore
+from ._cache import CacheBackend as CacheBackend
+from ._cache import CacheStore as CacheStore
+from ._cache import MemoryCache as MemoryCache
+from ._cache import StoreCache as StoreCache
 from ._lease import Held as Held
 from ._lease import leased as leased
 from ._memory import MemoryStore as MemoryStore
@@ -49,14 +57,19 @@ from ._sqlite import SQLiteStore as SQLiteStore
 __all__ = (
     "DEFAULT_LEASE_TTL",
     "MAX_THREAD_ID",
+    "AsyncCacheStore",
+    "CacheBackend",
+    "CacheStore",
     "CheckpointStore",
     "Held",
     "Lease",
     "LeaseRow",
+    "MemoryCache",
     "MemoryStore",
     "Record",
     "SQLiteStore",
     "SignedStore",
+    "StoreCache",
     "check_thread_id",
     "holds",
     "leased",

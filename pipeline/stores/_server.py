@@ -9,7 +9,8 @@ missing), :meth:`~ServerStore.aclose` lets the calls in flight finish and
 runs ``_close``, ``async with`` does both, and every call goes through
 ``_call``: writes shielded from the caller's cancellation (a transaction is
 never left half-done), reads not.  A subclass supplies ``_open``,
-``_close``, its operations on its loop (``_commit``, ``_records``, ...)
+``_close``, its operations on its loop (``_commit``, ``_records``, ...,
+``_cache_get`` and ``_cache_put`` for a :class:`~pipeline.stores.StoreCache`)
 and a ``__repr__`` (its thread is named after it).
 """
 
@@ -72,6 +73,19 @@ class ServerStore:
         ) -> Result[Lease, LeaseLost]: ...
 
         async def _release(self, lease: Lease) -> None: ...
+
+        async def _cache_get(
+            self, key: str, now: float
+        ) -> tuple[bytes, str] | None: ...
+
+        async def _cache_put(
+            self,
+            key: str,
+            value: bytes,
+            sha: str,
+            now: float,
+            ttl: float | None,
+        ) -> None: ...
 
     @property
     def lease_ttl(self) -> float:
@@ -178,6 +192,30 @@ class ServerStore:
     async def release(self, lease: Lease) -> None:
         """See :meth:`~pipeline.stores.CheckpointStore.release`."""
         await self._call(functools.partial(self._release, lease), shield=True)
+
+    async def cache_get(
+        self, key: str, now: float, /
+    ) -> tuple[bytes, str] | None:
+        """See :meth:`~pipeline.stores.CacheBackend.cache_get`."""
+        return await self._call(
+            functools.partial(self._cache_get, key, now), shield=False
+        )
+
+    async def cache_put(
+        self,
+        key: str,
+        value: bytes,
+        sha: str,
+        now: float,
+        ttl: float | None,
+        /,
+    ) -> None:
+        """See :meth:`~pipeline.stores.CacheBackend.cache_put` (one
+        statement or command)."""
+        await self._call(
+            functools.partial(self._cache_put, key, value, sha, now, ttl),
+            shield=True,
+        )
 
     async def _call(
         self, work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool

@@ -63,12 +63,24 @@ _SCHEMA = (
         expires REAL NOT NULL
     ) WITHOUT ROWID
     """,
+    """
+    CREATE TABLE IF NOT EXISTS cache (
+        key TEXT NOT NULL PRIMARY KEY,
+        expires REAL,
+        checksum TEXT NOT NULL,
+        data BLOB NOT NULL
+    ) WITHOUT ROWID
+    """,
 )
 
 _CACHE = 100_000
 """Threads whose head and lease the writer remembers between transactions."""
 
-_WRITES = frozenset({"commit", "acquire", "renew", "release"})
+_READ_TIMEOUT = 5.0
+"""Seconds a cache lookup waits for the file (a WAL reader waits only
+while another connection recovers or truncates the log)."""
+
+_WRITES = frozenset({"commit", "acquire", "renew", "release", "cache_put"})
 
 
 @final
@@ -137,6 +149,12 @@ class SQLiteStore:
         self._leases: dict[str, LeaseRow | None] = {}
         self._data_version: int | None = None
         self._closed = False
+        # Cache lookups read in the caller's thread, each thread on a
+        # read-only connection of its own (a WAL reader never waits for
+        # the writer): a hit costs a point query, not a hop to the writer.
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
         self._writer = threading.Thread(
             target=self._serve,
             name=f"pipeline-sqlite:{self.path.name}",
@@ -230,6 +248,55 @@ class SQLiteStore:
         """See :meth:`~pipeline.stores.CheckpointStore.release`."""
         await self._call("release", lease, shield=True)
 
+    async def cache_get(
+        self, key: str, now: float, /
+    ) -> tuple[bytes, str] | None:
+        """See :meth:`~pipeline.stores.CacheBackend.cache_get` (the file's
+        ``cache`` table, read in the caller's thread: one point query)."""
+        if self._closed:
+            msg = f"SQLiteStore({str(self.path)!r}) is closed"
+            raise RuntimeError(msg)
+        rows = (
+            self._reader()
+            .execute(
+                "SELECT data, checksum FROM cache "
+                "WHERE key = ? AND (expires IS NULL OR expires >= ?)",
+                (key, now),
+            )
+            .fetchall()  # all: the statement is done, no snapshot kept
+        )
+        return (bytes(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's read-only connection to the file."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path,
+                check_same_thread=False,  # closed by aclose, in any thread
+                isolation_level=None,
+                timeout=_READ_TIMEOUT,
+            )
+            conn.execute("PRAGMA query_only=ON")
+            with self._readers_lock:
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
+
+    async def cache_put(
+        self,
+        key: str,
+        value: bytes,
+        sha: str,
+        now: float,
+        ttl: float | None,
+        /,
+    ) -> None:
+        """See :meth:`~pipeline.stores.CacheBackend.cache_put` (written with
+        the commits waiting beside it, in one transaction)."""
+        expires = None if ttl is None else now + ttl
+        await self._call("cache_put", key, value, sha, expires, shield=True)
+
     async def aclose(self) -> None:
         """Finish the work submitted so far; close the connection."""
         if self._closed:
@@ -239,6 +306,10 @@ class SQLiteStore:
         self._jobs.put(job)
         with anyio.CancelScope(shield=True):
             await job.event.wait()
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
 
     async def __aenter__(self) -> SQLiteStore:
         return self
@@ -401,6 +472,21 @@ class SQLiteStore:
     ) -> None:
         if holds(self._lease(leases, lease.thread_id), lease):
             self._put_lease(leases, attrs.evolve(lease, expires=0.0))
+
+    def _cache_put(
+        self,
+        _heads: dict[str, int | None],
+        _leases: dict[str, LeaseRow | None],
+        _now: float,
+        key: str,
+        value: bytes,
+        sha: str,
+        expires: float | None,
+    ) -> None:
+        self._conn.execute(
+            "INSERT OR REPLACE INTO cache VALUES (?, ?, ?, ?)",
+            (key, expires, sha, value),
+        )
 
     def _read(self, job: _Job) -> None:
         try:

@@ -1,12 +1,14 @@
 """PostgreSQL checkpoint store: for runners on several processes or machines.
 
 psycopg 3's async connections (``psycopg.AsyncConnection``) in a
-``psycopg_pool.AsyncConnectionPool``.  Two tables in the store's *schema*::
+``psycopg_pool.AsyncConnectionPool``.  Three tables in the store's *schema*::
 
     pipeline_checkpoints(thread_id, version, parent, data bytea, checksum)
         primary key (thread_id, version), plus a partial index on the
         thread ids of version 0 (every thread has one) for threads()
     pipeline_leases(thread_id primary key, owner, token, expires float8)
+    pipeline_cache(key primary key, expires float8, checksum, data bytea)
+        the entries of a :class:`~pipeline.stores.StoreCache`
 
 Every change to a thread (commit, acquire, renew, release, delete) is one
 transaction that first takes a transaction-scoped **advisory lock** on a
@@ -139,6 +141,7 @@ class _Statements:
     def __init__(self, schema: str) -> None:
         ck = sql.Identifier(schema, "pipeline_checkpoints")
         leases = sql.Identifier(schema, "pipeline_leases")
+        cache = sql.Identifier(schema, "pipeline_cache")
         commit = sql.Identifier(schema, _COMMIT)
         self.tables = (
             sql.SQL(
@@ -161,6 +164,13 @@ class _Statements:
                 "token bigint NOT NULL, "
                 "expires double precision NOT NULL)"
             ).format(leases),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                "key text PRIMARY KEY, "
+                "expires double precision, "
+                "checksum text NOT NULL, "
+                "data bytea NOT NULL)"
+            ).format(cache),
             sql.SQL(_COMMIT_FUNCTION).format(
                 commit=commit, ck=ck, leases=leases
             ),
@@ -169,6 +179,7 @@ class _Statements:
             f"{_quote(schema)}.pipeline_checkpoints",
             f"{_quote(schema)}.pipeline_checkpoints_threads",
             f"{_quote(schema)}.pipeline_leases",
+            f"{_quote(schema)}.pipeline_cache",
         )
         self.function = f"{_quote(schema)}.{_COMMIT}({_COMMIT_ARGS})"
         self.commit = sql.SQL(
@@ -207,6 +218,16 @@ class _Statements:
         self.threads = sql.SQL(
             "SELECT thread_id FROM {} WHERE version = 0"
         ).format(ck)
+        self.cache_get = sql.SQL(
+            "SELECT data, checksum FROM {} WHERE key = %s "
+            "AND (expires IS NULL OR expires >= %s)"
+        ).format(cache)
+        self.cache_put = sql.SQL(
+            "INSERT INTO {} (key, expires, checksum, data) "
+            "VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (key) DO UPDATE SET expires = EXCLUDED.expires, "
+            "checksum = EXCLUDED.checksum, data = EXCLUDED.data"
+        ).format(cache)
         self.delete = (
             sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(ck),
             sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(leases),
@@ -358,7 +379,7 @@ class PostgresStore(ServerStore):
     async def _create_tables(self, conn: _Conn) -> None:
         cur = await conn.execute(
             "SELECT to_regclass(%s), to_regclass(%s), to_regclass(%s), "
-            "to_regprocedure(%s)",
+            "to_regclass(%s), to_regprocedure(%s)",
             (*self._sql.names, self._sql.function),
         )
         found = await cur.fetchone()
@@ -475,6 +496,25 @@ class PostgresStore(ServerStore):
         if outcome == "head":
             return Failure(ConcurrentModification(thread, expected_head, head))
         return Success(None)
+
+    async def _cache_get(
+        self, key: str, now: float
+    ) -> tuple[bytes, str] | None:
+        conn: _Conn
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                self._sql.cache_get, (key, now), binary=True
+            )
+            row = await cur.fetchone()
+        return None if row is None else (bytes(row[0]), str(row[1]))
+
+    async def _cache_put(
+        self, key: str, value: bytes, sha: str, now: float, ttl: float | None
+    ) -> None:
+        expires = None if ttl is None else now + ttl
+        conn: _Conn
+        async with self._connection() as conn:
+            await conn.execute(self._sql.cache_put, (key, expires, sha, value))
 
     async def _records(
         self, thread_id: str, upto: int | None

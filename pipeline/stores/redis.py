@@ -5,6 +5,7 @@ redis-py's asyncio client (``redis.asyncio``), under a key *prefix*::
     {prefix}:threads          set: every thread id with a record
     {prefix}:records:{id}     list: the thread's records, version = index
     {prefix}:lease:{id}       hash: owner, token, expires (the lease row)
+    {prefix}:cache:{key}      string: a cache entry (see :class:`~pipeline.stores.StoreCache`)
 
 A record is ``[version, parent, checksum]`` as JSON, a newline, then its
 bytes.  Versions are contiguous from 0 (each commit is ``head + 1``), so a
@@ -43,6 +44,8 @@ from .._extras import require
 
 require(__name__, "the redis client", "redis", ("redis",))
 
+
+import math
 
 from collections.abc import Sequence
 from typing import Any, Final, TypeVar, final
@@ -367,6 +370,47 @@ class RedisStore(ServerStore):
             return Failure(LeaseLost(lease.thread_id))
         return Success(
             Lease(lease.thread_id, lease.owner, lease.token, _float(out[1]))
+        )
+
+    # -- cache entries (a StoreCache's) ----------------------------------------
+
+    async def _cache_get(
+        self, key: str, now: float
+    ) -> tuple[bytes, str] | None:
+        client = self._client
+        assert client is not None  # noqa: S101  # open before any call
+        blob = await client.get(f"{self.prefix}:cache:{key}")
+        if blob is None:
+            return None
+        header, _, value = _bytes(blob).partition(b"\n")
+        try:
+            expires, sha = orjson.loads(header)
+        except (ValueError, TypeError):
+            return None  # not an entry of ours: a miss
+        if not isinstance(sha, str):
+            return None
+        if expires is not None and not (
+            isinstance(expires, (int, float)) and expires >= now
+        ):
+            return None
+        return value, sha
+
+    async def _cache_put(
+        self,
+        key: str,
+        value: bytes,
+        sha: str,
+        now: float,
+        ttl: float | None,
+    ) -> None:
+        client = self._client
+        assert client is not None  # noqa: S101  # open before any call
+        expires = None if ttl is None else now + ttl
+        blob = orjson.dumps([expires, sha]) + b"\n" + value
+        await client.set(
+            f"{self.prefix}:cache:{key}",
+            blob,
+            px=None if ttl is None else max(1, math.ceil(ttl * 1000)),
         )
 
     async def _release(self, lease: Lease) -> None:

@@ -12,10 +12,10 @@ from returns.result import Failure, Result, Success
 from pipeline import events, graph, handler, stores
 from pipeline.events import CacheLookup, Event
 from pipeline.failures import InvalidState
-from pipeline.graph import END, CachePolicy, MemoryCache
-from pipeline.stores import Lease, Record
-from tests.graph.helpers import Counted, DelegatingStore, Runs, step
-from tests.stores import CommitResult
+from pipeline.graph import END, CachePolicy
+from pipeline.stores import MemoryCache
+from tests.graph.helpers import Counted, Runs, step
+from tests.stores import Crash, CrashOnCommit
 
 
 class Clock:
@@ -148,30 +148,6 @@ async def test_a_key_that_is_not_json_is_a_typed_failure() -> None:
 def test_ttl_must_be_positive() -> None:
     with pytest.raises(ValueError, match="ttl"):
         CachePolicy(ttl=0)
-
-
-class Crash(BaseException):
-    """The process dies here."""
-
-
-class CrashOnCommit(DelegatingStore):
-    def __init__(self, inner: stores.MemoryStore, at: int) -> None:
-        super().__init__(inner)
-        self.at, self.n = at, 0
-
-    async def commit(
-        self,
-        record: Record,
-        *,
-        expected_head: int | None,
-        lease: Lease | None = None,
-    ) -> CommitResult:
-        self.n += 1
-        if self.n == self.at:
-            raise Crash
-        return await self.inner.commit(
-            record, expected_head=expected_head, lease=lease
-        )
 
 
 async def test_crash_between_cache_write_and_commit() -> None:

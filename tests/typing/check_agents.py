@@ -19,6 +19,7 @@ from pipeline import (
     Message,
     Secret,
     Tool,
+    stores,
     stream,
     switch,
     tool,
@@ -41,7 +42,14 @@ from pipeline.failures import (
 )
 from pipeline.graph import Writable, state_tools
 from pipeline.llm import llm_condition, policy
-from pipeline.models import Fallback, Model, ResponseSchema, fallback
+from pipeline.models import (
+    CachedModel,
+    Fallback,
+    Model,
+    ResponseSchema,
+    cached,
+    fallback,
+)
 from pipeline.models.anthropic import AnthropicModel
 from pipeline.models.openai import OpenAIModel
 from pipeline.secrets import holds_secret, redact
@@ -200,6 +208,28 @@ _as_model: Model = _backup
 fallback(ScriptedModel(), "gpt-4o")  # type: ignore[arg-type]  # not a model
 fallback(ScriptedModel(), when=lambda e: e.code)  # type: ignore[attr-defined]  # ModelError has no code
 _fb_agent = Agent("fb", _backup)
+
+# Cached models: a model again, its answers in a memory or store cache.
+_remembered = cached(ScriptedModel(), ttl=3600)
+assert_type(_remembered, CachedModel)
+_as_model = _remembered
+_kept = cached(_backup, store=stores.MemoryCache())
+assert_type(_kept.store, stores.CacheStore | stores.AsyncCacheStore)
+_cached_agent = Agent("c", cached(ScriptedModel()))
+
+
+async def _kept_in_sqlite(store: stores.SQLiteStore) -> None:
+    """A StoreCache is an async cache store; a checkpoint store is not."""
+    in_file: stores.AsyncCacheStore = stores.StoreCache(store)
+    assert_type(await in_file.get("k"), bytes | None)
+    cached(ScriptedModel(), store=in_file)
+    cached(ScriptedModel(), store=store)  # type: ignore[arg-type]  # a checkpoint store is not a cache
+
+
+cached(ScriptedModel(), key=lambda r: r.messages[-1].content)
+cached(ScriptedModel(), key=lambda r: r.prompt)  # type: ignore[attr-defined]  # the key reads a ModelRequest
+cached("gpt-4o")  # type: ignore[arg-type]  # not a model
+cached(ScriptedModel(), ttl="1h")  # type: ignore[arg-type]  # seconds
 
 # Tool concurrency: a whole number (or None for no limit).
 _bounded = Agent("b", ScriptedModel(), max_parallel_tools=4)

@@ -229,14 +229,24 @@ cached_builder = graph.builder(State).node("bump", bump, cache=policy)
 assert_type(cached_builder, graph.GraphBuilder[State, Boom])
 assert_type(
     graph.builder(State).node(
-        "bump", bump, cache=graph.CachePolicy(store=graph.MemoryCache())
+        "bump", bump, cache=graph.CachePolicy(store=stores.MemoryCache())
     ),
     graph.GraphBuilder[State, Boom],
 )
 graph.CachePolicy[State](key=lambda s: s.missing)  # type: ignore[attr-defined]  # the key reads the state
 graph.CachePolicy[State](ttl="60")  # type: ignore[arg-type]  # seconds
 graph.builder(State).node("bump", bump, cache=graph.CachePolicy[int]())  # type: ignore[arg-type]  # a policy over another state
-graph.MemoryCache(clock=1.0)  # type: ignore[arg-type]  # a clock is a function
+stores.MemoryCache(clock=1.0)  # type: ignore[arg-type]  # a clock is a function
+
+
+async def _cache_in_file(store: stores.SQLiteStore) -> None:
+    """Node outputs kept in the checkpoint store's file."""
+    policy = graph.CachePolicy[State](ttl=60, store=stores.StoreCache(store))
+    assert_type(policy, graph.CachePolicy[State])
+    assert_type(await stores.StoreCache(store).get("k"), bytes | None)
+    stores.StoreCache(store, clock=1.0)  # type: ignore[arg-type]  # a clock is a function
+    stores.StoreCache(store, lambda: 1.0)  # type: ignore[call-arg]  # clock is keyword-only
+    graph.CachePolicy[State](store=store)  # type: ignore[arg-type]  # a checkpoint store is not a cache
 
 
 # -- pipeline.interrupt: the answer has the declared type ------------------
