@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from returns.result import Result, Success
 
+from .._decode import DECODE_ERRORS, explain
 from .._render import render
 from ..errors import RendererUnavailable
 from . import _output as out
@@ -472,9 +473,13 @@ async def edit(
             try:
                 state = codec.converter.structure(value, codec.state_type)
             except Exception as exc:  # noqa: BLE001  # cattrs raises many kinds
+                where = (
+                    "; ".join(explain(exc, codec.state_type))
+                    if isinstance(exc, DECODE_ERRORS)
+                    else type(exc).__name__
+                )
                 raise UserError(
-                    f"--state does not fit the thread's state type "
-                    f"({type(exc).__name__})",
+                    f"--state does not fit the thread's state type ({where})",
                     hint=f"`pipeline show {thread_id}` prints the state as "
                     "it is; --patch changes only what it names",
                 ) from None

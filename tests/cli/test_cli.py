@@ -272,6 +272,24 @@ def test_edit_a_paused_thread(tmp_path: Path, store: str) -> None:
     assert bad.returncode == ExitCode.USAGE
     assert_one_line_error(bad.stderr)
     assert "sk-canary-9" not in bad.stderr
+    assert "$.sent" in bad.stderr  # the field it broke
+    whole = cli(
+        "edit",
+        "t",
+        "--state",
+        '{"text": "x", "sent": "sk-canary-9"}',
+        "--author",
+        "ana",
+        "--reason",
+        "oops",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert whole.returncode == ExitCode.USAGE
+    assert_one_line_error(whole.stderr)
+    assert "sk-canary-9" not in whole.stderr
+    assert "$.sent" in whole.stderr
     answered = cli("answer", "t", "yes", "--store", store, cwd=tmp_path)
     assert answered.returncode == ExitCode.OK, answered.stderr
     assert json.loads(answered.stdout)["reply"] == "Refunded."

@@ -159,3 +159,29 @@ async def test_edits_need_a_store_thread() -> None:
     )
     assert out.failure().__class__.__name__ == "SnapshotNotFound"
     assert await store.head("nope") is None
+
+
+async def test_a_bad_patch_names_the_field_it_broke(
+    make_store: StoreFactory,
+) -> None:
+    """A patch that breaks the state type says which field and what was
+    expected (never the value), and commits nothing."""
+    g = linear(Runs(), 3)
+    gate = asks("n1", "go?")
+    async with make_store() as store:
+        await g.run(Counted(), store=store, thread_id="t", gates=[gate])
+        head = await store.head("t")
+        cases: list[tuple[dict[str, object], str]] = [
+            ({"count": "sk-secret-77"}, "$.count"),
+            ({"trail": ["a", 7], "note": None}, "$.trail"),
+            ({"surplus": "sk-secret-77"}, "surplus"),
+        ]
+        for patch, where in cases:
+            bad = await g.update_state(
+                store, "t", patch=patch, author="ana", reason="typo"
+            )
+            failure = bad.failure()
+            assert isinstance(failure, InvalidState)
+            assert where in str(failure)
+            assert "sk-secret-77" not in str(failure)
+            assert await store.head("t") == head
