@@ -370,6 +370,13 @@ def show(
     help="answer the question the fork waits at, and continue the fork "
     "(how a question a stopped thread declined is answered again)",
 )
+@click.option(
+    "--author",
+    envvar="PIPELINE_AUTHOR",
+    callback=_author,
+    help="who answers (with --answer), kept in the answer's record "
+    "($PIPELINE_AUTHOR, default: your login name)",
+)
 @target_option
 @store_option
 @json_option
@@ -380,6 +387,7 @@ def fork(
     version: int | None,
     new_id: str | None,
     answer_text: str | None,
+    author: str,
     ref: str | None,
     store: str | None,
     as_json: bool,
@@ -393,7 +401,9 @@ def fork(
 
     return _go(
         ctx,
-        lambda s: body(s, thread, version, new_id, ref, answer_text),
+        lambda s: body(
+            s, thread, version, new_id, ref, answer_text, author=author
+        ),
         store,
         as_json=as_json,
     )

@@ -39,6 +39,7 @@ from ._threads import (
     checked_answer,
     failure_error,
     found,
+    parse_answer,
     refused_answer,
     store_flag,
 )
@@ -395,9 +396,24 @@ async def fork(
     new_id: str | None,
     ref: str | None,
     answer_text: str | None = None,
+    *,
+    author: str = "",
 ) -> ExitCode:
     """``pipeline fork`` (and, with *answer_text*, answer the question the
-    fork waits at: how a stopped thread's question is answered again)."""
+    fork waits at, by *author*: how a stopped thread's question is answered
+    again).  A malformed answer or author is refused before anything is
+    forked."""
+    if answer_text is not None:
+        from ..fold import checked_author  # noqa: PLC0415
+
+        parse_answer(answer_text)  # a usage error, before the fork
+        try:
+            author = checked_author(author)
+        except (TypeError, ValueError) as exc:  # never shows the author
+            raise UserError(
+                str(exc),
+                hint="an author is at most 256 characters, without NUL",
+            ) from None
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
         new_id = new_id or uuid.uuid4().hex[:16]
@@ -438,6 +454,7 @@ async def fork(
             ref=target.ref,
             answer_text=answer_text,
             question=snap.question_id,
+            author=author,
         )
     if settings.json:
         out.emit_json({"thread": snap.thread_id})

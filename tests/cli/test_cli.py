@@ -197,12 +197,40 @@ def test_declined_answer_stops(tmp_path: Path, store: str) -> None:
         "t2",
         "--answer",
         "yes",
+        "--author",
+        "bo",
         "--store",
         store,
         cwd=tmp_path,
     )
     assert forked.returncode == ExitCode.OK, forked.stderr
     assert json.loads(forked.stdout)["sent"] is True
+    # The fork's answer names who gave it, as `answer --author` does.
+    fork_rows = lines(
+        cli("history", "t2", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert [r["author"] for r in fork_rows[:2]] == [None, "bo"]
+    # A malformed answer is refused before anything is forked.
+    malformed = cli(
+        "fork",
+        "t",
+        "--version",
+        str(asked["version"]),
+        "--to",
+        "t4",
+        "--answer",
+        '{"key": "sk-canary-4 \\ud800"}',  # a lone surrogate
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert malformed.returncode == ExitCode.USAGE
+    assert_one_line_error(malformed.stderr)
+    assert "sk-canary-4" not in malformed.stderr
+    listed = lines(
+        cli("threads", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert "t4" not in [r["thread"] for r in listed]
     plain = cli(
         "fork",
         "t",
