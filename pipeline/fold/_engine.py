@@ -750,6 +750,7 @@ async def _stop(
         pending=None,
         progress=NO_PROGRESS,
         reason=reason,
+        author="",  # the run's own record: it names nobody
     )
     if journal is not None:
         committed = await journal.commit(stopped)
@@ -779,6 +780,7 @@ async def _pause(
         status=Status.INTERRUPTED,
         pending=Pending(snap.node, snap.next, question, payload=payload),
         progress=progress,
+        author="",  # the run's own record: it names nobody
     )
     if journal is not None:
         # Progress survives the pause: the record continues it ("in": {}).
