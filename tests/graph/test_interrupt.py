@@ -12,7 +12,14 @@ from returns.result import Result, Success
 from pipeline import Agent, Context, Graph, Message, graph, handler, interrupt
 from pipeline.errors import InvalidAnswer, NotCheckpointed, Suspended
 from pipeline.failures import EditRefused, StaleAnswer
-from pipeline.fold import Status
+from pipeline.fold import (
+    Continue,
+    Decision,
+    Interrupt,
+    Status,
+    Stop,
+    Transition,
+)
 from pipeline.graph import END
 from pipeline.testing import Reply, ScriptedModel
 from tests.servers import StoreFactory
@@ -171,6 +178,44 @@ async def test_answer_as_json_is_structured_into_the_declared_type(
             "declined:too late",
             "paid",
         ]
+
+
+async def test_a_gates_answer_as_names_the_field_too(
+    make_store: StoreFactory,
+) -> None:
+    """A gate's ``answer_as(T)`` says which field does not fit and what it
+    should be, as ``interrupt`` does (it said only "not a T"), never the
+    value; the thread waits at the same question again."""
+    effects = Effects()
+    g = refund_graph(effects)
+
+    async def approve(t: Transition[Order]) -> Decision:
+        if t.targets != ("prepare",):
+            return Continue()
+        if t.answer is None:
+            return Interrupt("start?")
+        answer = t.answer_as(Approval)
+        return Continue() if answer and answer.approved else Stop("no")
+
+    async with make_store() as store:
+        paused = (
+            await g.run(Order(), store=store, thread_id="t", gates=[approve])
+        ).unwrap()
+        assert paused.pending is not None
+        assert paused.pending.question == "start?"
+        with pytest.raises(InvalidAnswer) as caught:
+            await g.resume(
+                store,
+                "t",
+                answer={"approved": "SECRET-maybe", "extra": 1},
+                gates=[approve],
+            )
+        text = str(caught.value)
+        assert "$.approved" in text
+        assert "extra" in text
+        assert "SECRET" not in text
+        again = (await g.load(store, "t")).unwrap()
+        assert again.status is Status.INTERRUPTED
 
 
 async def test_invalid_answer_names_the_field_and_asks_again(
