@@ -389,6 +389,9 @@ async def update_state(
         edited = attrs.evolve(snap, state=new_state, edit=Edit(author, reason))
         committed = await journal.commit(edited)
         if type(committed) is Failure:
+            failure = committed.failure()
+            if isinstance(failure, InvalidState):  # the edit's, not a node's
+                return Failure(attrs.evolve(failure, node="<edit>"))
             return committed
         return Success(committed)
 

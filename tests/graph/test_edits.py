@@ -185,3 +185,24 @@ async def test_a_bad_patch_names_the_field_it_broke(
             assert where in str(failure)
             assert "sk-secret-77" not in str(failure)
             assert await store.head("t") == head
+
+
+async def test_a_bad_state_is_the_edits_fault_not_a_nodes(
+    make_store: StoreFactory,
+) -> None:
+    """A state instance that cannot be stored, given to ``update_state``,
+    is an InvalidState of ``<edit>`` naming the field (it blamed the node
+    the thread last ran); nothing is committed."""
+    g = linear(Runs(), 3)
+    gate = asks("n1", "go?")
+    async with make_store() as store:
+        await g.run(Counted(), store=store, thread_id="t", gates=[gate])
+        head = await store.head("t")
+        bad = Counted(count="sk-secret-77")  # type: ignore[arg-type]
+        out = await g.update_state(store, "t", bad, author="a", reason="r")
+        failure = out.failure()
+        assert isinstance(failure, InvalidState)
+        assert failure.node == "<edit>"
+        assert failure.field == "count"
+        assert "sk-secret-77" not in str(failure)
+        assert await store.head("t") == head
