@@ -178,6 +178,14 @@ async def _check_waiting(
             f"thread {tid!r} is stopped{why}; it waits for no answer",
             hint=hint,
         )
+    if snap.status is Status.RUNNING:
+        # Answered already (its run cut short: a crash, Ctrl-C), or failed.
+        raise UserError(
+            f"thread {tid!r} is not waiting for an answer (it is "
+            f"{snap.status}: answered already, or its run failed or was cut short)",
+            hint=f"`pipeline resume {tid}{store_flag(settings)}` continues "
+            "it; `pipeline show` shows where it is",
+        )
     raise UserError(
         f"thread {tid!r} is not waiting for an answer (it is {snap.status})",
         hint=f"`pipeline show {tid}` shows where it is",

@@ -467,6 +467,20 @@ def test_failed_run(tmp_path: Path, store: str) -> None:
     assert ran.returncode == ExitCode.FAILED
     assert "error: the run failed: empty ticket" in ran.stderr
     assert "Traceback" not in ran.stderr
+    # An answer to it (a human retrying after a crash, say) says that
+    # `resume` continues it, and writes nothing.
+    ran = cli(
+        "run", f"{FLOWS}:failing", "--input", '{"text": ""}',
+        *("--thread", "f", "--store", store), cwd=tmp_path,
+    )  # fmt: skip
+    before = cli("history", "f", "--store", store, "--json", cwd=tmp_path)
+    answered = cli("answer", "f", "yes", "--store", store, cwd=tmp_path)
+    assert answered.returncode == ExitCode.USAGE
+    assert_one_line_error(answered.stderr)
+    assert "is not waiting for an answer (it is running" in answered.stderr
+    assert "`pipeline resume f --store" in answered.stderr
+    after = cli("history", "f", "--store", store, "--json", cwd=tmp_path)
+    assert after.stdout == before.stdout
 
 
 @pytest.mark.slow
