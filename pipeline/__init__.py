@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
     from . import errors as errors
     from . import failures as failures
     from . import middleware as middleware
+    from ._approval import Approve as Approve
+    from ._approval import Deny as Deny
+    from ._approval import ToolApproval as ToolApproval
     from ._combinators import DEFAULT_LOOP_LIMIT as DEFAULT_LOOP_LIMIT
     from ._combinators import Condition as Condition
     from ._combinators import Item as Item
@@ -79,9 +82,11 @@ if TYPE_CHECKING:  # what the type checkers see; at run time, __getattr__
 __all__ = (
     "DEFAULT_LOOP_LIMIT",
     "Agent",
+    "Approve",
     "Budget",
     "Condition",
     "Context",
+    "Deny",
     "FilePart",
     "Graph",
     "Handler",
@@ -104,6 +109,7 @@ __all__ = (
     "Swarm",
     "TextPart",
     "Tool",
+    "ToolApproval",
     "ToolCall",
     "Usage",
     "__version__",
@@ -147,6 +153,9 @@ _HOMES = {
     "Condition": "._combinators",
     "Item": "._combinators",
     "condition": "._combinators",
+    "Approve": "._approval",
+    "Deny": "._approval",
+    "ToolApproval": "._approval",
     "first": "._combinators",
     "for_each": "._combinators",
     "if_": "._combinators",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import math
 
 from collections.abc import (
     AsyncIterable,
@@ -13,16 +14,20 @@ from collections.abc import (
     Sequence,
     Sized,
 )
-from typing import Any, TypeAlias, TypeVar, final
+from typing import Any, Never, TypeAlias, TypeVar, final
 
+import anyio
 import attrs
 
 from returns.result import Failure, Result, Success
 
 from ._concurrency import Earliest, Siblings, checkpoint_if_cancelled, run_pool
+from ._depth import MAX_DEPTH
 from ._handler import Handler, composite
 from ._runners import AnyCall, bad_result, located
-from .errors import ConstructionError
+from ._serde import canonical, checksum
+from ._step import WAITED, Step, current_step, run_apart
+from .errors import ConstructionError, Suspended
 from .failures import FanOutLimitExceeded
 
 
@@ -217,12 +222,30 @@ async def _work_through(
     workers: int,
     fail_fast: bool,
 ) -> tuple[Result[Any, Any], ...] | Result[Any, Any]:
-    """Every item's result in order, or the first failure if *fail_fast*."""
+    """Every item's result in order, or the first failure if *fail_fast*.
+
+    In the step of a checkpointed run, each item asks its questions
+    apart: one that asks waits, the others go on, and the step pauses once
+    all settled, keeping the outputs (JSON values) of the items that
+    finished: they do not run again when the step does.
+    """
     results: list[Any] = [None] * len(items)
     failed: Earliest[Result[Any, Any]] = Earliest()
+    step = current_step()
+    base = "" if step is None else step.items_key(label)
+    waited = False
+    finished: dict[str, dict[str, Any]] = {}  # outputs to keep on a pause
 
     async def one(i: int, siblings: Siblings) -> None:
-        r = await work(items[i])
+        nonlocal waited
+        if step is None:
+            r = await work(items[i])
+        else:
+            key = _item_key(base, i, items[i])
+            r = await _in_step(step, key, i, lambda: work(items[i]), finished)
+            if r is WAITED:
+                waited = True
+                return
         if type(r) is not Success:
             r = located(r, f"{label}[{i}]")
             if fail_fast:
@@ -232,4 +255,99 @@ async def _work_through(
     await run_pool(workers, iter(range(len(items))), one)
     if failed.found:
         return failed.value()
+    if waited:
+        assert step is not None  # noqa: S101  # only items of a step wait
+        await _pause(step, finished)
     return tuple(results)
+
+
+async def _in_step(
+    step: Step,
+    key: str,
+    i: int,
+    call: Callable[[], Awaitable[Result[Any, Any]]],
+    finished: dict[str, dict[str, Any]],
+) -> Any:
+    """Item *i* (kept under *key*) in the step of a checkpointed run: its
+    output kept before, or its result now (noting an output to keep), or
+    ``WAITED``."""
+    kept = _kept(step.docs(key))
+    if kept is not _NOTHING:
+        return Success(kept)
+    r = await run_apart(step.child(key, i), call)
+    if type(r) is Success:
+        _keep(finished, key, r.unwrap())
+    return r
+
+
+async def _pause(step: Step, finished: dict[str, dict[str, Any]]) -> Never:
+    """Items wait at questions: keep the *finished* outputs (all in one
+    record, only now: a map_reduce whose items ask nothing commits nothing
+    more than before), then pause the step."""
+    if finished:
+        failed: object = None
+        with anyio.CancelScope(shield=True):
+            failed = await step.save_all(finished)
+        if failed is not None:
+            raise Suspended(failed)  # the run fails with the refusal
+    raise Suspended
+
+
+_NOTHING: Any = object()
+
+
+def _item_key(base: str, i: int, item: Any) -> str:
+    """Where item *i* keeps its output: by position, and (for an item
+    that is a JSON value) by a digest of it, so that a split giving other
+    items when the step runs again never takes another item's output."""
+    try:
+        digest = checksum(canonical(item))[:12]
+    except (ValueError, TypeError, RecursionError):
+        return f"{base}/{i}"
+    return f"{base}/{i}@{digest}"
+
+
+def _kept(docs: tuple[Any, ...]) -> Any:
+    """The output an item kept, or ``_NOTHING``."""
+    doc = docs[-1] if docs else None
+    if isinstance(doc, dict) and "out" in doc:
+        return doc["out"]
+    return _NOTHING
+
+
+def _keep(finished: dict[str, dict[str, Any]], key: str, value: Any) -> None:
+    """Note item output *value* to keep under *key*, if it is a JSON value
+    (else the item runs again when the step does: nothing could give it
+    back as it was)."""
+    if _plain(value):
+        finished[key] = {"out": value}
+
+
+_SCALARS = (str, int, bool, type(None))
+
+
+def _plain(value: Any) -> bool:
+    """Whether *value* comes back from JSON as it is: ``None``, ``bool``,
+    ``int``, finite ``float``, ``str``, and lists and dicts (``str`` keys)
+    of those, no deeper than a record may nest."""
+    stack = [(value, 0)]
+    while stack:
+        x, depth = stack.pop()
+        kind = type(x)
+        if kind in _SCALARS:
+            continue
+        if kind is float:
+            if not math.isfinite(x):
+                return False
+            continue
+        if depth >= MAX_DEPTH - 8:  # room for the record around it
+            return False
+        if kind is list:
+            stack.extend((v, depth + 1) for v in x)
+        elif kind is dict:
+            if not all(type(k) is str for k in x):
+                return False
+            stack.extend((v, depth + 1) for v in x.values())
+        else:
+            return False
+    return True

@@ -19,6 +19,7 @@ from pyrsistent import PVector, pvector
 from returns.result import Failure, Result
 
 from ._agent_spec import AgentSpec
+from ._approval import approve_calls
 from ._fields import APPEND_ONLY
 from ._guards import Halt, InputGuard, Verdict
 from ._messages import Message, ToolCall, Usage
@@ -327,19 +328,28 @@ class Loop:
         if last and not stop:
             added = (*progress.messages, message)
             return Failure(TurnLimitExceeded(name, turn, added, path=(name,)))
+        # Calls a person must approve: asked before any tool of the reply
+        # runs (the others wait with them), one question at a time.
+        message, run_calls, taken, approved = await self._approved(
+            message, run_calls, taken
+        )
         hook = None
         if scope is not None:
-            refused = scope.start_tools(len(calls) - len(taken))
+            refused = scope.start_tools(len(run_calls) - len(taken))
             if refused is not None:
                 return Failure(attrs.evolve(refused, path=(name,)))
             hook = scope.tool_hook
-        hook = self._hook(hook)
-        lapsed = await self._start_tools(calls, listen=listen)
+        hook = self._hook(hook, approved)
+        lapsed = await self._start_tools(message.tool_calls, listen=listen)
         if lapsed is not None:
             return lapsed
         try:
             results = await self._tools(
-                run_calls, taken, listen=listen, hook=hook, shown=calls
+                run_calls,
+                taken,
+                listen=listen,
+                hook=hook,
+                shown=message.tool_calls,
             )
         except PauseRequested as pause:
             # A fold used as a tool paused for a human: so does this run.
@@ -354,16 +364,47 @@ class Loop:
         )
         return self._next(snap, done, stop=stop)
 
-    def _hook(self, hook: ToolHook | None) -> ToolHook | None:
+    async def _approved(
+        self,
+        message: Message,
+        run_calls: tuple[ToolCall, ...],
+        taken: Mapping[int, tuple[str, bool]],
+    ) -> tuple[
+        Message,
+        tuple[ToolCall, ...],
+        Mapping[int, tuple[str, bool]],
+        frozenset[int],
+    ]:
+        """The reply after its calls' approvals (see
+        :func:`pipeline._approval.approve_calls`): the message as recorded
+        (edited calls as they run), the calls to run, the calls taken
+        (denied ones added) and the ids of the approved calls."""
+        approvals = await approve_calls(
+            run_calls, self.tools, agent=self.name, skip=taken
+        )
+        if approvals is None:
+            return message, run_calls, taken, frozenset()
+        if approvals.calls != run_calls:  # edited: recorded as they run
+            run_calls = approvals.calls
+            message = attrs.evolve(message, tool_calls=run_calls)
+            if self.secret:
+                message = _redacted(message, self.secret)
+        approved = frozenset(id(run_calls[i]) for i in approvals.approved)
+        return message, run_calls, {**taken, **approvals.denied}, approved
+
+    def _hook(
+        self, hook: ToolHook | None, approved: frozenset[int] = frozenset()
+    ) -> ToolHook | None:
         """What runs each tool call of this turn: *hook* (the scope's),
         inside where the call runs (a host's activity, if offloaded), inside
-        the keeping of results that got an answer (in a checkpointed run)."""
+        the keeping of results that got an answer (in a checkpointed run;
+        *approved*: the ids of the calls a person approved)."""
         offload = self.env.offload
         if offload is not None:
             hook = _around(hook, offload.tools(self.agent, self.tools))
         boundary = current_boundary()  # the turn's, in a checkpointed run
         if boundary is not None:
-            hook = _around(_keeping(boundary, self.secret), hook)
+            hook = _around(_keeping(boundary, self.secret, approved), hook)
         return hook
 
     async def _final(
@@ -500,25 +541,35 @@ class Loop:
         return tuple(out)
 
 
-def _keeping(boundary: Boundary, secret: Mapping[str, Tool]) -> ToolHook:
+def _keeping(
+    boundary: Boundary,
+    secret: Mapping[str, Tool],
+    approved: frozenset[int] = frozenset(),
+) -> ToolHook:
     """Keeps the result of each tool call that got a human's answer
-    (:func:`pipeline.interrupt`) as progress of the turn: when another
-    call's question pauses the turn, the call does not run again (nor its
-    side effects after the question); the turn run again finds its result.
+    (:func:`pipeline.interrupt`, or the approval of the call: *approved*
+    holds those calls' ids) as progress of the turn: when another call's
+    question pauses the turn, or the process dies before the turn is
+    committed, the call does not run again (nor its side effects after
+    the question); the turn run again finds its result.
 
     Calls are known by their tool and arguments (calls of tools with secret
-    arguments are not kept: a digest of a secret is not stored).
+    arguments are kept only when approved, known by their redacted
+    arguments: a digest of a secret is not stored).
     """
     kept = boundary.kept("c")  # results kept in an earlier attempt
 
     def key_of(call: ToolCall) -> str:
-        digest = checksum(canonical([call.name, call.arguments]))[:16]
+        arguments = call.arguments
+        if call.name in secret:
+            arguments = secret[call.name].redact(arguments)
+        digest = checksum(canonical([call.name, arguments]))[:16]
         return boundary.question_key(digest, "c")
 
     async def keep(
         call: ToolCall, run: Callable[[], Awaitable[tuple[str, bool]]]
     ) -> tuple[str, bool]:
-        if call.name in secret:
+        if call.name in secret and id(call) not in approved:
             return await run()
         key = None
         if kept:
@@ -533,7 +584,7 @@ def _keeping(boundary: Boundary, secret: Mapping[str, Tool]) -> ToolHook:
                 return doc["content"], doc["failed"]
         with Answered() as got:
             content, failed = await run()
-        if got.answered:
+        if got.answered or id(call) in approved:
             if key is None:
                 key = key_of(call)
             saved = None

@@ -446,7 +446,8 @@ class StaleAnswer(PipelineError):
 
     *question* is the id the answer was given for (``None``: none was
     given), *pending* the id of the question thread *thread_id* waits at
-    (``None``: it waits at none; *status* says where it stands).  A
+    (the ids, comma-separated, when several fan-out branches or items wait
+    at once; ``None``: it waits at none; *status* says where it stands).  A
     question's id is ``Snapshot.question_id``: the version that asked it
     and a digest of what it asked.  The answer itself is never part of
     the message.
@@ -469,6 +470,12 @@ class StaleAnswer(PipelineError):
             return (
                 f"{given} applies to nothing: thread {self.thread_id!r} "
                 f"waits for no answer (it is {self.status})"
+            )
+        if ", " in self.pending:
+            return (
+                f"{given} is for none of the questions thread "
+                f"{self.thread_id!r} waits at ({self.pending}): say which "
+                "one with its id (question=ID); nothing was applied"
             )
         return (
             f"{given} is not for the question thread {self.thread_id!r} "

@@ -84,6 +84,7 @@ __all__ = (
     "MAX_ARGUMENT_BYTES",
     "MAX_ARGUMENT_DEPTH",
     "NO_DEPS",
+    "ApprovingToolMaker",
     "NoDeps",
     "ToolMaker",
     "run_tools",
@@ -190,6 +191,13 @@ class Tool(Generic[D_contra, P, R_co]):
     )
     takes_deps: bool = attrs.field(default=False, kw_only=True)
     """Whether the function's first parameter is a :class:`RunContext`."""
+    approval: bool | Callable[..., bool] = attrs.field(
+        default=False, kw_only=True, eq=False
+    )
+    """Which calls wait for a person's approval (see
+    "Approving tool calls" in the agents guide): ``False`` none, ``True`` all, or a
+    predicate given a call's decoded arguments (by keyword, defaults
+    filled in) that returns whether this call does."""
     _spec: ToolSpec = attrs.field(
         init=False,
         eq=False,
@@ -225,9 +233,35 @@ class Tool(Generic[D_contra, P, R_co]):
         if self.timeout is not None and not self.timeout > 0:
             msg = f"tool {self.name!r}: timeout must be a positive number"
             raise ConstructionError(msg)
+        chosen: object = self.approval
+        if not (isinstance(chosen, bool) or callable(chosen)):
+            msg = (
+                f"tool {self.name!r}: approval= takes True, False or a "
+                f"predicate of the arguments, not a {type(chosen).__name__}"
+            )
+            raise ConstructionError(msg)
+        if inspect.iscoroutinefunction(chosen):
+            msg = (
+                f"tool {self.name!r}: approval= takes a plain function "
+                "returning a bool (an async one would always ask)"
+            )
+            raise ConstructionError(msg)
 
     def __repr__(self) -> str:
         return f"Tool({self.name})"
+
+    def needs_approval(self, kwargs: Mapping[str, Any]) -> bool:
+        """Whether the call with decoded arguments *kwargs* (see
+        :meth:`decode`) waits for a person's approval (see
+        :attr:`approval`).
+
+        .. versionadded:: 0.1.0
+        """
+        approval = self.approval
+        if approval is True or approval is False:
+            return approval
+        given = {p.name: kwargs.get(p.name, p.default) for p in self._params}
+        return bool(approval(**given))
 
     @property
     def fn(self) -> Callable[P, R_co]:
@@ -482,6 +516,30 @@ class ToolMaker:
         return self._make(fn)
 
 
+@final
+class ApprovingToolMaker(Generic[Q]):
+    """What ``@tool(approval=predicate)`` returns: apply it to a function
+    whose parameters (after a :class:`RunContext`, if any) the predicate
+    takes, so a predicate that does not fit the tool is a type error.
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[Callable[..., Any]], Tool]) -> None:
+        self._make = make
+
+    @overload
+    def __call__(
+        self, fn: Callable[Concatenate[RunContext[Dx], Q], S], /
+    ) -> Tool[Dx, Concatenate[RunContext[Dx], Q], S]: ...
+    @overload
+    def __call__(self, fn: Callable[Q, S], /) -> Tool[object, Q, S]: ...
+    def __call__(self, fn: Callable[..., Any], /) -> Tool:
+        return self._make(fn)
+
+
 @overload
 def tool(
     fn: Callable[Concatenate[RunContext[Dx], Q], S], /
@@ -495,7 +553,17 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     errors: Sequence[type[Exception]] = (Exception,),
+    approval: bool = False,
 ) -> ToolMaker: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    errors: Sequence[type[Exception]] = (Exception,),
+    approval: Callable[Q, bool],
+) -> ApprovingToolMaker[Q]: ...
 
 
 def tool(
@@ -506,7 +574,8 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     errors: Sequence[type[Exception]] = (Exception,),
-) -> Tool | ToolMaker:
+    approval: bool | Callable[..., bool] = False,
+) -> Tool | ToolMaker | ApprovingToolMaker[...]:
     """Make a :class:`Tool` from a typed function (sync or async).
 
     Parameters become the schema's properties (required unless they have a
@@ -525,6 +594,15 @@ def tool(
     :class:`~pipeline.errors.ToolError`'s, which is meant for it (and
     always becomes an error result, listed or not).
 
+    *approval* makes calls wait for a person (see
+    "Approving tool calls" in the agents guide): ``True`` every call, or a predicate given
+    a call's decoded arguments by keyword (the function's parameters
+    after a :class:`RunContext`, defaults filled in) that says whether
+    this one does: ``approval=lambda amount: amount > 100``.  The model's
+    call becomes a question of the checkpointed run, answered with
+    :class:`~pipeline.Approve` or
+    :class:`~pipeline.Deny`.
+
     A first parameter annotated ``RunContext[Deps]`` receives the run's
     dependencies (see :class:`RunContext`); it is not in the schema, and
     the tool is a ``Tool[Deps, ...]``, which only an agent made with
@@ -535,7 +613,8 @@ def tool(
         ConstructionError: a parameter has no annotation or a type with no
             JSON schema, the name is not 1-64 letters, digits, ``_``, ``-``,
             *timeout* is not positive or *errors* lists something that is
-            not an :class:`Exception` subclass.
+            not an :class:`Exception` subclass, or *approval* is neither a
+            bool nor a plain (not async) callable.
 
     .. versionadded:: 0.1.0
     """
@@ -595,10 +674,13 @@ def tool(
             timeout,
             tuple(errors),
             takes_deps=takes_deps,
+            approval=approval,
         )
 
     if fn is None:
-        return ToolMaker(make)
+        if approval is True or approval is False:
+            return ToolMaker(make)
+        return ApprovingToolMaker(make)
     return make(fn)
 
 

@@ -301,77 +301,6 @@ async def test_a_question_in_an_agent_used_as_a_tool_pauses_the_caller(
         assert done.state.messages[-1].content == ("front: done: refunded 40")
 
 
-@attrs.frozen
-class Pair:
-    """State of the fan-out test: one field per branch."""
-
-    a: int = 0
-    b: int = 0
-    c: str = ""
-
-
-async def test_fan_out_branches_that_ask_at_once_are_asked_one_by_one(
-    make_store: StoreFactory,
-) -> None:
-    """Two branches ask, a third does not: one question is pending at a
-    time, each answer reaches its own branch (never the other's), the
-    branch that finished is kept, not run again."""
-    ran: list[str] = []
-
-    @handler(name="start")
-    async def start(p: Pair) -> Result[Pair, object]:
-        return Success(p)
-
-    @handler(name="a")
-    async def a(p: Pair) -> Result[Pair, object]:
-        ran.append("a")
-        return Success(attrs.evolve(p, a=await interrupt("a?", int)))
-
-    @handler(name="b")
-    async def b(p: Pair) -> Result[Pair, object]:
-        ran.append("b")
-        return Success(attrs.evolve(p, b=await interrupt("b?", int)))
-
-    @handler(name="c")
-    async def c(p: Pair) -> Result[Pair, object]:
-        ran.append("c")
-        return Success(attrs.evolve(p, c="done"))
-
-    g: Graph[Pair, object] = (
-        graph.builder(Pair)
-        .node("start", start)
-        .node("a", a)
-        .node("b", b)
-        .node("c", c)
-        .entry("start")
-        .fan_out("start", ["a", "b", "c"], join=END)
-        .build()
-    )
-    async with make_store() as store:
-        first = (await g.run(Pair(), store=store, thread_id="t")).unwrap()
-        assert first.pending is not None
-        answers = {"a?": 1, "b?": 2}
-        asked = [first.pending.question]
-        second = (
-            await g.resume(store, "t", answer=answers[asked[0]])
-        ).unwrap()
-        assert second.status is Status.INTERRUPTED
-        assert second.pending is not None
-        asked.append(second.pending.question)
-        assert sorted(asked) == ["a?", "b?"]
-        done = (
-            await g.resume(
-                store,
-                "t",
-                answer=answers[asked[1]],
-                question=second.question_id,
-            )
-        ).unwrap()
-        assert done.status is Status.DONE
-        assert done.state == Pair(1, 2, "done")
-    assert ran.count("c") == 1
-
-
 async def test_parallel_tool_calls_that_ask_are_asked_one_by_one(
     make_store: StoreFactory,
 ) -> None:
@@ -437,8 +366,8 @@ class Batch:
 
 async def test_a_map_reduce_item_asks(make_store: StoreFactory) -> None:
     """An item of a map_reduce node asks: the run pauses; the answer
-    reaches that item.  (The node runs again from its start: the other
-    items too, as the docs say.)"""
+    reaches that item.  (The other items' outputs are kept: see
+    tests/test_interrupt_fanout.py.)"""
 
     @handler(name="worth")
     async def worth(i: int) -> Result[int, object]:

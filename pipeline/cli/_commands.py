@@ -243,10 +243,18 @@ async def _finish(
     if snap.status is Status.INTERRUPTED:
         question = snap.pending.question if snap.pending is not None else ""
         if lines is not None:
-            lines.write(
-                "result",
-                {"status": "interrupted", **where, "question": question},
+            shown: dict[str, Any] = {"question": question}
+            if len(snap.questions) > 1:
+                shown["questions"] = out.questions_doc(snap)
+            lines.write("result", {"status": "interrupted", **where, **shown})
+        if len(snap.questions) > 1:  # several branches or items wait
+            for qid, p in snap.questions.items():
+                out.say(f"paused: {p.question} (question {qid})")
+            out.say(
+                f"hint: answer each with `pipeline answer {snap.thread_id} "
+                f"ANSWER --question ID{store_hint}`"
             )
+            return ExitCode.PAUSED
         out.say(f"paused: {question}")
         out.say(
             f"hint: answer with `pipeline answer {snap.thread_id} ANSWER"
@@ -349,7 +357,14 @@ async def _head_status(store: CheckpointStore, thread_id: str) -> str:
     except ValueError:
         return "unreadable"
     status = doc.get("status", "running") if isinstance(doc, dict) else None
-    return status if isinstance(status, str) else "unreadable"
+    if not isinstance(status, str):
+        return "unreadable"
+    pending = doc.get("pending") if status == "interrupted" else None
+    waiting = pending.get("waiting") if isinstance(pending, dict) else None
+    if isinstance(waiting, list) and waiting:
+        # Several fan-out branches or map_reduce items wait at once.
+        return f"{status} ({len(waiting) + 1} questions)"
+    return status
 
 
 async def history(

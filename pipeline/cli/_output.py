@@ -110,6 +110,20 @@ def print_value(target: Target, value: object) -> None:
     emit_json(value_doc(target, value), pretty=True)
 
 
+def questions_doc(snap: Snapshot[Any]) -> list[dict[str, Any]]:
+    """Every question *snap* waits at: its id, text, where it waits (the
+    fan-out branch or ``map_reduce`` item) and payload."""
+    docs = []
+    for qid, p in snap.questions.items():
+        doc: dict[str, Any] = {"id": qid, "question": p.question}
+        if p.scope:
+            doc["where"] = p.scope
+        if p.payload is not None:
+            doc["payload"] = p.payload
+        docs.append(doc)
+    return docs
+
+
 def snapshot_doc(target: Target, snap: Snapshot[Any]) -> dict[str, Any]:
     """Everything a snapshot says, JSON-shaped (state included)."""
     converter = target.obj.codec.converter
@@ -123,6 +137,8 @@ def snapshot_doc(target: Target, snap: Snapshot[Any]) -> dict[str, Any]:
         }
         if snap.pending.payload is not None:  # asked by interrupt()
             pending["payload"] = snap.pending.payload
+        if len(snap.questions) > 1:  # several branches or items wait
+            pending["questions"] = questions_doc(snap)
     return {
         "thread": snap.thread_id,
         "version": snap.version,
@@ -271,9 +287,8 @@ def history_row(
         "node": snap.node,
         "path": record_path(snap, parent),
         "next": list(snap.next),
-        "question": snap.pending.question
-        if snap.pending is not None and not snap.pending.answered
-        else None,
+        "question": " | ".join(p.question for p in snap.questions.values())
+        or None,
         "question_id": snap.question_id,
         "reason": snap.reason or None,
         "edit": None

@@ -606,6 +606,8 @@ def _draw(obj: Any, node: str | None) -> str | None:
 
 
 def _question_form(ui: UI, tid: str, head: Any) -> str:
+    if len(head.questions) > 1:
+        return _question_forms(ui, tid, head)
     text = (
         "<h2>waiting for an answer</h2>"
         f"<p class=question>{p.esc(head.pending.question)}</p>"
@@ -621,11 +623,45 @@ def _question_form(ui: UI, tid: str, head: Any) -> str:
     return text + (
         "<form method=post action='/answer' id=answer>"
         + p.hidden(bound)
-        + "<label>answer (JSON when it parses as JSON, else text) "
-        "<input name=answer required></label> "
-        "<label>your name <input name=author maxlength=256 "
-        "placeholder=optional></label><button>answer</button></form>"
+        + _ANSWER_FIELDS
+        + "</form>"
     )
+
+
+_ANSWER_FIELDS: Final = (
+    "<label>answer (JSON when it parses as JSON, else text) "
+    "<input name=answer required></label> "
+    "<label>your name <input name=author maxlength=256 "
+    "placeholder=optional></label><button>answer</button>"
+)
+
+
+def _question_forms(ui: UI, tid: str, head: Any) -> str:
+    """Several fan-out branches or map_reduce items wait at once: each
+    question with its id, and a form that answers that one."""
+    text = "<h2>waiting for answers</h2>"
+    for qid, pending in head.questions.items():
+        text += (
+            f"<p class=question>{p.esc(pending.question)} "
+            f"<small>(question {p.esc(qid)}, {p.esc(pending.scope)})</small></p>"
+        )
+        if pending.payload is not None:
+            shown = json.dumps(pending.payload, indent=2, sort_keys=True)
+            text += f"<pre class=payload>{p.esc(shown)}</pre>"
+        if ui.writes:
+            fields = {"csrf": ui.csrf, "id": tid, "seen": head.version}
+            text += (
+                "<form method=post action='/answer' class=answer>"
+                + p.hidden({**fields, "question": qid})
+                + _ANSWER_FIELDS
+                + "</form>"
+            )
+    if not ui.writes:
+        text += (
+            "<p>read-only: answer with `pipeline answer THREAD ANSWER "
+            "--question ID`</p>"
+        )
+    return text
 
 
 def _diff_form(tid: str, head: int) -> str:
@@ -761,7 +797,7 @@ async def answer_post(ui: UI, request: Request) -> str:
             code=ExitCode.FAILED,
         )
     author = _author(form.get("author", ""))
-    question = form.get("question") or None
+    question = form.get("question") or None  # several may wait: which one
     answer = await checked_answer(ui.settings, store, target, tid, text)
     await _resume(
         ui, target, tid, answer=answer, question=question, author=author

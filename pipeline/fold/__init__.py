@@ -29,6 +29,7 @@ from ._engine import stored_answer as stored_answer
 from ._fingerprint import fingerprint as fingerprint
 from ._fingerprint import same_shape as same_shape
 from ._interrupt import Answered as Answered
+from ._interrupt import checked_interrupt as checked_interrupt
 from ._interrupt import interrupt as interrupt  # pipeline.interrupt
 from ._interrupt import suspension as suspension
 from ._journal import Boundary as Boundary
@@ -89,6 +90,7 @@ __all__ = (
     "branch_key",
     "check_document",
     "checked_author",
+    "checked_interrupt",
     "current_boundary",
     "drive",
     "enter",

@@ -304,16 +304,7 @@ class Codec(Generic[S]):
                 "reason": snap.edit.reason,
             }
         if snap.pending is not None:
-            pending: dict[str, Any] = {
-                "source": snap.pending.source,
-                "targets": list(snap.pending.targets),
-                "question": snap.pending.question,
-            }
-            if snap.pending.answered:
-                pending["answer"] = snap.pending.answer
-            if snap.pending.payload is not None:
-                pending["payload"] = snap.pending.payload
-            doc["pending"] = pending
+            doc["pending"] = _pending_doc(snap.pending)
         if progress is not None:
             doc["in"] = {k: list(v) for k, v in progress.items()}
         conv = self.converter
@@ -565,6 +556,32 @@ class Codec(Generic[S]):
             record.parent,
         )
 
+    def _pending(self, p: Any, outer: bool = True) -> Pending:
+        """A record's ``pending`` (raises what structuring raises)."""
+        if not isinstance(p, dict):
+            msg = f"expected a question, got {type(p).__name__}"
+            raise TypeError(msg)
+        conv = self.converter
+        asked = p.get("asked")
+        if asked is not None and (type(asked) is not int or asked < 0):
+            msg = "expected the version that asked, a natural number"
+            raise TypeError(msg)
+        waiting = p.get("waiting", ())
+        if waiting and not (outer and isinstance(waiting, list)):
+            msg = "expected the other questions waiting as a list"
+            raise TypeError(msg)
+        return Pending(
+            _opt_str(p["source"]),
+            tuple(conv.structure(p["targets"], list[str])),
+            conv.structure(p["question"], str),
+            p.get("answer"),
+            "answer" in p,
+            p.get("payload"),
+            conv.structure(p.get("scope", ""), str),
+            asked,
+            tuple(self._pending(w, outer=False) for w in waiting),
+        )
+
     def rebuild(
         self,
         docs: Sequence[Doc],
@@ -741,15 +758,7 @@ class Codec(Generic[S]):
         try:
             pending = None
             if "pending" in head:
-                p = head["pending"]
-                pending = Pending(
-                    _opt_str(p["source"]),
-                    tuple(self.converter.structure(p["targets"], list[str])),
-                    self.converter.structure(p["question"], str),
-                    p.get("answer"),
-                    "answer" in p,
-                    p.get("payload"),
-                )
+                pending = self._pending(head["pending"])
             snap = Snapshot(
                 thread_id=thread_id,
                 version=version,
@@ -974,6 +983,26 @@ def _who_and_when(snap: Snapshot[Any], parent: object) -> dict[str, Any]:
         doc["by"] = snap.author
     if parent is None and snap.origin is not None:
         doc["from"] = list(snap.origin)
+    return doc
+
+
+def _pending_doc(pending: Pending) -> dict[str, Any]:
+    """*pending* as a record holds it (the fields it uses only)."""
+    doc: dict[str, Any] = {
+        "source": pending.source,
+        "targets": list(pending.targets),
+        "question": pending.question,
+    }
+    if pending.answered:
+        doc["answer"] = pending.answer
+    if pending.payload is not None:
+        doc["payload"] = pending.payload
+    if pending.scope:
+        doc["scope"] = pending.scope
+    if pending.asked is not None:
+        doc["asked"] = pending.asked
+    if pending.waiting:
+        doc["waiting"] = [_pending_doc(p) for p in pending.waiting]
     return doc
 
 

@@ -264,9 +264,16 @@ async def run_machine(
                 return Success(restored)
             if restored.status is Status.DONE:
                 return Success(restored)
+            pending = restored.pending
             if restored.status is Status.INTERRUPTED:
                 answer = boundary.answer
-            snap = _running(restored)
+            elif pending is not None and pending.answered:
+                answer = pending.answer  # checked and committed before
+            if answer is None:
+                snap = _running(restored)
+            else:
+                # Kept with its question: the answer is checked against it.
+                snap = attrs.evolve(restored, status=Status.RUNNING)
             nested.last = snap
             # (A fresh nested run's admission is not a record of its own:
             # its records are deltas against it, and a resume rebuilds it.)
@@ -280,6 +287,7 @@ async def run_machine(
         max_steps,
         answer,
         tracing=env.tracing,
+        author="" if boundary is None else boundary.author,
     )
 
 
@@ -302,17 +310,28 @@ async def resume(
 
     An *answer* applies to the question *snap* waits at, and only if it
     is that question (*question*, its id, when given): else
-    :class:`~pipeline.failures.StaleAnswer`, and nothing runs.  It is
+    :class:`~pipeline.failures.StaleAnswer`, and nothing runs.  When
+    several fan-out branches or ``map_reduce`` items wait at once
+    (:attr:`~pipeline.fold.Snapshot.questions`), *question* says which one
+    the answer is for: that one runs on, the others keep waiting.  It is
     committed first, as a record of its own naming its *author* (a crash
     after answering never asks again); a run resumed after such a record finds its answer there.
     A stopped thread stays stopped: its stop is returned, nothing runs.
     """
+    target: Pending | None = None
     if answer is not None or question is not None:
-        waiting = snap.question_id
-        if waiting is None or question not in (None, waiting):
+        questions = snap.questions
+        if question is not None:
+            target = questions.get(question)
+        elif len(questions) == 1:
+            (target,) = questions.values()
+        if target is None:
             return Failure(
                 StaleAnswer(
-                    snap.thread_id, question, waiting, str(snap.status)
+                    snap.thread_id,
+                    question,
+                    ", ".join(questions) or None,
+                    str(snap.status),
                 )
             )
     if not same_shape(snap.fingerprint, machine.fingerprint):
@@ -332,13 +351,45 @@ async def resume(
         stored = stored_answer(machine.codec, answer)
         if isinstance(stored, InvalidState):
             return Failure(stored)
-        assert pending is not None  # noqa: S101  # paused runs have one
+        assert target is not None  # noqa: S101  # paused runs have one
+        # Each question keeps the version that asked it (and so its id)
+        # while the others are answered.
+        asked = [
+            attrs.evolve(
+                p,
+                asked=snap.version if p.asked is None else p.asked,
+                waiting=(),
+            )
+            for p in snap.questions.values()
+        ]
+        chosen = asked[list(snap.questions.values()).index(target)]
+        others = tuple(p for p in asked if p is not chosen)
+        alone = not others and target.asked is None and not target.scope
+        if alone:
+            chosen = target  # one question, as records always held it
+        if alone and (snap.progress or (hooks.gates and machine.gated(snap))):
+            # Checked first (by the gates, or by the interrupt() in the
+            # step that asked), then committed: a refused answer is never
+            # stored.
+            return await drive(
+                machine,
+                attrs.evolve(snap, status=Status.RUNNING),
+                journal,
+                context,
+                hooks,
+                on_event,
+                max_steps,
+                stored,
+                author=author,
+            )
         answered = attrs.evolve(
             snap,
             version=snap.version + 1,
             parent=snap.version,
             status=Status.RUNNING,
-            pending=attrs.evolve(pending, answer=stored, answered=True),
+            pending=attrs.evolve(
+                chosen, answer=stored, answered=True, waiting=others
+            ),
             author=author,
         )
         committed = await journal.commit(
@@ -349,7 +400,7 @@ async def resume(
         snap = committed
         pending = snap.pending
     elif snap.status is not Status.RUNNING:
-        snap = _running(snap)
+        snap = _still_waiting(snap)
     if pending is not None and pending.answered:
         answer = pending.answer
     else:
@@ -503,6 +554,26 @@ def _without_run_ids(value: Any) -> Any:
 _ENDED = frozenset({Status.DONE, Status.STOPPED})
 
 
+def _still_waiting(snap: Snapshot[S]) -> Snapshot[S]:
+    """*snap* (paused) resumed without an answer: running again, where the
+    fan-out branches or ``map_reduce`` items that wait keep waiting (not
+    run; their questions keep their ids); a step's own question is asked
+    again."""
+    questions = snap.questions
+    if not any(p.scope for p in questions.values()):
+        return _running(snap)
+    waiting = tuple(
+        attrs.evolve(
+            p,
+            asked=snap.version if p.asked is None else p.asked,
+            waiting=(),
+        )
+        for p in questions.values()
+    )
+    carrier = Pending(snap.node, snap.next, "", waiting=waiting)
+    return attrs.evolve(snap, status=Status.RUNNING, pending=carrier)
+
+
 def _running(snap: Snapshot[S]) -> Snapshot[S]:
     if snap.status is Status.RUNNING:
         return snap
@@ -520,12 +591,21 @@ async def drive(
     answer: object,
     *,
     tracing: Tracing | None = _READ_NOW,
+    author: str = "",
 ) -> Result[Snapshot[S], Any]:
     """The run loop: fold *machine*'s step from *snap* until it is done.
 
     Inside a traced :func:`pipeline.scope` (*tracing*, read now unless the
     caller read it already), the run is a span and each step a span in it
     (checked once here: untraced steps pay nothing).
+
+    An *answer* to the question *snap* holds unanswered (a resume's) is
+    checked before it is committed: by the gates (and against the type a
+    typed :class:`Interrupt` declares; its *apply* makes the state the
+    answer's record commits), or by the :func:`pipeline.interrupt` in the
+    step that asked it; either way the record names *author*.  A refused
+    answer (:class:`~pipeline.errors.InvalidAnswer`) is raised with nothing
+    committed for it.
 
     .. versionadded:: 0.1.0
     """
@@ -542,6 +622,7 @@ async def drive(
             max_steps,
             answer,
             machine.step,
+            author,
         )
     with tracing.fold(machine) as span:
         out = await _drive(
@@ -554,6 +635,7 @@ async def drive(
             max_steps,
             answer,
             tracing.steps(machine, machine.step),
+            author,
         )
         tracing.outcome(span, out)
         return out
@@ -571,6 +653,7 @@ async def _drive(
     step: Callable[
         [Snapshot[S], C_contra], Awaitable[Snapshot[S] | Failure[Any]]
     ],
+    author: str,
 ) -> Result[Snapshot[S], Any]:
     gates, observers = hooks.gates, hooks.observers
     tail: collections.deque[str] = collections.deque(maxlen=8)
@@ -580,28 +663,30 @@ async def _drive(
             stopped = await _stop(snap, journal, on_event, str(limit))
             return stopped if type(stopped) is Failure else Failure(limit)
         inner_answer: object = None
+        pending = snap.pending
+        fresh = answer is not None and pending is not None
+        fresh = fresh and pending is not None and not pending.answered
         if snap.progress:
             # The step had started: its gates passed then.  An answer is for
             # the nested fold that paused inside it.
             inner_answer, answer = answer, None
         elif gates and machine.gated(snap):
-            try:
-                decision = await decide(
-                    gates,
-                    Transition(
-                        snap.node, snap.next, snap.state, snap.step, answer
-                    ),
-                )
-            except InvalidAnswer:
-                if answer is not None:
-                    await _ask_again(snap, journal, on_event, NO_PROGRESS)
-                raise
+            gated = await _gate(
+                machine, gates, snap, journal, on_event, answer, author
+            )
+            if type(gated) is Failure:
+                return gated
+            decision, snap = gated
             answer = None
             if isinstance(decision, Stop):
                 return await _stop(snap, journal, on_event, decision.reason)
             if isinstance(decision, Interrupt):
                 return await _pause(
-                    snap, journal, on_event, decision.question, NO_PROGRESS
+                    snap,
+                    journal,
+                    on_event,
+                    Pending(snap.node, snap.next, decision.question),
+                    NO_PROGRESS,
                 )
         # Never start a step on a lease that may have lapsed while this
         # runner stalled (another may have taken the thread over).
@@ -617,12 +702,17 @@ async def _drive(
             if type(new) is Failure:
                 return new
         else:
-            boundary = Boundary(journal, snap.progress, inner_answer)
+            boundary = _boundary(journal, snap, inner_answer, author)
+            head = journal.head
             token = enter(boundary)
             try:
                 new = await step(snap, context)
             except InvalidAnswer:
-                if inner_answer is not None:  # a nested gate refused it
+                # Refused (by the interrupt() that asked, a nested gate):
+                # never committed; ask again if the step committed anything.
+                if inner_answer is not None and (
+                    not fresh or journal.head != head
+                ):
                     await _ask_again(snap, journal, on_event, boundary.now())
                 raise
             except (Suspended, BaseExceptionGroup) as raised:
@@ -650,6 +740,86 @@ async def _drive(
     return Success(attrs.evolve(snap, status=Status.DONE))
 
 
+def _boundary(
+    journal: Journal[S], snap: Snapshot[S], answer: object, author: str
+) -> Boundary:
+    """The boundary of the step out of *snap* (with the *answer* for what
+    paused in it): in a thread's own step, its branches and items ask
+    apart (see :meth:`Boundary.open_scopes`)."""
+    boundary = Boundary(journal, snap.progress, answer, author=author)
+    if isinstance(journal, ThreadJournal):
+        boundary.open_scopes(snap.pending)
+    return boundary
+
+
+async def _gate(
+    machine: Machine[S, Any],
+    gates: Sequence[Gate[S]],
+    snap: Snapshot[S],
+    journal: Journal[S] | None,
+    on_event: EventSink | None,
+    answer: object,
+    author: str,
+) -> tuple[Decision, Snapshot[S]] | Failure[Any]:
+    """What *gates* decide for the transition out of *snap*, and the
+    snapshot the transition starts from.
+
+    With an *answer* to the question *snap* holds: unanswered (a resume's),
+    it is checked first (the gates, the type a typed :class:`Interrupt` for
+    that question declares), then committed with *author* and the state
+    that interrupt's *apply* makes of it; a refused one is raised, nothing
+    committed.  Answered already (a crash since), the typed interrupt
+    counts as answered (checked and applied then): the transition goes
+    ahead."""
+    pending = snap.pending
+    # Fresh: not checked yet.  Without a journal (a Temporal workflow,
+    # replayed from its history) nothing was committed: checked every time.
+    fresh = (
+        answer is not None
+        and pending is not None
+        and (journal is None or not pending.answered)
+    )
+    state = snap.state
+    try:
+        decision = await decide(
+            gates,
+            Transition(snap.node, snap.next, state, snap.step, answer),
+        )
+        if (
+            answer is not None
+            and isinstance(decision, Interrupt)
+            and decision.typed
+            and pending is not None
+            and decision.question == pending.question
+        ):
+            if fresh:
+                typed = decision.structure(machine.codec.converter, answer)
+                if decision.apply is not None:
+                    state = decision.apply(state, typed)
+            decision = Continue()
+    except InvalidAnswer:
+        if answer is not None and not fresh:
+            await _ask_again(snap, journal, on_event, NO_PROGRESS)
+        raise
+    if fresh and journal is None:
+        snap = attrs.evolve(snap, state=state)
+    elif fresh and pending is not None and journal is not None:
+        answered = attrs.evolve(
+            snap,
+            version=snap.version + 1,
+            parent=snap.version,
+            state=state,
+            status=Status.RUNNING,
+            pending=attrs.evolve(pending, answer=answer, answered=True),
+            author=author,
+        )
+        committed = await journal.commit(answered)
+        if type(committed) is Failure:
+            return committed
+        snap = committed
+    return decision, snap
+
+
 async def _asked(
     snap: Snapshot[S],
     journal: Journal[S],
@@ -667,13 +837,25 @@ async def _asked(
     if asked.failure is not None:
         return cast("Failure[Any]", asked.failure)
     return await _pause(
-        snap,
-        journal,
-        on_event,
-        boundary.paused or "",
-        boundary.now(),
-        boundary.payload,
+        snap, journal, on_event, _waiting(snap, boundary), boundary.now()
     )
+
+
+def _waiting(snap: Snapshot[Any], boundary: Boundary) -> Pending:
+    """What the step out of *snap* waits at: the question it asked, or
+    those its branches or items ask (the first, the others with it)."""
+    asked = boundary.pending()
+    if not asked:
+        return Pending(
+            snap.node,
+            snap.next,
+            boundary.paused or "",
+            payload=boundary.payload,
+        )
+    placed = [
+        attrs.evolve(p, source=snap.node, targets=snap.next) for p in asked
+    ]
+    return attrs.evolve(placed[0], waiting=tuple(placed[1:]))
 
 
 async def _step_failed(
@@ -689,12 +871,7 @@ async def _step_failed(
     failure = new.failure()
     if boundary.paused is not None and isinstance(failure, RunPaused):
         return await _pause(
-            snap,
-            journal,
-            on_event,
-            boundary.paused,
-            boundary.now(),
-            boundary.payload,
+            snap, journal, on_event, _waiting(snap, boundary), boundary.now()
         )
     if boundary.stopped is not None and isinstance(
         failure, RunStopped | StepLimitExceeded
@@ -727,9 +904,8 @@ async def _ask_again(
             snap,
             journal,
             on_event,
-            pending.question,
+            attrs.evolve(pending, answer=None, answered=False),
             progress,
-            pending.payload,
         )
 
 
@@ -769,16 +945,16 @@ async def _pause(
     snap: Snapshot[S],
     journal: Journal[S] | None,
     on_event: EventSink | None,
-    question: str,
+    pending: Pending,
     progress: Any,
-    payload: Any = None,
 ) -> Result[Snapshot[S], Any]:
+    question = pending.question
     paused = attrs.evolve(
         snap,
         version=snap.version + 1,
         parent=snap.version,
         status=Status.INTERRUPTED,
-        pending=Pending(snap.node, snap.next, question, payload=payload),
+        pending=pending,
         progress=progress,
         author="",  # the run's own record: it names nobody
     )

@@ -12,14 +12,18 @@ for; see :mod:`pipeline.fold._journal`): a question answered once is
 answered for good (a later question of the same step, a crash, replay it
 from the record), and the folds nested in the step before the question (an
 agent's turns, its tool calls) are not run again.  One question is pending
-at a time: when concurrent tool calls or fan-out branches of one step ask
-at once, one is asked, and the others in the attempts after its answer.
+at a time in each part of a step that asks apart: in a thread's own
+step, each fan-out branch and each ``map_reduce`` item (several may wait
+at once, each answered by id; see :meth:`Boundary.open_scopes`); elsewhere
+(concurrent tool calls, the branches of a nested graph) one is asked, and
+the others in the attempts after its answer.
 """
 
 from __future__ import annotations
 
 import contextvars
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar, final
 
@@ -30,12 +34,12 @@ from .._decode import DECODE_ERRORS, explain
 from .._depth import loads
 from .._serde import canonical, checksum
 from ..errors import InvalidAnswer, NestedTooDeeply, NotCheckpointed, Suspended
-from ._journal import current_boundary
+from ._journal import current_boundary, suspension
 
 
 A = TypeVar("A")
 
-__all__ = ("Answered", "interrupt", "suspension")
+__all__ = ("Answered", "checked_interrupt", "interrupt", "suspension")
 
 
 @final
@@ -97,9 +101,11 @@ async def interrupt(
     went through the run's journal (an agent's turns and tool calls, a
     nested graph: those are replayed from their records).  Put side
     effects after the question, or in a journaled fold.  A step may ask
-    several questions, one at a time (also from concurrent tool calls or
-    branches): each is answered in turn, and the answers given before are
-    replayed.  Questions are told apart by their text and payload (and, for
+    several questions, one at a time (also from concurrent tool calls):
+    each is answered in turn, and the answers given before are replayed.
+    The fan-out branches and ``map_reduce`` items of a thread's step each
+    ask apart: several may wait at once (``snapshot.questions``), each
+    answered by its id, and those that finished are kept meanwhile.  Questions are told apart by their text and payload (and, for
     equal ones, by their order): a question whose text or payload changed
     since it was answered is asked anew.
 
@@ -120,6 +126,24 @@ async def interrupt(
         TypeError: *payload* cannot be stored as JSON.
         Suspended: the question is recorded and the run pauses (the
             engine catches it; never catch it yourself).
+
+    .. versionadded:: 0.1.0
+    """
+    return await checked_interrupt(question, kind, payload=payload)
+
+
+async def checked_interrupt(
+    question: str,
+    kind: type[A],
+    /,
+    *,
+    payload: object = None,
+    check: Callable[[A], None] | None = None,
+) -> A:
+    """:func:`pipeline.interrupt`, where *check* (given the typed answer, raising
+    :class:`~pipeline.errors.InvalidAnswer`) refuses an answer beyond its
+    type before it is committed: the thread waits at the same question
+    again (the approval of a tool call checks edited arguments so).
 
     .. versionadded:: 0.1.0
     """
@@ -144,13 +168,15 @@ async def interrupt(
         # answer: checked first, then kept (later questions replay it).
         answer = boundary.answer
         try:
-            typed = _typed(converter, answer, kind)
+            typed = _typed(converter, answer, kind, check)
         except InvalidAnswer:
             boundary.hold()  # the run asks this question again
             raise
         failed = None
         with anyio.CancelScope(shield=True):
-            failed = await boundary.save(key, {"answer": answer})
+            failed = await boundary.save(
+                key, {"answer": answer}, boundary.author
+            )
         if failed is not None:
             raise Suspended(failed)
         _got_answer()
@@ -174,37 +200,19 @@ async def interrupt(
     raise Suspended
 
 
-def suspension(raised: BaseException) -> Suspended | None:
-    """The :class:`~pipeline.errors.Suspended` *raised* is, or the one a
-    group of nothing else holds (concurrent tasks of a step that asked),
-    preferring one whose question could not be recorded; else ``None``.
-
-    .. versionadded:: 0.1.0
-    """
-    if isinstance(raised, Suspended):
-        return raised
-    if not isinstance(raised, BaseExceptionGroup):
-        return None
-    found, rest = raised.split(Suspended)
-    if found is None or rest is not None:
-        return None
-    leaves: list[Suspended] = []
-    stack: list[BaseException] = [found]
-    while stack:
-        exc = stack.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            stack.extend(exc.exceptions)
-        elif isinstance(exc, Suspended):
-            leaves.append(exc)
-    failed = [s for s in leaves if s.failure is not None]
-    return failed[0] if failed else leaves[0]
-
-
-def _typed(converter: cattrs.Converter, answer: object, kind: type[A]) -> A:
+def _typed(
+    converter: cattrs.Converter,
+    answer: object,
+    kind: type[A],
+    check: Callable[[A], None] | None = None,
+) -> A:
     try:
-        return converter.structure(answer, kind)
+        typed = converter.structure(answer, kind)
     except DECODE_ERRORS as exc:
         raise InvalidAnswer(kind, "; ".join(explain(exc, kind))) from None
+    if check is not None:
+        check(typed)
+    return typed
 
 
 def _stored(converter: cattrs.Converter, payload: object) -> object:

@@ -13,15 +13,22 @@ afresh.
 
 Progress is keyed: ``f:<name>#<k>`` for the *k*-th fold named *name* that
 started in the step (a node may run the same agent twice), ``b:<branch>``
-for a fan-out branch's output; a branch's own nested folds live under
-``b:<branch>/...``.  Names are quoted, so keys never collide.
+for a fan-out branch's output, ``m:<label>#<k>/<n>`` for item *n*'s output
+of the *k*-th ``map_reduce`` named *label*; a branch's or item's own
+nested folds and questions live under that key and a ``/``.  Names are
+quoted, so keys never collide.
+
+In a thread's own step, each fan-out branch and ``map_reduce`` item is a
+*scope* of its own: it asks its questions one at a time, but apart from
+the others, so several may wait at once (each answered by id), and a
+branch or item that waits is not run again until its answer comes.
 """
 
 from __future__ import annotations
 
 import contextvars
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar, final
 from urllib.parse import quote
 
@@ -31,20 +38,21 @@ import cattrs
 
 from returns.result import Failure, Result, Success
 
+from .._step import STEP
+from ..errors import Suspended
 from ..events import CheckpointSaved
 from ..failures import ConcurrentModification, LeaseLost
 from ..stores import CheckpointStore, Held, Record, record_checksum
 from ._codec import Codec, Doc, check_document
-from ._model import Progress, Snapshot, Status
+from ._model import Pending, Progress, Snapshot, Status
 
 
 S = TypeVar("S")
 
 Sink = Callable[[Any], Awaitable[None]]
 
-_BOUNDARY: contextvars.ContextVar[Boundary | None] = contextvars.ContextVar(
-    "pipeline_fold_boundary", default=None
-)
+# Lives on a lower floor (see pipeline._step), so map_reduce sees it.
+_BOUNDARY: contextvars.ContextVar[Boundary | None] = STEP
 
 
 def current_boundary() -> Boundary | None:
@@ -100,19 +108,27 @@ class Boundary:
 
     __slots__ = (
         "_asked",
+        "_asker",
+        "_author",
         "_held",
+        "_index",
         "_journal",
+        "_order",
         "_prefix",
         "_root",
+        "_routed",
+        "_scoped",
         "_starts",
         "_up",
         "answer",
+        "asked",
         "paused",
         "payload",
         "saved",
         "stopped",
         "touched",
         "track",
+        "waiting",
     )
 
     def __init__(
@@ -123,14 +139,21 @@ class Boundary:
         prefix: str = "",
         root: Boundary | None = None,
         up: Boundary | None = None,
+        author: str = "",
     ) -> None:
         self._journal = journal
+        self._author = author
         self._prefix = prefix
         self._root = root or self
         self._up = up
         self._starts: dict[tuple[str, str], int] = {}
         self._asked: dict[str, int] = {}
         self._held = False
+        self._asker = self
+        self._order: tuple[int, ...] = ()
+        self._scoped = False
+        self._routed: tuple[str, object] | None = None
+        self._index: dict[str, dict[str, tuple[Any, ...]]] | None = None
         self.saved = saved
         self.answer = answer
         self.paused: str | None = None
@@ -138,6 +161,103 @@ class Boundary:
         self.stopped: str | None = None
         self.touched: set[str] = set()
         self.track: Callable[[], Any] | None = None
+        self.asked: dict[str, tuple[tuple[int, ...], Pending]] = {}
+        self.waiting: dict[str, Pending] = {}
+
+    def open_scopes(self, pending: Pending | None) -> None:
+        """Make the branches and items of this step (a thread's own) ask
+        apart from each other; *pending*, the question the step was paused
+        at, routes its answer (if answered) to the branch or item that
+        asked it, and keeps the others that wait from running again.
+
+        .. versionadded:: 0.1.0
+        """
+        self._scoped = True
+        if pending is None:
+            return
+        if pending.answered and pending.scope:
+            # For a branch or item, not the step itself.
+            self._routed = (pending.scope, self.answer)
+            self.answer = None
+        self.waiting = {p.scope: p for p in pending.waiting}
+
+    @property
+    def scope(self) -> str:
+        """Where in the step this boundary is (``""``: the step itself; a
+        branch's or item's progress key)."""
+        return self._prefix[:-1]
+
+    @property
+    def apart(self) -> bool:
+        """Whether this boundary is a branch or item that asks apart from
+        its siblings (see :meth:`open_scopes`)."""
+        return self._asker is self and self._root is not self
+
+    def child(self, key: str, order: int) -> Boundary:
+        """The boundary of the fan-out branch or ``map_reduce`` item whose
+        output is kept under *key* (the *order*-th of its siblings)."""
+        prefix = f"{self._prefix}{key}/"
+        index = self._index
+        if index is None:
+            # Once per step, not per child: a map_reduce of n items would
+            # read its n kept outputs n times.
+            index = self._index = _by_prefix(self.saved)
+        saved = index.get(key, {})
+        root = self._root
+        answer = root.answer_to(prefix[:-1]) if root._scoped else self.answer
+        out = Boundary(self._journal, saved, answer, prefix, root=root)
+        out._order = (*self._order, order)
+        if not root._scoped:
+            out._asker = self._asker  # one question at a time in the step
+        return out
+
+    def answer_to(self, scope: str) -> object:
+        """The answer for the branch or item at *scope* (if it is the one
+        answered)."""
+        routed = self._routed
+        return routed[1] if routed is not None and routed[0] == scope else None
+
+    def waits(self) -> bool:
+        """Whether this branch or item waits at a question asked in an
+        earlier attempt and not answered yet: it is not run, its question
+        stays pending (``True``), else ``False``."""
+        root = self._root
+        kept = root.waiting.get(self.scope) if self.apart else None
+        if kept is None:
+            return False
+        self._asker.paused = kept.question
+        root.asked[self.scope] = (self._order, kept)
+        if root.paused is None:
+            root.paused, root.payload = kept.question, kept.payload
+        return True
+
+    def took(self, raised: BaseException) -> bool:
+        """Whether *raised* is a question asked in this branch or item,
+        apart from its siblings: it waits, and they go on (else the
+        exception is the step's)."""
+        if not self.apart:
+            return False
+        asked = suspension(raised)
+        return asked is not None and asked.failure is None
+
+    def asked_here(self) -> bool:
+        """Whether this branch or item paused at a question in this
+        attempt (it asked, or waits: see :meth:`waits`)."""
+        return self.apart and self.paused is not None
+
+    def pending(self) -> tuple[Pending, ...]:
+        """The questions the branches and items of this step (a thread's
+        own) wait at, in their order (empty unless scoped)."""
+        return tuple(p for _, p in sorted(self.asked.values()))
+
+    @property
+    def author(self) -> str:
+        """Who gave the *answer* (``resume(..., author=)``): the record
+        that keeps the answer names them."""
+        root = self._root
+        if root._author or root._up is None:
+            return root._author
+        return root._up.author
 
     @property
     def thread_id(self) -> str:
@@ -184,14 +304,15 @@ class Boundary:
     def asking(self) -> bool:
         """Whether a question is pending in this attempt of the step (one
         was asked, or its answer was refused): another one waits for the
-        next attempt."""
-        root = self._root
-        return root.paused is not None or root._held
+        next attempt.  (In a branch or item that asks apart: one of its
+        own.)"""
+        asker = self._asker
+        return asker.paused is not None or asker._held
 
     def hold(self) -> None:
         """Note that an answer was refused in this attempt (see
         :meth:`asking`)."""
-        self._root._held = True
+        self._asker._held = True
 
     @property
     def converter(self) -> cattrs.Converter:
@@ -203,19 +324,32 @@ class Boundary:
         """The documents saved under *key* (oldest first)."""
         return tuple(self.saved.get(key, ()))
 
-    async def save(self, key: str, doc: Doc) -> Failure[Any] | None:
-        """Commit *doc* as the next record of the fold keyed *key*.
+    async def save(
+        self, key: str, doc: Doc, author: str = ""
+    ) -> Failure[Any] | None:
+        """Commit *doc* as the next record of the fold keyed *key* (a record
+        keeping an answer names its *author*).
 
         ``None`` once committed, else the ``Failure`` (not a ``Result``:
         this is on every nested record's path).
         """
         full = self._prefix + key
         root = self._root
-        failed = await root._journal.save_progress(root, full, doc)
+        failed = await root._journal.save_progress(root, full, doc, author)
         if failed is None:
             # The documents themselves are in the store; keeping them here
             # too only fed the garbage collector.
             root.touched.add(full)
+        return failed
+
+    async def save_all(self, docs: Mapping[str, Doc]) -> Failure[Any] | None:
+        """Commit *docs* (key to document) at once: one record where the
+        journal can (:meth:`Journal.save_many`); ``None`` once committed."""
+        full = {self._prefix + k: d for k, d in docs.items()}
+        root = self._root
+        failed = await root._journal.save_many(root, full)
+        if failed is None:
+            root.touched.update(full)
         return failed
 
     async def ensure(self) -> Failure[Any] | None:
@@ -229,6 +363,16 @@ class Boundary:
         for *question*, with *payload* (and tell the boundary this one's
         journal nests in, if any)."""
         root = self._root
+        asker = self._asker
+        if root._scoped:
+            asked = Pending(None, (), question, payload=payload)
+            if asker is not root:
+                asked = attrs.evolve(asked, scope=asker.scope)
+            root.asked.setdefault(asker.scope, (asker._order, asked))
+        if asker is not root:
+            asker.paused, asker.payload = question, payload
+            if root.paused is not None:
+                return
         root.paused = question
         root.payload = payload
         if root._up is not None:
@@ -242,17 +386,18 @@ class Boundary:
         if root._up is not None:
             root._up.stop(reason)
 
-    def branch(self, name: str) -> Boundary:
-        """The boundary a fan-out branch's nested folds see."""
-        prefix = f"{self._prefix}{branch_key(name)}/"
-        saved = {
-            k[len(prefix) :]: v
-            for k, v in self.saved.items()
-            if k.startswith(prefix)
-        }
-        return Boundary(
-            self._journal, saved, self.answer, prefix, root=self._root
-        )
+    def branch(self, name: str, order: int = 0) -> Boundary:
+        """The boundary a fan-out branch's nested folds see (the
+        *order*-th branch)."""
+        return self.child(branch_key(name), order)
+
+    def items_key(self, label: str) -> str:
+        """The key the items of the next ``map_reduce`` named *label* to
+        run in this step keep their outputs under (plus ``/<n>``)."""
+        counted = ("m:", label)
+        k = self._starts.get(counted, 0)
+        self._starts[counted] = k + 1
+        return f"m:{quote(label, safe='')}#{k}"
 
     def now(self) -> Progress:
         """The progress of this step: what was saved before it started, and
@@ -261,6 +406,44 @@ class Boundary:
         if not self.touched:
             return self.saved
         return {**dict.fromkeys(self.touched, ()), **self.saved}
+
+
+def suspension(raised: BaseException) -> Suspended | None:
+    """The :class:`~pipeline.errors.Suspended` *raised* is, or the one a
+    group of nothing else holds (concurrent tasks of a step that asked),
+    preferring one whose question could not be recorded; else ``None``.
+
+    .. versionadded:: 0.1.0
+    """
+    if isinstance(raised, Suspended):
+        return raised
+    if not isinstance(raised, BaseExceptionGroup):
+        return None
+    found, rest = raised.split(Suspended)
+    if found is None or rest is not None:
+        return None
+    leaves: list[Suspended] = []
+    stack: list[BaseException] = [found]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(exc.exceptions)
+        elif isinstance(exc, Suspended):
+            leaves.append(exc)
+    failed = [s for s in leaves if s.failure is not None]
+    return failed[0] if failed else leaves[0]
+
+
+def _by_prefix(saved: Progress) -> dict[str, dict[str, tuple[Any, ...]]]:
+    """*saved* by every prefix its keys have before a ``/``: what lives
+    under ``<prefix>/``, keyed by the rest."""
+    index: dict[str, dict[str, tuple[Any, ...]]] = {}
+    for k, v in saved.items():
+        cut = k.find("/")
+        while cut != -1:
+            index.setdefault(k[:cut], {})[k[cut + 1 :]] = v
+            cut = k.find("/", cut + 1)
+    return index
 
 
 class Journal(Generic[S]):
@@ -325,6 +508,7 @@ class Journal(Generic[S]):
                 pending=snap.pending,
                 progress=snap.progress,
                 reason=snap.reason,
+                author=snap.author,
                 edit=snap.edit,
             )
         sealed = self.codec.seal(snap, last, progress)
@@ -351,9 +535,31 @@ class Journal(Generic[S]):
         return None
 
     async def save_progress(
-        self, boundary: Boundary, key: str, doc: Doc
+        self, boundary: Boundary, key: str, doc: Doc, author: str = ""
     ) -> Failure[Any] | None:
-        """Commit a progress record: the step's snapshot plus *doc* under *key*."""
+        """Commit a progress record: the step's snapshot plus *doc* under
+        *key* (by *author*, when it keeps an answer)."""
+        return await self._progress(boundary, {key: (doc,)}, author)
+
+    async def save_many(
+        self, boundary: Boundary, docs: Mapping[str, Doc]
+    ) -> Failure[Any] | None:
+        """Commit *docs* (key to document) as progress: one record, unless
+        this journal sends its progress elsewhere (its own
+        :meth:`save_progress`: then one by one)."""
+        if type(self).save_progress is Journal.save_progress:
+            return await self._progress(
+                boundary, {k: (d,) for k, d in docs.items()}
+            )
+        for key, doc in docs.items():
+            failed = await self.save_progress(boundary, key, doc)
+            if failed is not None:
+                return failed
+        return None
+
+    async def _progress(
+        self, boundary: Boundary, progress: Progress, author: str = ""
+    ) -> Failure[Any] | None:
         if self._lock is None:
             # Uncontended (the common case: one nested fold saving) it is
             # taken without a trip through the event loop.
@@ -362,6 +568,9 @@ class Journal(Generic[S]):
             last = self.last
             assert last is not None  # noqa: S101  # a step has a start
             state = boundary.track() if boundary.track else last.state
+            pending = last.pending
+            if pending is not None and not pending.waiting:
+                pending = None
             snap = Snapshot(
                 thread_id=last.thread_id,
                 version=0 if self.head is None else self.head + 1,
@@ -372,8 +581,12 @@ class Journal(Generic[S]):
                 join=last.join,
                 step=last.step,
                 fingerprint=last.fingerprint,
+                # The questions other branches or items wait at stay so
+                # until answered, whatever this step commits meanwhile.
+                pending=pending,
+                author=author,
             )
-            out = await self.commit(snap, {key: (doc,)})
+            out = await self.commit(snap, progress)
             return out if type(out) is Failure else None
 
 
@@ -464,7 +677,7 @@ class NestedJournal(Journal[S]):
                 self.boundary.pause(pending.question, pending.payload)
         elif snap.status is Status.STOPPED:
             self.boundary.stop(snap.reason)
-        return await self.boundary.save(self.key, doc)
+        return await self.boundary.save(self.key, doc, snap.author)
 
     async def ensure(self) -> Failure[Any] | None:
         """See :meth:`Journal.ensure`: the enclosing fold's."""

@@ -12,12 +12,18 @@ import enum
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Generic, TypeAlias, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast, final
 
 import attrs
 
+from typing_extensions import TypeVar as TypeVar_
+
 from .._serde import canonical, checksum
 from ..errors import InvalidAnswer
+
+
+if TYPE_CHECKING:
+    import cattrs
 
 
 S = TypeVar("S")
@@ -27,6 +33,8 @@ S2 = TypeVar("S2")
 _new = object.__new__
 _setter = object.__setattr__.__get__
 A = TypeVar("A")
+SI = TypeVar_("SI", default=Any)
+AI = TypeVar_("AI", default=Any)
 
 Progress: TypeAlias = Mapping[str, tuple[Any, ...]]
 """Saved progress of the folds nested inside the step in flight.
@@ -68,6 +76,16 @@ class Pending:
     :func:`pipeline.interrupt` carries besides its text (JSON-shaped, as
     stored), else ``None``.
 
+    A question asked inside a fan-out branch or a ``map_reduce`` item
+    waits there (*scope*: ``"b:<branch>"``, or ``"m:<label>#<k>/<n>"``
+    and a digest of the item for item *n* of the *k*-th ``map_reduce``
+    named *label*; nested ones joined by ``/``; empty for the step itself), and keeps the version that first asked it
+    (*asked*; ``None``: the record that holds it), so its id survives the
+    records that answer its siblings.  When several branches or items of
+    one step wait at once, *waiting* holds the others (each answered on
+    its own, by id: see
+    :attr:`~pipeline.fold.Snapshot.questions`).
+
     .. versionadded:: 0.1.0
     """
 
@@ -77,6 +95,9 @@ class Pending:
     answer: Any = None
     answered: bool = False
     payload: Any = None
+    scope: str = ""
+    asked: int | None = None
+    waiting: tuple[Pending, ...] = ()
 
 
 @final
@@ -156,16 +177,43 @@ class Snapshot(Generic[S_co]):
             or pending.answered
         ):
             return None
+        return self.id_of(pending)
+
+    @property
+    def questions(self) -> Mapping[str, Pending]:
+        """Every question this snapshot waits at (status ``INTERRUPTED``),
+        by id, in the order of the branches or items that asked: one,
+        ``pending``, unless several fan-out branches or ``map_reduce``
+        items wait at once.  ``resume(answer=..., question=id)`` answers
+        one of them: that branch or item runs on, the others keep
+        waiting, and the run goes on once all are answered.
+
+        .. versionadded:: 0.1.0
+        """
+        pending = self.pending
+        if self.status is not Status.INTERRUPTED or pending is None:
+            return MappingProxyType({})
+        waiting = pending.waiting
+        if not pending.answered:
+            waiting = (pending, *waiting)
+        return MappingProxyType({self.id_of(p): p for p in waiting})
+
+    def id_of(self, pending: Pending) -> str:
+        """The id of *pending*, a question this snapshot holds (see
+        :attr:`question_id`)."""
+        version = self.version if pending.asked is None else pending.asked
         asked = [
             self.thread_id,
-            self.version,
+            version,
             pending.source,
             list(pending.targets),
             pending.question,
         ]
         if pending.payload is not None:
             asked.append(pending.payload)
-        return f"{self.version}-{checksum(canonical(asked))[:12]}"
+        if pending.scope:
+            asked.append(pending.scope)
+        return f"{version}-{checksum(canonical(asked))[:12]}"
 
     @staticmethod
     def first(
@@ -279,16 +327,67 @@ class Stop:
 
 @final
 @attrs.frozen
-class Interrupt:
+class Interrupt(Generic[SI, AI]):
     """Gate decision: pause for a human; resume with an answer.
+
+    *kind*, when given, is the type the answer must have (an attrs class,
+    ``int``, a ``Literal``, ...: what :func:`pipeline.interrupt` takes):
+    ``resume(..., answer=...)`` checks the answer against it before
+    anything is committed (:class:`~pipeline.errors.InvalidAnswer` naming
+    the fields, never the values; the thread still waits at the question,
+    and its store is unchanged).  *apply*, when given, makes the answer
+    reach the state: ``apply(state, answer)`` is the state the answer's
+    record commits (one record, with the answer and its author), before
+    the gated node runs.  A gate may return the same typed ``Interrupt``
+    whether or not it was answered: once its question is answered, it
+    counts as answered (the transition goes ahead).
+
+    >>> import attrs
+    >>> @attrs.frozen
+    ... class Approval:
+    ...     approved: bool
+    ...     by: str = ""
+    >>> def approved_by(state: dict[str, str], a: Approval) -> dict[str, str]:
+    ...     return {**state, "approved_by": a.by} if a.approved else state
+    >>> decision = Interrupt("ship?", Approval, apply=approved_by)
 
     .. versionadded:: 0.1.0
     """
 
     question: str
+    kind: type[AI] | None = None
+    """The type the answer must have (``None``: any JSON value)."""
+    apply: Callable[[SI, AI], SI] | None = attrs.field(
+        default=None, kw_only=True
+    )
+    """Folds the typed answer into the state (``None``: the state stays)."""
+
+    @property
+    def typed(self) -> bool:
+        """Whether the question declares an answer type or an *apply*
+        (such an interrupt, once answered, counts as answered)."""
+        return self.kind is not None or self.apply is not None
+
+    def structure(self, converter: cattrs.Converter, answer: object) -> AI:
+        """*answer* (as stored) as this question's *kind*.
+
+        Raises:
+            InvalidAnswer: it does not fit (naming the fields, never the
+                values).
+        """
+        if self.kind is None:
+            return cast("AI", answer)
+        from .._decode import DECODE_ERRORS, explain  # noqa: PLC0415
+
+        try:
+            return converter.structure(answer, self.kind)
+        except DECODE_ERRORS as exc:
+            raise InvalidAnswer(
+                self.kind, "; ".join(explain(exc, self.kind))
+            ) from None
 
 
-Decision: TypeAlias = Continue | Stop | Interrupt
+Decision: TypeAlias = Continue | Stop | Interrupt[Any, Any]
 """What a gate returns: :class:`Continue`, :class:`Stop` or
 :class:`Interrupt`."""
 

@@ -21,6 +21,8 @@ from returns.result import Failure, Result, Success
 from .._concurrency import Earliest, Siblings, run_pool
 from .._handler import Handler
 from .._runners import AnyCall, located
+from .._step import WAITED, run_apart
+from ..errors import Suspended
 from ..failures import FanOutLimitExceeded
 from ..fold import (
     Boundary,
@@ -31,9 +33,7 @@ from ..fold import (
     ambient,
     branch_key,
     check_document,
-    enter,
     fingerprint,
-    leave,
     same_shape,
 )
 from ._cache import CachePolicy, cached
@@ -195,18 +195,22 @@ class GraphMachine(MachineBase[S]):
         if tracing is not None:  # a span per branch
             calls = {n: tracing.branch(n, calls[n]) for _, n in todo}
 
+        waited = False
+
         async def branch(item: tuple[int, str], siblings: Siblings) -> None:
+            nonlocal waited
             i, name = item
             if boundary is None:
                 r = await calls[name](base)
             elif (lapsed := await boundary.ensure()) is not None:
                 r = lapsed  # the lease may have lapsed: start no branch
             else:
-                token = enter(boundary.branch(name))
-                try:
-                    r = await calls[name](base)
-                finally:
-                    leave(token)
+                r = await run_apart(
+                    boundary.branch(name, i), lambda: calls[name](base)
+                )
+                if r is WAITED:  # it asked: the other branches go on
+                    waited = True
+                    return
             if type(r) is Success:
                 outs[i] = r.unwrap()
                 if boundary is None:
@@ -221,6 +225,8 @@ class GraphMachine(MachineBase[S]):
         await run_pool(workers, iter(todo), branch)
         if failed.found:
             return failed.value()
+        if waited:
+            raise Suspended  # the finished branches are kept
         return tuple(outs)
 
     async def branch(self, snap: Snapshot[S], name: str) -> Any:

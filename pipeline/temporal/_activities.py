@@ -101,16 +101,18 @@ class _ToWorkflow(Journal[Any]):
         raise AssertionError(msg)
 
     async def save_progress(
-        self, boundary: Boundary, key: str, doc: Any
+        self, boundary: Boundary, key: str, doc: Any, author: str = ""
     ) -> Failure[Any] | None:
         """Send one nested record to the workflow; return once it is in
-        the run's history.
+        the run's history (*author*: the workflow's answer record names
+        who answered already).
 
         Raises:
             ApplicationError: the workflow refused it (this attempt no
                 longer owns the step) or could not be reached; the attempt
                 fails and Temporal retries it.
         """
+        del author
         state = None
         if boundary.track is not None:
             tracked = attrs.evolve(self.base, state=boundary.track())

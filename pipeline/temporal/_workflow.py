@@ -41,7 +41,17 @@ with workflow.unsafe.imports_passed_through():
 
     from ..errors import InvalidAnswer
     from ..failures import InvalidState, RunPaused, RunStopped
-    from ..fold import Hooks, Pending, Snapshot, Status, drive
+    from ..fold import (
+        Decision,
+        Gate,
+        Hooks,
+        Interrupt,
+        Pending,
+        Snapshot,
+        Status,
+        Transition,
+        drive,
+    )
     from ._failures import Kinds
     from ._hosted import Hosted, hosting
     from ._mapped import Mapped, mapped
@@ -365,6 +375,9 @@ class PipelineWorkflow:
         self._moving = False
         self._flying = _InFlight()
         self._options = RunOptions()
+        # The typed Interrupt a gate paused the run with (checks answers
+        # before they are taken into the run's history).
+        self._asked: Interrupt[Any, Any] | None = None
 
     @workflow.run
     async def run(self, request: RunRequest) -> SnapshotDoc:
@@ -399,7 +412,7 @@ class PipelineWorkflow:
                 workflow.continue_as_new(attrs.evolve(request, snapshot=sent))
 
         hooks = Hooks(
-            hosted.hooks.gates,
+            tuple(self._watched(g) for g in hosted.hooks.gates),
             (*(_live(o) for o in hosted.hooks.observers), after),
         )
         try:
@@ -460,6 +473,17 @@ class PipelineWorkflow:
             self._current = snap
             return sent
 
+    def _watched(self, gate: Gate[Any]) -> Gate[Any]:
+        """*gate*, noting the typed :class:`Interrupt` it asks with."""
+
+        async def watched(t: Transition[Any]) -> Decision:
+            decision = await gate(t)
+            if isinstance(decision, Interrupt) and decision.kind is not None:
+                self._asked = decision
+            return decision
+
+        return watched
+
     def _settle(self) -> None:
         """The answers received so far are taken (or refused)."""
         self._settled = self._answers
@@ -473,6 +497,7 @@ class PipelineWorkflow:
         assert self._answer is not None  # noqa: S101  # waited for it
         stored = self._answer.value
         self._answer = None
+        self._asked = None
         self._waiting = False
         assert snap.pending is not None  # noqa: S101  # paused runs have one
         answered = attrs.evolve(
@@ -580,10 +605,26 @@ class PipelineWorkflow:
 
     @answer.validator
     def _can_answer(self, answer: Answer) -> None:
-        del answer
         if not self._waiting or self._answer is not None:
             msg = "the run is not waiting for an answer"
             raise ValueError(msg)
+        asked, waited = self._asked, self._waited
+        pending = None if waited is None else waited.pending
+        if (
+            asked is not None
+            and pending is not None
+            and waited is not None
+            and not waited.progress
+            and asked.question == pending.question
+        ):
+            # Checked before the update is accepted: a refused answer
+            # never enters the run's history.
+            try:
+                asked.structure(self._codec.converter, answer.value)
+            except InvalidAnswer as exc:
+                raise ApplicationError(
+                    str(exc), type="InvalidAnswer", non_retryable=True
+                ) from None
 
 
 def _live(observe: Any) -> Any:

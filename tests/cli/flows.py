@@ -21,6 +21,7 @@ from pipeline import (
     Usage,
     emit,
     handler,
+    interrupt,
     swarm,
     tool,
 )
@@ -182,3 +183,38 @@ clerk = Agent(
     ),
     tools=[lookup],
 )
+
+
+@attrs.frozen
+class Pair:
+    """Two answers, one per branch."""
+
+    a: int = 0
+    b: int = 0
+
+
+@handler(name="fork_start")
+async def fork_start(p: Pair) -> Result[Pair, str]:
+    return Success(p)
+
+
+@handler(name="ask_a")
+async def ask_a(p: Pair) -> Result[Pair, str]:
+    return Success(attrs.evolve(p, a=await interrupt("a?", int)))
+
+
+@handler(name="ask_b")
+async def ask_b(p: Pair) -> Result[Pair, str]:
+    return Success(attrs.evolve(p, b=await interrupt("b?", int)))
+
+
+two_asks = (
+    g.builder(Pair)
+    .node("start", fork_start)
+    .node("ask_a", ask_a)
+    .node("ask_b", ask_b)
+    .entry("start")
+    .fan_out("start", ["ask_a", "ask_b"], join=END)
+    .build()
+)
+"""Two fan-out branches that each ask: both wait at once."""

@@ -126,6 +126,39 @@ refunds = (
 
 
 @attrs.frozen
+class Release:
+    """A release a typed gate question approves (its answer applied)."""
+
+    version: str
+    approved_by: str = ""
+
+
+def approved_by(r: Release, a: Approval) -> Release:
+    return attrs.evolve(r, approved_by=a.note if a.approved else "")
+
+
+async def sign_off(t: Transition[Release]) -> Decision:
+    del t
+    return Interrupt("release it?", Approval, apply=approved_by)
+
+
+@handler
+async def release(r: Release) -> Result[Release, str]:
+    return Success(r)
+
+
+releases = (
+    g.builder(Release)
+    .node("release", release)
+    .entry("release")
+    .edge("release", END)
+    .gate(sign_off, before="release")
+    .build()
+)
+"""(a typed Approval, applied to the state) -> release."""
+
+
+@attrs.frozen
 class Login:
     """A state holding a secret."""
 

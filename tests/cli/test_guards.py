@@ -458,6 +458,49 @@ def test_a_question_from_a_node_shown_and_answered_in_process(
     }
 
 
+def test_a_typed_gate_answer_refused_leaves_the_store_unchanged(
+    tmp_path: Path,
+    store: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A gate's ``Interrupt(question, Approval, apply=...)``: ``answer``
+    with JSON that does not fit is exit 2 naming the field, the thread's
+    records are as they were (the value is nowhere in the file); a fitting
+    answer ``--author`` is applied to the state in the record naming the
+    author."""
+    monkeypatch.chdir(tmp_path)
+    run = ["run", f"{GUARDED}:releases", "--input", '{"version": "1.2"}']
+    assert main([*run, "--thread", "r", "--store", store]) == ExitCode.PAUSED
+    capsys.readouterr()
+    history = ["history", "r", "--store", store, "--json"]
+    assert main(history) == ExitCode.OK
+    before = capsys.readouterr().out
+    wrong = '{"approved": "SECRET-perhaps", "note": "x"}'
+    assert (
+        main(["answer", "r", wrong, "--store", store, "--author", "mal"])
+        == ExitCode.USAGE
+    )
+    err = capsys.readouterr().err
+    assert "$.approved" in err
+    assert "SECRET" not in err
+    assert main(history) == ExitCode.OK
+    assert capsys.readouterr().out == before  # not one record more
+    assert b"SECRET" not in b"".join(
+        p.read_bytes() for p in tmp_path.iterdir()
+    )
+    right = '{"approved": true, "note": "ana"}'
+    argv = ["answer", "r", right, "--store", store, "--author", "ana"]
+    assert main(argv) == ExitCode.OK
+    assert json.loads(capsys.readouterr().out) == {
+        "version": "1.2",
+        "approved_by": "ana",
+    }
+    assert main(history) == ExitCode.OK
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x]
+    assert [r.get("author") for r in rows if r.get("author")] == ["ana"]
+
+
 def test_program_entry_in_process(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

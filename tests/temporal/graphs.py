@@ -171,6 +171,23 @@ def approval_graph(name: str, *gates: Gate[Tally]) -> Graph[Tally, Refused]:
 APPROVAL = approval_graph("approval", approval_gate)
 
 
+def signed(t: Tally, a: Approval) -> Tally:
+    """The approval, applied: a note naming who approved."""
+    word = "approved" if a.approved else "refused"
+    return attrs.evolve(t, notes=t.notes.append(f"{word} by {a.by}"))
+
+
+async def typed_gate(t: Transition[Tally]) -> Decision:
+    """Ask before ``publish`` for an Approval, applied to the state."""
+    if t.targets != ("publish",):
+        return Continue()
+    return Interrupt("publish?", Approval, apply=signed)
+
+
+TYPED = approval_graph("typed-approval", typed_gate)
+"""Draft, then publish behind a typed question whose answer is applied."""
+
+
 def huge(name: str) -> Handler[Tally, Tally, Refused]:
     """:func:`recorded`, adding a note of two megabytes."""
     base = recorded(name)
@@ -460,6 +477,30 @@ TURNS = _agent_graph(
     Agent("worker", _effect_tool_model("worker"), tools=(effect,)),
 )
 """One agent node whose turns call a tool with side effects."""
+
+
+@tool(approval=lambda text: text != "small")
+async def guarded(text: str) -> str:
+    """Echo a note back, once a person approved it (large notes only)."""
+    return text.upper()
+
+
+def _guarded_model(name: str) -> ScriptedModel:
+    def step(request: ModelRequest) -> ModelResponse:
+        last = request.messages[-1] if request.messages else None
+        if last is not None and last.name == "guarded":
+            return Reply.text(f"{name}:{last.content}")
+        return Reply.tool_call("guarded", {"text": "large"})
+
+    return ScriptedModel(step, cycle=True, name=name)
+
+
+GUARDED = _agent_graph(
+    "guarded",
+    bump("before"),
+    Agent("cashier", _guarded_model("cashier"), tools=(guarded,)),
+)
+"""An action, then an agent whose tool call waits for approval."""
 FLAKY = _agent_graph(
     "flaky",
     recorded("before"),

@@ -13,7 +13,7 @@ from pyrsistent import pvector
 from returns.result import Failure, Result, Success
 from temporalio.client import Client
 
-from pipeline import handler
+from pipeline import Approve, Deny, handler
 from pipeline.failures import (
     InvalidState,
     RemoteFailure,
@@ -34,9 +34,11 @@ from tests.temporal.graphs import (
     APPROVAL,
     ASKS,
     EFFECTS_ENV,
+    GUARDED,
     HUGE,
     NESTED,
     RELAY,
+    TYPED,
     Approval,
     Refused,
     Tally,
@@ -148,6 +150,46 @@ async def test_an_answer_of_the_wrong_type_is_refused_and_the_run_waits(
     assert final.state.trail == pvector(["draft", "publish"])
 
 
+async def history_bytes(client: Client, workflow_id: str) -> bytes:
+    """Every event of the workflow's history, as the server keeps it
+    (payloads raw, not base64 as in its JSON form)."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return b"".join(e.SerializeToString() for e in history.events)
+
+
+async def test_a_typed_interrupt_applies_its_answer_on_temporal(
+    client: Client, queue: str
+) -> None:
+    """A gate's ``Interrupt(question, Approval, apply=...)`` on Temporal: an
+    answer that does not fit is refused before the workflow takes it (it is
+    nowhere in the run's history; the run waits again), a good one reaches
+    the state before the gated node runs, as in process."""
+    runs = Runs(client, task_queue=queue)
+    async with worker(client, [TYPED], task_queue=queue):
+        run = await runs.start(TYPED, Tally())
+        (await run.paused()).unwrap()
+        refused = (await run.answer({"approved": "SECRET-yes"})).failure()
+        assert isinstance(refused, RemoteFailure)
+        assert refused.kind == "InvalidAnswer"
+        assert "$.approved" in str(refused)
+        assert "SECRET" not in str(refused)
+        assert (await run.paused()).unwrap().status is Status.INTERRUPTED
+        # Refused before the update was accepted: not in the run's history.
+        assert b"SECRET" not in await history_bytes(client, run.id)
+        (await run.answer(Approval(approved=True, by="ada"))).unwrap()
+        final = (await run.result()).unwrap()
+    kept = await history_bytes(client, run.id)
+    assert b"SECRET" not in kept
+    assert b'"by":"ada"' in kept.replace(b" ", b"")  # the answer taken is
+    store = MemoryStore()
+    await TYPED.run(Tally(), store=store, thread_id="t")
+    answer = Approval(approved=True, by="ada")
+    local = (await TYPED.resume(store, "t", answer=answer)).unwrap()
+    assert final.state == local.state
+    assert final.state.notes == pvector(["approved by ada"])
+    assert final.state.trail == pvector(["draft", "publish"])
+
+
 async def test_a_question_asked_inside_a_node_on_temporal(
     client: Client, queue: str
 ) -> None:
@@ -181,6 +223,47 @@ async def test_a_question_asked_inside_a_node_on_temporal(
     answer = Approval(approved=True, by="ada")
     done = (await ASKS.resume(store, "t", answer=answer)).unwrap()
     assert done.state == final.state
+
+
+async def test_a_tool_call_waits_for_approval_on_temporal(
+    client: Client, queue: str
+) -> None:
+    """``tool(approval=...)`` in an agent node run as an activity: the call
+    is a question of the workflow; an edit that does not fit is refused
+    (the run asks again); an approval with edited arguments runs it; a
+    denial gives the model the reason.  As in process."""
+    runs = Runs(client, task_queue=queue)
+    async with worker(client, [GUARDED], task_queue=queue):
+        run = await runs.start(GUARDED, Tally())
+        paused = (await run.paused()).unwrap()
+        assert paused.status is Status.INTERRUPTED
+        assert paused.pending is not None
+        assert paused.pending.question == "approve guarded?"
+        assert paused.pending.payload == {
+            "agent": "cashier",
+            "tool": "guarded",
+            "arguments": {"text": "large"},
+        }
+        (await run.answer(Approve(arguments={"text": 7}))).unwrap()
+        again = (await run.paused()).unwrap()
+        assert again.status is Status.INTERRUPTED
+        assert again.pending is not None
+        assert again.pending.payload == paused.pending.payload
+        (await run.answer(Approve(arguments={"text": "edited"}))).unwrap()
+        final = (await run.result()).unwrap()
+        assert final.state.notes == pvector(["cashier:EDITED"])
+
+        denied_run = await runs.start(GUARDED, Tally())
+        (await denied_run.paused()).unwrap()
+        (await denied_run.answer(Deny("not today"))).unwrap()
+        denied = (await denied_run.result()).unwrap()
+    denial = "error: a person denied this call of 'guarded': not today"
+    assert denied.state.notes == pvector([f"cashier:{denial}"])
+    store = MemoryStore()
+    await GUARDED.run(Tally(), store=store, thread_id="t")
+    answer = Approve(arguments={"text": "edited"})
+    local = (await GUARDED.resume(store, "t", answer=answer)).unwrap()
+    assert local.state == final.state
 
 
 async def test_paused_after_the_end_gives_the_final_snapshot(

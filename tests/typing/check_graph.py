@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from typing import Literal, Never, assert_type
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, Literal, Never, assert_type
 
 import attrs
 
@@ -85,6 +85,14 @@ async def use() -> None:
         Result[fold.Snapshot[State], Boom | KeyError | graph.GraphFailure],
     )
     await g.resume(store, "t", answer="yes", question=7)  # type: ignore[arg-type]  # an id is a string
+    # Several questions (fan-out branches, map_reduce items): by id.
+    assert_type(snap.questions, Mapping[str, fold.Pending])
+    for qid, asked in snap.questions.items():
+        assert_type(qid, str)
+        assert_type(asked.scope, str)
+        assert_type(asked.waiting, tuple[fold.Pending, ...])
+        await g.resume(store, "t", answer=1, question=qid)
+    snap.questions["x"] = snap.pending  # type: ignore[index]  # read-only
 
 
 # Drawings: SVG and DOT text; a highlight is a node's name.
@@ -250,6 +258,32 @@ async def asks(s: State) -> State:
     await pipeline.interrupt("ship?", bool, True)  # type: ignore[call-arg]  # payload is keyword-only
     wrong: str = await pipeline.interrupt("ship?", Approval)  # type: ignore[arg-type]  # an Approval, not a str
     return State(count if answer.approved else s.n) if wrong else s
+
+
+# -- a gate's Interrupt: the answer's declared type reaches apply ----------
+
+
+def approved(s: State, a: Approval) -> State:
+    return State(s.n + 1) if a.approved else s
+
+
+async def typed_gate(t: fold.Transition[State]) -> fold.Decision:
+    asked = fold.Interrupt("ship?", Approval, apply=approved)
+    assert_type(asked, fold.Interrupt[State, Approval])
+    assert_type(asked.kind, type[Approval] | None)
+    untyped = fold.Interrupt("ship?")
+    assert_type(untyped, fold.Interrupt)
+    checked = fold.Interrupt("how many?", int)
+    assert_type(checked, fold.Interrupt[Any, int])
+    fold.Interrupt("ship?", int, apply=approved)  # type: ignore[arg-type]  # apply takes the declared answer type
+    fold.Interrupt("ship?", Approval, approved)  # type: ignore[call-arg]  # apply is keyword-only
+    fold.Interrupt("ship?", Approval, apply=lambda s: s)  # type: ignore[arg-type,misc]  # apply takes (state, answer)
+    wrong: fold.Interrupt[State, str] = fold.Interrupt("ship?", Approval)  # type: ignore[arg-type]  # the declared type is Approval
+    del wrong, checked
+    return asked if t.answer is None else untyped
+
+
+graph.builder(State).gate(typed_gate)
 
 
 # -- agent nodes: update may return a Result ---------------------------------
