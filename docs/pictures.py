@@ -9,7 +9,9 @@ Into ``docs/_pictures/`` (git-ignored), when the builder starts:
   through the same reporter and runner as ``pipeline run`` into a recording
   rich console: ``live-view.svg``;
 - the benchmark figures recorded in ``benchmarks/recorded.json``, plotted
-  by matplotlib: ``bench-*.svg``.
+  by matplotlib: ``bench-*.svg``;
+- the lifecycle of a question to a human (humans.md), drawn by Graphviz:
+  ``humans-lifecycle.svg``.
 
 ``pictures.md`` shows them; its list of drawings is
 ``_pictures/drawings.md``, written here and included there.
@@ -255,6 +257,38 @@ def plots() -> dict[str, str]:
     }
 
 
+LIFECYCLE = r"""digraph lifecycle {
+  rankdir=LR; nodesep=0.35; ranksep=0.4;
+  node [shape=box, style="rounded,filled", fillcolor="#eef2f8",
+        color="#4a6fa5", fontname="Helvetica", fontsize=10];
+  edge [fontname="Helvetica", fontsize=9, color="#555555"];
+  ask [label="step runs\ninterrupt(question, T)"];
+  pending [label="question committed\nas pending (id V-digest)"];
+  paused [label="run returns paused\n(status interrupted)", shape=octagon,
+          fillcolor="#fbe9e7", color="#c62828"];
+  check [label="answer validated\nagainst T"];
+  committed [label="answer committed\n(author, at)"];
+  again [label="step runs again:\ninterrupt returns the answer,\nthe run goes on"];
+  stopped [label="stopped record\n(stays stopped)", fillcolor="#eeeeee",
+           color="#777777"];
+  ask -> pending -> paused;
+  paused -> check [label="resume(answer=...,\lquestion=id)\l"];
+  paused -> paused [label="stale id:\nStaleAnswer", color="#c62828"];
+  check -> pending [label="InvalidAnswer:\nasked again", color="#c62828"];
+  check -> committed -> again;
+  check -> stopped [label="declined\n(a gate's Stop)", style=dashed];
+}
+"""
+"""A question's way from ``interrupt`` to the step that gets the answer."""
+
+
+def lifecycle() -> str:
+    """:data:`LIFECYCLE` rendered by Graphviz, as SVG."""
+    from pipeline._render import svg  # noqa: PLC0415
+
+    return svg(LIFECYCLE)
+
+
 def make(_app: object) -> None:
     """Write every picture into ``_pictures/``, and the page fragment that
     shows the drawings."""
@@ -271,6 +305,7 @@ def make(_app: object) -> None:
     (OUT / "live-view.svg").write_text(live_view(), encoding="utf-8")
     for name, svg in plots().items():
         (OUT / f"{name}.svg").write_text(svg, encoding="utf-8")
+    (OUT / "humans-lifecycle.svg").write_text(lifecycle(), encoding="utf-8")
 
 
 def setup(app: Any) -> dict[str, bool]:

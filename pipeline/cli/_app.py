@@ -374,7 +374,7 @@ def show(
     "--author",
     envvar="PIPELINE_AUTHOR",
     callback=_author,
-    help="who answers (with --answer), kept in the answer's record "
+    help="with --answer: who answers, kept in the answer's record "
     "($PIPELINE_AUTHOR, default: your login name)",
 )
 @target_option

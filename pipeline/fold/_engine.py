@@ -53,7 +53,7 @@ from . import _checkpoints
 from ._ambient import Ambient, ambient
 from ._codec import Codec, alike
 from ._fingerprint import same_shape
-from ._interrupt import suspension
+from ._interrupt import refusal, suspension
 from ._journal import (
     Boundary,
     Journal,
@@ -710,15 +710,20 @@ async def _drive(
             except InvalidAnswer:
                 # Refused (by the interrupt() that asked, a nested gate):
                 # never committed; ask again if the step committed anything.
-                if inner_answer is not None and (
-                    not fresh or journal.head != head
-                ):
+                if _asks_again(inner_answer, fresh, journal, head):
                     await _ask_again(snap, journal, on_event, boundary.now())
                 raise
             except (Suspended, BaseExceptionGroup) as raised:
                 # pipeline.interrupt() in the step (in concurrent tasks of
                 # it, maybe several: a group of nothing else).
-                return await _asked(snap, journal, on_event, boundary, raised)
+                return await _asked(
+                    snap,
+                    journal,
+                    on_event,
+                    boundary,
+                    raised,
+                    _asks_again(inner_answer, fresh, journal, head),
+                )
             finally:
                 leave(token)
             if type(new) is Failure:
@@ -826,11 +831,21 @@ async def _asked(
     on_event: EventSink | None,
     boundary: Boundary,
     raised: Suspended | BaseExceptionGroup[Any],
+    again: bool,
 ) -> Result[Snapshot[S], Any]:
     """The step out of *snap* asked a question (:func:`pipeline.interrupt`):
     pause at it (or fail, if it could not be recorded: the failure the
-    :class:`Suspended` carries).  A group holding anything else is raised
-    again, as it was."""
+    :class:`Suspended` carries).  A concurrent task of the step (a fan-out
+    branch, a tool call) that refused the *answer* while its siblings
+    waited: ask again, and raise its
+    :class:`~pipeline.errors.InvalidAnswer` alone (as a step that is one
+    task does; *again*: see :func:`_asks_again`).  A group holding
+    anything else is raised again, as it was."""
+    refused = refusal(raised)
+    if refused is not None:
+        if again:
+            await _ask_again(snap, journal, on_event, boundary.now())
+        raise refused from None
     asked = suspension(raised)
     if asked is None:
         raise raised
@@ -839,6 +854,16 @@ async def _asked(
     return await _pause(
         snap, journal, on_event, _waiting(snap, boundary), boundary.now()
     )
+
+
+def _asks_again(
+    answer: object, fresh: bool, journal: Journal[Any], head: int | None
+) -> bool:
+    """Whether a step that refused its *answer* must record that it asks
+    again: the answer was stored before (not *fresh*), or the step
+    committed something since it started at *head*; else nothing was
+    written and the thread still waits where it did."""
+    return answer is not None and (not fresh or journal.head != head)
 
 
 def _waiting(snap: Snapshot[Any], boundary: Boundary) -> Pending:

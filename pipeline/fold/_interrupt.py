@@ -200,6 +200,26 @@ async def checked_interrupt(
     raise Suspended
 
 
+def refusal(raised: BaseException) -> InvalidAnswer | None:
+    """The :class:`~pipeline.errors.InvalidAnswer` in *raised*, a group of
+    nothing else but :class:`~pipeline.errors.Suspended` (concurrent tasks
+    of a step: the one the answer was for refused it, its siblings were
+    waiting); else ``None``."""
+    if not isinstance(raised, BaseExceptionGroup):
+        return None
+    found, rest = raised.split(InvalidAnswer)
+    if found is None or (rest is not None and suspension(rest) is None):
+        return None
+    stack: list[BaseException] = [found]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(exc.exceptions)
+        elif isinstance(exc, InvalidAnswer):
+            return exc
+    return None  # pragma: no cover  # split found one
+
+
 def _typed(
     converter: cattrs.Converter,
     answer: object,

@@ -509,6 +509,7 @@ class Journal(Generic[S]):
                 progress=snap.progress,
                 reason=snap.reason,
                 author=snap.author,
+                origin=snap.origin,  # a fork's, on every record of it
                 edit=snap.edit,
             )
         sealed = self.codec.seal(snap, last, progress)

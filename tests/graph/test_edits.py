@@ -150,6 +150,34 @@ async def test_edit_a_stopped_thread_then_fork(
         assert list(done.state.trail) == ["fixed", "n0", "n1", "n2"]
 
 
+async def test_an_edit_of_a_fork_returns_what_is_stored(
+    make_store: StoreFactory,
+) -> None:
+    """The snapshot an edit (or a run) of a fork returns names the fork's
+    origin, as loading it does.  (Found by
+    tests/graph/test_humans_machine.py: commits dropped it.)"""
+    g = linear(Runs(), 3)
+    gate = asks("n1", "go?")
+    async with make_store() as store:
+        paused = (
+            await g.run(Counted(), store=store, thread_id="t", gates=[gate])
+        ).unwrap()
+        fork = (await g.fork(store, "t", new_thread_id="f")).unwrap()
+        assert fork.origin == ("t", paused.version)
+        edited = (
+            await g.update_state(
+                store, "f", patch={"note": "x"}, author="ana", reason="y"
+            )
+        ).unwrap()
+        assert edited.origin == fork.origin
+        assert (await g.load(store, "f")).unwrap() == edited
+        done = (
+            await g.resume(store, "f", answer="yes", gates=[gate])
+        ).unwrap()
+        assert done.origin == fork.origin
+        assert (await g.load(store, "f")).unwrap() == done
+
+
 async def test_edits_need_a_store_thread() -> None:
     """An unknown thread is SnapshotNotFound, nothing is created."""
     g = linear(Runs(), 2)

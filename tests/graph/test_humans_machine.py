@@ -1,0 +1,712 @@
+"""A state machine over generated graphs that ask humans (issue 16).
+
+Questions (``pipeline.interrupt``) stand in nodes, in the tools of agent
+nodes, in fan-out branches, and in gates (``Interrupt``); the machine runs
+and resumes threads on a SQLite file with random answers (valid, invalid,
+stale), crashes runs (an exception that kills the runner, a cancelled
+run) and reopens the file, forks at questions and answers there (what
+``pipeline fork --answer`` does), edits paused and stopped threads, and
+lets gates stop.
+
+Invariants:
+
+- every answer reaches its own question only (each answer given is a value
+  no other question got; what the code after a question sees, and what
+  the state keeps, is the value given to that question);
+- the code after a question runs at most once per thread (and a finished
+  thread's state holds one entry per question it answered);
+- every stop stays stopped: its head stays stopped, resuming returns the
+  stored stop and runs nothing, an answer is refused;
+- history: records never change, versions increase, every parent is an
+  earlier version of the same thread.
+
+Approval of single tool calls (``tool(approval=...)``) and answers that
+reach state through a gate (``Interrupt(apply=...)``) are built alongside:
+the places to add their rules and invariants are marked ``LATER``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from hypothesis import event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+from pyrsistent import PVector, pvector
+from returns.result import Failure, Result, Success
+
+from pipeline import (
+    Agent,
+    Graph,
+    Handler,
+    Message,
+    Role,
+    graph,
+    handler,
+    interrupt,
+    stores,
+    tool,
+)
+from pipeline.agents import AgentRun
+from pipeline.errors import InvalidAnswer
+from pipeline.failures import EditRefused, StaleAnswer
+from pipeline.fold import (
+    Continue,
+    Decision,
+    Gate,
+    Interrupt,
+    Pending,
+    Snapshot,
+    Status,
+    Stop,
+    Transition,
+)
+from pipeline.graph import END
+from pipeline.models import ModelRequest, ModelResponse
+from pipeline.testing import Reply, ScriptedModel
+
+
+pytestmark = pytest.mark.slow
+
+KINDS = ("plain", "ask", "agent", "fanout", "gate")
+
+
+@attrs.frozen
+class Pick:
+    """What a human answers to a question of a node, tool or branch."""
+
+    value: int
+    note: str = ""
+
+
+@attrs.frozen
+class Desk:
+    """The generated graphs' state: what each step did, and a note that
+    edits change."""
+
+    trail: PVector[str] = attrs.field(factory=pvector)
+    note: str = ""
+
+
+class SimulatedCrash(BaseException):
+    """The runner dies here (a BaseException: nothing may catch it)."""
+
+
+@attrs.define
+class World:
+    """What the steps did, outside the store (the side effects)."""
+
+    thread: str = ""
+    """The thread the machine is running (one run at a time)."""
+    after: Counter[tuple[str, str]] = attrs.field(factory=Counter)
+    """(thread, question): how often the code after it ran."""
+    seen: list[tuple[str, str, int]] = attrs.field(factory=list)
+    """(thread, question, value) each time code after a question ran."""
+    nodes: int = 0
+    """Every node (and tool) start, to tell that nothing ran."""
+    crash: str = ""
+    """``raise`` or ``cancel``: the next plain node kills its runner."""
+    scope: anyio.CancelScope | None = None
+
+
+def _crashed(exc: BaseException) -> bool:
+    """Whether *exc* is the simulated crash (maybe in a group)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_crashed(e) for e in exc.exceptions)
+    return isinstance(exc, SimulatedCrash)
+
+
+def _entry(question: str, value: int) -> str:
+    return f"{question}={value}"
+
+
+class Stages:
+    """The steps of the generated graphs, each telling *world* what it
+    did."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    async def start(self, *, crashes: bool) -> None:
+        """A step starts: counted, and maybe the runner dies here (not in a
+        fan-out branch: a sibling may have run past its question)."""
+        world = self.world
+        world.nodes += 1
+        if crashes and world.crash:
+            how, world.crash = world.crash, ""
+            if how == "raise":
+                raise SimulatedCrash
+            assert world.scope is not None
+            world.scope.cancel()
+            await anyio.lowlevel.checkpoint()  # cancelled here
+
+    def after(self, question: str, value: int) -> None:
+        """The code after *question* runs, having got *value*."""
+        self.world.after[self.world.thread, question] += 1
+        self.world.seen.append((self.world.thread, question, value))
+
+    def plain(self, name: str) -> Handler[Desk, Desk, str]:
+        @handler(name=name)
+        async def run(d: Desk) -> Result[Desk, str]:
+            await self.start(crashes=True)
+            return Success(attrs.evolve(d, trail=d.trail.append(name)))
+
+        return run
+
+    def asking(
+        self, name: str, *, branch: bool = False
+    ) -> Handler[Desk, Desk, str]:
+        question = f"{name}?"
+
+        @handler(name=name)
+        async def run(d: Desk) -> Result[Desk, str]:
+            await self.start(crashes=not branch)
+            got = await interrupt(
+                question, Pick, payload={"trail": len(d.trail)}
+            )
+            self.after(question, got.value)
+            entry = _entry(question, got.value)
+            return Success(attrs.evolve(d, trail=d.trail.append(entry)))
+
+        return run
+
+    def agent(self, name: str) -> Agent:
+        """An agent whose one tool asks; it answers what the tool said."""
+        question = f"tool {name}?"
+
+        # LATER: tool(approval=True) once it is on main: an approval
+        # question per call, approved calls run once.
+        @tool(name=f"ask_{name}")
+        async def ask(amount: int) -> str:
+            """Ask a human for a number."""
+            await self.start(crashes=False)
+            got = await interrupt(question, Pick, payload={"amount": amount})
+            self.after(question, got.value)
+            return _entry(question, got.value)
+
+        def reply(req: ModelRequest) -> ModelResponse:
+            results = [m for m in req.messages if m.role is Role.TOOL]
+            if not results:
+                return Reply.tool_call(
+                    f"ask_{name}", {"amount": 3}, call_id="c1"
+                )
+            return Reply.text(results[-1].content)
+
+        return Agent(name, ScriptedModel(reply, cycle=True), tools=[ask])
+
+    @staticmethod
+    def gate(name: str) -> Gate[Desk]:
+        """Asks before *name*: "yes" goes on, "no" stops (an answer that
+        is no text is invalid, other text asks again)."""
+        question = f"gate {name}?"
+
+        async def gate(t: Transition[Desk]) -> Decision:
+            verdict = t.answer_as(str)  # InvalidAnswer if it is not
+            if verdict == "yes":
+                return Continue()
+            if verdict == "no":
+                return Stop(f"{question} declined")
+            # LATER: Interrupt(question, apply=...) once it is on main:
+            # the answer reaches the state with the answer's record.
+            return Interrupt(question)
+
+        return gate
+
+
+def _see(d: Desk) -> PVector[Message]:
+    return pvector([Message.user(f"step {len(d.trail)}")])
+
+
+def _keep(d: Desk, run: AgentRun) -> Desk:
+    return attrs.evolve(d, trail=d.trail.append(run.messages[-1].content))
+
+
+def build(
+    kinds: list[str], world: World
+) -> tuple[Graph[Desk, Any], list[str]]:
+    """A chain of stages of *kinds*; the questions it may ask."""
+    stages = Stages(world)
+    b: graph.GraphBuilder[Desk, Any] = graph.builder(Desk)
+    questions: list[str] = []
+    names = [f"s{i}" for i in range(len(kinds))]
+    for name, kind in zip(names, kinds, strict=True):
+        if kind == "ask":
+            b = b.node(name, stages.asking(name))
+            questions.append(f"{name}?")
+        elif kind == "agent":
+            agent = stages.agent(name)
+            b = b.agent(name, agent, messages=_see, update=_keep)
+            questions.append(f"tool {name}?")
+        elif kind == "fanout":
+            b = b.node(name, stages.plain(name))
+            for end in "ab":
+                b = b.node(name + end, stages.asking(name + end, branch=True))
+                questions.append(f"{name}{end}?")
+        else:
+            b = b.node(name, stages.plain(name))
+            if kind == "gate":
+                b = b.gate(stages.gate(name), before=name)
+                questions.append(f"gate {name}?")
+    b = b.entry(names[0])
+    for i, (name, kind) in enumerate(zip(names, kinds, strict=True)):
+        target = names[i + 1] if i + 1 < len(names) else END
+        if kind == "fanout":
+            b = b.fan_out(name, [f"{name}a", f"{name}b"], join=target)
+        else:
+            b = b.edge(name, target)
+    return b.build(), questions
+
+
+class HumansMachine(RuleBasedStateMachine):
+    """Threads of one generated graph, driven by people and crashes."""
+
+    backend = "asyncio"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stack = ExitStack()
+        self.portal: BlockingPortal = self._stack.enter_context(
+            start_blocking_portal(self.backend)
+        )
+        where = self._stack.enter_context(tempfile.TemporaryDirectory())
+        self.path = Path(where) / "threads.db"
+        self.store = self.open()
+        self.world = World()
+        self.threads: list[str] = []
+        self.given: dict[int, str] = {}
+        """Each answer value given, and the question it was given to."""
+        self.answered: dict[tuple[str, str], int] = {}
+        """(thread, question): the last value given to it in that thread."""
+        self.ids: set[str] = set()
+        """Every question id seen (stale ones, once answered)."""
+        self.stopped: dict[str, Snapshot[Desk]] = {}
+        self.records: dict[tuple[str, int], bytes] = {}
+        self.next_value = 0
+        self.forks = 0
+        self.status: dict[str, Status] = {}
+        """Each thread's status after the last rule (for preconditions)."""
+
+    def open(self) -> stores.SQLiteStore:
+        store = stores.SQLiteStore(self.path)
+        self.portal.call(store.__aenter__)
+        return store
+
+    def close(self) -> None:
+        self.portal.call(self.store.__aexit__, None, None, None)
+
+    @initialize(kinds=st.lists(st.sampled_from(KINDS), min_size=2, max_size=5))
+    def start(self, kinds: list[str]) -> None:
+        self.graph, self.questions = build(kinds, self.world)
+        self.threads.append("t")
+        out = self.call(
+            "t",
+            lambda: self.graph.run(Desk(), store=self.store, thread_id="t"),
+        )
+        self.resumed("t", out)
+
+    # -- helpers -----------------------------------------------------------
+
+    def call(self, thread: str, fn: Any) -> Any:
+        self.world.thread = thread
+        return self.portal.call(fn)
+
+    def head(self, thread: str) -> Snapshot[Desk]:
+        return self.portal.call(
+            lambda: self.graph.load(self.store, thread)
+        ).unwrap()
+
+    def fresh(self, question: str) -> int:
+        self.next_value += 1
+        self.given[self.next_value] = question
+        return self.next_value
+
+    def waiting(self) -> list[str]:
+        """The threads waiting at a question (as of the last rule)."""
+        return [t for t, s in self.status.items() if s is Status.INTERRUPTED]
+
+    def live(self) -> list[str]:
+        """The threads waiting or crashed (as of the last rule)."""
+        live = {Status.INTERRUPTED, Status.RUNNING}
+        return [t for t, s in self.status.items() if s in live]
+
+    def pick(
+        self, snap: Snapshot[Desk], data: st.DataObject
+    ) -> tuple[str, Pending]:
+        """One of the questions *snap* waits at (several, when fan-out
+        branches ask at once): its id and what it asks."""
+        waiting = sorted(snap.questions.items())
+        assert waiting, snap
+        return data.draw(st.sampled_from(waiting), label="question")
+
+    def answer_for(
+        self, snap: Snapshot[Desk], data: st.DataObject, pending: Pending
+    ) -> object:
+        """A valid answer to *pending*, a question *snap* waits at."""
+        question = pending.question
+        if question.startswith("gate "):
+            return data.draw(
+                st.sampled_from(["yes", "yes", "no"]), label="gate"
+            )
+        value = self.fresh(question)
+        self.answered[snap.thread_id, question] = value
+        return Pick(value, note=data.draw(st.text(max_size=3), label="note"))
+
+    def resumed(self, thread: str, out: Result[Snapshot[Desk], Any]) -> None:
+        """Bookkeeping after a run or resume that returned."""
+        snap = out.unwrap()
+        if snap.status is Status.STOPPED:
+            self.stopped.setdefault(thread, snap)
+        self.ids.update(snap.questions)
+
+    # -- rules -------------------------------------------------------------
+
+    @precondition(lambda self: bool(self.waiting()))
+    @rule(data=st.data())
+    def answer(self, data: st.DataObject) -> None:
+        """Answer a question a waiting thread waits at (with its id, or
+        without: that is refused, nothing committed, when several wait)."""
+        thread = data.draw(st.sampled_from(self.waiting()), label="thread")
+        snap = self.head(thread)
+        qid, pending = self.pick(snap, data)
+        with_id = data.draw(st.booleans(), label="with id")
+        if not with_id and len(snap.questions) > 1:
+            before = self.portal.call(self.store.records, thread)
+            out = self.call(
+                thread,
+                lambda: self.graph.resume(self.store, thread, answer=Pick(0)),
+            )
+            assert isinstance(out.failure(), StaleAnswer), out
+            assert self.portal.call(self.store.records, thread) == before
+            event("answered: several wait, no id")
+            return
+        given = self.answer_for(snap, data, pending)
+        out = self.call(
+            thread,
+            lambda: self.graph.resume(
+                self.store,
+                thread,
+                answer=given,
+                author="ana",
+                question=qid if with_id else None,
+            ),
+        )
+        self.resumed(thread, out)
+        done = out.unwrap()
+        assert done.version > snap.version
+        event(f"answered: {done.status}")
+        # Who and when: the answer is the first record after the question,
+        # by its author; every record has its time.
+        later = [
+            h
+            for h in self.portal.call(
+                lambda: self.graph.history(self.store, thread)
+            ).unwrap()
+            if h.version > snap.version
+        ]
+        assert later[0].author == "ana"
+        assert all(h.committed_at is not None for h in later)
+        if given == "no":
+            assert done.status is Status.STOPPED
+
+    @precondition(lambda self: bool(self.waiting()))
+    @rule(data=st.data())
+    def answer_invalid(self, data: st.DataObject) -> None:
+        """An answer that does not fit the type the node, tool or gate
+        declared: ``InvalidAnswer``; nothing after the question runs, the
+        thread waits at the same question."""
+        thread = data.draw(st.sampled_from(self.waiting()), label="thread")
+        snap = self.head(thread)
+        qid, pending = self.pick(snap, data)
+        question = pending.question
+        after = Counter(self.world.after)
+        bad = data.draw(
+            st.sampled_from([{"value": "many"}, {"note": "x"}, [1]]),
+            label="bad",
+        )
+        with pytest.raises(InvalidAnswer):
+            self.call(
+                thread,
+                lambda: self.graph.resume(
+                    self.store, thread, answer=bad, question=qid
+                ),
+            )
+        again = self.head(thread)
+        assert again.status is Status.INTERRUPTED
+        assert question in {p.question for p in again.questions.values()}
+        assert self.world.after == after
+        self.ids.update(again.questions)
+
+    @precondition(lambda self: bool(self.ids) and bool(self.threads))
+    @rule(data=st.data())
+    def answer_stale(self, data: st.DataObject) -> None:
+        """An answer with the id of a question that is not the one pending
+        (answered before, another thread's, another branch's, made up):
+        ``StaleAnswer``, nothing committed, nothing run."""
+        thread = data.draw(st.sampled_from(self.threads), label="thread")
+        snap = self.head(thread)
+        ids = sorted(self.ids - set(snap.questions))
+        stale = data.draw(st.sampled_from([*ids, "1-abc"]), label="stale")
+        before = self.portal.call(self.store.records, thread)
+        nodes = self.world.nodes
+        out = self.call(
+            thread,
+            lambda: self.graph.resume(
+                self.store, thread, answer=Pick(0), question=stale
+            ),
+        )
+        refused = out.failure()
+        assert isinstance(refused, StaleAnswer), out
+        assert self.portal.call(self.store.records, thread) == before
+        assert self.world.nodes == nodes
+
+    @precondition(lambda self: bool(self.live()))
+    @rule(data=st.data())
+    def resume_without_answer(self, data: st.DataObject) -> None:
+        """Resume a live thread with no answer: a waiting one asks its
+        question again and runs nothing after it; a crashed one goes on."""
+        thread = data.draw(st.sampled_from(self.live()), label="thread")
+        snap = self.head(thread)
+        after = Counter(self.world.after)
+        out = self.call(thread, lambda: self.graph.resume(self.store, thread))
+        self.resumed(thread, out)
+        again = out.unwrap()
+        if snap.status is Status.INTERRUPTED:
+            assert again.status is Status.INTERRUPTED
+            assert sorted(p.question for p in again.questions.values()) == (
+                sorted(p.question for p in snap.questions.values())
+            )
+            assert self.world.after == after
+
+    @precondition(lambda self: bool(self.live()))
+    @rule(data=st.data(), how=st.sampled_from(["raise", "cancel"]))
+    def crash(self, data: st.DataObject, how: str) -> None:
+        """The next plain node kills its runner (an exception nothing
+        catches, or the run cancelled); the store is closed and the file
+        opened again, as a new process would."""
+        thread = data.draw(st.sampled_from(self.live()), label="thread")
+        snap = self.head(thread)
+        given: object = None
+        qid: str | None = None
+        if snap.status is Status.INTERRUPTED:
+            qid, pending = self.pick(snap, data)
+            given = self.answer_for(snap, data, pending)
+        self.world.crash = how
+
+        async def run() -> Result[Snapshot[Desk], Any] | None:
+            # (In the portal's loop: a BaseException out of it would end it.)
+            try:
+                with anyio.CancelScope() as scope:
+                    self.world.scope = scope
+                    return await self.graph.resume(
+                        self.store, thread, answer=given, question=qid
+                    )
+            except BaseException as exc:  # the crash only
+                if not _crashed(exc):
+                    raise
+            return None
+
+        try:
+            out = self.call(thread, run)
+        finally:
+            self.world.crash = ""
+            self.world.scope = None
+        if out is not None:
+            event(f"crash: none ({how})")  # no plain node before a pause
+            self.resumed(thread, out)
+        else:
+            event(f"crash: {how}")
+        self.close()
+        self.store = self.open()
+
+    @precondition(lambda self: bool(self.threads))
+    @rule(data=st.data())
+    def fork_and_answer(self, data: st.DataObject) -> None:
+        """Fork a thread at a version that waits at a question and answer
+        it there (``pipeline fork --answer``): the fork's question has an id
+        of its own; the source thread does not change."""
+        thread = data.draw(st.sampled_from(self.threads), label="thread")
+        history = self.portal.call(
+            lambda: self.graph.history(self.store, thread)
+        ).unwrap()
+        asking = [s for s in history if s.question_id is not None]
+        if not asking:
+            return
+        at = data.draw(st.sampled_from(asking), label="at")
+        source = self.portal.call(self.store.records, thread)
+        self.forks += 1
+        new = f"f{self.forks}"
+        forked = self.portal.call(
+            lambda: self.graph.fork(
+                self.store, thread, version=at.version, new_thread_id=new
+            )
+        ).unwrap()
+        self.threads.append(new)
+        assert forked.status is Status.INTERRUPTED
+        assert forked.origin == (thread, at.version)
+        assert forked.question_id not in (None, at.question_id)
+        assert forked.pending is not None
+        assert at.pending is not None
+        assert forked.pending.question == at.pending.question
+        self.ids.update(at.questions)
+        qid, pending = self.pick(forked, data)
+        given = self.answer_for(forked, data, pending)
+        out = self.call(
+            new,
+            lambda: self.graph.resume(
+                self.store, new, answer=given, author="bo", question=qid
+            ),
+        )
+        self.resumed(new, out)
+        assert self.portal.call(self.store.records, thread) == source
+
+    @precondition(lambda self: bool(self.threads))
+    @rule(data=st.data())
+    def edit(self, data: st.DataObject) -> None:
+        """Edit a thread's note: a paused-at-a-gate or stopped thread takes
+        it as a version of its own (still paused, still stopped); one
+        paused inside a node, running or done refuses, committing
+        nothing."""
+        thread = data.draw(st.sampled_from(self.threads), label="thread")
+        snap = self.head(thread)
+        note = data.draw(st.text(max_size=5), label="note")
+        before = self.portal.call(self.store.records, thread)
+        out = self.portal.call(
+            lambda: self.graph.update_state(
+                self.store,
+                thread,
+                patch={"note": note},
+                author="cy",
+                reason="a fix",
+            )
+        )
+        if isinstance(out, Failure):
+            event(f"edit refused ({snap.status})")
+            assert isinstance(out.failure(), EditRefused), out
+            assert self.portal.call(self.store.records, thread) == before
+            return
+        edited = out.unwrap()
+        event(f"edited ({snap.status})")
+        assert snap.status in {Status.INTERRUPTED, Status.STOPPED}
+        assert edited.status is snap.status
+        assert edited.state == attrs.evolve(snap.state, note=note)
+        assert (edited.version, edited.parent) == (
+            snap.version + 1,
+            snap.version,
+        )
+        assert edited.edit is not None
+        assert (edited.edit.author, edited.edit.reason) == ("cy", "a fix")
+        if snap.question_id is not None:
+            assert edited.question_id not in (None, snap.question_id)
+            self.ids.add(snap.question_id)
+        if thread in self.stopped:
+            self.stopped[thread] = edited
+
+    @precondition(lambda self: bool(self.stopped))
+    @rule(data=st.data())
+    def poke_a_stop(self, data: st.DataObject) -> None:
+        """A stopped thread: resuming returns the stored stop and runs no
+        node; an answer is refused (``StaleAnswer`` saying stopped)."""
+        thread = data.draw(
+            st.sampled_from(sorted(self.stopped)), label="thread"
+        )
+        stop = self.stopped[thread]
+        nodes = self.world.nodes
+        again = self.call(
+            thread, lambda: self.graph.resume(self.store, thread)
+        ).unwrap()
+        assert again == stop
+        out = self.call(
+            thread,
+            lambda: self.graph.resume(self.store, thread, answer="yes"),
+        )
+        refused = out.failure()
+        assert isinstance(refused, StaleAnswer), out
+        assert refused.status == "stopped"
+        assert self.world.nodes == nodes
+
+    # LATER (tool approval): a rule answering an approval question with
+    # approve / deny with a reason / approve with edited arguments, and an
+    # invariant that each approved call ran once, with the arguments
+    # approved.
+
+    # -- invariants --------------------------------------------------------
+
+    @invariant()
+    def answers_reach_their_own_question(self) -> None:
+        for thread, question, value in self.world.seen:
+            assert self.given[value] == question, (thread, question, value)
+            own = self.answered.get((thread, question))
+            if own is not None:
+                assert value == own, (thread, question, value, own)
+
+    @invariant()
+    def code_after_a_question_runs_once(self) -> None:
+        assert all(n == 1 for n in self.world.after.values()), self.world.after
+
+    @invariant()
+    def history_is_consistent(self) -> None:
+        for thread in self.threads:
+            records = self.portal.call(self.store.records, thread)
+            versions = [r.version for r in records]
+            assert versions == sorted(set(versions))
+            for record in records:
+                key = (thread, record.version)
+                assert self.records.setdefault(key, record.data) == record.data
+                assert (record.parent is None) == (record.version == 0)
+                assert record.parent is None or record.parent < record.version
+                assert record.parent is None or record.parent in versions
+
+    @invariant()
+    def heads_hold(self) -> None:
+        """Every thread's head loads (its status noted for the rules'
+        preconditions); a stopped thread's head is its stop; a finished
+        thread's state holds one answer per question, each the value
+        given to that question."""
+        heads = {t: self.head(t) for t in self.threads}
+        self.status = {t: h.status for t, h in heads.items()}
+        for thread, stop in self.stopped.items():
+            assert heads[thread] == stop
+        asked = sorted(q for q in self.questions if not q.startswith("gate "))
+        for snap in heads.values():
+            if snap.status is not Status.DONE:
+                continue
+            answers = [e for e in snap.state.trail if "?=" in e]
+            assert sorted(e.partition("=")[0] for e in answers) == asked
+            for entry in answers:
+                question, _, value = entry.partition("=")
+                assert self.given[int(value)] == question
+
+    def teardown(self) -> None:
+        try:
+            self.close()
+        finally:
+            self._stack.close()
+
+
+class TrioHumansMachine(HumansMachine):
+    """The same machine on trio."""
+
+    backend = "trio"
+
+
+# The examples come from the suite's profile (tests/conftest.py).
+TestHumansMachine = HumansMachine.TestCase
+TestHumansMachine.settings = settings(stateful_step_count=12)
+TestTrioHumansMachine = TrioHumansMachine.TestCase
+TestTrioHumansMachine.settings = settings(stateful_step_count=12)
