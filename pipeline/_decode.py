@@ -152,6 +152,8 @@ def _explain(exc: BaseException, annotation: Any, path: str) -> Iterator[str]:
         yield f"unknown field(s) {extra}{_at(path)}"
     elif isinstance(exc, KeyError):
         yield f"a required field is missing{_at(path)}"
+    elif isinstance(said := getattr(exc, "explained", None), str):
+        yield f"{said}{_at(path)}"  # an error that says what it wants
     else:
         yield _expected(annotation, path)
 

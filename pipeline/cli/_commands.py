@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from returns.result import Result, Success
 
+from .._decode import DECODE_ERRORS, explain
 from .._render import render
 from ..errors import RendererUnavailable
 from . import _output as out
@@ -38,6 +39,7 @@ from ._threads import (
     checked_answer,
     failure_error,
     found,
+    parse_answer,
     refused_answer,
     store_flag,
 )
@@ -414,7 +416,19 @@ async def fork(
 ) -> ExitCode:
     """``pipeline fork`` (and, with *answer_text*, answer the question the
     fork waits at, by *author*: how a stopped thread's question is answered
-    again)."""
+    again).  A malformed answer or author is refused before anything is
+    forked."""
+    if answer_text is not None:
+        from ..fold import checked_author  # noqa: PLC0415
+
+        parse_answer(answer_text)  # a usage error, before the fork
+        try:
+            author = checked_author(author)
+        except (TypeError, ValueError) as exc:  # never shows the author
+            raise UserError(
+                str(exc),
+                hint="an author is at most 256 characters, without NUL",
+            ) from None
     async with open_store(settings.store) as store:
         target = await _thread_target(settings, store, thread_id, ref)
         new_id = new_id or uuid.uuid4().hex[:16]
@@ -491,9 +505,13 @@ async def edit(
             try:
                 state = codec.converter.structure(value, codec.state_type)
             except Exception as exc:  # noqa: BLE001  # cattrs raises many kinds
+                where = (
+                    "; ".join(explain(exc, codec.state_type))
+                    if isinstance(exc, DECODE_ERRORS)
+                    else type(exc).__name__
+                )
                 raise UserError(
-                    f"--state does not fit the thread's state type "
-                    f"({type(exc).__name__})",
+                    f"--state does not fit the thread's state type ({where})",
                     hint=f"`pipeline show {thread_id}` prints the state as "
                     "it is; --patch changes only what it names",
                 ) from None

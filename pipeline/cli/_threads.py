@@ -178,6 +178,14 @@ async def _check_waiting(
             f"thread {tid!r} is stopped{why}; it waits for no answer",
             hint=hint,
         )
+    if snap.status is Status.RUNNING:
+        # Answered already (its run cut short: a crash, Ctrl-C), or failed.
+        raise UserError(
+            f"thread {tid!r} is not waiting for an answer (it is "
+            f"{snap.status}: answered already, or its run failed or was cut short)",
+            hint=f"`pipeline resume {tid}{store_flag(settings)}` continues "
+            "it; `pipeline show` shows where it is",
+        )
     raise UserError(
         f"thread {tid!r} is not waiting for an answer (it is {snap.status})",
         hint=f"`pipeline show {tid}` shows where it is",
@@ -220,9 +228,10 @@ def refused_answer(
 
 def parse_answer(text: str) -> object:
     """An answer is JSON when it parses as JSON, else the text itself
-    (``pipeline answer t1 yes`` answers ``"yes"``, ``NaN`` ``"NaN"``)."""
+    (``pipeline answer t1 yes`` answers ``"yes"``, ``NaN`` ``"NaN"``).
+    ``null`` is refused: a resume given no answer (``None``) asks again."""
     try:
-        return parse_json(text)
+        value = parse_json(text)
     except json.JSONDecodeError:  # not JSON: the text
         pass
     except UnfitJSON as exc:
@@ -230,6 +239,14 @@ def parse_answer(text: str) -> object:
             raise UserError(
                 f"malformed answer: {exc}", hint=exc.hint
             ) from None
+    else:
+        if value is None:
+            raise UserError(
+                "malformed answer: null is no answer (the question would "
+                "be asked again)",
+                hint="answer a value; quote the text null as '\"null\"'",
+            )
+        return value
     try:
         text.encode()
     except UnicodeEncodeError:  # undecodable bytes on the command line

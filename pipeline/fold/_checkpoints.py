@@ -19,6 +19,7 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from .._decode import explain
 from .._serde import STRUCTURE_ERRORS
 from ..events import CheckpointSkipped
 from ..failures import (
@@ -378,7 +379,8 @@ async def update_state(
                         "<edit>",
                         "$",
                         type_name(codec.state_type),
-                        f"the patched state does not fit: {type(exc).__name__}",
+                        "the patched state does not fit: "
+                        + "; ".join(explain(exc, codec.state_type)),
                     )
                 )
         journal = ThreadJournal(
@@ -387,6 +389,9 @@ async def update_state(
         edited = attrs.evolve(snap, state=new_state, edit=Edit(author, reason))
         committed = await journal.commit(edited)
         if type(committed) is Failure:
+            failure = committed.failure()
+            if isinstance(failure, InvalidState):  # the edit's, not a node's
+                return Failure(attrs.evolve(failure, node="<edit>"))
             return committed
         return Success(committed)
 

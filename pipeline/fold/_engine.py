@@ -951,6 +951,7 @@ async def _stop(
         pending=None,
         progress=NO_PROGRESS,
         reason=reason,
+        author="",  # the run's own record: it names nobody
     )
     if journal is not None:
         committed = await journal.commit(stopped)
@@ -980,6 +981,7 @@ async def _pause(
         status=Status.INTERRUPTED,
         pending=pending,
         progress=progress,
+        author="",  # the run's own record: it names nobody
     )
     if journal is not None:
         # Progress survives the pause: the record continues it ("in": {}).

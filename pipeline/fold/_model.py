@@ -421,16 +421,17 @@ class Transition(Generic[S_co]):
 
         Raises:
             InvalidAnswer: the answer does not fit *kind* (the message names
-                the type, never the answer).
+                the type and the fields that do not fit, never the answer).
         """
         if self.answer is None:
             return None
+        from .._decode import explain  # noqa: PLC0415
         from .._serde import STRUCTURE_ERRORS, make_converter  # noqa: PLC0415
 
         try:
             return make_converter().structure(self.answer, kind)
-        except STRUCTURE_ERRORS:
-            raise InvalidAnswer(kind) from None
+        except STRUCTURE_ERRORS as exc:
+            raise InvalidAnswer(kind, "; ".join(explain(exc, kind))) from None
 
 
 Gate: TypeAlias = Callable[[Transition[S]], Awaitable[Decision]]

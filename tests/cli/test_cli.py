@@ -210,6 +210,27 @@ def test_declined_answer_stops(tmp_path: Path, store: str) -> None:
         cli("history", "t2", "--store", store, "--json", cwd=tmp_path).stdout
     )
     assert [r["author"] for r in rows if r["author"]] == ["bo"]
+    # A malformed answer is refused before anything is forked.
+    malformed = cli(
+        "fork",
+        "t",
+        "--version",
+        str(asked["version"]),
+        "--to",
+        "t4",
+        "--answer",
+        '{"key": "sk-canary-4 \\ud800"}',  # a lone surrogate
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert malformed.returncode == ExitCode.USAGE
+    assert_one_line_error(malformed.stderr)
+    assert "sk-canary-4" not in malformed.stderr
+    listed = lines(
+        cli("threads", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert "t4" not in [r["thread"] for r in listed]
     plain = cli(
         "fork",
         "t",
@@ -279,6 +300,24 @@ def test_edit_a_paused_thread(tmp_path: Path, store: str) -> None:
     assert bad.returncode == ExitCode.USAGE
     assert_one_line_error(bad.stderr)
     assert "sk-canary-9" not in bad.stderr
+    assert "$.sent" in bad.stderr  # the field it broke
+    whole = cli(
+        "edit",
+        "t",
+        "--state",
+        '{"text": "x", "sent": "sk-canary-9"}',
+        "--author",
+        "ana",
+        "--reason",
+        "oops",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert whole.returncode == ExitCode.USAGE
+    assert_one_line_error(whole.stderr)
+    assert "sk-canary-9" not in whole.stderr
+    assert "$.sent" in whole.stderr
     answered = cli("answer", "t", "yes", "--store", store, cwd=tmp_path)
     assert answered.returncode == ExitCode.OK, answered.stderr
     assert json.loads(answered.stdout)["reply"] == "Refunded."
@@ -428,6 +467,20 @@ def test_failed_run(tmp_path: Path, store: str) -> None:
     assert ran.returncode == ExitCode.FAILED
     assert "error: the run failed: empty ticket" in ran.stderr
     assert "Traceback" not in ran.stderr
+    # An answer to it (a human retrying after a crash, say) says that
+    # `resume` continues it, and writes nothing.
+    ran = cli(
+        "run", f"{FLOWS}:failing", "--input", '{"text": ""}',
+        *("--thread", "f", "--store", store), cwd=tmp_path,
+    )  # fmt: skip
+    before = cli("history", "f", "--store", store, "--json", cwd=tmp_path)
+    answered = cli("answer", "f", "yes", "--store", store, cwd=tmp_path)
+    assert answered.returncode == ExitCode.USAGE
+    assert_one_line_error(answered.stderr)
+    assert "is not waiting for an answer (it is running" in answered.stderr
+    assert "`pipeline resume f --store" in answered.stderr
+    after = cli("history", "f", "--store", store, "--json", cwd=tmp_path)
+    assert after.stdout == before.stdout
 
 
 @pytest.mark.slow

@@ -249,23 +249,29 @@ def test_input_mistakes_are_usage_errors(
         (_DEEP, "malformed answer: nests too deeply"),
         ('"\\udc00"', "malformed answer: has a string with a lone surrogate"),
         ("1" * 5000, "malformed answer: has an integer of more than"),
+        (" null ", "malformed answer: null is no answer"),
     ],
-    ids=["deep", "surrogate", "long-int"],
+    ids=["deep", "surrogate", "long-int", "null"],
 )
 def test_answer_mistakes_are_usage_errors(
     tmp_path: Path, store: str, answer: str, message: str
 ) -> None:
-    """An answer the program cannot take: exit 2, the thread still waits."""
+    """An answer the program cannot take: exit 2, nothing is written (a
+    ``null`` answer used to resume without one: it re-asked, exit 4, and
+    committed a record), the thread still waits at the same question."""
     ran = cli(
         "run", f"{GUARDED}:orders", "--input", '{"item": "tea"}',
         *("--thread", "o", "--store", store),
         cwd=tmp_path,
     )  # fmt: skip
     assert ran.returncode == ExitCode.PAUSED, ran.stderr
+    before = cli("history", "o", "--store", store, "--json", cwd=tmp_path)
     done = cli("answer", "o", answer, "--store", store, cwd=tmp_path)
     assert done.returncode == ExitCode.USAGE, done.stderr
     assert_one_line_error(done.stderr)
     assert message in done.stderr
+    after = cli("history", "o", "--store", store, "--json", cwd=tmp_path)
+    assert after.stdout == before.stdout  # nothing written
     right = cli("answer", "o", "2", "--store", store, cwd=tmp_path)
     assert right.returncode == ExitCode.OK, right.stderr
 

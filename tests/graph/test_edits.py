@@ -187,3 +187,50 @@ async def test_edits_need_a_store_thread() -> None:
     )
     assert out.failure().__class__.__name__ == "SnapshotNotFound"
     assert await store.head("nope") is None
+
+
+async def test_a_bad_patch_names_the_field_it_broke(
+    make_store: StoreFactory,
+) -> None:
+    """A patch that breaks the state type says which field and what was
+    expected (never the value), and commits nothing."""
+    g = linear(Runs(), 3)
+    gate = asks("n1", "go?")
+    async with make_store() as store:
+        await g.run(Counted(), store=store, thread_id="t", gates=[gate])
+        head = await store.head("t")
+        cases: list[tuple[dict[str, object], str]] = [
+            ({"count": "sk-secret-77"}, "$.count"),
+            ({"trail": ["a", 7], "note": None}, "$.trail"),
+            ({"surplus": "sk-secret-77"}, "surplus"),
+        ]
+        for patch, where in cases:
+            bad = await g.update_state(
+                store, "t", patch=patch, author="ana", reason="typo"
+            )
+            failure = bad.failure()
+            assert isinstance(failure, InvalidState)
+            assert where in str(failure)
+            assert "sk-secret-77" not in str(failure)
+            assert await store.head("t") == head
+
+
+async def test_a_bad_state_is_the_edits_fault_not_a_nodes(
+    make_store: StoreFactory,
+) -> None:
+    """A state instance that cannot be stored, given to ``update_state``,
+    is an InvalidState of ``<edit>`` naming the field (it blamed the node
+    the thread last ran); nothing is committed."""
+    g = linear(Runs(), 3)
+    gate = asks("n1", "go?")
+    async with make_store() as store:
+        await g.run(Counted(), store=store, thread_id="t", gates=[gate])
+        head = await store.head("t")
+        bad = Counted(count="sk-secret-77")  # type: ignore[arg-type]
+        out = await g.update_state(store, "t", bad, author="a", reason="r")
+        failure = out.failure()
+        assert isinstance(failure, InvalidState)
+        assert failure.node == "<edit>"
+        assert failure.field == "count"
+        assert "sk-secret-77" not in str(failure)
+        assert await store.head("t") == head

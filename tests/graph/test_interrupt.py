@@ -12,8 +12,16 @@ from returns.result import Result, Success
 from pipeline import Agent, Context, Graph, Message, graph, handler, interrupt
 from pipeline.errors import InvalidAnswer, NotCheckpointed, Suspended
 from pipeline.failures import EditRefused, StaleAnswer
-from pipeline.fold import Status
+from pipeline.fold import (
+    Continue,
+    Decision,
+    Interrupt,
+    Status,
+    Stop,
+    Transition,
+)
 from pipeline.graph import END
+from pipeline.secrets import Secret
 from pipeline.testing import Reply, ScriptedModel
 from tests.servers import StoreFactory
 
@@ -178,6 +186,44 @@ async def test_answer_as_json_is_structured_into_the_declared_type(
             "declined:too late",
             "paid",
         ]
+
+
+async def test_a_gates_answer_as_names_the_field_too(
+    make_store: StoreFactory,
+) -> None:
+    """A gate's ``answer_as(T)`` says which field does not fit and what it
+    should be, as ``interrupt`` does (it said only "not a T"), never the
+    value; the thread waits at the same question again."""
+    effects = Effects()
+    g = refund_graph(effects)
+
+    async def approve(t: Transition[Order]) -> Decision:
+        if t.targets != ("prepare",):
+            return Continue()
+        if t.answer is None:
+            return Interrupt("start?")
+        answer = t.answer_as(Approval)
+        return Continue() if answer and answer.approved else Stop("no")
+
+    async with make_store() as store:
+        paused = (
+            await g.run(Order(), store=store, thread_id="t", gates=[approve])
+        ).unwrap()
+        assert paused.pending is not None
+        assert paused.pending.question == "start?"
+        with pytest.raises(InvalidAnswer) as caught:
+            await g.resume(
+                store,
+                "t",
+                answer={"approved": "SECRET-maybe", "extra": 1},
+                gates=[approve],
+            )
+        text = str(caught.value)
+        assert "$.approved" in text
+        assert "extra" in text
+        assert "SECRET" not in text
+        again = (await g.load(store, "t")).unwrap()
+        assert again.status is Status.INTERRUPTED
 
 
 async def test_invalid_answer_names_the_field_and_asks_again(
@@ -490,3 +536,55 @@ async def test_the_answer_is_committed_once_its_question_takes_it(
         assert head.pending is None
         done = (await g.resume(store, "t")).unwrap()
         assert done.state == Asked(5)
+
+
+@attrs.frozen
+class Pin:
+    """An answer that carries a secret."""
+
+    ok: bool
+    pin: Secret[str] | None = None
+
+
+async def test_a_secret_in_an_answer_is_taken_by_reference_only(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``Secret`` field of an answer given in the clear (as JSON, the
+    only way from the command line or the web UI) is refused, naming the
+    field, and nothing is stored (it was stored in the clear); given as a
+    reference, the node gets the secret and the records hold only the
+    reference."""
+    got: list[str] = []
+
+    @handler(name="unlock")
+    async def unlock(s: Order) -> Result[Order, object]:
+        answer = await interrupt("pin?", Pin)
+        if answer.pin is not None:
+            got.append(answer.pin.reveal())
+        return Success(s)
+
+    g = graph.builder(Order).node("unlock", unlock).entry("unlock")
+    g2 = g.edge("unlock", END).build()
+    monkeypatch.setenv("ANSWER_PIN", "4321-sk-pin")
+    async with make_store() as store:
+        await g2.run(Order(), store=store, thread_id="t")
+        head = await store.head("t")
+        with pytest.raises(InvalidAnswer) as caught:
+            await g2.resume(
+                store, "t", answer={"ok": True, "pin": "1234-sk-canary"}
+            )
+        assert "a secret given by value" in str(caught.value)
+        assert "$.pin" in str(caught.value)
+        assert "sk-canary" not in str(caught.value)
+        assert await store.head("t") == head  # nothing stored
+        done = await g2.resume(
+            store,
+            "t",
+            answer={"ok": True, "pin": {"$secret": "env:ANSWER_PIN"}},
+        )
+        assert done.unwrap().done
+        records = await store.records("t")
+    assert got == ["4321-sk-pin"]
+    assert not any(
+        b"sk-canary" in r.data or b"sk-pin" in r.data for r in records
+    )

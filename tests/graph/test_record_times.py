@@ -17,6 +17,7 @@ from pipeline import Agent, Graph, ToolCall, events, fold, graph, stores, tool
 from pipeline._serde import make_converter
 from pipeline.cli import _output as out
 from pipeline.cli._events import JsonLines
+from pipeline.errors import InvalidAnswer
 from pipeline.failures import CheckpointDecodeError
 from pipeline.fold._codec import CLOCK
 from pipeline.graph import END
@@ -325,6 +326,50 @@ async def test_an_answer_names_its_author(make_store: StoreFactory) -> None:
     answered = snaps[authors.index("ana")]
     assert answered.pending is not None
     assert answered.pending.answered
+
+
+async def decline_or_insist(t: fold.Transition[Counted]) -> fold.Decision:
+    if t.targets != ("n1",):
+        return fold.Continue()
+    if t.answer is None:
+        return fold.Interrupt("go on?")
+    if t.answer_as(bool):
+        return fold.Continue()
+    return fold.Stop("declined")
+
+
+async def test_the_runs_stop_after_an_answer_names_nobody(
+    make_store: StoreFactory,
+) -> None:
+    """After an answer, the record the run commits itself (the stop
+    after a declined one) names nobody: only the answer's record names who
+    answered (a refused answer writes nothing)."""
+    g = linear(2)
+    async with make_store() as store:
+        await g.run(
+            Counted(), store=store, thread_id="t", gates=[decline_or_insist]
+        )
+        head = await store.head("t")
+        with pytest.raises(InvalidAnswer):
+            await g.resume(
+                store,
+                "t",
+                answer="maybe",
+                author="bo",
+                gates=[decline_or_insist],
+            )
+        assert await store.head("t") == head  # a refused answer: no record
+        again = (await g.load(store, "t")).unwrap()
+        assert again.status is fold.Status.INTERRUPTED
+        assert again.author == ""
+        stopped = await g.resume(
+            store, "t", answer=False, author="ana", gates=[decline_or_insist]
+        )
+        assert stopped.unwrap().status is fold.Status.STOPPED
+        snaps = (await g.history(store, "t")).unwrap()
+    assert [s.author for s in snaps[-3:]] == ["", "ana", ""]
+    assert "bo" not in [s.author for s in snaps]
+    assert snaps[-1].status is fold.Status.STOPPED
 
 
 @pytest.mark.parametrize(
