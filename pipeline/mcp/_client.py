@@ -30,7 +30,12 @@ import pydantic
 
 from mcp import Client, MCPError, StdioServerParameters
 
-from ..errors import ConstructionError, MalformedToolSchema, ToolError
+from ..errors import (
+    ConstructionError,
+    MalformedToolSchema,
+    McpUnavailable,
+    ToolError,
+)
 from ..events import McpServerLost, emit, listening
 from ..tools import Param, Tool
 from ._arguments import ArgumentSchema
@@ -101,13 +106,33 @@ class McpServer:
         await group.__aenter__()
         self._group = group
         try:
-            await group.start(self._host)
+            # The handshake is bounded too: a server that never answers
+            # ``initialize`` (a silent process, a port that accepts and
+            # says nothing) must not hang the caller past its timeout.
             with anyio.fail_after(self.timeout):
+                await group.start(self._host)
                 await self.tools()
-        except BaseException:
+        except BaseException as exc:
             self._closing.set()
             self._group = None
+            group.cancel_scope.cancel()
             await group.__aexit__(None, None, None)
+            if isinstance(exc, TimeoutError):
+                msg = (
+                    f"MCP server {self.name!r} did not answer within "
+                    f"{self.timeout:g} s of being started"
+                )
+                raise McpUnavailable(msg) from exc
+            if isinstance(exc, Exception) and not isinstance(
+                exc, MalformedToolSchema
+            ):
+                # The SDK's error (often an exception group) may quote
+                # the URL, a token in it included: named by type only.
+                msg = (
+                    f"MCP server {self.name!r} could not be reached "
+                    f"({_kind(exc)})"
+                )
+                raise McpUnavailable(msg) from exc
             raise
         return self
 
@@ -303,6 +328,15 @@ class McpServer:
             changed, self._changed = self._changed, anyio.Event()
             changed.set()
         await anyio.lowlevel.checkpoint()
+
+
+def _kind(exc: BaseException) -> str:
+    """The innermost error's type name, through exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        return f"{type(exc).__name__} {exc.code}"
+    return type(exc).__name__
 
 
 def stdio(

@@ -12,10 +12,11 @@ import socket
 import sys
 
 import anyio
+import anyio.abc
 import pytest
 
 from pipeline import Agent, Context, Message, Tool
-from pipeline.errors import MalformedToolSchema
+from pipeline.errors import MalformedToolSchema, McpUnavailable
 from pipeline.events import McpServerLost, ToolCallFinished, stream
 from pipeline.mcp import http, stdio
 from pipeline.testing import Reply, ScriptedModel
@@ -214,7 +215,59 @@ async def test_a_server_that_is_not_there(transport: str) -> None:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         server = http(f"http://127.0.0.1:{port}/mcp", name="x")
-    with anyio.fail_after(20), pytest.raises(Exception):  # noqa: PT011,B017
+    with anyio.fail_after(20), pytest.raises(McpUnavailable) as raised:
         async with server:
             pass
+    assert not server.connected
+    assert str(raised.value).startswith("MCP server 'x' could not be reached")
+
+
+async def test_a_server_that_never_answers(transport: str) -> None:
+    """A process that says nothing, a port that accepts and never
+    answers: the handshake is bounded by the timeout (it hung for ever)."""
+    timeout = 0.5
+    message = ""
+    server = stdio(
+        sys.executable,
+        "-c",
+        "import time; time.sleep(60)",
+        name="x",
+        timeout=timeout,
+    )
+    if transport == "stdio":
+        with anyio.fail_after(20), pytest.raises(McpUnavailable) as raised:
+            async with server:
+                pass
+        message = str(raised.value)
+    else:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610
+        held: list[anyio.abc.SocketStream] = []
+
+        async def hold(stream: anyio.abc.SocketStream) -> None:
+            async with stream:
+                held.append(stream)  # accepted, never answered
+                await anyio.sleep_forever()
+
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, hold)
+            server = http(
+                f"http://127.0.0.1:{port}/mcp?token=s3cr3t",
+                name="x",
+                timeout=timeout,
+            )
+            with (
+                anyio.fail_after(20),
+                pytest.raises(McpUnavailable) as raised,
+            ):
+                async with server:
+                    pass
+            message = str(raised.value)
+            tg.cancel_scope.cancel()
+        assert held  # the request did reach the silent server
+    assert (
+        message
+        == "MCP server 'x' did not answer within 0.5 s of being started"
+    )
+    assert "s3cr3t" not in message
     assert not server.connected
