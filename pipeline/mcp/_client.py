@@ -42,7 +42,14 @@ from ._arguments import ArgumentSchema
 from ._results import result_text
 
 
-__all__ = ("McpServer", "http", "stdio")
+__all__ = ("CONNECT_TIMEOUT", "McpServer", "http", "stdio")
+
+CONNECT_TIMEOUT = 30.0
+"""Seconds :func:`stdio` and :func:`http` wait, by default, for a server
+to start and finish the handshake.
+
+.. versionadded:: 0.1.0
+"""
 
 _LOG = logging.getLogger("pipeline.mcp")
 _MAX_PAGES = 100
@@ -60,7 +67,10 @@ class McpServer:
 
     *name* names the server in errors and events.  *timeout* (seconds)
     bounds each tool call (the model gets an error result when it runs
-    out) and the first listing; *prefix* is put before every tool's name
+    out) and the first listing; *connect_timeout* (seconds, default
+    :data:`CONNECT_TIMEOUT`, ``None`` for no bound) bounds starting the
+    server and the protocol's handshake (past it, entering raises
+    :class:`~pipeline.errors.McpUnavailable`); *prefix* is put before every tool's name
     as the model sees it (``"fs_"``: the server's ``read`` is ``fs_read``),
     to keep two servers' tools apart.
 
@@ -74,12 +84,18 @@ class McpServer:
         *,
         timeout: float | None = None,
         prefix: str = "",
+        connect_timeout: float | None = CONNECT_TIMEOUT,
     ) -> None:
-        if timeout is not None and not timeout > 0:
-            msg = f"MCP server {name!r}: timeout must be a positive number"
-            raise ConstructionError(msg)
+        for what, value in (
+            ("timeout", timeout),
+            ("connect_timeout", connect_timeout),
+        ):
+            if value is not None and not value > 0:
+                msg = f"MCP server {name!r}: {what} must be a positive number"
+                raise ConstructionError(msg)
         self.name = name
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.prefix = prefix
         self._server = server
         self._client: Client | None = None
@@ -105,12 +121,16 @@ class McpServer:
         group = anyio.create_task_group()
         await group.__aenter__()
         self._group = group
+        limit: float | None = None
         try:
             # The handshake is bounded too: a server that never answers
             # ``initialize`` (a silent process, a port that accepts and
-            # says nothing) must not hang the caller past its timeout.
-            with anyio.fail_after(self.timeout):
+            # says nothing) must not hang the caller for ever.
+            limit = self.connect_timeout
+            with anyio.fail_after(limit):
                 await group.start(self._host)
+            limit = self.timeout
+            with anyio.fail_after(limit):
                 await self.tools()
         except BaseException as exc:
             self._closing.set()
@@ -118,10 +138,8 @@ class McpServer:
             group.cancel_scope.cancel()
             await group.__aexit__(None, None, None)
             if isinstance(exc, TimeoutError):
-                msg = (
-                    f"MCP server {self.name!r} did not answer within "
-                    f"{self.timeout:g} s of being started"
-                )
+                within = "" if limit is None else f" within {limit:g} s"
+                msg = f"MCP server {self.name!r} did not answer{within}"
                 raise McpUnavailable(msg) from exc
             if isinstance(exc, Exception) and not isinstance(
                 exc, MalformedToolSchema
@@ -347,6 +365,7 @@ def stdio(
     name: str | None = None,
     timeout: float | None = None,
     prefix: str = "",
+    connect_timeout: float | None = CONNECT_TIMEOUT,
 ) -> McpServer:
     """An MCP server run as a subprocess (*command* *args*), spoken to on
     its standard input and output.  *env* is added to a minimal
@@ -366,6 +385,7 @@ def stdio(
         params,
         timeout=timeout,
         prefix=prefix,
+        connect_timeout=connect_timeout,
     )
 
 
@@ -375,6 +395,7 @@ def http(
     name: str | None = None,
     timeout: float | None = None,
     prefix: str = "",
+    connect_timeout: float | None = CONNECT_TIMEOUT,
 ) -> McpServer:
     """An MCP server at *url*, spoken to over streamable HTTP.  See
     :class:`McpServer` for the rest.
@@ -386,4 +407,5 @@ def http(
         url,
         timeout=timeout,
         prefix=prefix,
+        connect_timeout=connect_timeout,
     )
