@@ -195,6 +195,13 @@ async def test_cancellation(transport: str, anyio_backend: str) -> None:
             ),
         ),
         ("misnamed", "lists a tool whose name is not 1-64 letters"),
+        (
+            "unresolved",
+            (
+                r"MCP server 'tools': tool 'dangling': the input schema's "
+                r"\$ref at properties/x does not resolve within it"
+            ),
+        ),
     ],
 )
 async def test_malformed_schema(

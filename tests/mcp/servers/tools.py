@@ -77,6 +77,8 @@ def listed(mode: str) -> list[types.Tool]:
                 },
             )
         )
+    if mode == "unresolved":
+        out.append(t("dangling", {"x": {"$ref": "#/$defs/missing"}}, []))
     if mode == "misnamed":
         out.append(t("has space", {}, []))
     return out
