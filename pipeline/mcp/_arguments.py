@@ -57,6 +57,11 @@ class ArgumentSchema:
     properties: tuple[str, ...]
     required: frozenset[str]
     _validator: Any = attrs.field(alias="validator", eq=False)
+    open: bool = False
+    """Whether the schema takes arguments its properties do not list
+    (it declares ``patternProperties`` or an ``additionalProperties``
+    other than ``false``); an undeclared ``additionalProperties`` is
+    taken as ``false``, as strict as a Python tool."""
 
     @classmethod
     def of(cls, server: str, tool: str, schema: object) -> ArgumentSchema:
@@ -93,6 +98,8 @@ class ArgumentSchema:
             tuple(props),
             frozenset(required),
             jsonschema.Draft202012Validator(schema),
+            "patternProperties" in schema
+            or schema.get("additionalProperties", False) is not False,
         )
 
     def problems(self, arguments: Mapping[str, Any]) -> list[str]:

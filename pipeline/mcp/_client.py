@@ -260,6 +260,7 @@ class McpServer:
             call,
             params,
             self.timeout,
+            extra_arguments=schema.open,
         )
 
     def _live(self) -> Client:

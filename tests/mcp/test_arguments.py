@@ -67,6 +67,23 @@ def test_malformed_schemas(schema: object, expected: str) -> None:
     assert str(caught.value).startswith("MCP server 'srv': tool 't'")
 
 
+@pytest.mark.parametrize(
+    ("extra", "open_"),
+    [
+        ({}, False),  # undeclared: as strict as a Python tool
+        ({"additionalProperties": False}, False),
+        ({"additionalProperties": True}, True),
+        ({"additionalProperties": {"type": "string"}}, True),
+        ({"patternProperties": {"^x_": {}}}, True),
+    ],
+)
+def test_schemas_open_to_unlisted_arguments(
+    extra: dict[str, Any], open_: bool
+) -> None:
+    checked = ArgumentSchema.of("srv", "t", {**SCHEMA, **extra})
+    assert checked.open is open_
+
+
 def test_references_that_resolve() -> None:
     """Local references (to $defs, to the root) are followed."""
     schema = {

@@ -87,6 +87,32 @@ async def test_arguments_are_checked_against_the_schema(
         assert await tools["calls"].call("{}") == ("0", False)
 
 
+async def test_arguments_the_schema_allows_by_pattern(transport: str) -> None:
+    """A schema that takes names by pattern (patternProperties) or any
+    name (additionalProperties: a schema) gets them: they were refused as
+    "unknown argument(s)" before the schema was asked."""
+    async with connected(transport, "open") as server:
+        labels = by_name(await server.tools())["labels"]
+        assert labels.extra_arguments
+        assert await labels.call(
+            '{"kind": "bug", "label_a": "x", "label_b": "y"}'
+        ) == ("kind label_a label_b", False)
+        # The schema still refuses what it refuses, naming no value.
+        text, failed = await labels.call('{"label_a": 3}')
+        assert failed
+        assert text == (
+            "error: invalid arguments for 'labels': "
+            "argument 'label_a': type must be 'string'"
+        )
+        text, failed = await labels.call('{"other": "s3cr3t"}')
+        assert failed
+        assert "s3cr3t" not in text
+        # A schema that declares no additionalProperties stays strict.
+        add = by_name(await server.tools())["add"]
+        assert not add.extra_arguments
+        assert (await add.call('{"a": 1, "c": 2}'))[1]
+
+
 async def test_a_server_that_lies(transport: str) -> None:
     """A listed tool the server does not know; a tool that vanished."""
     async with connected(transport) as server:
