@@ -68,7 +68,7 @@ class McpServer:
     *name* names the server in errors and events.  *timeout* (seconds)
     bounds each tool call (the model gets an error result when it runs
     out) and the first listing; *connect_timeout* (seconds, default
-    :data:`CONNECT_TIMEOUT`, ``None`` for no bound) bounds starting the
+    ``CONNECT_TIMEOUT``, 30 s; ``None`` for no bound) bounds starting the
     server and the protocol's handshake (past it, entering raises
     :class:`~pipeline.errors.McpUnavailable`); *prefix* is put before every tool's name
     as the model sees it (``"fs_"``: the server's ``read`` is ``fs_read``),
