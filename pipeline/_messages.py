@@ -146,7 +146,7 @@ class ImagePart:
 
     Raises:
         InvalidPart: neither or both of *data* and *url*, *data* not
-            bytes, a missing or non-image media type, a URL that is not
+            bytes or empty, a missing or non-image media type, a URL that is not
             ``http(s)``.
 
     .. versionadded:: 0.1.0
@@ -162,6 +162,11 @@ class ImagePart:
             raise InvalidPart(msg)
         if self.data is not None:
             object.__setattr__(self, "data", _bytes("ImagePart", self.data))
+            if not self.data:
+                # No image is 0 bytes: the provider would refuse the whole
+                # request (a 400) after it was sent.
+                msg = "ImagePart: data is empty"
+                raise InvalidPart(msg)
             _media_type("ImagePart", self.media_type, "image/")
         else:
             if not isinstance(self.url, str) or not _host(self.url):

@@ -21,6 +21,8 @@ The hierarchy::
     └── NotCheckpointed        ``interrupt()`` outside a checkpointed run
     KeyError
     └── SecretUnresolved       no resolver knows a secret's reference
+    ConnectionError
+    └── McpUnavailable         an MCP server cannot be reached or never answers
     ImportError
     └── MissingExtra           an optional dependency is not installed
     TypeError
@@ -56,6 +58,7 @@ __all__ = (
     "InvalidPart",
     "InvalidThreadId",
     "MalformedToolSchema",
+    "McpUnavailable",
     "MissingDeps",
     "MissingExtra",
     "NestedTooDeeply",
@@ -304,6 +307,18 @@ class MalformedToolSchema(ValueError):
     """An MCP server listed a tool whose name or input schema no model can
     be given (found when the tools are listed, before any call): the
     message names the server, the tool and where in its schema.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+@final
+class McpUnavailable(ConnectionError):
+    """Entering an MCP connection failed: the server's process exited or
+    its URL did not answer before the handshake was done, or the
+    handshake outlasted the connection's ``timeout``.  The message names
+    the server and what happened, never the URL or the underlying error's
+    text (either may hold a token); that error is the ``__cause__``.
 
     .. versionadded:: 0.1.0
     """

@@ -198,6 +198,11 @@ class Tool(Generic[D_contra, P, R_co]):
     "Approving tool calls" in the agents guide): ``False`` none, ``True`` all, or a
     predicate given a call's decoded arguments (by keyword, defaults
     filled in) that returns whether this call does."""
+    extra_arguments: bool = attrs.field(default=False, kw_only=True)
+    """Whether arguments its parameters do not list are passed on as
+    decoded JSON, for the function to check (an MCP tool whose schema
+    declares ``additionalProperties`` or ``patternProperties``); by
+    default they are refused."""
     _spec: ToolSpec = attrs.field(
         init=False,
         eq=False,
@@ -325,13 +330,15 @@ class Tool(Generic[D_contra, P, R_co]):
             return f"{where} must be a JSON object"
         known = {p.name for p in self._params}
         extra = [k for k in raw if k not in known]
-        if extra:
+        if extra and not self.extra_arguments:
             return (
                 f"unknown argument(s) {names(extra)} for {self.name!r}; "
                 f"expected {sorted(known)}"
             )
-        kwargs: dict[str, Any] = {}
-        problems: list[str] = []
+        # Unlisted arguments (only with extra_arguments) go as they are.
+        kwargs: dict[str, Any] = {k: raw[k] for k in extra}
+        unsent = any(unsendable(raw[k]) is not None for k in extra)
+        problems = ["an unlisted argument cannot be sent"] * unsent
         for p in self._params:
             if p.name not in raw:
                 if p.required:

@@ -123,6 +123,15 @@ def test_tool_results_may_carry_parts() -> None:
             "exactly one of data and url",
         ),
         (lambda: ImagePart(data=b"x"), "media_type must be"),
+        # It went to the provider as an empty data: URL / base64 source.
+        (
+            lambda: ImagePart(data=b"", media_type="image/png"),
+            "ImagePart: data is empty",
+        ),
+        (
+            lambda: ImagePart(data=bytearray(), media_type="image/png"),  # type: ignore[arg-type]
+            "ImagePart: data is empty",
+        ),
         (
             lambda: ImagePart(data=b"x", media_type="application/pdf"),
             "start with 'image/'",

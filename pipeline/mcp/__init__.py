@@ -14,8 +14,8 @@ from .._extras import require
 
 require("pipeline.mcp", "the MCP SDK", "mcp", ("mcp", "jsonschema"))
 
-from ._client import McpServer, http, stdio  # noqa: E402
+from ._client import CONNECT_TIMEOUT, McpServer, http, stdio  # noqa: E402
 from ._serve import serve_stdio  # noqa: E402
 
 
-__all__ = ("McpServer", "http", "serve_stdio", "stdio")
+__all__ = ("CONNECT_TIMEOUT", "McpServer", "http", "serve_stdio", "stdio")

@@ -17,6 +17,9 @@ from typing import Any, final
 import attrs
 import jsonschema
 import jsonschema.exceptions
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
 
 from .._decode import MAX_PROBLEMS
 from ..errors import MalformedToolSchema
@@ -54,6 +57,11 @@ class ArgumentSchema:
     properties: tuple[str, ...]
     required: frozenset[str]
     _validator: Any = attrs.field(alias="validator", eq=False)
+    open: bool = False
+    """Whether the schema takes arguments its properties do not list
+    (it declares ``patternProperties`` or an ``additionalProperties``
+    other than ``false``); an undeclared ``additionalProperties`` is
+    taken as ``false``, as strict as a Python tool."""
 
     @classmethod
     def of(cls, server: str, tool: str, schema: object) -> ArgumentSchema:
@@ -81,6 +89,7 @@ class ArgumentSchema:
                 f"(rule {exc.validator!r})"
             )
             raise MalformedToolSchema(msg) from None
+        _check_refs(where, schema)
         props = schema.get("properties", {})
         required = schema.get("required", [])
         return cls(
@@ -89,17 +98,63 @@ class ArgumentSchema:
             tuple(props),
             frozenset(required),
             jsonschema.Draft202012Validator(schema),
+            "patternProperties" in schema
+            or schema.get("additionalProperties", False) is not False,
         )
 
     def problems(self, arguments: Mapping[str, Any]) -> list[str]:
         """What in *arguments* the schema refuses (empty if nothing): each
         names the argument, the path in it and the rule, not the value."""
         out: list[str] = []
-        for error in self._validator.iter_errors(dict(arguments)):
-            out.extend(_explain(error))
-            if len(out) >= MAX_PROBLEMS:
-                break
+        try:
+            for error in self._validator.iter_errors(dict(arguments)):
+                out.extend(_explain(error))
+                if len(out) >= MAX_PROBLEMS:
+                    break
+        except referencing.exceptions.Unresolvable:
+            # A reference the listing could not follow (under a nested
+            # "$id", say): the schema's fault, not the arguments'.
+            return [
+                f"the input schema of {self.tool!r} has a $ref that does not resolve"
+            ]
         return sorted(set(out))[:MAX_PROBLEMS]
+
+
+def _check_refs(where: str, schema: Mapping[str, Any]) -> None:
+    """Every ``$ref`` in *schema* resolves within it: none points at a
+    missing definition or outside the schema (no schema is ever fetched).
+    A ``$ref`` under a nested ``$id`` (a new base) is left to the call."""
+    resolver = referencing.Registry().resolver_with_root(
+        referencing.jsonschema.DRAFT202012.create_resource(schema)
+    )
+    for at, ref in _refs(schema, ()):
+        try:
+            resolver.lookup(ref)
+        except referencing.exceptions.Unresolvable:
+            msg = (
+                f"{where}: the input schema's $ref at "
+                f"{'/'.join(at) or '(top)'} does not resolve within it"
+            )
+            raise MalformedToolSchema(msg) from None
+
+
+def _refs(
+    node: object, at: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], str]]:
+    """``(path, ref)`` for each ``$ref`` in *node*, not under a nested
+    ``$id``."""
+    if isinstance(node, Mapping):
+        if at and "$id" in node:
+            return
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            yield at, ref
+        for key, value in node.items():
+            if key not in {"const", "enum", "default", "examples"}:
+                yield from _refs(value, (*at, str(key)))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _refs(value, (*at, str(i)))
 
 
 def _explain(

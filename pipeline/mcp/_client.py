@@ -30,14 +30,26 @@ import pydantic
 
 from mcp import Client, MCPError, StdioServerParameters
 
-from ..errors import ConstructionError, MalformedToolSchema, ToolError
+from ..errors import (
+    ConstructionError,
+    MalformedToolSchema,
+    McpUnavailable,
+    ToolError,
+)
 from ..events import McpServerLost, emit, listening
 from ..tools import Param, Tool
 from ._arguments import ArgumentSchema
 from ._results import result_text
 
 
-__all__ = ("McpServer", "http", "stdio")
+__all__ = ("CONNECT_TIMEOUT", "McpServer", "http", "stdio")
+
+CONNECT_TIMEOUT = 30.0
+"""Seconds :func:`stdio` and :func:`http` wait, by default, for a server
+to start and finish the handshake.
+
+.. versionadded:: 0.1.0
+"""
 
 _LOG = logging.getLogger("pipeline.mcp")
 _MAX_PAGES = 100
@@ -55,7 +67,10 @@ class McpServer:
 
     *name* names the server in errors and events.  *timeout* (seconds)
     bounds each tool call (the model gets an error result when it runs
-    out) and the first listing; *prefix* is put before every tool's name
+    out) and the first listing; *connect_timeout* (seconds, default
+    ``CONNECT_TIMEOUT``, 30 s; ``None`` for no bound) bounds starting the
+    server and the protocol's handshake (past it, entering raises
+    :class:`~pipeline.errors.McpUnavailable`); *prefix* is put before every tool's name
     as the model sees it (``"fs_"``: the server's ``read`` is ``fs_read``),
     to keep two servers' tools apart.
 
@@ -69,12 +84,18 @@ class McpServer:
         *,
         timeout: float | None = None,
         prefix: str = "",
+        connect_timeout: float | None = CONNECT_TIMEOUT,
     ) -> None:
-        if timeout is not None and not timeout > 0:
-            msg = f"MCP server {name!r}: timeout must be a positive number"
-            raise ConstructionError(msg)
+        for what, value in (
+            ("timeout", timeout),
+            ("connect_timeout", connect_timeout),
+        ):
+            if value is not None and not value > 0:
+                msg = f"MCP server {name!r}: {what} must be a positive number"
+                raise ConstructionError(msg)
         self.name = name
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.prefix = prefix
         self._server = server
         self._client: Client | None = None
@@ -100,14 +121,36 @@ class McpServer:
         group = anyio.create_task_group()
         await group.__aenter__()
         self._group = group
+        limit: float | None = None
         try:
-            await group.start(self._host)
-            with anyio.fail_after(self.timeout):
+            # The handshake is bounded too: a server that never answers
+            # ``initialize`` (a silent process, a port that accepts and
+            # says nothing) must not hang the caller for ever.
+            limit = self.connect_timeout
+            with anyio.fail_after(limit):
+                await group.start(self._host)
+            limit = self.timeout
+            with anyio.fail_after(limit):
                 await self.tools()
-        except BaseException:
+        except BaseException as exc:
             self._closing.set()
             self._group = None
+            group.cancel_scope.cancel()
             await group.__aexit__(None, None, None)
+            if isinstance(exc, TimeoutError):
+                within = "" if limit is None else f" within {limit:g} s"
+                msg = f"MCP server {self.name!r} did not answer{within}"
+                raise McpUnavailable(msg) from exc
+            if isinstance(exc, Exception) and not isinstance(
+                exc, MalformedToolSchema
+            ):
+                # The SDK's error (often an exception group) may quote
+                # the URL, a token in it included: named by type only.
+                msg = (
+                    f"MCP server {self.name!r} could not be reached "
+                    f"({_kind(exc)})"
+                )
+                raise McpUnavailable(msg) from exc
             raise
         return self
 
@@ -217,6 +260,7 @@ class McpServer:
             call,
             params,
             self.timeout,
+            extra_arguments=schema.open,
         )
 
     def _live(self) -> Client:
@@ -305,6 +349,15 @@ class McpServer:
         await anyio.lowlevel.checkpoint()
 
 
+def _kind(exc: BaseException) -> str:
+    """The innermost error's type name, through exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        return f"{type(exc).__name__} {exc.code}"
+    return type(exc).__name__
+
+
 def stdio(
     command: str,
     *args: str,
@@ -313,6 +366,7 @@ def stdio(
     name: str | None = None,
     timeout: float | None = None,
     prefix: str = "",
+    connect_timeout: float | None = CONNECT_TIMEOUT,
 ) -> McpServer:
     """An MCP server run as a subprocess (*command* *args*), spoken to on
     its standard input and output.  *env* is added to a minimal
@@ -332,6 +386,7 @@ def stdio(
         params,
         timeout=timeout,
         prefix=prefix,
+        connect_timeout=connect_timeout,
     )
 
 
@@ -341,6 +396,7 @@ def http(
     name: str | None = None,
     timeout: float | None = None,
     prefix: str = "",
+    connect_timeout: float | None = CONNECT_TIMEOUT,
 ) -> McpServer:
     """An MCP server at *url*, spoken to over streamable HTTP.  See
     :class:`McpServer` for the rest.
@@ -352,4 +408,5 @@ def http(
         url,
         timeout=timeout,
         prefix=prefix,
+        connect_timeout=connect_timeout,
     )

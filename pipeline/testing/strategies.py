@@ -141,8 +141,8 @@ _FILE_TYPES = ("application/pdf", "text/plain", "text/csv", "application/json")
 
 
 def parts(*, max_bytes: int = 64) -> st.SearchStrategy[Part]:
-    """Message parts: text, images by bytes or URL, files with names or
-    without (bytes up to *max_bytes*).
+    """Message parts: text, images by bytes (at least one) or URL, files
+    with names or without (bytes up to *max_bytes*).
 
     .. versionadded:: 0.1.0
     """
@@ -151,7 +151,7 @@ def parts(*, max_bytes: int = 64) -> st.SearchStrategy[Part]:
         st.builds(TextPart, st.text(max_size=20)),
         st.builds(
             ImagePart,
-            data=data,
+            data=st.binary(min_size=1, max_size=max(max_bytes, 1)),
             media_type=st.sampled_from(_IMAGE_TYPES),
         ),
         st.builds(

@@ -43,12 +43,71 @@ CHECKED = ArgumentSchema.of("srv", "count", SCHEMA)
             {"type": "object", "required": "x"},
             "not a JSON schema at required",
         ),
+        # A $ref to a missing definition, or out of the schema (never
+        # fetched): found when listed, not at the first call (which
+        # failed with the tool's "_WrappedReferencingError").
+        (
+            {"type": "object", "properties": {"x": {"$ref": "#/$defs/no"}}},
+            r"the input schema's \$ref at properties/x does not resolve",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {
+                    "x": {"items": {"$ref": "http://127.0.0.1:9/s.json"}}
+                },
+            },
+            r"\$ref at properties/x/items does not resolve",
+        ),
     ],
 )
 def test_malformed_schemas(schema: object, expected: str) -> None:
     with pytest.raises(MalformedToolSchema, match=expected) as caught:
         ArgumentSchema.of("srv", "t", schema)
     assert str(caught.value).startswith("MCP server 'srv': tool 't'")
+
+
+@pytest.mark.parametrize(
+    ("extra", "open_"),
+    [
+        ({}, False),  # undeclared: as strict as a Python tool
+        ({"additionalProperties": False}, False),
+        ({"additionalProperties": True}, True),
+        ({"additionalProperties": {"type": "string"}}, True),
+        ({"patternProperties": {"^x_": {}}}, True),
+    ],
+)
+def test_schemas_open_to_unlisted_arguments(
+    extra: dict[str, Any], open_: bool
+) -> None:
+    checked = ArgumentSchema.of("srv", "t", {**SCHEMA, **extra})
+    assert checked.open is open_
+
+
+def test_references_that_resolve() -> None:
+    """Local references (to $defs, to the root) are followed."""
+    schema = {
+        "type": "object",
+        "$defs": {"n": {"type": "integer"}},
+        "properties": {"a": {"$ref": "#/$defs/n"}, "b": {"$ref": "#"}},
+    }
+    checked = ArgumentSchema.of("srv", "t", schema)
+    assert checked.problems({"a": "secret-value", "b": {"a": 1}}) == [
+        "argument 'a': type must be 'integer'"
+    ]
+    # Under a nested $id (a new base) a reference is left to the call,
+    # where one that does not resolve is named, not raised.
+    nested = ArgumentSchema.of(
+        "srv",
+        "t",
+        {
+            "type": "object",
+            "properties": {"a": {"$id": "urn:x", "$ref": "#/$defs/no"}},
+        },
+    )
+    assert nested.problems({"a": "secret-value"}) == [
+        "the input schema of 't' has a $ref that does not resolve"
+    ]
 
 
 @pytest.mark.parametrize("name", ["", "has space", "x" * 65, "a.b"])

@@ -12,10 +12,11 @@ import socket
 import sys
 
 import anyio
+import anyio.abc
 import pytest
 
 from pipeline import Agent, Context, Message, Tool
-from pipeline.errors import MalformedToolSchema
+from pipeline.errors import MalformedToolSchema, McpUnavailable
 from pipeline.events import McpServerLost, ToolCallFinished, stream
 from pipeline.mcp import http, stdio
 from pipeline.testing import Reply, ScriptedModel
@@ -84,6 +85,32 @@ async def test_arguments_are_checked_against_the_schema(
             assert "-7" not in text
         # None of them reached the server.
         assert await tools["calls"].call("{}") == ("0", False)
+
+
+async def test_arguments_the_schema_allows_by_pattern(transport: str) -> None:
+    """A schema that takes names by pattern (patternProperties) or any
+    name (additionalProperties: a schema) gets them: they were refused as
+    "unknown argument(s)" before the schema was asked."""
+    async with connected(transport, "open") as server:
+        labels = by_name(await server.tools())["labels"]
+        assert labels.extra_arguments
+        assert await labels.call(
+            '{"kind": "bug", "label_a": "x", "label_b": "y"}'
+        ) == ("kind label_a label_b", False)
+        # The schema still refuses what it refuses, naming no value.
+        text, failed = await labels.call('{"label_a": 3}')
+        assert failed
+        assert text == (
+            "error: invalid arguments for 'labels': "
+            "argument 'label_a': type must be 'string'"
+        )
+        text, failed = await labels.call('{"other": "s3cr3t"}')
+        assert failed
+        assert "s3cr3t" not in text
+        # A schema that declares no additionalProperties stays strict.
+        add = by_name(await server.tools())["add"]
+        assert not add.extra_arguments
+        assert (await add.call('{"a": 1, "c": 2}'))[1]
 
 
 async def test_a_server_that_lies(transport: str) -> None:
@@ -194,6 +221,13 @@ async def test_cancellation(transport: str, anyio_backend: str) -> None:
             ),
         ),
         ("misnamed", "lists a tool whose name is not 1-64 letters"),
+        (
+            "unresolved",
+            (
+                r"MCP server 'tools': tool 'dangling': the input schema's "
+                r"\$ref at properties/x does not resolve within it"
+            ),
+        ),
     ],
 )
 async def test_malformed_schema(
@@ -214,7 +248,57 @@ async def test_a_server_that_is_not_there(transport: str) -> None:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         server = http(f"http://127.0.0.1:{port}/mcp", name="x")
-    with anyio.fail_after(20), pytest.raises(Exception):  # noqa: PT011,B017
+    with anyio.fail_after(20), pytest.raises(McpUnavailable) as raised:
         async with server:
             pass
+    assert not server.connected
+    assert str(raised.value).startswith("MCP server 'x' could not be reached")
+
+
+async def test_a_server_that_never_answers(transport: str) -> None:
+    """A process that says nothing, a port that accepts and never
+    answers: the handshake is bounded by connect_timeout (it hung for
+    ever)."""
+    timeout = 0.5
+    message = ""
+    server = stdio(
+        sys.executable,
+        "-c",
+        "import time; time.sleep(60)",
+        name="x",
+        connect_timeout=timeout,
+    )
+    if transport == "stdio":
+        with anyio.fail_after(20), pytest.raises(McpUnavailable) as raised:
+            async with server:
+                pass
+        message = str(raised.value)
+    else:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610
+        held: list[anyio.abc.SocketStream] = []
+
+        async def hold(stream: anyio.abc.SocketStream) -> None:
+            async with stream:
+                held.append(stream)  # accepted, never answered
+                await anyio.sleep_forever()
+
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, hold)
+            server = http(
+                f"http://127.0.0.1:{port}/mcp?token=s3cr3t",
+                name="x",
+                connect_timeout=timeout,
+            )
+            with (
+                anyio.fail_after(20),
+                pytest.raises(McpUnavailable) as raised,
+            ):
+                async with server:
+                    pass
+            message = str(raised.value)
+            tg.cancel_scope.cancel()
+        assert held  # the request did reach the silent server
+    assert message == "MCP server 'x' did not answer within 0.5 s"
+    assert "s3cr3t" not in message
     assert not server.connected

@@ -77,6 +77,21 @@ def listed(mode: str) -> list[types.Tool]:
                 },
             )
         )
+    if mode == "unresolved":
+        out.append(t("dangling", {"x": {"$ref": "#/$defs/missing"}}, []))
+    if mode == "open":
+        out.append(
+            types.Tool(
+                name="labels",
+                description="labels by name: names the schema does not list",
+                input_schema={
+                    "type": "object",
+                    "properties": {"kind": {"type": "string"}},
+                    "patternProperties": {"^label_": {"type": "string"}},
+                    "additionalProperties": False,
+                },
+            )
+        )
     if mode == "misnamed":
         out.append(t("has space", {}, []))
     return out
@@ -94,7 +109,7 @@ def make(mode: str) -> Server[Any]:  # noqa: C901  # one branch per tool
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed(mode))
 
-    async def call_tool(  # noqa: C901
+    async def call_tool(  # noqa: C901, PLR0912  # one branch per tool
         ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         STATE["calls"] += 1
@@ -141,6 +156,8 @@ def make(mode: str) -> Server[Any]:  # noqa: C901  # one branch per tool
                 content=[types.TextContent(type="text", text="secret-ish")],
                 structured_content={"n": "secret-ish"},
             )
+        if name == "labels":
+            return text(" ".join(sorted(args)))
         if name == "calls":
             return text(str(STATE["calls"] - 1))
         if name == "gone" and not STATE["changed"]:
