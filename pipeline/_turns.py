@@ -90,6 +90,7 @@ Intercept: TypeAlias = Callable[
 transfers): their results by call index, ``(content, is_error)``, and
 whether the loop ends after this turn."""
 
+_NONE_APPROVED: frozenset[int] = frozenset()
 _RUNNING = Status.RUNNING
 _DONE = Status.DONE
 
@@ -117,6 +118,7 @@ class Loop:
 
     __slots__ = (
         "agent",
+        "approvals",
         "deps",
         "env",
         "fingerprint",
@@ -165,6 +167,9 @@ class Loop:
             else tuple(t.spec for t in tools.values())
         )
         self.intercept = intercept
+        # Whether any tool's calls may wait for a person's approval (when
+        # none can, a turn skips asking: one check per run, not per turn).
+        self.approvals = any(t.approval is not False for t in tools.values())
         # Tools with secret arguments: their calls are recorded redacted.
         self.secret = {
             name: t for name, t in tools.items() if t.secret_arguments
@@ -379,6 +384,8 @@ class Loop:
         :func:`pipeline._approval.approve_calls`): the message as recorded
         (edited calls as they run), the calls to run, the calls taken
         (denied ones added) and the ids of the approved calls."""
+        if not self.approvals:  # no tool asks: nothing to select
+            return message, run_calls, taken, _NONE_APPROVED
         approvals = await approve_calls(
             run_calls, self.tools, agent=self.name, skip=taken
         )
@@ -403,7 +410,10 @@ class Loop:
         if offload is not None:
             hook = _around(hook, offload.tools(self.agent, self.tools))
         boundary = current_boundary()  # the turn's, in a checkpointed run
-        if boundary is not None:
+        # In a fresh attempt of a turn (no answer to deliver, nothing
+        # saved) no call can get an answer nor find a kept result: no
+        # keeping wrapper then.
+        if boundary is not None and (approved or not boundary.fresh):
             hook = _around(_keeping(boundary, self.secret, approved), hook)
         return hook
 
