@@ -22,7 +22,7 @@ from ._agent_spec import AgentSpec
 from ._approval import approve_calls
 from ._fields import APPEND_ONLY
 from ._guards import Halt, InputGuard, Verdict
-from ._messages import Message, ToolCall, Usage
+from ._messages import Message, ToolCall, Usage, built
 from ._output import repair_request, repairs_in
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
@@ -517,8 +517,8 @@ class Loop:
         # Calls to unknown tools or with arguments that do not decode are
         # repairs, for budgets (past the limit, the next call is refused).
         scope = self.env.scope
-        wrong: list[ToolCall] = []
-        malformed = None if scope is None else wrong.append
+        wrong: list[ToolCall] | None = None if scope is None else []
+        malformed = None if wrong is None else wrong.append
         if not taken:
             out = await run_tools(
                 calls,
@@ -694,15 +694,16 @@ def _named(message: Message, name: str) -> Message:
     generic cost: every field of a message already passed its converters)."""
     if message.name == name and message.agent == name:
         return message
-    out = object.__new__(Message)
-    for field in _MESSAGE_FIELDS:
-        object.__setattr__(out, field, getattr(message, field))
-    object.__setattr__(out, "name", name)
-    object.__setattr__(out, "agent", name)
-    return out
-
-
-_MESSAGE_FIELDS = tuple(f.name for f in attrs.fields(Message))
+    return built(
+        message.role,
+        message.content,
+        name,
+        message.tool_calls,
+        message.tool_call_id,
+        message.usage,
+        name,
+        message.parts,
+    )
 
 
 def _on_delta(env: Ambient, name: str) -> Callable[[ModelDelta], Any]:
