@@ -389,8 +389,10 @@ tool_call_id=None, usage=None, agent=None, parts=())
     ) -> Message:
         """The result of a tool call, answering *tool_call_id*: text, or
         parts (an image a tool made, say)."""
-        if isinstance(content, str):
-            return cls(Role.TOOL, content, name, (), tool_call_id, None, agent)
+        if isinstance(content, str):  # checked: built without converters
+            return built(
+                Role.TOOL, content, name, (), tool_call_id, None, agent, ()
+            )
         return cls(
             Role.TOOL,
             "",
@@ -401,3 +403,29 @@ tool_call_id=None, usage=None, agent=None, parts=())
             agent,
             _to_parts(content),
         )
+
+
+def built(
+    role: Role,
+    content: str,
+    name: str | None,
+    tool_calls: tuple[ToolCall, ...],
+    tool_call_id: str | None,
+    usage: Usage | None,
+    agent: str | None,
+    parts: tuple[Part, ...],
+) -> Message:
+    """A :class:`Message` of fields already in the form its constructor
+    gives them (converted and checked: taken from another message, say),
+    built without running the converters and checks again."""
+    out = object.__new__(Message)
+    put = object.__setattr__
+    put(out, "role", role)
+    put(out, "content", content)
+    put(out, "name", name)
+    put(out, "tool_calls", tool_calls)
+    put(out, "tool_call_id", tool_call_id)
+    put(out, "usage", usage)
+    put(out, "agent", agent)
+    put(out, "parts", parts)
+    return out

@@ -524,12 +524,15 @@ class BlobSink:
     them already: those of a part in *parent* (the record's parent state),
     found on first need."""
 
-    __slots__ = ("_known", "_parent", "new")
+    __slots__ = ("_known", "_parent", "by_hash", "new")
 
     def __init__(self, parent: object) -> None:
         self._parent = parent
         self._known: set[str] | None = None
         self.new: dict[str, str] = {}
+        # Whether a part was written by its hash (a record without one
+        # needs no blob source to be read back).
+        self.by_hash = False
 
     def known(self, sha: str) -> bool:
         """Whether the parent state holds a part with these bytes."""
@@ -613,6 +616,7 @@ def part_unstructure(p: Part) -> dict[str, Any]:
     if sink is not None and len(data) >= BLOB_MIN:
         sha = digest(p)
         out["blob"] = sha
+        sink.by_hash = True
         if sha not in sink.new and not sink.known(sha):
             sink.new[sha] = base64.b64encode(data).decode("ascii")
     else:

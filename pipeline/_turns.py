@@ -22,7 +22,7 @@ from ._agent_spec import AgentSpec
 from ._approval import approve_calls
 from ._fields import APPEND_ONLY
 from ._guards import Halt, InputGuard, Verdict
-from ._messages import Message, ToolCall, Usage
+from ._messages import Message, ToolCall, Usage, built
 from ._output import repair_request, repairs_in
 from ._serde import canonical, checksum, make_converter
 from ._views import joined
@@ -90,6 +90,7 @@ Intercept: TypeAlias = Callable[
 transfers): their results by call index, ``(content, is_error)``, and
 whether the loop ends after this turn."""
 
+_NONE_APPROVED: frozenset[int] = frozenset()
 _RUNNING = Status.RUNNING
 _DONE = Status.DONE
 
@@ -117,6 +118,7 @@ class Loop:
 
     __slots__ = (
         "agent",
+        "approvals",
         "deps",
         "env",
         "fingerprint",
@@ -165,6 +167,9 @@ class Loop:
             else tuple(t.spec for t in tools.values())
         )
         self.intercept = intercept
+        # Whether any tool's calls may wait for a person's approval (when
+        # none can, a turn skips asking: one check per run, not per turn).
+        self.approvals = any(t.approval is not False for t in tools.values())
         # Tools with secret arguments: their calls are recorded redacted.
         self.secret = {
             name: t for name, t in tools.items() if t.secret_arguments
@@ -379,6 +384,8 @@ class Loop:
         :func:`pipeline._approval.approve_calls`): the message as recorded
         (edited calls as they run), the calls to run, the calls taken
         (denied ones added) and the ids of the approved calls."""
+        if not self.approvals:  # no tool asks: nothing to select
+            return message, run_calls, taken, _NONE_APPROVED
         approvals = await approve_calls(
             run_calls, self.tools, agent=self.name, skip=taken
         )
@@ -403,7 +410,10 @@ class Loop:
         if offload is not None:
             hook = _around(hook, offload.tools(self.agent, self.tools))
         boundary = current_boundary()  # the turn's, in a checkpointed run
-        if boundary is not None:
+        # In a fresh attempt of a turn (no answer to deliver, nothing
+        # saved) no call can get an answer nor find a kept result: no
+        # keeping wrapper then.
+        if boundary is not None and (approved or not boundary.fresh):
             hook = _around(_keeping(boundary, self.secret, approved), hook)
         return hook
 
@@ -507,8 +517,8 @@ class Loop:
         # Calls to unknown tools or with arguments that do not decode are
         # repairs, for budgets (past the limit, the next call is refused).
         scope = self.env.scope
-        wrong: list[ToolCall] = []
-        malformed = None if scope is None else wrong.append
+        wrong: list[ToolCall] | None = None if scope is None else []
+        malformed = None if wrong is None else wrong.append
         if not taken:
             out = await run_tools(
                 calls,
@@ -684,15 +694,16 @@ def _named(message: Message, name: str) -> Message:
     generic cost: every field of a message already passed its converters)."""
     if message.name == name and message.agent == name:
         return message
-    out = object.__new__(Message)
-    for field in _MESSAGE_FIELDS:
-        object.__setattr__(out, field, getattr(message, field))
-    object.__setattr__(out, "name", name)
-    object.__setattr__(out, "agent", name)
-    return out
-
-
-_MESSAGE_FIELDS = tuple(f.name for f in attrs.fields(Message))
+    return built(
+        message.role,
+        message.content,
+        name,
+        message.tool_calls,
+        message.tool_call_id,
+        message.usage,
+        name,
+        message.parts,
+    )
 
 
 def _on_delta(env: Ambient, name: str) -> Callable[[ModelDelta], Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import inspect
 import itertools
 import json
 
@@ -31,6 +32,7 @@ from pipeline import (
     handler,
     stores,
 )
+from pipeline._messages import built
 from pipeline._serde import (
     BLOB_MIN,
     STRUCTURE_ERRORS,
@@ -66,6 +68,25 @@ def test_text_messages_are_as_before() -> None:
     assert m.parts == ()
     assert m == Message(Role.USER, "hi")
     assert Message.user(["hi"]) == m  # one text part is the text message
+
+
+@given(st.lists(parts(), max_size=3), st.text(max_size=5))
+@settings(max_examples=30)
+def test_messages_built_without_converters_equal_constructed_ones(
+    given_parts: list[Part], text: str
+) -> None:
+    """The fast builder (tool results, renamed replies) takes every field
+    of a message, in order, and gives what the constructor gives."""
+    names = [f.name for f in attrs.fields(Message)]
+    assert list(inspect.signature(built).parameters) == names
+    m = Message(Role.ASSISTANT, "", "n", (), None, None, "a", given_parts)
+    again = built(*(getattr(m, name) for name in names))
+    assert again == m
+    assert repr(again) == repr(m)
+    tool = Message.tool(text, tool_call_id="c1", name="t", agent="a")
+    assert tool == Message(Role.TOOL, text, "t", (), "c1", None, "a")
+    assert type(tool.role) is Role
+    assert tool.parts == ()
 
 
 def test_parts_keep_order_and_content_is_their_text() -> None:

@@ -254,6 +254,15 @@ class Codec(Generic[S]):
         stored once per chain, however often the history holding it is
         rewritten.
         """
+        return self._with_blobs(snap, parent, progress)[0]
+
+    def _with_blobs(
+        self,
+        snap: Snapshot[S],
+        parent: Snapshot[S] | None,
+        progress: Progress | None,
+    ) -> tuple[Doc, BlobSink]:
+        """:meth:`document`, and the sink its large parts went to."""
         sink = BlobSink(parent.state if parent is not None else None)
         token = SINK.set(sink)
         try:
@@ -262,7 +271,7 @@ class Codec(Generic[S]):
             SINK.reset(token)
         if sink.new:
             doc["blobs"] = sink.new
-        return doc
+        return doc, sink
 
     def _document(
         self,
@@ -392,7 +401,7 @@ class Codec(Generic[S]):
         ``Result``: this is on every record's path.)"""
         node = snap.node or "<start>"
         try:
-            doc = self.document(snap, parent, progress)
+            doc, sink = self._with_blobs(snap, parent, progress)
             data, exact = canonical_exact(doc)
             # What a reader would refuse is not written.
             check_depth(data, "the record", RECORD_DEPTH)
@@ -406,7 +415,11 @@ class Codec(Generic[S]):
                 checked = json.loads(data, parse_constant=_no_constant)
             except ENCODE_ERRORS as exc:  # pragma: no cover  # we wrote it
                 return self._diagnose(snap, node, exc)
-        if "state" in checked or "logs" in checked or "whole" in checked:
+        if not ("state" in checked or "logs" in checked or "whole" in checked):
+            return doc, data
+        if not sink.by_hash:  # no part by hash: nothing to read back
+            failure = self._check(checked, snap.state, node)
+        else:
             token = SOURCE.set(
                 _source(
                     checked.get("blobs"),
@@ -417,8 +430,8 @@ class Codec(Generic[S]):
                 failure = self._check(checked, snap.state, node)
             finally:
                 SOURCE.reset(token)
-            if failure is not None:
-                return failure
+        if failure is not None:
+            return failure
         return doc, data
 
     def _check(self, doc: Doc, state: Any, node: str) -> InvalidState | None:

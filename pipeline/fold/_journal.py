@@ -301,6 +301,16 @@ class Boundary:
         start = f"{self._prefix}{kind}:"
         return any(k.startswith(start) for k in self._root.saved)
 
+    @property
+    def fresh(self) -> bool:
+        """Whether nothing asked in this attempt of the step can be
+        answered: no answer to deliver, and no progress saved (so no answer
+        or kept result to replay, here or in a fold nested in the step).
+
+        .. versionadded:: 0.1.0
+        """
+        return self.answer is None and not self._root.saved
+
     def asking(self) -> bool:
         """Whether a question is pending in this attempt of the step (one
         was asked, or its answer was refused): another one waits for the
