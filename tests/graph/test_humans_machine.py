@@ -1,7 +1,10 @@
 """A state machine over generated graphs that ask humans (issue 16).
 
 Questions (``pipeline.interrupt``) stand in nodes, in the tools of agent
-nodes, in fan-out branches, and in gates (``Interrupt``); the machine runs
+nodes, in fan-out branches, and in gates (``Interrupt``, untyped, and typed
+with an ``apply`` that makes the answer reach the state); the calls of a
+tool made with ``tool(approval=True)`` wait for ``Approve()``,
+``Approve(arguments=...)`` or ``Deny(reason)``; the machine runs
 and resumes threads on a SQLite file with random answers (valid, invalid,
 stale), crashes runs (an exception that kills the runner, a cancelled
 run) and reopens the file, forks at questions and answers there (what
@@ -12,7 +15,12 @@ Invariants:
 
 - every answer reaches its own question only (each answer given is a value
   no other question got; what the code after a question sees, and what
-  the state keeps, is the value given to that question);
+  the state keeps, is the value given to that question, also what a
+  gate's ``apply`` put there, committed once, by the answer's author);
+- every approved tool call runs once, with the arguments approved (the
+  edited ones when the answer edits them); a denied one never runs and
+  its model sees the reason; edited arguments that do not fit are
+  refused (``InvalidAnswer``), the refused value stored nowhere;
 - the code after a question runs at most once per thread (and a finished
   thread's state holds one entry per question it answered);
 - every stop stays stopped: its head stays stopped, resuming returns the
@@ -20,9 +28,6 @@ Invariants:
 - history: records never change, versions increase, every parent is an
   earlier version of the same thread.
 
-Approval of single tool calls (``tool(approval=...)``) and answers that
-reach state through a gate (``Interrupt(apply=...)``) are built alongside:
-the places to add their rules and invariants are marked ``LATER``.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ from returns.result import Failure, Result, Success
 
 from pipeline import (
     Agent,
+    Approve,
+    Deny,
     Graph,
     Handler,
     Message,
@@ -84,7 +91,9 @@ from pipeline.testing import Reply, ScriptedModel
 
 pytestmark = pytest.mark.slow
 
-KINDS = ("plain", "ask", "agent", "fanout", "gate")
+KINDS = ("plain", "ask", "agent", "fanout", "gate", "approve", "apply")
+SENT = 3
+"""The amount the approval stages' models ask their tool to pay."""
 
 
 @attrs.frozen
@@ -120,6 +129,12 @@ class World:
     """(thread, question, value) each time code after a question ran."""
     nodes: int = 0
     """Every node (and tool) start, to tell that nothing ran."""
+    paid: list[tuple[str, str, int]] = attrs.field(factory=list)
+    """(thread, question, amount) each time a tool needing approval ran
+    (its side effect)."""
+    told: list[tuple[str, str, str]] = attrs.field(factory=list)
+    """(thread, question, result) each time such a tool's model saw the
+    call's result (or its denial)."""
     crash: str = ""
     """``raise`` or ``cancel``: the next plain node kills its runner."""
     scope: anyio.CancelScope | None = None
@@ -210,6 +225,30 @@ class Stages:
 
         return Agent(name, ScriptedModel(reply, cycle=True), tools=[ask])
 
+    def approving(self, name: str) -> Agent:
+        """An agent whose one tool pays, once a person approves the call;
+        it answers what the call (or its denial) said."""
+        question = f"approve pay_{name}?"
+
+        @tool(name=f"pay_{name}", approval=True)
+        async def pay(amount: int) -> str:
+            """Pay *amount*."""
+            await self.start(crashes=False)
+            self.world.paid.append((self.world.thread, question, amount))
+            return f"paid {amount}"
+
+        def reply(req: ModelRequest) -> ModelResponse:
+            results = [m for m in req.messages if m.role is Role.TOOL]
+            if not results:
+                return Reply.tool_call(
+                    f"pay_{name}", {"amount": SENT}, call_id="c1"
+                )
+            said = results[-1].content
+            self.world.told.append((self.world.thread, question, said))
+            return Reply.text(said)
+
+        return Agent(name, ScriptedModel(reply, cycle=True), tools=[pay])
+
     @staticmethod
     def gate(name: str) -> Gate[Desk]:
         """Asks before *name*: "yes" goes on, "no" stops (an answer that
@@ -222,9 +261,22 @@ class Stages:
                 return Continue()
             if verdict == "no":
                 return Stop(f"{question} declined")
-            # LATER: Interrupt(question, apply=...) once it is on main:
-            # the answer reaches the state with the answer's record.
             return Interrupt(question)
+
+        return gate
+
+    @staticmethod
+    def signing(name: str) -> Gate[Desk]:
+        """Asks before *name* for a typed answer that reaches the state
+        (``apply``): the same ``Interrupt`` answered or not."""
+        question = f"sign {name}?"
+
+        def sign(d: Desk, got: Pick) -> Desk:
+            entry = _entry(question, got.value)
+            return attrs.evolve(d, trail=d.trail.append(entry))
+
+        async def gate(t: Transition[Desk]) -> Decision:
+            return Interrupt(question, Pick, apply=sign)
 
         return gate
 
@@ -237,6 +289,31 @@ def _keep(d: Desk, run: AgentRun) -> Desk:
     return attrs.evolve(d, trail=d.trail.append(run.messages[-1].content))
 
 
+def _stage(
+    b: graph.GraphBuilder[Desk, Any], stages: Stages, name: str, kind: str
+) -> tuple[graph.GraphBuilder[Desk, Any], list[str]]:
+    """*b* with the node(s) of stage *name* of *kind*; the questions it
+    may ask."""
+    if kind == "ask":
+        return b.node(name, stages.asking(name)), [f"{name}?"]
+    if kind in {"agent", "approve"}:
+        if kind == "agent":
+            agent, question = stages.agent(name), f"tool {name}?"
+        else:
+            agent, question = stages.approving(name), f"approve pay_{name}?"
+        return b.agent(name, agent, messages=_see, update=_keep), [question]
+    b = b.node(name, stages.plain(name))
+    if kind == "fanout":
+        for end in "ab":
+            b = b.node(name + end, stages.asking(name + end, branch=True))
+        return b, [f"{name}a?", f"{name}b?"]
+    if kind == "gate":
+        return b.gate(stages.gate(name), before=name), [f"gate {name}?"]
+    if kind == "apply":
+        return b.gate(stages.signing(name), before=name), [f"sign {name}?"]
+    return b, []
+
+
 def build(
     kinds: list[str], world: World
 ) -> tuple[Graph[Desk, Any], list[str]]:
@@ -246,23 +323,8 @@ def build(
     questions: list[str] = []
     names = [f"s{i}" for i in range(len(kinds))]
     for name, kind in zip(names, kinds, strict=True):
-        if kind == "ask":
-            b = b.node(name, stages.asking(name))
-            questions.append(f"{name}?")
-        elif kind == "agent":
-            agent = stages.agent(name)
-            b = b.agent(name, agent, messages=_see, update=_keep)
-            questions.append(f"tool {name}?")
-        elif kind == "fanout":
-            b = b.node(name, stages.plain(name))
-            for end in "ab":
-                b = b.node(name + end, stages.asking(name + end, branch=True))
-                questions.append(f"{name}{end}?")
-        else:
-            b = b.node(name, stages.plain(name))
-            if kind == "gate":
-                b = b.gate(stages.gate(name), before=name)
-                questions.append(f"gate {name}?")
+        b, asks = _stage(b, stages, name, kind)
+        questions += asks
     b = b.entry(names[0])
     for i, (name, kind) in enumerate(zip(names, kinds, strict=True)):
         target = names[i + 1] if i + 1 < len(names) else END
@@ -293,6 +355,9 @@ class HumansMachine(RuleBasedStateMachine):
         """Each answer value given, and the question it was given to."""
         self.answered: dict[tuple[str, str], int] = {}
         """(thread, question): the last value given to it in that thread."""
+        self.verdicts: dict[tuple[str, str], tuple[str, int | str]] = {}
+        """(thread, approval question): the last answer given to it in that
+        thread, as ``("run", amount)`` or ``("deny", reason)``."""
         self.ids: set[str] = set()
         """Every question id seen (stale ones, once answered)."""
         self.stopped: dict[str, Snapshot[Desk]] = {}
@@ -363,9 +428,77 @@ class HumansMachine(RuleBasedStateMachine):
             return data.draw(
                 st.sampled_from(["yes", "yes", "no"]), label="gate"
             )
+        if question.startswith("approve "):
+            return self.verdict(snap.thread_id, question, data)
         value = self.fresh(question)
         self.answered[snap.thread_id, question] = value
         return Pick(value, note=data.draw(st.text(max_size=3), label="note"))
+
+    def verdict(
+        self, thread: str, question: str, data: st.DataObject
+    ) -> Approve | Deny:
+        """A person's answer to the approval *question*: approve the call
+        as sent, approve it with an amount of its own, or deny it with a
+        reason of its own."""
+        how = data.draw(
+            st.sampled_from(["approve", "edit", "deny"]), label="verdict"
+        )
+        event(f"approval: {how}")
+        if how == "deny":
+            reason = f"no {self.fresh(question)}"
+            self.verdicts[thread, question] = ("deny", reason)
+            return Deny(reason)
+        if how == "edit":
+            amount = self.fresh(question)
+            self.verdicts[thread, question] = ("run", amount)
+            return Approve(arguments={"amount": amount})
+        self.verdicts[thread, question] = ("run", SENT)
+        return Approve()
+
+    def paid(self, thread: str, question: str) -> list[int]:
+        """The amounts *question*'s tool paid in *thread*."""
+        return [
+            a for t, q, a in self.world.paid if (t, q) == (thread, question)
+        ]
+
+    def settled(
+        self, thread: str, question: str, before: int, author: str
+    ) -> None:
+        """After *question* of *thread* (waiting at version *before*) was
+        answered and its run returned: an approved call ran once, with the
+        arguments approved; a denied one never ran and its model saw the
+        reason; a gate's ``apply`` put the answer in the state in the
+        answer's own record, by its author."""
+        if question.startswith("approve "):
+            kind, what = self.verdicts[thread, question]
+            said = [
+                r
+                for t, q, r in self.world.told
+                if (t, q) == (thread, question)
+            ]
+            if kind == "run":
+                assert self.paid(thread, question) == [what]
+                assert said == [f"paid {what}"]
+            else:
+                assert self.paid(thread, question) == []
+                assert len(said) == 1
+                assert said[0].endswith(f": {what}"), said
+                assert "denied" in said[0]
+        elif question.startswith("sign "):
+            value = self.answered[thread, question]
+            entry = _entry(question, value)
+            later = [
+                h
+                for h in self.portal.call(
+                    lambda: self.graph.history(self.store, thread)
+                ).unwrap()
+                if h.version > before
+            ]
+            event("sign: applied")
+            assert entry in later[0].state.trail
+            assert later[0].author == author
+            for h in later:
+                assert list(h.state.trail).count(entry) == 1
 
     def resumed(self, thread: str, out: Result[Snapshot[Desk], Any]) -> None:
         """Bookkeeping after a run or resume that returned."""
@@ -421,6 +554,7 @@ class HumansMachine(RuleBasedStateMachine):
         ]
         assert later[0].author == "ana"
         assert all(h.committed_at is not None for h in later)
+        self.settled(thread, pending.question, snap.version, "ana")
         if given == "no":
             assert done.status is Status.STOPPED
 
@@ -435,10 +569,18 @@ class HumansMachine(RuleBasedStateMachine):
         qid, pending = self.pick(snap, data)
         question = pending.question
         after = Counter(self.world.after)
-        bad = data.draw(
-            st.sampled_from([{"value": "many"}, {"note": "x"}, [1]]),
-            label="bad",
-        )
+        paid = list(self.world.paid)
+        records = self.portal.call(self.store.records, thread)
+        bads: list[object] = [{"value": "many"}, {"note": "x"}, [1]]
+        if question.startswith("approve "):
+            # Edited arguments that do not fit the tool's schema (the
+            # amount is an int); a denial with arguments.
+            bads += [
+                Approve(arguments={"amount": "many-zq"}),
+                Approve(arguments={"amount": [7]}),
+                {"approved": False, "reason": "x", "arguments": {"amount": 1}},
+            ]
+        bad = data.draw(st.sampled_from(bads), label="bad")
         with pytest.raises(InvalidAnswer):
             self.call(
                 thread,
@@ -450,6 +592,12 @@ class HumansMachine(RuleBasedStateMachine):
         assert again.status is Status.INTERRUPTED
         assert question in {p.question for p in again.questions.values()}
         assert self.world.after == after
+        assert self.world.paid == paid
+        event(f"invalid: {question.split()[0]} {type(bad).__name__}")
+        if question.startswith(("approve ", "sign ")):
+            # Nothing stored: the thread waits at the same question.
+            assert self.portal.call(self.store.records, thread) == records
+            assert again.questions == snap.questions
         self.ids.update(again.questions)
 
     @precondition(lambda self: bool(self.ids) and bool(self.threads))
@@ -573,6 +721,7 @@ class HumansMachine(RuleBasedStateMachine):
             ),
         )
         self.resumed(new, out)
+        self.settled(new, pending.question, forked.version, "bo")
         assert self.portal.call(self.store.records, thread) == source
 
     @precondition(lambda self: bool(self.threads))
@@ -640,11 +789,6 @@ class HumansMachine(RuleBasedStateMachine):
         assert refused.status == "stopped"
         assert self.world.nodes == nodes
 
-    # LATER (tool approval): a rule answering an approval question with
-    # approve / deny with a reason / approve with edited arguments, and an
-    # invariant that each approved call ran once, with the arguments
-    # approved.
-
     # -- invariants --------------------------------------------------------
 
     @invariant()
@@ -654,6 +798,23 @@ class HumansMachine(RuleBasedStateMachine):
             own = self.answered.get((thread, question))
             if own is not None:
                 assert value == own, (thread, question, value, own)
+
+    @invariant()
+    def approved_calls_run_once(self) -> None:
+        """Every run of a tool needing approval was approved in its thread,
+        with those arguments, and ran once; what its model saw is what
+        the answer decided (the call's result, or the denial's reason)."""
+        runs = Counter((t, q) for t, q, _ in self.world.paid)
+        assert all(n == 1 for n in runs.values()), runs
+        for thread, question, amount in self.world.paid:
+            verdict = self.verdicts.get((thread, question))
+            assert verdict == ("run", amount), (thread, question, amount)
+        for thread, question, said in self.world.told:
+            kind, what = self.verdicts[thread, question]
+            if kind == "run":
+                assert said == f"paid {what}", (thread, question, said)
+            else:
+                assert said.endswith(f": {what}"), (thread, question, said)
 
     @invariant()
     def code_after_a_question_runs_once(self) -> None:
@@ -682,10 +843,29 @@ class HumansMachine(RuleBasedStateMachine):
         self.status = {t: h.status for t, h in heads.items()}
         for thread, stop in self.stopped.items():
             assert heads[thread] == stop
-        asked = sorted(q for q in self.questions if not q.startswith("gate "))
+        asked = sorted(
+            q
+            for q in self.questions
+            if not q.startswith(("gate ", "approve "))
+        )
+        approvals = [q for q in self.questions if q.startswith("approve ")]
         for snap in heads.values():
+            # An answer a gate applied is in the state once, the value
+            # given to that question.
+            for entry in snap.state.trail:
+                question, _, value = entry.partition("=")
+                if question.startswith("sign "):
+                    assert self.given[int(value)] == question, entry
+                    assert list(snap.state.trail).count(entry) == 1
             if snap.status is not Status.DONE:
                 continue
+            for question in approvals:
+                verdict = self.verdicts.get((snap.thread_id, question))
+                paid = self.paid(snap.thread_id, question)
+                if verdict is None:  # forked past it: ran in its source
+                    assert paid == []
+                elif verdict[0] == "run":
+                    assert paid == [verdict[1]]
             answers = [e for e in snap.state.trail if "?=" in e]
             assert sorted(e.partition("=")[0] for e in answers) == asked
             for entry in answers:
