@@ -575,7 +575,8 @@ class HumansMachine(RuleBasedStateMachine):
         if question.startswith("approve "):
             # Edited arguments that do not fit the tool's schema (the
             # amount is an int); a denial with arguments.
-            bads += [
+            bads = [
+                {"approved": "yes"},
                 Approve(arguments={"amount": "many-zq"}),
                 Approve(arguments={"amount": [7]}),
                 {"approved": False, "reason": "x", "arguments": {"amount": 1}},
@@ -654,6 +655,7 @@ class HumansMachine(RuleBasedStateMachine):
         if snap.status is Status.INTERRUPTED:
             qid, pending = self.pick(snap, data)
             given = self.answer_for(snap, data, pending)
+            event(f"crash after answering: {pending.question.split()[0]}")
         self.world.crash = how
 
         async def run() -> Result[Snapshot[Desk], Any] | None:
