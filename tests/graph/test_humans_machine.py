@@ -87,11 +87,21 @@ from pipeline.fold import (
 from pipeline.graph import END
 from pipeline.models import ModelRequest, ModelResponse
 from pipeline.testing import Reply, ScriptedModel
+from pipeline.tools import Tool
 
 
 pytestmark = pytest.mark.slow
 
-KINDS = ("plain", "ask", "agent", "fanout", "gate", "approve", "apply")
+KINDS = (
+    "plain",
+    "ask",
+    "agent",
+    "fanout",
+    "gate",
+    "approve",
+    "approve+ask",
+    "apply",
+)
 SENT = 3
 """The amount the approval stages' models ask their tool to pay."""
 
@@ -111,6 +121,21 @@ class Desk:
 
     trail: PVector[str] = attrs.field(factory=pvector)
     note: str = ""
+
+
+@attrs.frozen
+class Verdict:
+    """What a person answered to the approval of a tool call in a thread."""
+
+    runs: bool
+    what: int | str
+    """The amount approved, or the reason of a denial."""
+    at: int
+    """The version of the thread that waited at the question (-1: the
+    thread is a fork of a version past the answer)."""
+    inherited: bool = False
+    """Answered in the thread this one was forked from: the call ran (or
+    not) there, and the fork keeps its result."""
 
 
 class SimulatedCrash(BaseException):
@@ -201,12 +226,10 @@ class Stages:
 
         return run
 
-    def agent(self, name: str) -> Agent:
-        """An agent whose one tool asks; it answers what the tool said."""
+    def asker(self, name: str) -> Tool[Any, Any, Any]:
+        """A tool that asks a human for a number."""
         question = f"tool {name}?"
 
-        # LATER: tool(approval=True) once it is on main: an approval
-        # question per call, approved calls run once.
         @tool(name=f"ask_{name}")
         async def ask(amount: int) -> str:
             """Ask a human for a number."""
@@ -214,6 +237,12 @@ class Stages:
             got = await interrupt(question, Pick, payload={"amount": amount})
             self.after(question, got.value)
             return _entry(question, got.value)
+
+        return ask
+
+    def agent(self, name: str) -> Agent:
+        """An agent whose one tool asks; it answers what the tool said."""
+        ask = self.asker(name)
 
         def reply(req: ModelRequest) -> ModelResponse:
             results = [m for m in req.messages if m.role is Role.TOOL]
@@ -225,9 +254,11 @@ class Stages:
 
         return Agent(name, ScriptedModel(reply, cycle=True), tools=[ask])
 
-    def approving(self, name: str) -> Agent:
-        """An agent whose one tool pays, once a person approves the call;
-        it answers what the call (or its denial) said."""
+    def approving(self, name: str, *, asks: bool = False) -> Agent:
+        """An agent whose tool pays, once a person approves the call; it
+        answers what the call (or its denial) said.  With *asks*, its reply
+        also calls a tool that asks a question (after the approval, in the
+        same turn), and it answers what that tool said."""
         question = f"approve pay_{name}?"
 
         @tool(name=f"pay_{name}", approval=True)
@@ -237,17 +268,28 @@ class Stages:
             self.world.paid.append((self.world.thread, question, amount))
             return f"paid {amount}"
 
-        def reply(req: ModelRequest) -> ModelResponse:
-            results = [m for m in req.messages if m.role is Role.TOOL]
-            if not results:
-                return Reply.tool_call(
-                    f"pay_{name}", {"amount": SENT}, call_id="c1"
-                )
-            said = results[-1].content
-            self.world.told.append((self.world.thread, question, said))
-            return Reply.text(said)
+        tools: list[Tool[Any, Any, Any]] = [pay]
+        calls: list[tuple[str, dict[str, Any], str]] = [
+            (f"pay_{name}", {"amount": SENT}, "c1")
+        ]
+        if asks:
+            tools.append(self.asker(name))
+            calls.append((f"ask_{name}", {"amount": SENT}, "c2"))
 
-        return Agent(name, ScriptedModel(reply, cycle=True), tools=[pay])
+        def reply(req: ModelRequest) -> ModelResponse:
+            results = {
+                m.tool_call_id: m.content
+                for m in req.messages
+                if m.role is Role.TOOL
+            }
+            if not results:
+                return Reply.tool_calls(*calls)
+            said = results["c1"]
+            self.world.told.append((self.world.thread, question, said))
+            return Reply.text(results["c2" if asks else "c1"])
+
+        model = ScriptedModel(reply, cycle=True)
+        return Agent(name, model, tools=tools)
 
     @staticmethod
     def gate(name: str) -> Gate[Desk]:
@@ -296,12 +338,18 @@ def _stage(
     may ask."""
     if kind == "ask":
         return b.node(name, stages.asking(name)), [f"{name}?"]
-    if kind in {"agent", "approve"}:
-        if kind == "agent":
-            agent, question = stages.agent(name), f"tool {name}?"
-        else:
-            agent, question = stages.approving(name), f"approve pay_{name}?"
-        return b.agent(name, agent, messages=_see, update=_keep), [question]
+    if kind == "agent":
+        agent = stages.agent(name)
+        return b.agent(name, agent, messages=_see, update=_keep), [
+            f"tool {name}?"
+        ]
+    if kind.startswith("approve"):
+        asks = kind == "approve+ask"
+        agent = stages.approving(name, asks=asks)
+        b = b.agent(name, agent, messages=_see, update=_keep)
+        return b, [f"approve pay_{name}?"] + (
+            [f"tool {name}?"] if asks else []
+        )
     b = b.node(name, stages.plain(name))
     if kind == "fanout":
         for end in "ab":
@@ -355,9 +403,9 @@ class HumansMachine(RuleBasedStateMachine):
         """Each answer value given, and the question it was given to."""
         self.answered: dict[tuple[str, str], int] = {}
         """(thread, question): the last value given to it in that thread."""
-        self.verdicts: dict[tuple[str, str], tuple[str, int | str]] = {}
+        self.verdicts: dict[tuple[str, str], Verdict] = {}
         """(thread, approval question): the last answer given to it in that
-        thread, as ``("run", amount)`` or ``("deny", reason)``."""
+        thread (or in the thread it was forked from, past the answer)."""
         self.ids: set[str] = set()
         """Every question id seen (stale ones, once answered)."""
         self.stopped: dict[str, Snapshot[Desk]] = {}
@@ -429,13 +477,13 @@ class HumansMachine(RuleBasedStateMachine):
                 st.sampled_from(["yes", "yes", "no"]), label="gate"
             )
         if question.startswith("approve "):
-            return self.verdict(snap.thread_id, question, data)
+            return self.verdict(snap, question, data)
         value = self.fresh(question)
         self.answered[snap.thread_id, question] = value
         return Pick(value, note=data.draw(st.text(max_size=3), label="note"))
 
     def verdict(
-        self, thread: str, question: str, data: st.DataObject
+        self, snap: Snapshot[Desk], question: str, data: st.DataObject
     ) -> Approve | Deny:
         """A person's answer to the approval *question*: approve the call
         as sent, approve it with an amount of its own, or deny it with a
@@ -444,16 +492,31 @@ class HumansMachine(RuleBasedStateMachine):
             st.sampled_from(["approve", "edit", "deny"]), label="verdict"
         )
         event(f"approval: {how}")
+        key = (snap.thread_id, question)
         if how == "deny":
             reason = f"no {self.fresh(question)}"
-            self.verdicts[thread, question] = ("deny", reason)
+            self.verdicts[key] = Verdict(False, reason, snap.version)
             return Deny(reason)
         if how == "edit":
             amount = self.fresh(question)
-            self.verdicts[thread, question] = ("run", amount)
+            self.verdicts[key] = Verdict(True, amount, snap.version)
             return Approve(arguments={"amount": amount})
-        self.verdicts[thread, question] = ("run", SENT)
+        self.verdicts[key] = Verdict(True, SENT, snap.version)
         return Approve()
+
+    def told(self, thread: str, question: str) -> list[str]:
+        """What *question*'s model saw of the call in *thread*."""
+        return [
+            r for t, q, r in self.world.told if (t, q) == (thread, question)
+        ]
+
+    def check_told(self, verdict: Verdict, said: str) -> None:
+        """The model saw what *verdict* decided."""
+        if verdict.runs:
+            assert said == f"paid {verdict.what}", (verdict, said)
+        else:
+            assert said.endswith(f": {verdict.what}"), (verdict, said)
+            assert "denied" in said, said
 
     def paid(self, thread: str, question: str) -> list[int]:
         """The amounts *question*'s tool paid in *thread*."""
@@ -470,20 +533,20 @@ class HumansMachine(RuleBasedStateMachine):
         reason; a gate's ``apply`` put the answer in the state in the
         answer's own record, by its author."""
         if question.startswith("approve "):
-            kind, what = self.verdicts[thread, question]
-            said = [
-                r
-                for t, q, r in self.world.told
-                if (t, q) == (thread, question)
-            ]
-            if kind == "run":
-                assert self.paid(thread, question) == [what]
-                assert said == [f"paid {what}"]
-            else:
-                assert self.paid(thread, question) == []
-                assert len(said) == 1
-                assert said[0].endswith(f": {what}"), said
-                assert "denied" in said[0]
+            verdict = self.verdicts[thread, question]
+            paid, said = (
+                self.paid(thread, question),
+                self.told(thread, question),
+            )
+            if not verdict.runs:
+                assert paid == []
+            elif said:  # the turn is over: the call ran
+                assert paid == [verdict.what]
+            else:  # another call of the turn asks
+                event(f"approval: turn paused, {len(paid)} call(s) ran")
+            assert len(said) <= 1, said
+            for one in said:
+                self.check_told(verdict, one)
         elif question.startswith("sign "):
             value = self.answered[thread, question]
             entry = _entry(question, value)
@@ -714,6 +777,12 @@ class HumansMachine(RuleBasedStateMachine):
         assert at.pending is not None
         assert forked.pending.question == at.pending.question
         self.ids.update(at.questions)
+        for (source_thread, question), verdict in list(self.verdicts.items()):
+            if source_thread == thread and verdict.at < at.version:
+                # Past the answer: the fork keeps what the call did.
+                inherited = attrs.evolve(verdict, at=-1, inherited=True)
+                event("fork: past an approval")
+                self.verdicts[new, question] = inherited
         qid, pending = self.pick(forked, data)
         given = self.answer_for(forked, data, pending)
         out = self.call(
@@ -810,13 +879,11 @@ class HumansMachine(RuleBasedStateMachine):
         assert all(n == 1 for n in runs.values()), runs
         for thread, question, amount in self.world.paid:
             verdict = self.verdicts.get((thread, question))
-            assert verdict == ("run", amount), (thread, question, amount)
+            assert verdict is not None, (thread, question, amount)
+            assert not verdict.inherited, (thread, question, verdict)
+            assert (verdict.runs, verdict.what) == (True, amount), verdict
         for thread, question, said in self.world.told:
-            kind, what = self.verdicts[thread, question]
-            if kind == "run":
-                assert said == f"paid {what}", (thread, question, said)
-            else:
-                assert said.endswith(f": {what}"), (thread, question, said)
+            self.check_told(self.verdicts[thread, question], said)
 
     @invariant()
     def code_after_a_question_runs_once(self) -> None:
@@ -864,10 +931,14 @@ class HumansMachine(RuleBasedStateMachine):
             for question in approvals:
                 verdict = self.verdicts.get((snap.thread_id, question))
                 paid = self.paid(snap.thread_id, question)
-                if verdict is None:  # forked past it: ran in its source
-                    assert paid == []
-                elif verdict[0] == "run":
-                    assert paid == [verdict[1]]
+                said = self.told(snap.thread_id, question)
+                if verdict is None or verdict.inherited:
+                    # Forked past it: the call ran (or not) in the source.
+                    assert paid == [], (snap.thread_id, question, verdict)
+                    assert len(said) <= 1, said
+                else:
+                    assert paid == ([verdict.what] if verdict.runs else [])
+                    assert len(said) == 1, said
             answers = [e for e in snap.state.trail if "?=" in e]
             assert sorted(e.partition("=")[0] for e in answers) == asked
             for entry in answers:
