@@ -4,7 +4,9 @@ Questions (``pipeline.interrupt``) stand in nodes, in the tools of agent
 nodes, in fan-out branches, and in gates (``Interrupt``, untyped, and typed
 with an ``apply`` that makes the answer reach the state); the calls of a
 tool made with ``tool(approval=True)`` wait for ``Approve()``,
-``Approve(arguments=...)`` or ``Deny(reason)``; the machine runs
+``Approve(arguments=...)`` or ``Deny(reason)`` (alone in the model's
+reply, or with a call of a tool that asks after it, in the same turn);
+the machine runs
 and resumes threads on a SQLite file with random answers (valid, invalid,
 stale), crashes runs (an exception that kills the runner, a cancelled
 run) and reopens the file, forks at questions and answers there (what
@@ -19,8 +21,9 @@ Invariants:
   gate's ``apply`` put there, committed once, by the answer's author);
 - every approved tool call runs once, with the arguments approved (the
   edited ones when the answer edits them); a denied one never runs and
-  its model sees the reason; edited arguments that do not fit are
-  refused (``InvalidAnswer``), the refused value stored nowhere;
+  its model sees the reason; neither a crash, another question of the
+  same turn nor a fork past the answer runs it again; edited arguments
+  that do not fit are refused (``InvalidAnswer``), nothing stored;
 - the code after a question runs at most once per thread (and a finished
   thread's state holds one entry per question it answered);
 - every stop stays stopped: its head stays stopped, resuming returns the
@@ -28,6 +31,8 @@ Invariants:
 - history: records never change, versions increase, every parent is an
   earlier version of the same thread.
 
+Under the ``ci`` profile (``derandomize=True``) ``--hypothesis-seed`` is
+ignored: to run other seeds, load a profile without ``derandomize``.
 """
 
 from __future__ import annotations
