@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import statistics
 import time
 import tracemalloc
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 import anyio
 import attrs
+import sniffio
+
+
+_T = TypeVar("_T")
 
 
 @attrs.frozen
@@ -135,3 +140,21 @@ def table(cases: list[Case]) -> str:
             f" {b.per_unit_us:>17.3f} {over:>12.3f} {ratio:>6.1f}x"
         )
     return "\n".join(rows)
+
+
+async def gather(coros: list[Coroutine[Any, Any, _T]]) -> list[_T]:
+    """The plain baseline's concurrency: `asyncio.gather` on asyncio, a
+    nursery (trio's own primitive, no anyio layer) on trio."""
+    if sniffio.current_async_library() == "asyncio":
+        return await asyncio.gather(*coros)
+    import trio  # noqa: PLC0415 - only on trio
+
+    results: list[Any] = [None] * len(coros)
+
+    async def one(i: int, coro: Coroutine[Any, Any, _T]) -> None:
+        results[i] = await coro
+
+    async with trio.open_nursery() as nursery:
+        for i, coro in enumerate(coros):
+            nursery.start_soon(one, i, coro)
+    return results

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import tempfile
 
@@ -13,7 +12,7 @@ import attrs
 
 from returns.result import Result, Success
 
-from benchmarks._harness import Case, Settings, measure
+from benchmarks._harness import Case, Settings, gather, measure
 from pipeline import (
     Context,
     Graph,
@@ -212,7 +211,7 @@ def w2(sizes: list[int], settings: Settings) -> list[Case]:
             async def branch(i: int) -> int:
                 return i
 
-            return sum(await asyncio.gather(*(branch(i) for i in range(n))))
+            return sum(await gather([branch(i) for i in range(n)]))
 
         expected = n * (n - 1) // 2
         out.append(
@@ -524,8 +523,8 @@ def w6(settings: Settings) -> list[Case]:
         return (await g.run(Counter())).unwrap().state.n
 
     async def concurrent() -> int:
-        # The same concurrency primitive as the baseline: asyncio.gather.
-        return sum(await asyncio.gather(*(one() for _ in range(runs))))
+        # The same concurrency primitive as the baseline's `gather`.
+        return sum(await gather([one() for _ in range(runs)]))
 
     async def plain_run(x: int) -> int:
         async def step(v: int) -> int:
@@ -539,7 +538,7 @@ def w6(settings: Settings) -> list[Case]:
         return sum([await plain_run(0) for _ in range(runs)])
 
     async def plain_concurrent() -> int:
-        return sum(await asyncio.gather(*(plain_run(0) for _ in range(runs))))
+        return sum(await gather([plain_run(0) for _ in range(runs)]))
 
     few = Settings(settings.reps, runs, settings.backend)
     expected = 3 * runs
