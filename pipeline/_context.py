@@ -304,12 +304,21 @@ def _make(
     lineage: tuple[PVector[Message], ...] = (),
 ) -> Context:
     """A context from parts that are already valid: skips the converters."""
-    ctx = object.__new__(Context)
-    object.__setattr__(ctx, "messages", messages)
-    object.__setattr__(ctx, "metadata", metadata)
-    object.__setattr__(ctx, "run_id", run_id)
-    object.__setattr__(ctx, "_lineage", lineage)
+    ctx = _new(Context)
+    _set_messages(ctx, messages)
+    _set_metadata(ctx, metadata)
+    _set_run_id(ctx, run_id)
+    _set_lineage(ctx, lineage)
     return ctx
+
+
+# Each field's slot, set directly (frozen: no __setattr__ to go through):
+# half the cost of object.__setattr__, which looks the name up every time.
+_new = object.__new__
+_set_messages = Context.__dict__["messages"].__set__
+_set_metadata = Context.__dict__["metadata"].__set__
+_set_run_id = Context.__dict__["run_id"].__set__
+_set_lineage = Context.__dict__["_lineage"].__set__
 
 
 def lineage(ctx: Context) -> tuple[PVector[Message], ...]:

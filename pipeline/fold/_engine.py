@@ -611,8 +611,10 @@ async def drive(
     """
     if tracing is _READ_NOW:
         tracing = tracing_now()
+    bare = journal is None and on_event is None and not hooks.gates
+    drive = _bare if bare and not hooks.observers else _drive
     if tracing is None:
-        return await _drive(
+        return await drive(
             machine,
             snap,
             journal,
@@ -625,7 +627,7 @@ async def drive(
             author,
         )
     with tracing.fold(machine) as span:
-        out = await _drive(
+        out = await drive(
             machine,
             snap,
             journal,
@@ -654,9 +656,10 @@ async def _drive(
         [Snapshot[S], C_contra], Awaitable[Snapshot[S] | Failure[Any]]
     ],
     author: str,
+    tail: collections.deque[str] | None = None,
 ) -> Result[Snapshot[S], Any]:
     gates, observers = hooks.gates, hooks.observers
-    tail: collections.deque[str] = collections.deque(maxlen=8)
+    tail = collections.deque(maxlen=8) if tail is None else tail
     while snap.next:
         if snap.step >= max_steps:
             limit = StepLimitExceeded(max_steps, tuple(tail))
@@ -743,6 +746,45 @@ async def _drive(
     if snap.status is Status.DONE:
         return Success(snap)
     return Success(attrs.evolve(snap, status=Status.DONE))
+
+
+async def _bare(
+    machine: Machine[S, C_contra],
+    snap: Snapshot[S],
+    journal: Journal[S] | None,
+    context: C_contra,
+    hooks: Hooks[S],
+    on_event: EventSink | None,
+    max_steps: int,
+    answer: object,
+    step: Callable[
+        [Snapshot[S], C_contra], Awaitable[Snapshot[S] | Failure[Any]]
+    ],
+    author: str,
+) -> Result[Snapshot[S], Any]:
+    """:func:`_drive` for a run with nothing to gate, report, observe or
+    commit (an answer only reaches gates and commits): the steps alone,
+    then :func:`_drive` for the end (done, or the step limit)."""
+    tail: collections.deque[str] = collections.deque(maxlen=8)
+    while snap.next and snap.step < max_steps:
+        new = await step(snap, context)
+        if type(new) is Failure:
+            return new
+        tail.append(new.node or "")  # for StepLimitExceeded's tail
+        snap = new
+    return await _drive(
+        machine,
+        snap,
+        journal,
+        context,
+        hooks,
+        on_event,
+        max_steps,
+        answer,
+        step,
+        author,
+        tail,
+    )
 
 
 def _boundary(

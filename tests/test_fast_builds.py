@@ -1,0 +1,130 @@
+"""Fast paths equal the general ones.
+
+``Context.append`` (and every other context change) and
+``Snapshot.successor`` set their fields' slots directly, without the
+constructors' converters: the results must be the same values, with the
+same fields, as the constructors give.  A fold with no hooks and no store
+runs its steps without the engine's general loop: the same outcome.
+"""
+
+from __future__ import annotations
+
+import attrs
+import hypothesis.strategies as st
+
+from hypothesis import given, settings
+from returns.result import Failure, Result, Success
+
+from pipeline import Context, Graph, Message, graph, handler
+from pipeline.fold import Snapshot, Status
+from pipeline.fold._model import NO_PROGRESS
+from pipeline.graph import END
+from tests.strategies import contexts, messages
+
+
+@given(ctx=contexts(), new=st.lists(messages(), min_size=1, max_size=3))
+def test_append_equals_the_constructor(
+    ctx: Context, new: list[Message]
+) -> None:
+    """Appending gives the context its constructor gives for the same
+    messages, metadata and run id."""
+    out = ctx
+    for m in new:
+        out = out.append(m)
+    built = Context(
+        [*ctx.messages, *new], dict(ctx.metadata), run_id=ctx.run_id
+    )
+    assert out == built
+    assert type(out.messages) is type(built.messages)
+    assert type(out.metadata) is type(built.metadata)
+
+
+@given(
+    version=st.integers(0, 10**6),
+    state=st.integers(),
+    node=st.none() | st.text(max_size=5),
+    nxt=st.lists(st.text(min_size=1, max_size=5), max_size=3).map(tuple),
+    join=st.none() | st.text(min_size=1, max_size=5),
+    fingerprint=st.none() | st.text(min_size=1, max_size=8),
+)
+def test_successor_equals_the_constructor(
+    version: int,
+    state: int,
+    node: str | None,
+    nxt: tuple[str, ...],
+    join: str | None,
+    fingerprint: str | None,
+) -> None:
+    """``successor`` gives the snapshot the constructor gives: every
+    field set, the next version and step, running on while *next* names
+    anything."""
+    base = attrs.evolve(
+        Snapshot.first("t", 0, ("a",), "fp"), version=version, step=version
+    )
+    out = base.successor(state, node, nxt, join, fingerprint)
+    built = Snapshot(
+        thread_id="t",
+        version=version + 1,
+        parent=version,
+        state=state,
+        node=node,
+        next=nxt,
+        join=join,
+        step=version + 1,
+        fingerprint="fp" if fingerprint is None else fingerprint,
+        status=Status.RUNNING if nxt else Status.DONE,
+        pending=None,
+        progress=NO_PROGRESS,
+    )
+    assert out == built
+    for field in attrs.fields(Snapshot):
+        assert getattr(out, field.name) == getattr(built, field.name)
+
+
+async def _observe_nothing(snap: Snapshot[Counted]) -> None:
+    """An observer: makes a fold take the engine's general loop."""
+
+
+@attrs.frozen
+class Counted:
+    """A counter state."""
+
+    n: int = 0
+
+
+@handler(name="a")
+async def _bump(s: Counted) -> Result[Counted, str]:
+    return Success(Counted(s.n + 1)) if s.n != 13 else Failure("thirteen")
+
+
+def _two_nodes(stop: int) -> Graph[Counted, str]:
+    return (
+        graph.builder(Counted)
+        .node("a", _bump)
+        .node("b", _bump.named("b"))
+        .entry("a")
+        .route("a", lambda s: "b" if s.n < stop else END, to=["b", END])
+        .route("b", lambda s: "a" if s.n < stop else END, to=["a", END])
+        .build()
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(stop=st.integers(0, 20), max_steps=st.integers(1, 25))
+async def test_bare_fold_equals_the_general_loop(
+    stop: int, max_steps: int
+) -> None:
+    """A fold with nothing to gate, report, observe or commit runs the
+    steps alone: the same final snapshot, failure and step-limit tail as
+    the engine's general loop (taken here by an observer that does
+    nothing)."""
+    g = _two_nodes(stop)
+    snap = g.start(Counted(), thread_id="t")
+    limits = graph.GraphLimits(max_steps=max_steps)
+    bare = await g.fold(snap, limits=limits)
+    general = await g.fold(snap, limits=limits, observers=[_observe_nothing])
+    assert type(bare) is type(general)
+    if isinstance(bare, Success):
+        assert bare.unwrap() == general.unwrap()
+    else:
+        assert bare.failure() == general.failure()
