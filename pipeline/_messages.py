@@ -349,7 +349,7 @@ tool_call_id=None, usage=None, agent=None, parts=())
     @classmethod
     def system(cls, content: str) -> Message:
         """A system message."""
-        return cls(Role.SYSTEM, content)
+        return built(Role.SYSTEM, content, None, (), None, None, None, ())
 
     @classmethod
     def user(
@@ -360,8 +360,8 @@ tool_call_id=None, usage=None, agent=None, parts=())
         .. versionchanged:: 0.1.0
            *content* may be parts: text, images and files.
         """
-        if isinstance(content, str):
-            return cls(Role.USER, content, name)
+        if isinstance(content, str):  # as the constructor makes it
+            return built(Role.USER, content, name, (), None, None, None, ())
         return cls(Role.USER, "", name, parts=_to_parts(content))
 
     @classmethod
@@ -374,8 +374,17 @@ tool_call_id=None, usage=None, agent=None, parts=())
         usage: Usage | None = None,
     ) -> Message:
         """An assistant message, possibly asking for tool calls."""
-        return cls(
-            Role.ASSISTANT, content, name, tuple(tool_calls), None, usage
+        # Text alone (no parts): the fields are what the converters would
+        # make of them, so none runs (W4 builds one per step).
+        return built(
+            Role.ASSISTANT,
+            content,
+            name,
+            tuple(tool_calls),
+            None,
+            usage,
+            None,
+            (),
         )
 
     @classmethod
@@ -418,14 +427,26 @@ def built(
     """A :class:`Message` of fields already in the form its constructor
     gives them (converted and checked: taken from another message, say),
     built without running the converters and checks again."""
-    out = object.__new__(Message)
-    put = object.__setattr__
-    put(out, "role", role)
-    put(out, "content", content)
-    put(out, "name", name)
-    put(out, "tool_calls", tool_calls)
-    put(out, "tool_call_id", tool_call_id)
-    put(out, "usage", usage)
-    put(out, "agent", agent)
-    put(out, "parts", parts)
+    out = _new(Message)
+    _set_role(out, role)
+    _set_content(out, content)
+    _set_name(out, name)
+    _set_tool_calls(out, tool_calls)
+    _set_tool_call_id(out, tool_call_id)
+    _set_usage(out, usage)
+    _set_agent(out, agent)
+    _set_parts(out, parts)
     return out
+
+
+# Each field's slot, set directly (frozen: no __setattr__ to go through):
+# object.__setattr__ would look each name up again.
+_new = object.__new__
+_set_role = Message.__dict__["role"].__set__
+_set_content = Message.__dict__["content"].__set__
+_set_name = Message.__dict__["name"].__set__
+_set_tool_calls = Message.__dict__["tool_calls"].__set__
+_set_tool_call_id = Message.__dict__["tool_call_id"].__set__
+_set_usage = Message.__dict__["usage"].__set__
+_set_agent = Message.__dict__["agent"].__set__
+_set_parts = Message.__dict__["parts"].__set__

@@ -1,7 +1,7 @@
 """Fast paths equal the general ones.
 
-``Context.append`` (and every other context change) and
-``Snapshot.successor`` set their fields' slots directly, without the
+``Context.append`` (and every other context change),
+``Snapshot.successor`` and the message helpers set their fields' slots directly, without the
 constructors' converters: the results must be the same values, with the
 same fields, as the constructors give.  A fold with no hooks and no store
 runs its steps without the engine's general loop: the same outcome.
@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from returns.result import Failure, Result, Success
 
 from pipeline import Context, Graph, Message, graph, handler
+from pipeline._messages import Role, ToolCall, Usage
 from pipeline.fold import Snapshot, Status
 from pipeline.fold._model import NO_PROGRESS
 from pipeline.graph import END
@@ -128,3 +129,38 @@ async def test_bare_fold_equals_the_general_loop(
         assert bare.unwrap() == general.unwrap()
     else:
         assert bare.failure() == general.failure()
+
+
+@given(
+    content=st.text(max_size=20),
+    name=st.none() | st.text(max_size=5),
+    calls=st.lists(
+        st.builds(
+            ToolCall,
+            id=st.text(min_size=1, max_size=4),
+            name=st.text(min_size=1, max_size=4),
+            arguments=st.just("{}"),
+        ),
+        max_size=2,
+    ),
+    usage=st.none() | st.builds(Usage, st.integers(0, 99), st.integers(0, 99)),
+)
+def test_message_helpers_equal_the_constructor(
+    content: str,
+    name: str | None,
+    calls: list[ToolCall],
+    usage: Usage | None,
+) -> None:
+    """``Message.system``, ``user`` (text) and ``assistant`` build what
+    the constructor builds from the same fields (its converters skipped:
+    the fields are already in their form)."""
+    assert Message.system(content) == Message(Role.SYSTEM, content)
+    assert Message.user(content, name=name) == Message(
+        Role.USER, content, name
+    )
+    out = Message.assistant(content, name=name, tool_calls=calls, usage=usage)
+    assert out == Message(
+        "assistant", content, name, calls, None, usage, None, ()
+    )
+    assert type(out.role) is Role
+    assert type(out.tool_calls) is tuple
