@@ -10,6 +10,14 @@ A record holds one snapshot as a delta against its parent:
 * the envelope is short: schema, fingerprint, next and step, and the rest
   only when it is not at its default (the node that ran is the parent's
   *next*; a stop's ``reason`` only in the stop record);
+* in a store's thread (``inherit``: schema 2), a record whose parent is the
+  record before it in the store leaves out what that parent implies: the
+  fingerprint when it is the parent's, the step when it is the parent's
+  plus one.  A fingerprint is 80-odd bytes, a third of a small step's
+  record, and a thread's stays the same for its whole life.  Nested
+  folds' documents, which are deltas against a snapshot never stored
+  (rebuilt on resume with today's fingerprint), keep both, so that a
+  changed machine is still refused; schema 1 records hold both always;
 * ``at`` is the time the record was committed (UTC milliseconds since the
   epoch, from :data:`CLOCK`), ``by`` who answered on the record storing an
   answer, ``from`` the thread and version a forked thread's
@@ -77,7 +85,11 @@ from ._plan import Plan, plan_for, type_name
 
 S = TypeVar("S")
 
-SCHEMA = 1
+SCHEMA = 2
+"""The schema records are written in: 2 may leave out an inherited
+fingerprint and step (1 always held them; both are read)."""
+
+_SCHEMAS = frozenset({1, SCHEMA})
 
 Doc = dict[str, Any]
 """One record's parsed JSON document."""
@@ -244,8 +256,14 @@ class Codec(Generic[S]):
         snap: Snapshot[S],
         parent: Snapshot[S] | None,
         progress: Progress | None = None,
+        *,
+        inherit: bool = False,
     ) -> Doc:
         """*snap* as a document: a delta against *parent* when given.
+
+        With *inherit* (only for a parent that is stored, as the record
+        before this one: a store's thread), what *parent* implies is left
+        out of the envelope (see the module's docstring).
 
         The bytes of large images and files (``BLOB_MIN`` bytes and over)
         are written by content: the part holds their SHA-256, and the
@@ -254,19 +272,20 @@ class Codec(Generic[S]):
         stored once per chain, however often the history holding it is
         rewritten.
         """
-        return self._with_blobs(snap, parent, progress)[0]
+        return self._with_blobs(snap, parent, progress, inherit)[0]
 
     def _with_blobs(
         self,
         snap: Snapshot[S],
         parent: Snapshot[S] | None,
         progress: Progress | None,
+        inherit: bool = False,
     ) -> tuple[Doc, BlobSink]:
         """:meth:`document`, and the sink its large parts went to."""
         sink = BlobSink(parent.state if parent is not None else None)
         token = SINK.set(sink)
         try:
-            doc = self._document(snap, parent, progress)
+            doc = self._document(snap, parent, progress, inherit)
         finally:
             SINK.reset(token)
         if sink.new:
@@ -278,6 +297,7 @@ class Codec(Generic[S]):
         snap: Snapshot[S],
         parent: Snapshot[S] | None,
         progress: Progress | None = None,
+        inherit: bool = False,
     ) -> Doc:
         """*snap* as a document: a delta against *parent* when given.
 
@@ -289,11 +309,17 @@ class Codec(Generic[S]):
         """
         doc: Doc = {
             "v": SCHEMA,
-            "fp": snap.fingerprint,
             "next": list(snap.next),
-            "step": snap.step,
             **_who_and_when(snap, parent),
         }
+        if not inherit or parent is None:
+            doc["fp"] = snap.fingerprint
+            doc["step"] = snap.step
+        else:
+            if snap.fingerprint != parent.fingerprint:
+                doc["fp"] = snap.fingerprint
+            if snap.step != parent.step + 1:
+                doc["step"] = snap.step
         # The node that just ran is what the parent said comes next: stored
         # only when it cannot be derived (a chain's first record, progress).
         if parent is None:
@@ -395,13 +421,16 @@ class Codec(Generic[S]):
         snap: Snapshot[S],
         parent: Snapshot[S] | None,
         progress: Progress | None = None,
+        *,
+        inherit: bool = False,
     ) -> tuple[Doc, bytes] | InvalidState:
         """*snap*'s document and bytes, checked: what is written decodes
         back to the live state, field by field; else why not.  (Not a
-        ``Result``: this is on every record's path.)"""
+        ``Result``: this is on every record's path.)  *inherit*: as for
+        :meth:`document`."""
         node = snap.node or "<start>"
         try:
-            doc, sink = self._with_blobs(snap, parent, progress)
+            doc, sink = self._with_blobs(snap, parent, progress, inherit)
             data, exact = canonical_exact(doc)
             # What a reader would refuse is not written.
             check_depth(data, "the record", RECORD_DEPTH)
@@ -635,6 +664,7 @@ class Codec(Generic[S]):
         else:
             acc = Acc({}, state, {}, first, None, origin)
         acc.blobs = _source(None, state)
+        acc.fp, acc.step = base.fingerprint, base.step
         step = self.advance(acc, doc)
         if isinstance(step, CheckpointDecodeError):
             return Failure(step)
@@ -645,6 +675,16 @@ class Codec(Generic[S]):
     ) -> Acc | CheckpointDecodeError:
         """The accumulated state after one more document (typed, shared
         with *acc*: nothing of the parent is copied but a small dict)."""
+        fp = doc.get("fp")
+        n = doc.get("step")
+        if fp is None or n is None:  # schema 2: what the parent implies
+            if acc is None:
+                key = "fp" if fp is None else "step"
+                return CheckpointDecodeError(
+                    f"$.{key}", "missing or of the wrong type"
+                )
+            fp = acc.fp if fp is None else fp
+            n = acc.step + 1 if n is None else n
         blobs = acc.blobs if acc is not None else _NO_BLOBS
         if "blobs" in doc:
             more = _blobs(doc["blobs"])
@@ -658,6 +698,7 @@ class Codec(Generic[S]):
             SOURCE.reset(token)
         if not isinstance(step, CheckpointDecodeError):
             step.blobs = blobs
+            step.fp, step.step = fp, n
         return step
 
     def _advance(
@@ -780,8 +821,8 @@ class Codec(Generic[S]):
                 node=_opt_str(node),
                 next=tuple(self.converter.structure(head["next"], list[str])),
                 join=_opt_str(head.get("join")),
-                step=head["step"],
-                fingerprint=head["fp"],
+                step=acc.step,
+                fingerprint=acc.fp,
                 status=Status(head.get("status", "running")),
                 pending=pending,
                 progress=acc.progress or NO_PROGRESS,
@@ -809,9 +850,11 @@ class Acc:
     __slots__ = (
         "blobs",
         "doc",
+        "fp",
         "origin",
         "previous",
         "progress",
+        "step",
         "values",
         "whole",
     )
@@ -834,6 +877,10 @@ class Acc:
         self.origin: list[Any] | None = doc.get("from", origin)
         # The bytes of large parts the chain's records hold so far.
         self.blobs: Blobs = _NO_BLOBS
+        # The fingerprint and step of the record, its own or inherited
+        # (set by Codec.advance, which knows the parent's).
+        self.fp = ""
+        self.step = 0
 
 
 @final
@@ -917,11 +964,13 @@ def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
     if not isinstance(doc, dict):
         return Failure(CheckpointDecodeError("$", "not an object"))
     doc = cast("Doc", doc)
-    if doc.get("v") != SCHEMA:
+    schema = doc.get("v")
+    if type(schema) is not int or schema not in _SCHEMAS:
         return Failure(CheckpointDecodeError("$.v", "unknown schema"))
+    optional = _OPTIONAL if schema == SCHEMA else _OPTIONAL_1
     for key, kinds in _ENVELOPE.items():
         value = doc.get(key, _ABSENT)
-        if value is _ABSENT and key in _OPTIONAL:
+        if value is _ABSENT and key in optional:
             continue
         if not isinstance(value, kinds) or type(value) is bool:
             return Failure(
@@ -971,7 +1020,7 @@ _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "from": list,
     "blobs": dict,
 }
-_OPTIONAL = {
+_OPTIONAL_1 = frozenset({
     "node",
     "join",
     "status",
@@ -985,7 +1034,12 @@ _OPTIONAL = {
     "by",
     "from",
     "blobs",
-}
+})
+"""What a schema 1 record may leave out (it always holds ``fp`` and
+``step``)."""
+_OPTIONAL = _OPTIONAL_1 | {"fp", "step"}
+"""What a schema 2 record may leave out: ``fp`` and ``step`` too, when
+its parent implies them (a chain's first record holds them)."""
 
 
 def _who_and_when(snap: Snapshot[Any], parent: object) -> dict[str, Any]:

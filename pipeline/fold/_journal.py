@@ -464,6 +464,11 @@ class Journal(Generic[S]):
 
     __slots__ = ("_lock", "codec", "head", "last", "thread_id")
 
+    inherit = False
+    """Whether :attr:`last` is always stored, as the record before the
+    next one: then a record leaves out what its parent implies (see
+    :mod:`pipeline.fold._codec`)."""
+
     def __init__(
         self,
         codec: Codec[S],
@@ -522,7 +527,7 @@ class Journal(Generic[S]):
                 origin=snap.origin,  # a fork's, on every record of it
                 edit=snap.edit,
             )
-        sealed = self.codec.seal(snap, last, progress)
+        sealed = self.codec.seal(snap, last, progress, inherit=self.inherit)
         if type(sealed) is not tuple:
             return Failure(sealed)
         doc, data = sealed
@@ -606,6 +611,8 @@ class ThreadJournal(Journal[S]):
     """Commits to a thread of a store (compare-and-set on its head)."""
 
     __slots__ = ("held", "sink", "store")
+
+    inherit = True  # last is the loaded head or the record just committed
 
     def __init__(
         self,
