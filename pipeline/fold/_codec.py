@@ -312,14 +312,7 @@ class Codec(Generic[S]):
             "next": list(snap.next),
             **_who_and_when(snap, parent),
         }
-        if not inherit or parent is None:
-            doc["fp"] = snap.fingerprint
-            doc["step"] = snap.step
-        else:
-            if snap.fingerprint != parent.fingerprint:
-                doc["fp"] = snap.fingerprint
-            if snap.step != parent.step + 1:
-                doc["step"] = snap.step
+        _fingerprint_and_step(doc, snap, parent if inherit else None)
         # The node that just ran is what the parent said comes next: stored
         # only when it cannot be derived (a chain's first record, progress).
         if parent is None:
@@ -967,10 +960,11 @@ def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
     schema = doc.get("v")
     if type(schema) is not int or schema not in _SCHEMAS:
         return Failure(CheckpointDecodeError("$.v", "unknown schema"))
-    optional = _OPTIONAL if schema == SCHEMA else _OPTIONAL_1
     for key, kinds in _ENVELOPE.items():
         value = doc.get(key, _ABSENT)
-        if value is _ABSENT and key in optional:
+        if value is _ABSENT and (
+            key in _OPTIONAL or (key in _INHERITED and schema == SCHEMA)
+        ):
             continue
         if not isinstance(value, kinds) or type(value) is bool:
             return Failure(
@@ -1020,7 +1014,7 @@ _ENVELOPE: dict[str, type | tuple[type, ...]] = {
     "from": list,
     "blobs": dict,
 }
-_OPTIONAL_1 = frozenset({
+_OPTIONAL = {
     "node",
     "join",
     "status",
@@ -1034,12 +1028,10 @@ _OPTIONAL_1 = frozenset({
     "by",
     "from",
     "blobs",
-})
-"""What a schema 1 record may leave out (it always holds ``fp`` and
-``step``)."""
-_OPTIONAL = _OPTIONAL_1 | {"fp", "step"}
-"""What a schema 2 record may leave out: ``fp`` and ``step`` too, when
-its parent implies them (a chain's first record holds them)."""
+}
+_INHERITED = frozenset({"fp", "step"})
+"""What a schema 2 record may leave out too, when its parent implies it
+(schema 1 records always hold them; a chain's first record too)."""
 
 
 def _who_and_when(snap: Snapshot[Any], parent: object) -> dict[str, Any]:
@@ -1051,6 +1043,22 @@ def _who_and_when(snap: Snapshot[Any], parent: object) -> dict[str, Any]:
     if parent is None and snap.origin is not None:
         doc["from"] = list(snap.origin)
     return doc
+
+
+def _fingerprint_and_step(
+    doc: Doc, snap: Snapshot[Any], parent: Snapshot[Any] | None
+) -> None:
+    """Put *snap*'s ``fp`` and ``step`` in *doc*, each unless *parent* (the
+    record before it in a store's thread) implies it: the same
+    fingerprint, the step after its own."""
+    if parent is None:
+        doc["fp"] = snap.fingerprint
+        doc["step"] = snap.step
+        return
+    if snap.fingerprint != parent.fingerprint:
+        doc["fp"] = snap.fingerprint
+    if snap.step != parent.step + 1:
+        doc["step"] = snap.step
 
 
 def _pending_doc(pending: Pending) -> dict[str, Any]:

@@ -337,7 +337,7 @@ async def resume(
     # The journal's last record is the one stored, not its migration: the
     # next record is a delta against what a reader decodes (so it stores
     # the migrated state and fingerprint).
-    stored = snap
+    head_snap = snap
     if not same_shape(snap.fingerprint, machine.fingerprint):
         if migrate is None:
             return Failure(
@@ -348,7 +348,7 @@ async def resume(
         return Success(snap)
     on_event = sink(hooks.on_event)
     journal = ThreadJournal(
-        store, machine.codec, snap.thread_id, stored, head, on_event, held
+        store, machine.codec, snap.thread_id, head_snap, head, on_event, held
     )
     pending = snap.pending
     if snap.status is Status.INTERRUPTED and answer is not None:
