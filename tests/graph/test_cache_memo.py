@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from returns.result import Result, Success
 
-from pipeline import graph, handler, stores
+from pipeline import Graph, graph, handler, stores
 from pipeline._serde import canonical, checksum
 from pipeline.fold import Codec
 from pipeline.graph import END, CachePolicy
@@ -114,7 +114,7 @@ def _counting(codec: Codec[Any]) -> list[object]:
         finally:
             depth -= 1
 
-    codec.converter.unstructure = spy  # type: ignore[method-assign]
+    codec.converter.unstructure = spy  # type: ignore[method-assign,assignment]
     return seen
 
 
@@ -220,7 +220,7 @@ async def test_a_mutable_output_is_decoded_anew_for_each_hit(
     assert second is not first
 
 
-def _graph(kind: type[Any], policy: CachePolicy[Any]) -> graph.Graph[Any, str]:
+def _graph(kind: type[Any], policy: CachePolicy[Any]) -> Graph[Any, str]:
     @handler(name="grow")
     async def grow(s: Any) -> Result[Any, str]:
         return Success(attrs.evolve(s, n=s.n + 1))
@@ -243,7 +243,11 @@ async def test_a_re_run_of_a_frozen_graph_keys_each_node_once(
     identity, and give the same states as the first run."""
     store = stores.SQLiteStore(tmp_path / "c.db")
     try:
-        for policy in (CachePolicy(), CachePolicy(store=StoreCache(store))):
+        policies: tuple[CachePolicy[Any], ...] = (
+            CachePolicy(),
+            CachePolicy(store=StoreCache(store)),
+        )
+        for policy in policies:
             g = _graph(Doc, policy)
             first = (await g.run(Doc(0, ("x",)))).unwrap().state
             outs = [
@@ -259,7 +263,11 @@ async def test_a_mutable_graph_state_changed_between_runs_misses(
 ) -> None:
     store = stores.SQLiteStore(tmp_path / "c.db")
     try:
-        for policy in (CachePolicy(), CachePolicy(store=StoreCache(store))):
+        policies: tuple[CachePolicy[Any], ...] = (
+            CachePolicy(),
+            CachePolicy(store=StoreCache(store)),
+        )
+        for policy in policies:
             g = _graph(Box, policy)
             state = Box(0, [1])
             assert (await g.run(state)).unwrap().state == Box(2, [1])
