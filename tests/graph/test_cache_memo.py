@@ -4,7 +4,7 @@ and decoded anew every time, so it never hits stale."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -236,44 +236,37 @@ def _graph(kind: type[Any], policy: CachePolicy[Any]) -> Graph[Any, str]:
     )
 
 
-async def test_a_re_run_of_a_frozen_graph_keys_each_node_once(
-    tmp_path: Path,
-) -> None:
-    """In memory and in a SQLite file: a re-run's later nodes are keyed by
-    identity, and give the same states as the first run."""
+@pytest.fixture(params=["memory", "sqlite"])
+async def policy(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[CachePolicy[Any]]:
+    """A policy keeping entries in memory, or in a SQLite file."""
+    if request.param == "memory":
+        yield CachePolicy()
+        return
     store = stores.SQLiteStore(tmp_path / "c.db")
     try:
-        policies: tuple[CachePolicy[Any], ...] = (
-            CachePolicy(),
-            CachePolicy(store=StoreCache(store)),
-        )
-        for policy in policies:
-            g = _graph(Doc, policy)
-            first = (await g.run(Doc(0, ("x",)))).unwrap().state
-            outs = [
-                (await g.run(Doc(0, ("x",)))).unwrap().state for _ in range(3)
-            ]
-            assert outs == [first] * 3 == [Doc(2, ("x",))] * 3
+        yield CachePolicy(store=StoreCache(store))
     finally:
         await store.aclose()
+
+
+async def test_a_re_run_of_a_frozen_graph_gives_the_first_runs_states(
+    policy: CachePolicy[Any],
+) -> None:
+    g = _graph(Doc, policy)
+    first = (await g.run(Doc(0, ("x",)))).unwrap().state
+    outs = [(await g.run(Doc(0, ("x",)))).unwrap().state for _ in range(3)]
+    assert outs == [first] * 3 == [Doc(2, ("x",))] * 3
 
 
 async def test_a_mutable_graph_state_changed_between_runs_misses(
-    tmp_path: Path,
+    policy: CachePolicy[Any],
 ) -> None:
-    store = stores.SQLiteStore(tmp_path / "c.db")
-    try:
-        policies: tuple[CachePolicy[Any], ...] = (
-            CachePolicy(),
-            CachePolicy(store=StoreCache(store)),
-        )
-        for policy in policies:
-            g = _graph(Box, policy)
-            state = Box(0, [1])
-            assert (await g.run(state)).unwrap().state == Box(2, [1])
-            state.items.append(2)
-            assert (await g.run(state)).unwrap().state == Box(2, [1, 2])
-            state.items.clear()
-            assert (await g.run(state)).unwrap().state == Box(2, [])
-    finally:
-        await store.aclose()
+    g = _graph(Box, policy)
+    state = Box(0, [1])
+    assert (await g.run(state)).unwrap().state == Box(2, [1])
+    state.items.append(2)
+    assert (await g.run(state)).unwrap().state == Box(2, [1, 2])
+    state.items.clear()
+    assert (await g.run(state)).unwrap().state == Box(2, [])
