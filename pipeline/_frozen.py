@@ -16,6 +16,7 @@ and the same bytes always structure, to the same thing.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import weakref
 
@@ -105,6 +106,13 @@ def _frozen(value: object) -> bool:
 _BOUND = 64
 
 
+def _evict(entries: dict[Any, Any]) -> None:
+    """Drop the oldest entry (another thread may have dropped it first:
+    graphs and models are shared by runs in several threads)."""
+    with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+        del entries[next(iter(entries))]
+
+
 @final
 class IdentityMemo(Generic[V]):
     """An answer per deeply frozen object, found by the object's identity.
@@ -133,21 +141,19 @@ class IdentityMemo(Generic[V]):
             return None
         held = entry[0]
         if (held is obj or (type(held) is weakref.ref and held() is obj)) and (
-            entry[2] or self.verify(obj)
+            entry[2] or self.verify(obj, entry)
         ):
             return entry[1]
         return None
 
-    def verify(self, obj: object) -> bool:
-        """Whether *obj*'s answer may be given back (*obj* is deeply
-        frozen: nothing it holds has changed since, nor can); if not, the
-        answer is dropped."""
-        key = id(obj)
-        held, answer, _ = self.entries[key]
+    def verify(self, obj: object, entry: tuple[Any, V, bool]) -> bool:
+        """Whether *obj*'s *entry* (found by identity) may be given back:
+        *obj* is deeply frozen, so nothing it holds has changed since,
+        nor can.  If not, the entry is dropped."""
         if deeply_frozen(obj):
-            self.entries[key] = (held, answer, True)
+            self.entries[id(obj)] = (entry[0], entry[1], True)
             return True
-        del self.entries[key]
+        self.entries.pop(id(obj), None)
         return False
 
     def put(self, obj: object, answer: V) -> None:
@@ -159,7 +165,7 @@ class IdentityMemo(Generic[V]):
             held = obj
         entries = self.entries
         if len(entries) >= self._bound:
-            del entries[next(iter(entries))]
+            _evict(entries)
         entries[id(obj)] = (held, answer, False)
 
 
@@ -184,5 +190,5 @@ class ContentMemo(Generic[V]):
             return
         entries = self.entries
         if len(entries) >= self._bound:
-            del entries[next(iter(entries))]
+            _evict(entries)
         entries[data] = answer

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import enum
+import threading
 
 from typing import Any
 
 import attrs
 import hypothesis.strategies as st
+import orjson
 
 from hypothesis import given
 from pyrsistent import pmap, pvector
 
+from pipeline import Message
 from pipeline._frozen import ContentMemo, IdentityMemo, deeply_frozen
+from pipeline._serde import canonical
+from pipeline.models import ModelResponse
+from pipeline.models._cached import _CONVERTER, _decode
+from tests.strategies import messages
 
 
 @attrs.frozen
@@ -152,3 +159,35 @@ def test_content_memo_keeps_only_frozen_values() -> None:
     memo.put(b"a", [1], "answer")
     memo.put(b"b", (1,), "answer")
     assert memo.entries == {b"b": "answer"}
+
+
+@given(message=messages(), reason=st.sampled_from(["stop", "length"]))
+def test_a_cached_models_answer_decoded_once_equals_decoding_again(
+    message: Message, reason: str
+) -> None:
+    data = canonical(_CONVERTER.unstructure(ModelResponse(message, reason)))
+    first, second = _decode(data), _decode(data)
+    expected = _CONVERTER.structure(orjson.loads(data), ModelResponse)
+    assert first == second == expected
+    assert type(second) is ModelResponse
+    assert (second is first) is deeply_frozen(expected)
+
+
+def test_memos_shared_by_threads_never_fail() -> None:
+    keys: IdentityMemo[int] = IdentityMemo(bound=2)
+    values: ContentMemo[int] = ContentMemo(bound=2)
+    kept = [(i,) for i in range(50)]
+
+    def churn() -> None:
+        for _ in range(40):
+            for i, v in enumerate(kept):
+                keys.put(v, i)
+                assert keys.get(v) in {i, None}
+                values.put(bytes([i]), i, i)
+
+    threads = [threading.Thread(target=churn) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(keys.entries) <= 2 + len(threads)

@@ -120,7 +120,7 @@ def cached(
                     (held := seen[0]) is chosen
                     or (type(held) is ref and held() is chosen)
                 )
-                and (seen[2] or keys.verify(chosen))
+                and (seen[2] or keys.verify(chosen, seen))
             ):
                 key = seen[1]
             else:
