@@ -30,6 +30,7 @@ from pyrsistent import PMap, PVector, pmap, pvector
 
 from ._context import Context, freeze
 from ._depth import loads
+from ._message_structure import register_message_hooks
 from ._messages import FilePart, ImagePart, Message, Part, TextPart, ToolCall
 from .secrets import MARKER, Secret, is_secret_type, resolve, stored
 
@@ -474,6 +475,7 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook_func(_is_part, part_structure)
     conv.register_unstructure_hook_func(_is_part_type, part_unstructure)
     conv.register_structure_hook(Context, context_structure)
+    register_message_hooks(conv)  # after the rest: they fall back to them
     return conv
 
 

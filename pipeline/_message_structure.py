@@ -1,0 +1,144 @@
+"""Structure hooks for messages that skip cattrs' generic cost when the
+stored form is the plain, valid one.
+
+Every checkpoint commit reads its new messages back to check them (see
+``Codec.seal``), and every resume reads them all: cattrs' generated hook
+spends most of that time dispatching per field.  The hooks here build the
+message directly when each field already has its exact JSON kind (a
+``str`` role naming a :class:`~pipeline.Role`, ``str`` or ``None`` texts,
+tool calls and usage of their own plain shape, no parts), which is the
+value the generated hook would build; anything else (parts, a missing or
+unknown key, a wrong kind) goes to the generated hook, which builds it or
+says what is wrong exactly as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import cattrs
+
+from ._messages import Message, Role, ToolCall, Usage, built
+
+
+__all__ = ("register_message_hooks",)
+
+Hook = Callable[[Any, Any], Any]
+
+_ROLES: dict[str, Role] = {r.value: r for r in Role}
+_MESSAGE_KEYS = frozenset(
+    (
+        "role",
+        "content",
+        "name",
+        "tool_calls",
+        "tool_call_id",
+        "usage",
+        "agent",
+        "parts",
+    )
+)
+_CALL_KEYS = frozenset(("id", "name", "arguments"))
+_USAGE_KEYS = frozenset(("input_tokens", "output_tokens"))
+_NO_KEY = object()
+
+
+def register_message_hooks(conv: cattrs.Converter) -> None:
+    """Give *conv* the fast hooks for :class:`Message` and
+    :class:`Usage`, each falling back to the hook cattrs generates (made
+    on first need: most converters never read a message)."""
+    general: dict[type, Hook] = {}
+
+    def fallback(t: type) -> Hook:
+        hook = general.get(t)
+        if hook is None:
+            hook = general[t] = conv.gen_structure_attrs_fromdict(t)
+        return hook
+
+    def message(value: Any, t: Any) -> Message:
+        out = plain_message(value)
+        return fallback(Message)(value, t) if out is None else out
+
+    def usage(value: Any, t: Any) -> Usage:
+        out = plain_usage(value)
+        return fallback(Usage)(value, t) if out is None else out
+
+    conv.register_structure_hook(Message, message)
+    conv.register_structure_hook(Usage, usage)
+
+
+def plain_message(o: Any) -> Message | None:
+    """The message *o* stores, if it is in the plain form; else ``None``
+    (the generated hook decides)."""
+    if type(o) is not dict or not _MESSAGE_KEYS.issuperset(o):
+        return None
+    member = _role(o.get("role"))
+    content = o.get("content", "")
+    name = o.get("name")
+    tool_call_id = o.get("tool_call_id")
+    agent = o.get("agent")
+    if not (
+        member is not None
+        and type(content) is str
+        and (name is None or type(name) is str)
+        and (tool_call_id is None or type(tool_call_id) is str)
+        and (agent is None or type(agent) is str)
+    ):
+        return None
+    parts = o.get("parts", _NO_KEY)
+    if parts is not _NO_KEY and not (type(parts) is list and not parts):
+        return None  # parts: their own checks, blobs and all
+    tool_calls = _plain_calls(o.get("tool_calls", _NO_KEY))
+    stored_usage = o.get("usage")
+    usage = None if stored_usage is None else plain_usage(stored_usage)
+    if tool_calls is None or (usage is None and stored_usage is not None):
+        return None
+    return built(
+        member, content, name, tool_calls, tool_call_id, usage, agent, ()
+    )
+
+
+def _role(role: Any) -> Role | None:
+    if type(role) is str:
+        return _ROLES.get(role)
+    if type(role) is Role:  # a document checked before it is written
+        return role
+    return None
+
+
+def _plain_calls(calls: Any) -> tuple[ToolCall, ...] | None:
+    if calls is _NO_KEY:
+        return ()
+    if type(calls) is not list:
+        return None
+    made = []
+    for c in calls:
+        call = _plain_call(c)
+        if call is None:
+            return None
+        made.append(call)
+    return tuple(made)
+
+
+def _plain_call(c: Any) -> ToolCall | None:
+    if type(c) is not dict or not _CALL_KEYS.issuperset(c):
+        return None
+    id_ = c.get("id")
+    name = c.get("name")
+    arguments = c.get("arguments", "{}")
+    if type(id_) is str and type(name) is str and type(arguments) is str:
+        return ToolCall(id_, name, arguments)
+    return None
+
+
+def plain_usage(o: Any) -> Usage | None:
+    """The usage *o* stores, if in the plain form (``int`` counts, not
+    ``bool``); else ``None``."""
+    if type(o) is not dict or not _USAGE_KEYS.issuperset(o):
+        return None
+    i = o.get("input_tokens", 0)
+    n = o.get("output_tokens", 0)
+    if type(i) is int and type(n) is int:
+        return Usage(i, n)
+    return None

@@ -1,0 +1,137 @@
+"""The fast message hooks build what cattrs' generated hooks build, and
+leave everything else to them (same values, same refusals)."""
+
+from __future__ import annotations
+
+import json
+
+from typing import Any
+
+import attrs
+import cattrs
+import pytest
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline import Message, Role, ToolCall, Usage
+from pipeline._message_structure import plain_message, plain_usage
+from pipeline._serde import STRUCTURE_ERRORS, canonical, make_converter
+from tests.strategies import messages
+
+
+CONV = make_converter()
+GENERAL_MESSAGE = CONV.gen_structure_attrs_fromdict(Message)
+GENERAL_USAGE = CONV.gen_structure_attrs_fromdict(Usage)
+
+_texts = st.text(max_size=4)
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False, allow_infinity=False),
+    _texts,
+    st.sampled_from([r.value for r in Role]),
+    st.sampled_from(list(Role)),
+)
+
+
+_calls = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": st.one_of(_texts, _scalars),
+        "name": st.one_of(_texts, _scalars),
+        "arguments": st.one_of(_texts, _scalars),
+        "extra": _scalars,
+    },
+)
+_usages = st.one_of(
+    st.none(),
+    _scalars,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "input_tokens": st.one_of(st.integers(0, 9), _scalars),
+            "output_tokens": st.one_of(st.integers(0, 9), _scalars),
+            "total": _scalars,
+        },
+    ),
+)
+_documents = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": _scalars,
+        "content": st.one_of(_texts, _scalars),
+        "name": st.one_of(_texts, _scalars),
+        "tool_calls": st.one_of(st.lists(_calls, max_size=2), _scalars),
+        "tool_call_id": st.one_of(_texts, _scalars),
+        "usage": _usages,
+        "agent": st.one_of(_texts, _scalars),
+        "parts": st.one_of(st.just([]), _scalars),
+        "other": _scalars,
+    },
+)
+
+
+def _general(hook: Any, doc: object, kind: type) -> tuple[str, object]:
+    try:
+        return "ok", hook(doc, kind)
+    except STRUCTURE_ERRORS as exc:
+        return "refused", type(exc)
+
+
+@given(doc=st.one_of(_documents, _scalars))
+def test_plain_messages_are_what_the_generated_hook_builds(
+    doc: object,
+) -> None:
+    """Whenever the fast path builds a message, the generated hook builds an
+    equal one of the same field types; the registered hook always agrees
+    with the generated one."""
+    fast = plain_message(doc)
+    general = _general(GENERAL_MESSAGE, doc, Message)
+    if fast is not None:
+        assert general[0] == "ok"
+        assert fast == general[1]
+        assert attrs.astuple(fast, recurse=False) == attrs.astuple(
+            general[1], recurse=False
+        )
+        for a, b in zip(
+            attrs.astuple(fast), attrs.astuple(general[1]), strict=True
+        ):
+            assert type(a) is type(b)
+    assert _general(CONV.get_structure_hook(Message), doc, Message) == general
+
+
+@given(doc=_usages)
+def test_plain_usage_is_what_the_generated_hook_builds(doc: object) -> None:
+    """The same for usage: never a bool where a count is meant."""
+    fast = plain_usage(doc)
+    general = _general(GENERAL_USAGE, doc, Usage)
+    if fast is not None:
+        assert general == ("ok", fast)
+        assert type(fast.input_tokens) is int
+        assert type(fast.output_tokens) is int
+    assert _general(CONV.get_structure_hook(Usage), doc, Usage) == general
+
+
+@given(msg=messages())
+def test_stored_messages_read_back_equal(msg: Message) -> None:
+    """A message read back from its JSON (the fast path, or parts through
+    the generated hook) equals the message written; so does the document
+    a commit checks before writing it."""
+    doc = CONV.unstructure(msg)
+    if not msg.parts:  # the fast path takes it, both ways
+        assert plain_message(doc) == msg
+        assert plain_message(json.loads(canonical(doc))) == msg
+    assert CONV.structure(doc, Message) == msg
+    assert CONV.structure(json.loads(canonical(doc)), Message) == msg
+
+
+def test_refusals_still_name_the_field() -> None:
+    """A wrong kind is refused by the generated hook, as before."""
+    call = ToolCall("c", "echo", "{}")
+    doc = CONV.unstructure(Message.assistant("x", tool_calls=(call,)))
+    doc["tool_calls"][0]["id"] = 7
+    with pytest.raises(cattrs.ClassValidationError) as info:
+        CONV.structure(doc, Message)
+    assert "tool_calls" in repr(info.value.exceptions[0].__notes__)
