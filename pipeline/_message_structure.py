@@ -14,6 +14,8 @@ says what is wrong exactly as before.
 
 from __future__ import annotations
 
+import weakref
+
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +24,7 @@ import cattrs
 from ._messages import Message, Role, ToolCall, Usage, built
 
 
-__all__ = ("register_message_hooks",)
+__all__ = ("register_message_hooks", "same_for")
 
 Hook = Callable[[Any, Any], Any]
 
@@ -42,6 +44,10 @@ _MESSAGE_KEYS = frozenset(
 _CALL_KEYS = frozenset(("id", "name", "arguments"))
 _USAGE_KEYS = frozenset(("input_tokens", "output_tokens"))
 _NO_KEY = object()
+_NO_PARTS: list[Any] = []  # an absent "parts" reads as none
+_SAME: weakref.WeakKeyDictionary[Hook, Callable[[Any, Any], bool]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def register_message_hooks(conv: cattrs.Converter) -> None:
@@ -66,6 +72,18 @@ def register_message_hooks(conv: cattrs.Converter) -> None:
 
     conv.register_structure_hook(Message, message)
     conv.register_structure_hook(Usage, usage)
+    _SAME[message] = same_message
+    _SAME[usage] = same_usage
+
+
+def same_for(hook: Any) -> Callable[[Any, Any], bool] | None:
+    """For a structure hook of :func:`register_message_hooks`, how to tell
+    whether a stored value reads back equal to a live one without
+    building it (see :func:`same_message`); else ``None``."""
+    try:
+        return _SAME.get(hook)
+    except TypeError:  # not weakly referenceable: none of ours
+        return None
 
 
 def plain_message(o: Any) -> Message | None:
@@ -142,3 +160,115 @@ def plain_usage(o: Any) -> Usage | None:
     if type(i) is int and type(n) is int:
         return Usage(i, n)
     return None
+
+
+def same_message(stored: Any, live: Any) -> bool:
+    """Whether *stored*, in the plain form, reads back as a message equal
+    to *live* (what the check of a commit asks), decided without building
+    it; ``False`` when not sure: the general way then decides.
+
+    Texts must be of type ``str`` on both sides (a subclass could compare
+    equal and still not be what comes back), or ``None`` on both.
+    """
+    if (
+        type(live) is not Message
+        or type(stored) is not dict
+        or not _MESSAGE_KEYS.issuperset(stored)
+    ):
+        return False
+    get = stored.get
+    role = get("role")
+    content = get("content", "")
+    name = get("name")
+    call_id = get("tool_call_id")
+    agent = get("agent")
+    usage = get("usage")
+    # Typed object: what a field holds at run time is what is checked.
+    live_role: object = live.role
+    live_content: object = live.content
+    live_name: object = live.name
+    live_call_id: object = live.tool_call_id
+    live_agent: object = live.agent
+    return (
+        type(live_role) is Role
+        and (role is live_role or _role(role) is live_role)
+        and type(content) is str
+        and type(live_content) is str
+        and content == live_content
+        and (
+            live_name is None
+            if name is None
+            else type(name) is str
+            and type(live_name) is str
+            and name == live_name
+        )
+        and (
+            live_call_id is None
+            if call_id is None
+            else type(call_id) is str
+            and type(live_call_id) is str
+            and call_id == live_call_id
+        )
+        and (
+            live_agent is None
+            if agent is None
+            else type(agent) is str
+            and type(live_agent) is str
+            and agent == live_agent
+        )
+        and live.parts == ()
+        and get("parts", _NO_PARTS) == []
+        and _same_calls(get("tool_calls", _NO_KEY), live.tool_calls)
+        and (
+            live.usage is None
+            if usage is None
+            else same_usage(usage, live.usage)
+        )
+    )
+
+
+def same_usage(stored: Any, live: Any) -> bool:
+    """:func:`same_message` for usage."""
+    if type(live) is not Usage:
+        return False
+    if type(stored) is not dict or not _USAGE_KEYS.issuperset(stored):
+        return False
+    i = stored.get("input_tokens", 0)
+    n = stored.get("output_tokens", 0)
+    return (
+        type(i) is int
+        and type(n) is int
+        and type(live.input_tokens) is int
+        and type(live.output_tokens) is int
+        and i == live.input_tokens
+        and n == live.output_tokens
+    )
+
+
+def _same_calls(stored: Any, live: Any) -> bool:
+    if type(live) is not tuple:
+        return False
+    if stored is _NO_KEY:
+        return live == ()
+    if type(stored) is not list or len(stored) != len(live):
+        return False
+    for s, c in zip(stored, live, strict=True):
+        if type(c) is not ToolCall or type(s) is not dict:
+            return False
+        id_ = s.get("id")
+        name = s.get("name")
+        arguments = s.get("arguments", "{}")
+        if not (
+            _CALL_KEYS.issuperset(s)
+            and type(id_) is str
+            and type(name) is str
+            and type(arguments) is str
+            and type(c.id) is str
+            and type(c.name) is str
+            and type(c.arguments) is str
+            and id_ == c.id
+            and name == c.name
+            and arguments == c.arguments
+        ):
+            return False
+    return True
