@@ -1,5 +1,6 @@
 """Structure hooks for messages that skip cattrs' generic cost when the
-stored form is the plain, valid one.
+stored form is the plain, valid one; and, for a commit's check, how to
+compare a stored message, usage or scalar with the live one in place.
 
 Every checkpoint commit reads its new messages back to check them (see
 ``Codec.seal``), and every resume reads them all: cattrs' generated hook
@@ -45,9 +46,12 @@ _CALL_KEYS = frozenset(("id", "name", "arguments"))
 _USAGE_KEYS = frozenset(("input_tokens", "output_tokens"))
 _NO_KEY = object()
 _NO_PARTS: list[Any] = []  # an absent "parts" reads as none
-_SAME: weakref.WeakKeyDictionary[Hook, Callable[[Any, Any], bool]] = (
+Same = Callable[[Any, Any], bool]
+_SAME: weakref.WeakKeyDictionary[Hook, tuple[type, Same]] = (
     weakref.WeakKeyDictionary()
 )
+"""For a hook of ours: the type it reads values back as, and how to tell
+in place whether a stored value reads back equal to a live one."""
 
 
 def register_message_hooks(conv: cattrs.Converter) -> None:
@@ -72,18 +76,36 @@ def register_message_hooks(conv: cattrs.Converter) -> None:
 
     conv.register_structure_hook(Message, message)
     conv.register_structure_hook(Usage, usage)
-    _SAME[message] = same_message
-    _SAME[usage] = same_usage
+    _SAME[message] = (Message, same_message)
+    _SAME[usage] = (Usage, same_usage)
+    # The strict scalar hooks make_converter registered just before.
+    # (Not float: its hook refuses infinities, which compare equal.)
+    for kind in (int, str, bool):
+        _SAME[conv.get_structure_hook(kind)] = (kind, _same_scalar(kind))
 
 
-def same_for(hook: Any) -> Callable[[Any, Any], bool] | None:
-    """For a structure hook of :func:`register_message_hooks`, how to tell
-    whether a stored value reads back equal to a live one without
-    building it (see :func:`same_message`); else ``None``."""
+def same_for(hook: Any, t: Any) -> Same | None:
+    """For *hook*, a converter's structure hook for type *t*: if it is one
+    of :func:`register_message_hooks` (for *t* itself, not a subclass
+    that shares it), how to tell whether a stored value reads back equal
+    to a live one without building it (see :func:`same_message`); else
+    ``None``."""
     try:
-        return _SAME.get(hook)
+        known = _SAME.get(hook)
     except TypeError:  # not weakly referenceable: none of ours
         return None
+    return known[1] if known is not None and known[0] is t else None
+
+
+def _same_scalar(kind: type) -> Same:
+    """For ``int``, ``str`` and ``bool``: their strict hooks give a stored
+    value of exactly that type back as it is (anything else, ``None``
+    included, is theirs to refuse)."""
+
+    def same(stored: Any, live: Any) -> bool:
+        return type(stored) is kind and type(live) is kind and stored == live
+
+    return same
 
 
 def plain_message(o: Any) -> Message | None:

@@ -18,6 +18,7 @@ from pipeline import Message, Role, ToolCall, Usage
 from pipeline._message_structure import (
     plain_message,
     plain_usage,
+    same_for,
     same_message,
     same_usage,
 )
@@ -213,3 +214,35 @@ def test_look_alikes_are_left_to_the_generated_hook() -> None:
     odd = attrs.evolve(live, content=Text("hi"))
     assert not same_message(CONV.unstructure(odd), odd)
     assert not same_message(CONV.unstructure(live), odd)
+
+
+@given(
+    kind=st.sampled_from([int, str, bool]),
+    stored=_scalars,
+    live=_scalars,
+)
+def test_scalars_compared_in_place_read_back_equal(
+    kind: type, stored: object, live: object
+) -> None:
+    """A field declared int, str or bool: equal in place only where its
+    strict hook reads the stored value back as an equal value of the live
+    one's type."""
+    hook = CONV.get_structure_hook(kind)
+    same = same_for(hook, kind)
+    assert same is not None
+    if same(stored, live):
+        back = hook(stored, kind)
+        assert back == live
+        assert type(back) is type(live)
+
+
+def test_only_our_hooks_for_their_own_type_compare_in_place() -> None:
+    """A StrEnum field shares the str hook, but is read back as a member:
+    never compared in place; nor is a float (infinities compare equal and
+    are refused), nor a converter's own hook."""
+    assert same_for(CONV.get_structure_hook(Role), Role) is None
+    assert same_for(CONV.get_structure_hook(float), float) is None
+    own = make_converter()
+    own.register_structure_hook(int, lambda v, _: int(v))
+    assert same_for(own.get_structure_hook(int), int) is None
+    assert same_for(own.get_structure_hook(Message), Message) is not None

@@ -58,6 +58,7 @@ from returns.result import Failure, Result, Success
 from .._depth import RECORD_DEPTH, check_depth, depth_of
 from .._fields import APPEND_ONLY, LINEAGE, extends
 from .._serde import (
+    ORJSON_WITHIN_RECORD_DEPTH,
     SINK,
     SOURCE,
     STRUCTURE_ERRORS,
@@ -403,8 +404,10 @@ class Codec(Generic[S]):
         try:
             doc, sink = self._with_blobs(snap, parent, progress)
             data, exact = canonical_exact(doc)
-            # What a reader would refuse is not written.
-            check_depth(data, "the record", RECORD_DEPTH)
+            # What a reader would refuse is not written (orjson refuses to
+            # write it: its bytes need no count).
+            if not (exact and ORJSON_WITHIN_RECORD_DEPTH):
+                check_depth(data, "the record", RECORD_DEPTH)
         except ENCODE_ERRORS as exc:  # NestedTooDeeply included
             return self._diagnose(snap, node, exc)
         checked = doc

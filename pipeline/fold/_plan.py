@@ -117,7 +117,7 @@ def _field(
             return item_hook(value, t)
 
         item = one
-        same_item = same_for(item_hook)
+        same_item = same_for(item_hook, item_type)
 
     def structure(value: Any, t: Any = hint) -> Any:
         return hook(value, t)
@@ -128,7 +128,7 @@ def _field(
         structure,
         item,
         type_name(hint),
-        same_for(hook),
+        same_for(hook, hint),
         same_item,
     )
 
