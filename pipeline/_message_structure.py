@@ -205,12 +205,15 @@ def same_message(stored: Any, live: Any) -> bool:
     call_id = get("tool_call_id")
     agent = get("agent")
     usage = get("usage")
+    parts = get("parts", _NO_PARTS)
     # Typed object: what a field holds at run time is what is checked.
     live_role: object = live.role
     live_content: object = live.content
     live_name: object = live.name
     live_call_id: object = live.tool_call_id
     live_agent: object = live.agent
+    # Written out, not a helper per field: this runs for every message of
+    # every commit.
     return (
         type(live_role) is Role
         and (role is live_role or _role(role) is live_role)
@@ -239,7 +242,8 @@ def same_message(stored: Any, live: Any) -> bool:
             and agent == live_agent
         )
         and live.parts == ()
-        and get("parts", _NO_PARTS) == []
+        and type(parts) is list
+        and not parts
         and _same_calls(get("tool_calls", _NO_KEY), live.tool_calls)
         and (
             live.usage is None
