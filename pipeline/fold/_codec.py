@@ -66,6 +66,7 @@ from returns.result import Failure, Result, Success
 from .._depth import RECORD_DEPTH, check_depth, depth_of
 from .._fields import APPEND_ONLY, LINEAGE, extends
 from .._serde import (
+    ORJSON_WITHIN_RECORD_DEPTH,
     SINK,
     SOURCE,
     STRUCTURE_ERRORS,
@@ -425,8 +426,10 @@ class Codec(Generic[S]):
         try:
             doc, sink = self._with_blobs(snap, parent, progress, inherit)
             data, exact = canonical_exact(doc)
-            # What a reader would refuse is not written.
-            check_depth(data, "the record", RECORD_DEPTH)
+            # What a reader would refuse is not written (orjson refuses to
+            # write it: its bytes need no count).
+            if not (exact and ORJSON_WITHIN_RECORD_DEPTH):
+                check_depth(data, "the record", RECORD_DEPTH)
         except ENCODE_ERRORS as exc:  # NestedTooDeeply included
             return self._diagnose(snap, node, exc)
         checked = doc
@@ -472,10 +475,14 @@ class Codec(Generic[S]):
             )
         for name, value in doc.get("state", {}).items():
             f = plan.by_name[name]
+            live = getattr(state, name)
+            # Plain messages and usage: compared where they are stored.
+            if f.same is not None and f.same(value, live):
+                continue
             wrong = self._same(
                 f.structure,
                 value,
-                getattr(state, name),
+                live,
                 node,
                 name,
                 f.expected,
@@ -486,7 +493,10 @@ class Codec(Generic[S]):
             f = plan.by_name[name]
             live = getattr(state, name)
             item = f.item or (lambda v: v)
+            same = f.same_item
             for i, value in enumerate(items):
+                if same is not None and same(value, live[base + i]):
+                    continue
                 wrong = self._same(
                     item,
                     value,
