@@ -44,7 +44,7 @@ from ._moved import moved
 from ._offload import note_agent, note_fold_tool
 from ._output import Output
 from ._runners import ok
-from ._turns import Intercept, Loop, PauseRequested, digest
+from ._turns import Intercept, Loop, PauseRequested, Turns, digest
 from ._views import joined
 from .errors import AgentFailed, ConstructionError, MissingDeps
 from .events import MessageComplete, emit
@@ -455,13 +455,34 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
         loop = Loop(
             self, view, tools, intercept, specs, env, self.input_guards, deps
         )
+        max_steps = (
+            self.max_turns
+            + 1
+            + (self.output.retries if self.output is not None else 0)
+        )
+        out = (
+            await loop.unchecked(max_steps)
+            if not nested and env.tracing is None  # no record, no span
+            else await self._folded(loop, max_steps, key, env)
+        )
+        if not ok(out):
+            return Failure(out.failure())
+        done = out.unwrap()
+        return Success(
+            AgentRun(self.name, tuple(done.messages), done.usage, done.turns)
+        )
+
+    async def _folded(
+        self, loop: Loop, max_steps: int, key: str | None, env: Ambient
+    ) -> Result[Turns, Any]:
+        """*loop* run by the fold engine: each turn a record of the
+        enclosing checkpointed step (continuing from those it saved before,
+        for the input *key*), a span of a traced run."""
         out = await run_machine(
             loop,
             loop.start(),
             None,
-            max_steps=self.max_turns
-            + 1
-            + (self.output.retries if self.output is not None else 0),
+            max_steps=max_steps,
             digest=key,
             announce=False,
             env=env,
@@ -472,10 +493,7 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
         if snap.status is Status.INTERRUPTED:  # a tool's fold paused
             question = snap.pending.question if snap.pending else ""
             return Failure(RunPaused(question, path=(self.name,)))
-        done = snap.state
-        return Success(
-            AgentRun(self.name, tuple(done.messages), done.usage, done.turns)
-        )
+        return Success(snap.state)
 
     def handler(self) -> Handler[Context, Context, AgentError]:
         """This agent as a handler (it is one already: kept for older code)."""
@@ -582,6 +600,29 @@ class ParallelAgent(Handler[Context, Context, AgentError]):
             )
         )
 
+    async def _folded(
+        self, loop: Loop, max_steps: int, key: str | None, env: Ambient
+    ) -> Result[Turns, Any]:
+        """*loop* run by the fold engine: each turn a record of the
+        enclosing checkpointed step (continuing from those it saved before,
+        for the input *key*), a span of a traced run."""
+        out = await run_machine(
+            loop,
+            loop.start(),
+            None,
+            max_steps=max_steps,
+            digest=key,
+            announce=False,
+            env=env,
+        )
+        if not ok(out):
+            return Failure(out.failure())
+        snap = out.unwrap()
+        if snap.status is Status.INTERRUPTED:  # a tool's fold paused
+            question = snap.pending.question if snap.pending else ""
+            return Failure(RunPaused(question, path=(self.name,)))
+        return Success(snap.state)
+
     def handler(self) -> Handler[Context, Context, AgentError]:
         """This agent as a handler (it is one already: kept for older code)."""
         return self
@@ -686,6 +727,29 @@ class SequentialAgent(Handler[Context, Context, AgentError]):
             )
 
         return Handler(step, agent.name)
+
+    async def _folded(
+        self, loop: Loop, max_steps: int, key: str | None, env: Ambient
+    ) -> Result[Turns, Any]:
+        """*loop* run by the fold engine: each turn a record of the
+        enclosing checkpointed step (continuing from those it saved before,
+        for the input *key*), a span of a traced run."""
+        out = await run_machine(
+            loop,
+            loop.start(),
+            None,
+            max_steps=max_steps,
+            digest=key,
+            announce=False,
+            env=env,
+        )
+        if not ok(out):
+            return Failure(out.failure())
+        snap = out.unwrap()
+        if snap.status is Status.INTERRUPTED:  # a tool's fold paused
+            question = snap.pending.question if snap.pending else ""
+            return Failure(RunPaused(question, path=(self.name,)))
+        return Success(snap.state)
 
     def handler(self) -> Handler[Context, Context, AgentError]:
         """This agent as a handler (it is one already: kept for older code)."""
