@@ -705,29 +705,6 @@ class SequentialAgent(Handler[Context, Context, AgentError]):
 
         return Handler(step, agent.name)
 
-    async def _folded(
-        self, loop: Loop, max_steps: int, key: str | None, env: Ambient
-    ) -> Result[Turns, Any]:
-        """*loop* run by the fold engine: each turn a record of the
-        enclosing checkpointed step (continuing from those it saved before,
-        for the input *key*), a span of a traced run."""
-        out = await run_machine(
-            loop,
-            loop.start(),
-            None,
-            max_steps=max_steps,
-            digest=key,
-            announce=False,
-            env=env,
-        )
-        if not ok(out):
-            return Failure(out.failure())
-        snap = out.unwrap()
-        if snap.status is Status.INTERRUPTED:  # a tool's fold paused
-            question = snap.pending.question if snap.pending else ""
-            return Failure(RunPaused(question, path=(self.name,)))
-        return Success(snap.state)
-
     def handler(self) -> Handler[Context, Context, AgentError]:
         """This agent as a handler (it is one already: kept for older code)."""
         return self
