@@ -16,7 +16,7 @@ import anyio
 import attrs
 
 from pyrsistent import PVector, pvector
-from returns.result import Failure, Result, Success
+from returns.result import Failure, Result
 
 from ._agent_spec import AgentSpec
 from ._approval import approve_calls
@@ -233,12 +233,13 @@ class Loop:
         """Agents have no gates."""
         return False
 
-    async def unchecked(self, max_steps: int) -> Result[Turns, Any]:
+    async def unchecked(self, max_steps: int) -> Turns | Failure[Any]:
         """The whole run, when nothing records nor traces it (no enclosing
         checkpointed step, no tracing): the engine's loop without what only
         a journal, gates, observers or spans use, on :class:`Bare`
         positions.  Ends as :func:`pipeline.fold.run_machine` would: the
-        state when no turn comes next, a turn's failure, or
+        state when no turn comes next (itself: the caller wraps what it
+        returns), a turn's failure, or
         :class:`~pipeline.failures.StepLimitExceeded` past *max_steps*."""
         at = Bare(_NO_TURNS, (self.name,), 0)
         step = self.step
@@ -250,7 +251,7 @@ class Loop:
             if type(new) is Failure:
                 return new
             at = new
-        return Success(at.state)
+        return at.state
 
     async def _first(self, snap: At) -> Any:
         """The first turn, behind the agent's input guards: those not

@@ -460,21 +460,20 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
             + 1
             + (self.output.retries if self.output is not None else 0)
         )
-        out = (
+        done = (
             await loop.unchecked(max_steps)
             if not nested and env.tracing is None  # no record, no span
             else await self._folded(loop, max_steps, key, env)
         )
-        if not ok(out):
-            return Failure(out.failure())
-        done = out.unwrap()
+        if type(done) is Failure:
+            return Failure(done.failure())
         return Success(
             AgentRun(self.name, tuple(done.messages), done.usage, done.turns)
         )
 
     async def _folded(
         self, loop: Loop, max_steps: int, key: str | None, env: Ambient
-    ) -> Result[Turns, Any]:
+    ) -> Turns | Failure[Any]:
         """*loop* run by the fold engine: each turn a record of the
         enclosing checkpointed step (continuing from those it saved before,
         for the input *key*), a span of a traced run."""
@@ -493,7 +492,8 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
         if snap.status is Status.INTERRUPTED:  # a tool's fold paused
             question = snap.pending.question if snap.pending else ""
             return Failure(RunPaused(question, path=(self.name,)))
-        return Success(snap.state)
+        done: Turns = snap.state
+        return done
 
     def handler(self) -> Handler[Context, Context, AgentError]:
         """This agent as a handler (it is one already: kept for older code)."""

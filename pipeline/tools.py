@@ -226,6 +226,33 @@ class Tool(Generic[D_contra, P, R_co]):
         ),
     )
 
+    _secret_names: frozenset[str] = attrs.field(
+        init=False,
+        eq=False,
+        default=attrs.Factory(
+            lambda self: frozenset(self._secret), takes_self=True
+        ),
+    )
+    _known: frozenset[str] = attrs.field(
+        init=False,
+        eq=False,
+        default=attrs.Factory(
+            lambda self: frozenset(p.name for p in self._params),
+            takes_self=True,
+        ),
+    )
+    """Its parameters' names (decoding checks every call's against them)."""
+    _is_async: bool = attrs.field(
+        init=False,
+        eq=False,
+        default=attrs.Factory(
+            lambda self: inspect.iscoroutinefunction(self._fn),
+            takes_self=True,
+        ),
+    )
+    """Whether the function is a coroutine function (awaited on the event
+    loop; a plain one runs in a thread), told once, not on every call."""
+
     def __attrs_post_init__(self) -> None:
         for kind in self.errors:
             given: object = kind  # the annotation is a promise, not a check
@@ -283,7 +310,7 @@ class Tool(Generic[D_contra, P, R_co]):
         :mod:`pipeline.secrets`; ``Optional``, containers and attrs fields
         included): the function gets a :class:`~pipeline.Secret`
         there, and recorded calls show a reference instead of the value."""
-        return frozenset(self._secret)
+        return self._secret_names
 
     def redact(self, arguments: str) -> str:
         """A call's *arguments* as recorded: every secret in them replaced
@@ -328,7 +355,7 @@ class Tool(Generic[D_contra, P, R_co]):
             return f"{where} are not valid JSON"
         if not isinstance(raw, dict):
             return f"{where} must be a JSON object"
-        known = {p.name for p in self._params}
+        known = self._known
         extra = [k for k in raw if k not in known]
         if extra and not self.extra_arguments:
             return (
@@ -390,11 +417,19 @@ class Tool(Generic[D_contra, P, R_co]):
             return f"error: {kwargs}", True
         try:
             if self.timeout is None:
-                out = await _invoke(fn, kwargs, abandon=False)
+                out = await (
+                    fn(**kwargs)
+                    if self._is_async
+                    else _in_thread(fn, kwargs, abandon=False)
+                )
             else:
                 out = _TIMED_OUT
                 with anyio.move_on_after(self.timeout):
-                    out = await _invoke(fn, kwargs, abandon=True)
+                    out = await (
+                        fn(**kwargs)
+                        if self._is_async
+                        else _in_thread(fn, kwargs, abandon=True)
+                    )
                 if out is _TIMED_OUT:
                     late = (
                         f"tool {self.name!r} timed out after {self.timeout} s"
@@ -443,11 +478,9 @@ class Tool(Generic[D_contra, P, R_co]):
         )
 
 
-async def _invoke(
+async def _in_thread(
     fn: Callable[..., Any], kwargs: dict[str, Any], *, abandon: bool
 ) -> Any:
-    if inspect.iscoroutinefunction(fn):
-        return await fn(**kwargs)
     # A plain function may block: keep it off the event loop.  Under a
     # timeout its thread is abandoned when the time is up (a thread
     # cannot be stopped: it runs on, and its result is dropped).
