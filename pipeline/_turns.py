@@ -482,7 +482,11 @@ class Loop:
         offload = self.env.offload
         if offload is not None:
             hook = _around(hook, offload.tools(self.agent, self.tools))
-        boundary = current_boundary()  # the turn's, in a checkpointed run
+        # The turn's, in a checkpointed run: only ever inside an enclosing
+        # step (a run outside any has no journal to enter one).
+        boundary = (
+            current_boundary() if self.env.boundary is not None else None
+        )
         # In a fresh attempt of a turn (no answer to deliver, nothing
         # saved) no call can get an answer nor find a kept result: no
         # keeping wrapper then.

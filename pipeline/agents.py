@@ -460,9 +460,13 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
             + 1
             + (self.output.retries if self.output is not None else 0)
         )
+        # Nothing records the turns (no enclosing checkpointed step) nor
+        # traces them: the engine's snapshots would be built for no one.
+        scope = env.scope
+        bare = not nested and (scope is None or scope.tracing is None)
         done = (
             await loop.unchecked(max_steps)
-            if not nested and env.tracing is None  # no record, no span
+            if bare
             else await self._folded(loop, max_steps, key, env)
         )
         if type(done) is Failure:

@@ -364,7 +364,9 @@ class Tool(Generic[D_contra, P, R_co]):
             )
         # Unlisted arguments (only with extra_arguments) go as they are.
         kwargs: dict[str, Any] = {k: raw[k] for k in extra}
-        unsent = any(unsendable(raw[k]) is not None for k in extra)
+        unsent = bool(extra) and any(
+            unsendable(raw[k]) is not None for k in extra
+        )
         problems = ["an unlisted argument cannot be sent"] * unsent
         for p in self._params:
             if p.name not in raw:

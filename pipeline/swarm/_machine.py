@@ -183,9 +183,9 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
             handoffs += 1
             if env.sink is not None:  # events are built only when listened to
                 await env.sink(Handoff(source, target, handoffs))
-            tracing = env.tracing
-            if tracing is not None:
-                tracing.handoff(source, target, handoffs)
+            scope = env.scope
+            if scope is not None and scope.tracing is not None:
+                scope.tracing.handoff(source, target, handoffs)
             if self.after_handoff or env.boundary is not None:
                 # Only they see the state between the handoff and the turn.
                 st = st.handed_to(target)
