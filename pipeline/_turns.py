@@ -216,12 +216,18 @@ class Loop:
         )
         self.intercept = intercept
         # Whether any tool's calls may wait for a person's approval (when
-        # none can, a turn skips asking: one check per run, not per turn).
-        self.approvals = any(t.approval is not False for t in tools.values())
-        # Tools with secret arguments: their calls are recorded redacted.
-        self.secret = {
-            name: t for name, t in tools.items() if t.secret_arguments
-        }
+        # none can, a turn skips asking: one check per run, not per turn),
+        # and the tools with secret arguments (their calls are recorded
+        # redacted): one pass over the tools.
+        approvals = False
+        secret: dict[str, Tool] = {}
+        for tool_name, t in tools.items():
+            if t.approval is not False:
+                approvals = True
+            if t.secret_arguments:
+                secret[tool_name] = t
+        self.approvals = approvals
+        self.secret = secret
 
     def start(self) -> Snapshot[Turns]:
         """The snapshot before the first turn."""
@@ -352,7 +358,9 @@ class Loop:
             or turn - len(repairs_in(progress.messages)) >= agent.max_turns
         )
         request = ModelRequest(
-            joined(self.view, progress.messages),
+            joined(self.view, progress.messages)
+            if progress.messages
+            else self.view,  # the first turn: the view itself
             self.specs,
             response_schema=agent.response_schema,
             temperature=agent.temperature,
