@@ -803,9 +803,12 @@ async def run_tools(
         if on_result is not None:
             await on_result(call, content, failed)
 
-    if len(calls) == 1:
+    if len(calls) == 1:  # the common case: nothing to gather
         await one(0, calls[0])
-    elif limit == 1:
+        only = results[0]
+        assert only is not None  # noqa: S101  # one() set it, or raised
+        return (only,)
+    if limit == 1:
         for i, call in enumerate(calls):
             await one(i, call)
     elif limit is not None and limit < len(calls):
