@@ -226,32 +226,11 @@ class Tool(Generic[D_contra, P, R_co]):
         ),
     )
 
-    _secret_names: frozenset[str] = attrs.field(
-        init=False,
-        eq=False,
-        default=attrs.Factory(
-            lambda self: frozenset(self._secret), takes_self=True
-        ),
+    _told: tuple[frozenset[str], bool] | None = attrs.field(
+        init=False, eq=False, default=None
     )
-    _known: frozenset[str] = attrs.field(
-        init=False,
-        eq=False,
-        default=attrs.Factory(
-            lambda self: frozenset(p.name for p in self._params),
-            takes_self=True,
-        ),
-    )
-    """Its parameters' names (decoding checks every call's against them)."""
-    _is_async: bool = attrs.field(
-        init=False,
-        eq=False,
-        default=attrs.Factory(
-            lambda self: inspect.iscoroutinefunction(self._fn),
-            takes_self=True,
-        ),
-    )
-    """Whether the function is a coroutine function (awaited on the event
-    loop; a plain one runs in a thread), told once, not on every call."""
+    """Its parameters' names and whether its function is a coroutine
+    function, told at its first call and kept (see :meth:`_facts`)."""
 
     def __attrs_post_init__(self) -> None:
         for kind in self.errors:
@@ -282,6 +261,22 @@ class Tool(Generic[D_contra, P, R_co]):
     def __repr__(self) -> str:
         return f"Tool({self.name})"
 
+    def _facts(self) -> tuple[frozenset[str], bool]:
+        """Its parameters' names (every call's arguments are checked
+        against them) and whether its function is a coroutine function
+        (awaited on the event loop; a plain one runs in a thread): told
+        once, at the first call, not on every call (the tool is frozen,
+        so neither changes; a tool built and dropped per step pays
+        nothing for them until called)."""
+        told = self._told
+        if told is None:
+            told = (
+                frozenset(p.name for p in self._params),
+                inspect.iscoroutinefunction(self._fn),
+            )
+            object.__setattr__(self, "_told", told)
+        return told
+
     def needs_approval(self, kwargs: Mapping[str, Any]) -> bool:
         """Whether the call with decoded arguments *kwargs* (see
         :meth:`decode`) waits for a person's approval (see
@@ -310,7 +305,7 @@ class Tool(Generic[D_contra, P, R_co]):
         :mod:`pipeline.secrets`; ``Optional``, containers and attrs fields
         included): the function gets a :class:`~pipeline.Secret`
         there, and recorded calls show a reference instead of the value."""
-        return self._secret_names
+        return frozenset(self._secret)
 
     def redact(self, arguments: str) -> str:
         """A call's *arguments* as recorded: every secret in them replaced
@@ -355,7 +350,7 @@ class Tool(Generic[D_contra, P, R_co]):
             return f"{where} are not valid JSON"
         if not isinstance(raw, dict):
             return f"{where} must be a JSON object"
-        known = self._known
+        known = self._facts()[0]
         extra = [k for k in raw if k not in known]
         if extra and not self.extra_arguments:
             return (
@@ -421,7 +416,7 @@ class Tool(Generic[D_contra, P, R_co]):
             if self.timeout is None:
                 out = await (
                     fn(**kwargs)
-                    if self._is_async
+                    if self._facts()[1]
                     else _in_thread(fn, kwargs, abandon=False)
                 )
             else:
@@ -429,7 +424,7 @@ class Tool(Generic[D_contra, P, R_co]):
                 with anyio.move_on_after(self.timeout):
                     out = await (
                         fn(**kwargs)
-                        if self._is_async
+                        if self._facts()[1]
                         else _in_thread(fn, kwargs, abandon=True)
                     )
                 if out is _TIMED_OUT:
