@@ -97,9 +97,23 @@ class _Job:
         self.event = anyio.Event()
         self.wake = waker()
 
-    def done(self) -> None:
+
+def _set_all(events: list[anyio.Event]) -> None:
+    """Wake every caller of a batch on one event loop (run on that loop)."""
+    for event in events:
+        event.set()
+
+
+def _done(jobs: list[_Job]) -> None:
+    """Tell the callers of *jobs* that they are done: one wake-up per event
+    loop, not one per job (each is a write to the loop's wake-up socket,
+    and a group commit answers many callers on one loop at once)."""
+    by_loop: dict[Any, list[anyio.Event]] = {}
+    for job in jobs:
+        by_loop.setdefault(job.wake, []).append(job.event)
+    for wake, events in by_loop.items():
         with contextlib.suppress(RuntimeError):  # the caller's loop is gone
-            self.wake(self.event.set)
+            wake(_set_all, events)
 
 
 @final
@@ -174,14 +188,21 @@ class SQLiteStore:
             msg = f"SQLiteStore({str(self.path)!r}) is closed"
             raise RuntimeError(msg)
         job = _Job(kind, args)
-        self._jobs.put(job)
         if shield:
             # Once submitted, the write completes on the writer whatever
             # happens here; the caller waits for its answer, shielded (for a
             # bounded time) so that an anyio cancellation does not lose it.
-            with anyio.CancelScope(shield=True) as scope:
-                scope.deadline = anyio.current_time() + SHIELD_BOUND
+            # The scope is entered before the job is queued, so that the
+            # writer, woken by the queue, finds the event loop already
+            # asleep (not busy setting the scope up) and takes the GIL at
+            # once.
+            with anyio.CancelScope(
+                shield=True, deadline=anyio.current_time() + SHIELD_BOUND
+            ):
+                self._jobs.put(job)
                 await job.event.wait()
+        else:
+            self._jobs.put(job)
         if not job.event.is_set():
             await job.event.wait()
         if job.error is not None:
@@ -340,11 +361,9 @@ class SQLiteStore:
             for job in batch:
                 if job.kind not in _WRITES and job.kind != "close":
                     self._read(job)
-            for job in batch:
-                if job is not closing:
-                    job.done()
+            _done([job for job in batch if job is not closing])
         self._conn.close()
-        closing.done()
+        _done([closing])
 
     def _write(self, jobs: list[_Job]) -> None:
         """Every write waiting, in one transaction (one fsync).
