@@ -39,10 +39,11 @@ from ._protocol import DEFAULT_LEASE_TTL, Lease, LeaseRow, Record, holds, take
 
 
 SHIELD_BOUND: Final = 30.0
-"""Seconds a commit's caller waits for it, shielded from cancellation.
+"""Seconds a write's cancelled caller still waits for it, shielded.
 
-The write itself is never abandoned (it completes on the writer); past this
-bound a cancelled caller stops waiting for its answer."""
+The write itself is never abandoned (it completes on the writer); a caller
+cancelled while it is in flight raises once it is done, or past this bound
+(never before its record is durable, unless the file stalls that long)."""
 
 _SCHEMA = (
     """
@@ -188,23 +189,21 @@ class SQLiteStore:
             msg = f"SQLiteStore({str(self.path)!r}) is closed"
             raise RuntimeError(msg)
         job = _Job(kind, args)
-        if shield:
-            # Once submitted, the write completes on the writer whatever
-            # happens here; the caller waits for its answer, shielded (for a
-            # bounded time) so that an anyio cancellation does not lose it.
-            # The scope is entered before the job is queued, so that the
-            # writer, woken by the queue, finds the event loop already
-            # asleep (not busy setting the scope up) and takes the GIL at
-            # once.
-            with anyio.CancelScope(
-                shield=True, deadline=anyio.current_time() + SHIELD_BOUND
-            ):
-                self._jobs.put(job)
-                await job.event.wait()
-        else:
-            self._jobs.put(job)
-        if not job.event.is_set():
+        self._jobs.put(job)
+        try:
             await job.event.wait()
+        except BaseException:
+            if shield and not job.event.is_set():
+                # Cancelled (anyio's or native) with a write in flight: it
+                # completes on the writer whatever happens here, and the
+                # caller goes on (raising) only once it has, shielded for a
+                # bounded time.  Shielding only once cancelled spares every
+                # other call a cancel scope and its timer.
+                with anyio.CancelScope(
+                    shield=True, deadline=anyio.current_time() + SHIELD_BOUND
+                ):
+                    await job.event.wait()
+            raise
         if job.error is not None:
             raise job.error
         return job.result
