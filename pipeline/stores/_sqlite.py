@@ -18,15 +18,17 @@ lease) on its own.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import queue
 import sqlite3
+import sys
 import threading
 import time
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, Final, Protocol, final
 
 import anyio
 import attrs
@@ -34,7 +36,6 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
-from ._bridge import waker
 from ._protocol import DEFAULT_LEASE_TTL, Lease, LeaseRow, Record, holds, take
 
 
@@ -84,6 +85,30 @@ while another connection recovers or truncates the log)."""
 _WRITES = frozenset({"commit", "acquire", "renew", "release", "cache_put"})
 
 
+class _Event(Protocol):
+    """An event of the caller's own async library (asyncio's or trio's)."""
+
+    def set(self) -> None: ...
+    def is_set(self) -> bool: ...
+    async def wait(self) -> object: ...
+
+
+def _signal() -> tuple[Callable[..., object], _Event]:
+    """How the writer wakes the calling event loop, and a native event to
+    wait on there: anyio's would look its backend up on every call (a job's
+    largest cost on the loop, after the engine's)."""
+    # anyio runs on asyncio or trio; trio depends on sniffio, which says
+    # which of them runs this task (without trio, it is asyncio).
+    if "trio" in sys.modules:
+        import sniffio  # noqa: PLC0415
+        import trio  # noqa: PLC0415
+
+        if sniffio.current_async_library() == "trio":
+            token = trio.lowlevel.current_trio_token()
+            return token.run_sync_soon, trio.Event()
+    return asyncio.get_running_loop().call_soon_threadsafe, asyncio.Event()
+
+
 @final
 class _Job:
     """One operation for the writer, and how to tell its caller it is done."""
@@ -95,11 +120,10 @@ class _Job:
         self.args = args
         self.result: Any = None
         self.error: BaseException | None = None
-        self.event = anyio.Event()
-        self.wake = waker()
+        self.wake, self.event = _signal()
 
 
-def _set_all(events: list[anyio.Event]) -> None:
+def _set_all(events: list[_Event]) -> None:
     """Wake every caller of a batch on one event loop (run on that loop)."""
     for event in events:
         event.set()
@@ -109,7 +133,7 @@ def _done(jobs: list[_Job]) -> None:
     """Tell the callers of *jobs* that they are done: one wake-up per event
     loop, not one per job (each is a write to the loop's wake-up socket,
     and a group commit answers many callers on one loop at once)."""
-    by_loop: dict[Any, list[anyio.Event]] = {}
+    by_loop: dict[Callable[..., object], list[_Event]] = {}
     for job in jobs:
         by_loop.setdefault(job.wake, []).append(job.event)
     for wake, events in by_loop.items():

@@ -194,6 +194,19 @@ async def test_sqlite_group_commit_wakes_each_loop_once(
             assert isinstance(outs[i].failure(), ConcurrentModification)  # type: ignore[attr-defined]
 
 
+async def test_sqlite_waits_on_its_loops_own_event(anyio_backend: str) -> None:
+    """A job's event and wake-up belong to the library running the caller
+    (asyncio's or trio's), so the writer wakes the right loop."""
+    from pipeline.stores import _sqlite  # noqa: PLC0415
+
+    wake, event = _sqlite._signal()  # pyright: ignore[reportPrivateUsage]
+    assert type(event).__module__.split(".")[0] == anyio_backend
+    assert not event.is_set()
+    wake(event.set)
+    with anyio.fail_after(5):
+        await event.wait()
+
+
 async def test_leases_one_holder_at_a_time(make_store: StoreFactory) -> None:
     """A free thread is leased with the next token; its holder may take it
     again; anyone else is told the thread is busy."""
