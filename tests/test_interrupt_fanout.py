@@ -365,12 +365,18 @@ def batch_graph(
             raise Crash
         return Success(got)
 
+    return summing(worth)
+
+
+def summing(work: Handler[int, int, object]) -> Graph[Batch, object]:
+    """A map_reduce node named ``sum`` of *work* over the batch's items."""
+
     def total(
         b: Batch, results: tuple[Result[int, object], ...]
     ) -> Result[Batch, object]:
         return Success(attrs.evolve(b, total=sum(r.unwrap() for r in results)))
 
-    node = map_reduce(lambda b: b.items, worth, total, name="sum")
+    node = map_reduce(lambda b: b.items, work, total, name="sum")
     return (
         graph.builder(Batch)
         .node("sum", node)
@@ -626,32 +632,6 @@ async def test_a_tampered_question_list_only_gives_decode_errors(
         assert all(isinstance(qid, str) for qid in out.unwrap().questions)
 
 
-@attrs.frozen
-class Seen:
-    """State of the lazy item step tests."""
-
-    items: tuple[int, ...] = (1, 2, 3)
-    total: int = 0
-
-
-def seen_graph(work: Handler[int, int, object]) -> Graph[Seen, object]:
-    """A map_reduce node named ``sum`` over the state's items."""
-
-    def total(
-        s: Seen, results: tuple[Result[int, object], ...]
-    ) -> Result[Seen, object]:
-        return Success(attrs.evolve(s, total=sum(r.unwrap() for r in results)))
-
-    node = map_reduce(lambda s: s.items, work, total, name="sum")
-    return (
-        graph.builder(Seen)
-        .node("sum", node)
-        .entry("sum")
-        .edge("sum", END)
-        .build()
-    )
-
-
 async def test_map_reduce_items_that_ask_nothing_make_no_step(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -671,11 +651,11 @@ async def test_map_reduce_items_that_ask_nothing_make_no_step(
         return Success(2 * i)
 
     done = (
-        await seen_graph(double).run(
-            Seen(), store=stores.MemoryStore(), thread_id="t"
+        await summing(double).run(
+            Batch(), store=stores.MemoryStore(), thread_id="t"
         )
     ).unwrap()
-    assert done.state.total == 12
+    assert done.state.total == 20
     assert keyed == []
 
 
@@ -706,12 +686,12 @@ async def test_a_map_reduce_item_that_looks_gets_its_own_step_once() -> None:
         return Success(i)
 
     done = (
-        await seen_graph(look).run(
-            Seen(), store=stores.MemoryStore(), thread_id="t"
+        await summing(look).run(
+            Batch(), store=stores.MemoryStore(), thread_id="t"
         )
     ).unwrap()
-    assert done.state.total == 6
+    assert done.state.total == 10
     assert dict(scopes) == {
-        n: {_item_key("m:sum#0", k, n)} for k, n in enumerate((1, 2, 3))
+        n: {_item_key("m:sum#0", k, n)} for k, n in enumerate((1, 2, 3, 4))
     }
     assert all(len(v) == 1 for v in ids.values())
