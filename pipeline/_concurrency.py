@@ -242,7 +242,11 @@ class _Eager:
             sent = it.send(None)
         except StopIteration:
             return
-        self._then()
+        try:
+            self._then()
+        except BaseException:
+            it.close()  # its finally blocks run; nothing is left suspended
+            raise
         while True:
             try:
                 value = yield sent

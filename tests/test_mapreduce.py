@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
 from pipeline import Handler, handler, map_reduce
+from pipeline._concurrency import _Eager
 from pipeline.errors import ConstructionError
 from pipeline.failures import FanOutLimitExceeded
 from tests.virtual_clock import VirtualClock
@@ -371,3 +372,57 @@ async def test_the_lazy_pool_equals_the_items_one_by_one(
             r.value_or(None) for r in expected
         ]
         assert [type(r) for r in out.unwrap()] == [type(r) for r in expected]
+
+
+async def test_eager_passes_everything_through_and_hooks_once() -> None:
+    """``_Eager`` awaits its coroutine as a plain ``await`` would (values
+    and cancellations pass through), calling its hook once, at the first
+    suspension; a coroutine that never suspends never calls it."""
+    hooked: list[str] = []
+
+    async def quick() -> None:
+        hooked.append("ran quick")
+
+    await _Eager(quick(), lambda: hooked.append("hook"))
+    assert hooked == ["ran quick"]
+
+    async def slow() -> None:
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
+        hooked.append("ran slow")
+
+    await _Eager(slow(), lambda: hooked.append("hook"))
+    assert hooked == ["ran quick", "hook", "ran slow"]
+
+    stopped: list[str] = []
+
+    async def forever() -> None:
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            stopped.append("cancelled")
+            raise
+
+    with anyio.move_on_after(0.01) as scope:
+        await _Eager(forever(), lambda: None)
+    assert scope.cancelled_caught
+    assert stopped == ["cancelled"]
+
+
+async def test_eager_closes_its_coroutine_when_the_hook_fails() -> None:
+    """A hook that raises leaves nothing suspended: the coroutine is
+    closed (its ``finally`` runs) and the error goes to the caller."""
+    cleaned: list[bool] = []
+
+    async def waits() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cleaned.append(True)
+
+    def boom() -> None:
+        raise RuntimeError("hook")
+
+    with pytest.raises(RuntimeError, match="hook"):
+        await _Eager(waits(), boom)
+    assert cleaned == [True]
