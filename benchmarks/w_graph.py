@@ -175,7 +175,8 @@ def w1(sizes: list[int], settings: Settings) -> list[Case]:
 
 
 def w2(sizes: list[int], settings: Settings) -> list[Case]:
-    """W2: fan-out to N branches and join (graph and map_reduce)."""
+    """W2: fan-out to N branches and join (graph and map_reduce, the latter
+    also as the node of a graph checkpointed in memory)."""
     out: list[Case] = []
     for n in sizes:
         g = fan_graph(n)
@@ -262,7 +263,40 @@ def w2(sizes: list[int], settings: Settings) -> list[Case]:
                 settings=settings,
             )
         )
+        out.extend(_w2_memory(n, mr, plain, settings))
     return out
+
+
+def _w2_memory(
+    n: int,
+    mr: Handler[int, int, object],
+    plain: Callable[[], Awaitable[int]],
+    settings: Settings,
+) -> list[Case]:
+    """W2 ``map_reduce-memory``: *mr* as the node of a graph checkpointed
+    in memory; its items ask nothing, so it must cost next to what it
+    costs unjournaled (*plain*: the same run's ``gather`` baseline)."""
+    held = (
+        graph.builder(int).node("mr", mr).entry("mr").edge("mr", END).build()
+    )
+
+    async def ours() -> int:
+        store = stores.MemoryStore()
+        return (await held.run(n, store=store, thread_id="m")).unwrap().state
+
+    return [
+        measure(
+            "W2",
+            "map_reduce-memory",
+            impl,
+            size=n,
+            unit="branch",
+            run=run,
+            expected=n * (n - 1) // 2,
+            settings=settings,
+        )
+        for impl, run in (("baseline", plain), ("pipeline", ours))
+    ]
 
 
 def w3(sizes: list[int], settings: Settings) -> list[Case]:

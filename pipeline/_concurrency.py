@@ -232,23 +232,31 @@ class Siblings:
 
 
 async def _run_group(
-    tasks: int, body: Callable[[Siblings], Coroutine[Any, Any, None]]
+    tasks: int,
+    body: Callable[[Siblings], Coroutine[Any, Any, None]],
+    *,
+    lazy: bool = False,
 ) -> None:
     """Run *tasks* copies of *body* in one task group, as siblings.
+
+    *lazy*: start one copy, and the others only once it first suspends
+    (a pool whose items never wait needs one task, not *tasks*: spawning a
+    task costs far more than such an item).
 
     Returns only once every branch finished: a stray cancellation in a
     branch is raised here, after the others were stopped.
     """
     siblings = Siblings()
-    remaining = tasks
+    remaining = 1 if lazy else tasks
     done = anyio.Event()
 
-    async def branch() -> None:
+    async def branch(first: bool) -> None:
         nonlocal remaining
         scope = siblings.scope()
         try:
             with scope:
-                await body(siblings)
+                run = body(siblings)
+                await (_Eager(run, spawn_rest) if first else run)
         except anyio.get_cancelled_exc_class() as exc:  # not the group's
             siblings.keep_stray(scope, exc)
         finally:
@@ -256,10 +264,18 @@ async def _run_group(
             if not remaining:
                 done.set()
 
+    def spawn_rest() -> None:
+        nonlocal remaining
+        if siblings.cancel_called:
+            return
+        remaining += tasks - 1
+        for _ in range(tasks - 1):
+            tg.start_soon(branch, False)
+
     try:
         async with anyio.create_task_group() as tg:
-            for _ in range(tasks):
-                tg.start_soon(branch)
+            for _ in range(remaining):
+                tg.start_soon(branch, lazy and tasks > 1)
             try:
                 await done.wait()
             finally:
@@ -270,6 +286,52 @@ async def _run_group(
     except BaseExceptionGroup as group:
         raise collapse(group) from None
     siblings.raise_stray()
+
+
+@final
+class _Eager:
+    """Awaits *coro*, calling *then* (once) when it first suspends.
+
+    A plain ``await coro`` with a hook: every value it yields and every
+    value or exception sent back passes through unchanged, on asyncio and
+    trio alike.
+    """
+
+    __slots__ = ("_coro", "_then")
+
+    def __init__(
+        self, coro: Coroutine[Any, Any, None], then: Callable[[], None]
+    ) -> None:
+        self._coro = coro
+        self._then = then
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        it = self._coro.__await__()
+        try:
+            sent = it.send(None)
+        except StopIteration:
+            return
+        try:
+            self._then()
+        except BaseException:
+            it.close()  # its finally blocks run; nothing is left suspended
+            raise
+        while True:
+            try:
+                value = yield sent
+            except GeneratorExit:
+                it.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001  # handed to coro
+                try:
+                    sent = it.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    sent = it.send(value)
+                except StopIteration:
+                    return
 
 
 async def run_all(
@@ -302,7 +364,8 @@ async def run_pool(
 
     A fixed pool of tasks pulls from one shared iterator: spawning a task
     per item costs far more than the items themselves (and would not bound
-    concurrency).  *work* may stop the pool through the :class:`Siblings`
+    concurrency); the other workers start only once the first one waits
+    (items that never wait all run in one task).  *work* may stop the pool through the :class:`Siblings`
     it is given: no worker takes a new item after that.
     """
     if workers < 1:
@@ -315,7 +378,7 @@ async def run_pool(
                 return
             await work(item, siblings)  # type: ignore[arg-type]  # not _DONE
 
-    await _run_group(workers, worker)
+    await _run_group(workers, worker, lazy=True)
 
 
 @final

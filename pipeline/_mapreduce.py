@@ -26,7 +26,7 @@ from ._depth import MAX_DEPTH
 from ._handler import Handler, composite
 from ._runners import AnyCall, bad_result, located
 from ._serde import canonical, checksum
-from ._step import WAITED, Step, current_step, run_apart
+from ._step import WAITED, Step, current_step, run_apart, run_later
 from .errors import ConstructionError, Suspended
 from .failures import FanOutLimitExceeded
 
@@ -227,22 +227,24 @@ async def _work_through(
     In the step of a checkpointed run, each item asks its questions
     apart: one that asks waits, the others go on, and the step pauses once
     all settled, keeping the outputs (JSON values) of the items that
-    finished: they do not run again when the step does.
+    finished: they do not run again when the step does.  An item's own
+    step (its key, a digest of it) is made only when the item looks at
+    it, or when items may wait or have outputs kept from before.
     """
     results: list[Any] = [None] * len(items)
     failed: Earliest[Result[Any, Any]] = Earliest()
     step = current_step()
     base = "" if step is None else step.items_key(label)
+    keyed = step is not None and (step.may_wait() or step.holds(base))
+    ran = [False] * len(items)  # which items ran in this attempt
     waited = False
-    finished: dict[str, dict[str, Any]] = {}  # outputs to keep on a pause
 
     async def one(i: int, siblings: Siblings) -> None:
         nonlocal waited
         if step is None:
             r = await work(items[i])
         else:
-            key = _item_key(base, i, items[i])
-            r = await _in_step(step, key, i, lambda: work(items[i]), finished)
+            r = await _in_step(step, base, i, items, work, keyed, ran)
             if r is WAITED:
                 waited = True
                 return
@@ -257,27 +259,52 @@ async def _work_through(
         return failed.value()
     if waited:
         assert step is not None  # noqa: S101  # only items of a step wait
-        await _pause(step, finished)
+        await _pause(step, _finished(base, items, results, ran))
     return tuple(results)
 
 
 async def _in_step(
     step: Step,
-    key: str,
+    base: str,
     i: int,
-    call: Callable[[], Awaitable[Result[Any, Any]]],
-    finished: dict[str, dict[str, Any]],
+    items: list[Any],
+    work: AnyCall,
+    keyed: bool,
+    ran: list[bool],
 ) -> Any:
-    """Item *i* (kept under *key*) in the step of a checkpointed run: its
-    output kept before, or its result now (noting an output to keep), or
-    ``WAITED``."""
+    """Item *i* in the step of a checkpointed run: its output kept before,
+    or its result now (noted in *ran*), or ``WAITED``.
+
+    Unless *keyed* (items may wait, or outputs are kept), nothing is kept
+    under the item's key and it does not wait: its step is made only if
+    it asks for it (see :func:`~pipeline._step.run_later`).
+    """
+    item = items[i]
+    if not keyed:
+        ran[i] = True
+        return await run_later(
+            lambda: step.child(_item_key(base, i, item), i),
+            lambda: work(item),
+        )
+    key = _item_key(base, i, item)
     kept = _kept(step.docs(key))
     if kept is not _NOTHING:
         return Success(kept)
-    r = await run_apart(step.child(key, i), call)
-    if type(r) is Success:
-        _keep(finished, key, r.unwrap())
-    return r
+    ran[i] = True
+    return await run_apart(step.child(key, i), lambda: work(item))
+
+
+def _finished(
+    base: str, items: list[Any], results: list[Any], ran: list[bool]
+) -> dict[str, dict[str, Any]]:
+    """The outputs to keep when the step pauses: of the items that ran
+    and finished in this attempt, each (a JSON value) under its key (an
+    output that is no JSON value is not kept: the item runs again)."""
+    finished: dict[str, dict[str, Any]] = {}
+    for i, r in enumerate(results):
+        if ran[i] and type(r) is Success and _plain(value := r.unwrap()):
+            finished[_item_key(base, i, items[i])] = {"out": value}
+    return finished
 
 
 async def _pause(step: Step, finished: dict[str, dict[str, Any]]) -> Never:
@@ -313,14 +340,6 @@ def _kept(docs: tuple[Any, ...]) -> Any:
     if isinstance(doc, dict) and "out" in doc:
         return doc["out"]
     return _NOTHING
-
-
-def _keep(finished: dict[str, dict[str, Any]], key: str, value: Any) -> None:
-    """Note item output *value* to keep under *key*, if it is a JSON value
-    (else the item runs again when the step does: nothing could give it
-    back as it was)."""
-    if _plain(value):
-        finished[key] = {"out": value}
 
 
 _SCALARS = (str, int, bool, type(None))

@@ -73,6 +73,8 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        if not (self.input_tokens or self.output_tokens):
+            return other  # nothing to add to (a run's first turn): as it is
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,

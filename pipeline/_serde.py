@@ -18,7 +18,7 @@ import typing
 import weakref
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Final, Literal, get_args, get_origin
 
 import attrs
 import cattrs
@@ -29,7 +29,8 @@ from cattrs.preconf.json import make_converter as _json_converter
 from pyrsistent import PMap, PVector, pmap, pvector
 
 from ._context import Context, freeze
-from ._depth import loads
+from ._depth import RECORD_DEPTH, loads
+from ._message_structure import register_message_hooks
 from ._messages import FilePart, ImagePart, Message, Part, TextPart, ToolCall
 from .secrets import MARKER, Secret, is_secret_type, resolve, stored
 
@@ -93,6 +94,28 @@ def canonical_exact(value: object) -> tuple[bytes, bool]:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS), True
     except TypeError:
         return canonical(value), False
+
+
+def _orjson_refuses_past(limit: int) -> bool:
+    """Whether orjson refuses to write arrays and objects nested past
+    *limit* levels (it stops at its own recursion limit): then bytes it
+    wrote nest no deeper, and need no count against *limit*.  Probed once,
+    not assumed: another orjson may write deeper."""
+    for wrap in (lambda v: [v], lambda v: {"a": v}):
+        value: object = []
+        for _ in range(limit):
+            value = wrap(value)  # limit + 1 levels
+        try:
+            orjson.dumps(value)
+        except TypeError:  # orjson.JSONEncodeError: "Recursion limit"
+            continue
+        return False
+    return True
+
+
+ORJSON_WITHIN_RECORD_DEPTH: Final = _orjson_refuses_past(RECORD_DEPTH)
+"""Whether what :func:`canonical_exact` writes exactly (orjson) nests no
+deeper than a checkpoint record may (:data:`RECORD_DEPTH`)."""
 
 
 def canonical(value: object) -> bytes:
@@ -474,6 +497,7 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook_func(_is_part, part_structure)
     conv.register_unstructure_hook_func(_is_part_type, part_unstructure)
     conv.register_structure_hook(Context, context_structure)
+    register_message_hooks(conv)  # after the rest: they fall back to them
     return conv
 
 

@@ -44,6 +44,16 @@ class Step(Protocol):
         """The step of the item whose output is kept under *key*."""
         ...
 
+    def may_wait(self) -> bool:
+        """Whether a branch or item of this step may wait at a question
+        asked before (else none needs its own step to know it does not)."""
+        ...
+
+    def holds(self, key: str, /) -> bool:
+        """Whether anything is kept under *key* ``/`` (the items of a
+        ``map_reduce``)."""
+        ...
+
     def waits(self) -> bool:
         """Whether this item waits at an unanswered question (not run)."""
         ...
@@ -68,8 +78,34 @@ def current_step() -> Step | None:
 
     .. versionadded:: 0.1.0
     """
-    out: Step | None = STEP.get()
-    return out
+    out: Any = STEP.get()
+    if type(out) is Later:
+        out = out.get()
+    step: Step | None = out
+    return step
+
+
+class Later:
+    """A step made only when something asks for it: a ``map_reduce`` item
+    that never looks at its step (asks nothing, nests no fold) costs no
+    boundary and no digest of its item.
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("_make", "made")
+
+    def __init__(self, make: Callable[[], Step]) -> None:
+        self._make = make
+        self.made: Step | None = None
+        """The step, once made."""
+
+    def get(self) -> Step:
+        """The step (made now, once, if it was not yet)."""
+        made = self.made
+        if made is None:
+            made = self.made = self._make()
+        return made
 
 
 WAITED: Any = object()
@@ -96,4 +132,30 @@ async def run_apart(inner: Step, call: Callable[[], Awaitable[Any]]) -> Any:
         STEP.reset(token)
     if type(r) is not Success and inner.asked_here():
         return WAITED  # a fold in it paused (and said so)
+    return r
+
+
+async def run_later(
+    make: Callable[[], Step], call: Callable[[], Awaitable[Any]]
+) -> Any:
+    """:func:`run_apart`, with the inner step made by *make* only if
+    *call* looks at it (or raises): for a step none of whose items may
+    wait (:meth:`Step.may_wait` is false), so the inner step need not be
+    asked whether it waits before *call* runs.
+
+    .. versionadded:: 0.1.0
+    """
+    later = Later(make)
+    token = STEP.set(later)
+    try:
+        r = await call()
+    except BaseException as exc:
+        if not later.get().took(exc):
+            raise
+        return WAITED  # it asked: its siblings go on
+    finally:
+        STEP.reset(token)
+    inner = later.made  # not made: nothing in the call asked anything
+    if inner is not None and type(r) is not Success and inner.asked_here():
+        return WAITED
     return r

@@ -10,7 +10,7 @@ committed never runs again and a crash loses at most the turn in flight.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeAlias, final
+from typing import Any, Protocol, TypeAlias, final
 
 import anyio
 import attrs
@@ -41,6 +41,7 @@ from .failures import (
     InvalidOutput,
     ModelError,
     RunPaused,
+    StepLimitExceeded,
     TurnLimitExceeded,
 )
 from .fold import (
@@ -93,6 +94,53 @@ whether the loop ends after this turn."""
 _NONE_APPROVED: frozenset[int] = frozenset()
 _RUNNING = Status.RUNNING
 _DONE = Status.DONE
+
+
+class At(Protocol):
+    """Where a run of the loop is: the snapshot of a checkpointed or traced
+    run, or a :class:`Bare` position (what a turn reads and makes)."""
+
+    @property
+    def state(self) -> Turns: ...
+
+    def successor(  # Snapshot.successor's
+        self,
+        state: Turns,
+        node: str | None,
+        next: tuple[str, ...],  # noqa: A002  # the snapshot's field
+        join: str | None = None,
+        fingerprint: str | None = None,
+    ) -> Any: ...
+
+
+@final
+class Bare:
+    """A position of a run that nothing records nor traces: the state, what
+    runs next and the steps taken, without the snapshot only a record or a
+    span needs (a snapshot has 17 fields to fill on every turn)."""
+
+    __slots__ = ("next", "state", "step")
+
+    def __init__(
+        self,
+        state: Turns,
+        next: tuple[str, ...],  # noqa: A002  # the snapshot's field
+        step: int,
+    ) -> None:
+        self.state = state
+        self.next = next
+        self.step = step
+
+    def successor(
+        self,
+        state: Turns,
+        node: str | None,  # noqa: ARG002  # the loop's own name
+        next: tuple[str, ...],  # noqa: A002  # the snapshot's field
+        join: str | None = None,  # noqa: ARG002  # agents never join
+        fingerprint: str | None = None,  # noqa: ARG002  # nothing records it
+    ) -> Bare:
+        """The position one turn on (see :meth:`Snapshot.successor`)."""
+        return Bare(state, next, self.step + 1)
 
 
 def digest(instructions: str, messages: Sequence[Message]) -> str:
@@ -168,12 +216,18 @@ class Loop:
         )
         self.intercept = intercept
         # Whether any tool's calls may wait for a person's approval (when
-        # none can, a turn skips asking: one check per run, not per turn).
-        self.approvals = any(t.approval is not False for t in tools.values())
-        # Tools with secret arguments: their calls are recorded redacted.
-        self.secret = {
-            name: t for name, t in tools.items() if t.secret_arguments
-        }
+        # none can, a turn skips asking: one check per run, not per turn),
+        # and the tools with secret arguments (their calls are recorded
+        # redacted): one pass over the tools.
+        approvals = False
+        secret: dict[str, Tool] = {}
+        for tool_name, t in tools.items():
+            if t.approval is not False:
+                approvals = True
+            if t.secret_arguments:
+                secret[tool_name] = t
+        self.approvals = approvals
+        self.secret = secret
 
     def start(self) -> Snapshot[Turns]:
         """The snapshot before the first turn."""
@@ -185,7 +239,27 @@ class Loop:
         """Agents have no gates."""
         return False
 
-    async def _first(self, snap: Snapshot[Turns]) -> Any:
+    async def unchecked(self, max_steps: int) -> Turns | Failure[Any]:
+        """The whole run, when nothing records nor traces it (no enclosing
+        checkpointed step, no tracing): the engine's loop without what only
+        a journal, gates, observers or spans use, on :class:`Bare`
+        positions.  Ends as :func:`pipeline.fold.run_machine` would: the
+        state when no turn comes next (itself: the caller wraps what it
+        returns), a turn's failure, or
+        :class:`~pipeline.failures.StepLimitExceeded` past *max_steps*."""
+        at = Bare(_NO_TURNS, (self.name,), 0)
+        step = self.step
+        while at.next:
+            if at.step >= max_steps:
+                tail = (self.name,) * min(at.step, 8)
+                return Failure(StepLimitExceeded(max_steps, tail))
+            new = await step(at, None)
+            if type(new) is Failure:
+                return new
+            at = new
+        return at.state
+
+    async def _first(self, snap: At) -> Any:
         """The first turn, behind the agent's input guards: those not
         concurrent run before the model call, the others alongside it (the
         answer waits for them before any tool runs)."""
@@ -270,7 +344,7 @@ class Loop:
             )
         return verdict
 
-    async def step(self, snap: Snapshot[Turns], _: object, /) -> Any:
+    async def step(self, snap: At, _: object, /) -> Any:
         """One turn: ask the model; run the tools it asks for."""
         if self.guards:
             return await self._first(snap)
@@ -284,7 +358,9 @@ class Loop:
             or turn - len(repairs_in(progress.messages)) >= agent.max_turns
         )
         request = ModelRequest(
-            joined(self.view, progress.messages),
+            joined(self.view, progress.messages)
+            if progress.messages
+            else self.view,  # the first turn: the view itself
             self.specs,
             response_schema=agent.response_schema,
             temperature=agent.temperature,
@@ -335,8 +411,10 @@ class Loop:
             return Failure(TurnLimitExceeded(name, turn, added, path=(name,)))
         # Calls a person must approve: asked before any tool of the reply
         # runs (the others wait with them), one question at a time.
-        message, run_calls, taken, approved = await self._approved(
-            message, run_calls, taken
+        message, run_calls, taken, approved = (
+            await self._approved(message, run_calls, taken)
+            if self.approvals
+            else (message, run_calls, taken, _NONE_APPROVED)  # none asks
         )
         hook = None
         if scope is not None:
@@ -345,7 +423,11 @@ class Loop:
                 return Failure(attrs.evolve(refused, path=(name,)))
             hook = scope.tool_hook
         hook = self._hook(hook, approved)
-        lapsed = await self._start_tools(message.tool_calls, listen=listen)
+        lapsed = (
+            await self._start_tools(message.tool_calls, listen=listen)
+            if listen or env.boundary is not None
+            else None  # no lease to check, no one to tell
+        )
         if lapsed is not None:
             return lapsed
         try:
@@ -383,9 +465,8 @@ class Loop:
         """The reply after its calls' approvals (see
         :func:`pipeline._approval.approve_calls`): the message as recorded
         (edited calls as they run), the calls to run, the calls taken
-        (denied ones added) and the ids of the approved calls."""
-        if not self.approvals:  # no tool asks: nothing to select
-            return message, run_calls, taken, _NONE_APPROVED
+        (denied ones added) and the ids of the approved calls.  Asked only
+        when some tool of the run may ask (:attr:`approvals`)."""
         approvals = await approve_calls(
             run_calls, self.tools, agent=self.name, skip=taken
         )
@@ -409,7 +490,11 @@ class Loop:
         offload = self.env.offload
         if offload is not None:
             hook = _around(hook, offload.tools(self.agent, self.tools))
-        boundary = current_boundary()  # the turn's, in a checkpointed run
+        # The turn's, in a checkpointed run: only ever inside an enclosing
+        # step (a run outside any has no journal to enter one).
+        boundary = (
+            current_boundary() if self.env.boundary is not None else None
+        )
         # In a fresh attempt of a turn (no answer to deliver, nothing
         # saved) no call can get an answer nor find a kept result: no
         # keeping wrapper then.
@@ -418,7 +503,7 @@ class Loop:
         return hook
 
     async def _final(
-        self, snap: Snapshot[Turns], message: Message, usage: Usage, turn: int
+        self, snap: At, message: Message, usage: Usage, turn: int
     ) -> Any:
         """A final answer, checked against the agent's output if it has
         one: accepted, or sent back with the reason (never the value) for another try."""
@@ -478,9 +563,7 @@ class Loop:
         done = Turns(added.append(ask), usage, turn)
         return self._next(snap, done, stop=False)
 
-    def _next(
-        self, snap: Snapshot[Turns], state: Turns, *, stop: bool
-    ) -> Snapshot[Turns]:
+    def _next(self, snap: At, state: Turns, *, stop: bool) -> Any:
         name = self.name
         nxt = () if stop else (name,)
         return snap.successor(state, name, nxt, fingerprint=self.fingerprint)
@@ -560,6 +643,8 @@ class Loop:
                 deps=self.deps,
                 malformed=malformed,
             )
+            if rest
+            else ()  # all taken (a lone transfer): nothing to run
         )
         out: list[Message] = []
         for i, call in enumerate(calls):

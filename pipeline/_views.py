@@ -24,8 +24,9 @@ class Joined(Sequence[T]):
     __slots__ = ("_len", "_parts")
 
     def __init__(self, *parts: Sequence[T]) -> None:
-        self._parts = tuple(p for p in parts if len(p))
-        self._len = sum(len(p) for p in self._parts)
+        kept = [p for p in parts if len(p)]
+        self._parts = tuple(kept)
+        self._len = sum(map(len, kept))
 
     def __len__(self) -> int:
         return self._len

@@ -44,7 +44,7 @@ from ._moved import moved
 from ._offload import note_agent, note_fold_tool
 from ._output import Output
 from ._runners import ok
-from ._turns import Intercept, Loop, PauseRequested, digest
+from ._turns import Intercept, Loop, PauseRequested, Turns, digest
 from ._views import joined
 from .errors import AgentFailed, ConstructionError, MissingDeps
 from .events import MessageComplete, emit
@@ -455,13 +455,37 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
         loop = Loop(
             self, view, tools, intercept, specs, env, self.input_guards, deps
         )
+        max_steps = (
+            self.max_turns
+            + 1
+            + (self.output.retries if self.output is not None else 0)
+        )
+        # Nothing records the turns (no enclosing checkpointed step) nor
+        # traces them: the engine's snapshots would be built for no one.
+        scope = env.scope
+        bare = not nested and (scope is None or scope.tracing is None)
+        done = (
+            await loop.unchecked(max_steps)
+            if bare
+            else await self._folded(loop, max_steps, key, env)
+        )
+        if type(done) is Failure:
+            return Failure(done.failure())
+        return Success(
+            AgentRun(self.name, tuple(done.messages), done.usage, done.turns)
+        )
+
+    async def _folded(
+        self, loop: Loop, max_steps: int, key: str | None, env: Ambient
+    ) -> Turns | Failure[Any]:
+        """*loop* run by the fold engine: each turn a record of the
+        enclosing checkpointed step (continuing from those it saved before,
+        for the input *key*), a span of a traced run."""
         out = await run_machine(
             loop,
             loop.start(),
             None,
-            max_steps=self.max_turns
-            + 1
-            + (self.output.retries if self.output is not None else 0),
+            max_steps=max_steps,
             digest=key,
             announce=False,
             env=env,
@@ -472,10 +496,8 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
         if snap.status is Status.INTERRUPTED:  # a tool's fold paused
             question = snap.pending.question if snap.pending else ""
             return Failure(RunPaused(question, path=(self.name,)))
-        done = snap.state
-        return Success(
-            AgentRun(self.name, tuple(done.messages), done.usage, done.turns)
-        )
+        done: Turns = snap.state
+        return done
 
     def handler(self) -> Handler[Context, Context, AgentError]:
         """This agent as a handler (it is one already: kept for older code)."""

@@ -226,6 +226,12 @@ class Tool(Generic[D_contra, P, R_co]):
         ),
     )
 
+    _told: tuple[frozenset[str], bool] | None = attrs.field(
+        init=False, eq=False, default=None
+    )
+    """Its parameters' names and whether its function is a coroutine
+    function, told at its first call and kept (see :meth:`_facts`)."""
+
     def __attrs_post_init__(self) -> None:
         for kind in self.errors:
             given: object = kind  # the annotation is a promise, not a check
@@ -254,6 +260,22 @@ class Tool(Generic[D_contra, P, R_co]):
 
     def __repr__(self) -> str:
         return f"Tool({self.name})"
+
+    def _facts(self) -> tuple[frozenset[str], bool]:
+        """Its parameters' names (every call's arguments are checked
+        against them) and whether its function is a coroutine function
+        (awaited on the event loop; a plain one runs in a thread): told
+        once, at the first call, not on every call (the tool is frozen,
+        so neither changes; a tool built and dropped per step pays
+        nothing for them until called)."""
+        told = self._told
+        if told is None:
+            told = (
+                frozenset(p.name for p in self._params),
+                inspect.iscoroutinefunction(self._fn),
+            )
+            object.__setattr__(self, "_told", told)
+        return told
 
     def needs_approval(self, kwargs: Mapping[str, Any]) -> bool:
         """Whether the call with decoded arguments *kwargs* (see
@@ -328,7 +350,7 @@ class Tool(Generic[D_contra, P, R_co]):
             return f"{where} are not valid JSON"
         if not isinstance(raw, dict):
             return f"{where} must be a JSON object"
-        known = {p.name for p in self._params}
+        known = self._facts()[0]
         extra = [k for k in raw if k not in known]
         if extra and not self.extra_arguments:
             return (
@@ -337,7 +359,9 @@ class Tool(Generic[D_contra, P, R_co]):
             )
         # Unlisted arguments (only with extra_arguments) go as they are.
         kwargs: dict[str, Any] = {k: raw[k] for k in extra}
-        unsent = any(unsendable(raw[k]) is not None for k in extra)
+        unsent = bool(extra) and any(
+            unsendable(raw[k]) is not None for k in extra
+        )
         problems = ["an unlisted argument cannot be sent"] * unsent
         for p in self._params:
             if p.name not in raw:
@@ -390,11 +414,19 @@ class Tool(Generic[D_contra, P, R_co]):
             return f"error: {kwargs}", True
         try:
             if self.timeout is None:
-                out = await _invoke(fn, kwargs, abandon=False)
+                out = await (
+                    fn(**kwargs)
+                    if self._facts()[1]
+                    else _in_thread(fn, kwargs, abandon=False)
+                )
             else:
                 out = _TIMED_OUT
                 with anyio.move_on_after(self.timeout):
-                    out = await _invoke(fn, kwargs, abandon=True)
+                    out = await (
+                        fn(**kwargs)
+                        if self._facts()[1]
+                        else _in_thread(fn, kwargs, abandon=True)
+                    )
                 if out is _TIMED_OUT:
                     late = (
                         f"tool {self.name!r} timed out after {self.timeout} s"
@@ -443,11 +475,9 @@ class Tool(Generic[D_contra, P, R_co]):
         )
 
 
-async def _invoke(
+async def _in_thread(
     fn: Callable[..., Any], kwargs: dict[str, Any], *, abandon: bool
 ) -> Any:
-    if inspect.iscoroutinefunction(fn):
-        return await fn(**kwargs)
     # A plain function may block: keep it off the event loop.  Under a
     # timeout its thread is abandoned when the time is up (a thread
     # cannot be stopped: it runs on, and its result is dropped).
@@ -768,9 +798,12 @@ async def run_tools(
         if on_result is not None:
             await on_result(call, content, failed)
 
-    if len(calls) == 1:
+    if len(calls) == 1:  # the common case: nothing to gather
         await one(0, calls[0])
-    elif limit == 1:
+        only = results[0]
+        assert only is not None  # noqa: S101  # one() set it, or raised
+        return (only,)
+    if limit == 1:
         for i, call in enumerate(calls):
             await one(i, call)
     elif limit is not None and limit < len(calls):

@@ -27,6 +27,7 @@ from pipeline._depth import (
     depth_of,
     loads,
 )
+from pipeline._serde import ORJSON_WITHIN_RECORD_DEPTH, canonical_exact
 from pipeline.cli._exits import UserError
 from pipeline.cli._target import read_json
 from pipeline.cli._threads import parse_answer
@@ -276,3 +277,24 @@ def test_a_temporal_payload() -> None:
     assert str(caught.value) == (
         f"a Temporal payload nests deeper than {PAYLOAD_DEPTH} levels"
     )
+
+
+@pytest.mark.parametrize("wrap", [lambda v: [v], lambda v: {"a": v}])
+def test_what_orjson_writes_fits_a_record(wrap: Any) -> None:
+    """A commit counts the depth of its bytes only when orjson did not
+    write them: it refuses to nest deeper than a record may (probed at
+    import; if another orjson wrote deeper, every record is counted)."""
+    value: object = []
+    written = 1
+    while True:
+        try:
+            data, exact = canonical_exact(value)
+        except TypeError:  # pragma: no cover  # the fallback refused too
+            break
+        if not exact:
+            break
+        assert depth_of(data) == written <= RECORD_DEPTH
+        value = wrap(value)
+        written += 1
+    assert (written <= RECORD_DEPTH + 1) == ORJSON_WITHIN_RECORD_DEPTH
+    assert ORJSON_WITHIN_RECORD_DEPTH

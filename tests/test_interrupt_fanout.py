@@ -12,6 +12,7 @@ import json
 
 from typing import TypeVar
 
+import anyio
 import attrs
 import pytest
 
@@ -28,9 +29,11 @@ from pipeline import (
     map_reduce,
     stores,
 )
+from pipeline._mapreduce import _item_key
+from pipeline._step import current_step
 from pipeline.errors import InvalidAnswer
 from pipeline.failures import CheckpointDecodeError, StaleAnswer
-from pipeline.fold import Pending, Snapshot, Status
+from pipeline.fold import Pending, Snapshot, Status, current_boundary
 from pipeline.graph import END
 from pipeline.stores import Record, record_checksum
 from tests.servers import StoreFactory
@@ -362,12 +365,18 @@ def batch_graph(
             raise Crash
         return Success(got)
 
+    return summing(worth)
+
+
+def summing(work: Handler[int, int, object]) -> Graph[Batch, object]:
+    """A map_reduce node named ``sum`` of *work* over the batch's items."""
+
     def total(
         b: Batch, results: tuple[Result[int, object], ...]
     ) -> Result[Batch, object]:
         return Success(attrs.evolve(b, total=sum(r.unwrap() for r in results)))
 
-    node = map_reduce(lambda b: b.items, worth, total, name="sum")
+    node = map_reduce(lambda b: b.items, work, total, name="sum")
     return (
         graph.builder(Batch)
         .node("sum", node)
@@ -621,3 +630,68 @@ async def test_a_tampered_question_list_only_gives_decode_errors(
         assert isinstance(out.failure(), CheckpointDecodeError)
     else:
         assert all(isinstance(qid, str) for qid in out.unwrap().questions)
+
+
+async def test_map_reduce_items_that_ask_nothing_make_no_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a checkpointed step, an item that never looks at its step costs
+    no key and no digest of it (and so no boundary): none is made."""
+    keyed: list[int] = []
+    item_key = _item_key
+
+    def counting(base: str, i: int, item: object) -> str:
+        keyed.append(i)
+        return item_key(base, i, item)
+
+    monkeypatch.setattr("pipeline._mapreduce._item_key", counting)
+
+    @handler(name="double")
+    async def double(i: int) -> Result[int, object]:
+        return Success(2 * i)
+
+    done = (
+        await summing(double).run(
+            Batch(), store=stores.MemoryStore(), thread_id="t"
+        )
+    ).unwrap()
+    assert done.state.total == 20
+    assert keyed == []
+
+
+async def test_a_map_reduce_item_that_looks_gets_its_own_step_once() -> None:
+    """An item that looks at its step gets the one it would have had
+    (scoped under its key: position and digest), the same object however
+    often and from whichever task it looks."""
+    scopes: dict[int, set[str]] = collections.defaultdict(set)
+    ids: dict[int, set[int]] = collections.defaultdict(set)
+
+    @handler(name="look")
+    async def look(i: int) -> Result[int, object]:
+        def note() -> None:
+            step, boundary = current_step(), current_boundary()
+            assert step is boundary
+            assert boundary is not None
+            scopes[i].add(boundary.scope)
+            ids[i].add(id(boundary))
+
+        note()
+        async with anyio.create_task_group() as tg:  # a task of its own
+
+            async def in_task() -> None:
+                note()
+
+            tg.start_soon(in_task)
+        note()
+        return Success(i)
+
+    done = (
+        await summing(look).run(
+            Batch(), store=stores.MemoryStore(), thread_id="t"
+        )
+    ).unwrap()
+    assert done.state.total == 10
+    assert dict(scopes) == {
+        n: {_item_key("m:sum#0", k, n)} for k, n in enumerate((1, 2, 3, 4))
+    }
+    assert all(len(v) == 1 for v in ids.values())

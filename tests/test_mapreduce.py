@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from returns.result import Failure, Result, Success
 
 from pipeline import Handler, handler, map_reduce
+from pipeline._concurrency import _Eager
 from pipeline.errors import ConstructionError
 from pipeline.failures import FanOutLimitExceeded
 from tests.virtual_clock import VirtualClock
@@ -278,3 +279,150 @@ async def test_lazy_split_within_the_limit_runs_every_item() -> None:
     for split in (some, some_later):
         out = await map_reduce(split, double, collect, max_items=5)(5)
         assert out == Success(tuple(Success(2 * i) for i in range(5)))
+
+
+async def test_items_that_never_wait_run_in_one_task() -> None:
+    """The pool starts one worker, and the others only once it waits:
+    items that never wait all run in that one task."""
+    tasks: set[int] = set()
+
+    @handler
+    async def work(i: int) -> Result[int, str]:
+        tasks.add(anyio.get_current_task().id)
+        return Success(i)
+
+    mr = map_reduce(upto, work, collect, max_concurrency=8)
+    out = (await mr(20)).unwrap()
+    assert [r.unwrap() for r in out] == list(range(20))
+    assert len(tasks) == 1
+
+
+@pytest.mark.parametrize("first_waits", [True, False])
+async def test_the_pool_reaches_its_bound_once_an_item_waits(
+    first_waits: bool,
+) -> None:
+    """Once an item waits, the other workers start: *k* items that each
+    wait for all *k* to be in flight finish (they run at once), whether
+    the first item waits or only a later one does."""
+    k = 4
+    arrived = 0
+    everyone = anyio.Event()
+
+    @handler
+    async def work(i: int) -> Result[int, str]:
+        nonlocal arrived
+        if i == 0 and not first_waits:
+            return Success(i)
+        arrived += 1
+        if arrived == k:
+            everyone.set()
+        await everyone.wait()
+        return Success(i)
+
+    n = k if first_waits else k + 1
+    mr = map_reduce(upto, work, collect, max_concurrency=k)
+    with anyio.fail_after(5):
+        out = (await mr(n)).unwrap()
+    assert [r.unwrap() for r in out] == list(range(n))
+
+
+@given(
+    plan=st.lists(
+        st.tuples(st.integers(0, 3), st.booleans()), min_size=0, max_size=40
+    ),
+    concurrency=st.sampled_from([1, 2, 3, 16]),
+    fail_fast=st.booleans(),
+)
+async def test_the_lazy_pool_equals_the_items_one_by_one(
+    plan: list[tuple[int, bool]], concurrency: int, fail_fast: bool
+) -> None:
+    """Items that wait (a number of checkpoints) or not, failing or not:
+    the pool's results are what running the items one by one gives (or,
+    fail-fast, the earliest failure among those that ran), with never more
+    than *concurrency* in flight."""
+    meter = Meter()
+
+    @handler(name="work")
+    async def work(i: int) -> Result[int, str]:
+        meter.now += 1
+        meter.peak = max(meter.peak, meter.now)
+        try:
+            for _ in range(plan[i][0]):
+                await anyio.lowlevel.checkpoint()
+        finally:
+            meter.now -= 1
+        return Failure(f"item {i}") if plan[i][1] else Success(i * 10)
+
+    mr = map_reduce(
+        upto, work, collect, max_concurrency=concurrency, fail_fast=fail_fast
+    )
+    out = await mr(len(plan))
+    expected = tuple(
+        Failure(f"item {i}") if bad else Success(i * 10)
+        for i, (_, bad) in enumerate(plan)
+    )
+    assert meter.peak <= concurrency
+    if fail_fast and any(bad for _, bad in plan):
+        assert isinstance(out, Failure)
+        assert out.failure() in {
+            f"item {i}" for i, (_, b) in enumerate(plan) if b
+        }
+    else:
+        assert [r.value_or(None) for r in out.unwrap()] == [
+            r.value_or(None) for r in expected
+        ]
+        assert [type(r) for r in out.unwrap()] == [type(r) for r in expected]
+
+
+async def test_eager_passes_everything_through_and_hooks_once() -> None:
+    """``_Eager`` awaits its coroutine as a plain ``await`` would (values
+    and cancellations pass through), calling its hook once, at the first
+    suspension; a coroutine that never suspends never calls it."""
+    hooked: list[str] = []
+
+    async def quick() -> None:
+        hooked.append("ran quick")
+
+    await _Eager(quick(), lambda: hooked.append("hook"))
+    assert hooked == ["ran quick"]
+
+    async def slow() -> None:
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
+        hooked.append("ran slow")
+
+    await _Eager(slow(), lambda: hooked.append("hook"))
+    assert hooked == ["ran quick", "hook", "ran slow"]
+
+    stopped: list[str] = []
+
+    async def forever() -> None:
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            stopped.append("cancelled")
+            raise
+
+    with anyio.move_on_after(0.01) as scope:
+        await _Eager(forever(), lambda: None)
+    assert scope.cancelled_caught
+    assert stopped == ["cancelled"]
+
+
+async def test_eager_closes_its_coroutine_when_the_hook_fails() -> None:
+    """A hook that raises leaves nothing suspended: the coroutine is
+    closed (its ``finally`` runs) and the error goes to the caller."""
+    cleaned: list[bool] = []
+
+    async def waits() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cleaned.append(True)
+
+    def boom() -> None:
+        raise RuntimeError("hook")
+
+    with pytest.raises(RuntimeError, match="hook"):
+        await _Eager(waits(), boom)
+    assert cleaned == [True]

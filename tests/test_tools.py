@@ -225,3 +225,32 @@ def test_tool_name_with_a_trailing_newline_is_refused() -> None:
 
     with pytest.raises(ConstructionError, match="tool name"):
         tool(name="x\n")(x)
+
+
+async def test_what_a_tool_tells_once_holds_on_every_call() -> None:
+    """Parameter names and whether the function is async are told at the
+    first call and kept: later calls check and run the same way (a plain
+    function in a worker thread, an async one on the event loop)."""
+    import threading  # noqa: PLC0415
+
+    seen: list[bool] = []
+
+    @tool
+    def plain(a: int) -> int:
+        """Record whether this ran off the main thread."""
+        seen.append(threading.current_thread() is not threading.main_thread())
+        return a
+
+    @tool
+    async def awaited(a: int) -> int:
+        """Record whether this ran on the main thread."""
+        seen.append(threading.current_thread() is threading.main_thread())
+        return a
+
+    for each in (plain, awaited):
+        for _ in range(2):
+            assert await each.call('{"a": 1}') == ("1", False)
+            out, failed = await each.call('{"b": 1}')
+            assert failed
+            assert "unknown argument" in out
+    assert seen == [True, True, True, True]

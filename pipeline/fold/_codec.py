@@ -10,6 +10,14 @@ A record holds one snapshot as a delta against its parent:
 * the envelope is short: schema, fingerprint, next and step, and the rest
   only when it is not at its default (the node that ran is the parent's
   *next*; a stop's ``reason`` only in the stop record);
+* in a store's thread (``inherit``: schema 2), a record whose parent is the
+  record before it in the store leaves out what that parent implies: the
+  fingerprint when it is the parent's, the step when it is the parent's
+  plus one.  A fingerprint is 80-odd bytes, a third of a small step's
+  record, and a thread's stays the same for its whole life.  Nested
+  folds' documents, which are deltas against a snapshot never stored
+  (rebuilt on resume with today's fingerprint), keep both, so that a
+  changed machine is still refused; schema 1 records hold both always;
 * ``at`` is the time the record was committed (UTC milliseconds since the
   epoch, from :data:`CLOCK`), ``by`` who answered on the record storing an
   answer, ``from`` the thread and version a forked thread's
@@ -58,6 +66,7 @@ from returns.result import Failure, Result, Success
 from .._depth import RECORD_DEPTH, check_depth, depth_of
 from .._fields import APPEND_ONLY, LINEAGE, extends
 from .._serde import (
+    ORJSON_WITHIN_RECORD_DEPTH,
     SINK,
     SOURCE,
     STRUCTURE_ERRORS,
@@ -77,7 +86,11 @@ from ._plan import Plan, plan_for, type_name
 
 S = TypeVar("S")
 
-SCHEMA = 1
+SCHEMA = 2
+"""The schema records are written in: 2 may leave out an inherited
+fingerprint and step (1 always held them; both are read)."""
+
+_SCHEMAS = frozenset({1, SCHEMA})
 
 Doc = dict[str, Any]
 """One record's parsed JSON document."""
@@ -244,8 +257,14 @@ class Codec(Generic[S]):
         snap: Snapshot[S],
         parent: Snapshot[S] | None,
         progress: Progress | None = None,
+        *,
+        inherit: bool = False,
     ) -> Doc:
         """*snap* as a document: a delta against *parent* when given.
+
+        With *inherit* (only for a parent that is stored, as the record
+        before this one: a store's thread), what *parent* implies is left
+        out of the envelope (see the module's docstring).
 
         The bytes of large images and files (``BLOB_MIN`` bytes and over)
         are written by content: the part holds their SHA-256, and the
@@ -254,19 +273,20 @@ class Codec(Generic[S]):
         stored once per chain, however often the history holding it is
         rewritten.
         """
-        return self._with_blobs(snap, parent, progress)[0]
+        return self._with_blobs(snap, parent, progress, inherit)[0]
 
     def _with_blobs(
         self,
         snap: Snapshot[S],
         parent: Snapshot[S] | None,
         progress: Progress | None,
+        inherit: bool = False,
     ) -> tuple[Doc, BlobSink]:
         """:meth:`document`, and the sink its large parts went to."""
         sink = BlobSink(parent.state if parent is not None else None)
         token = SINK.set(sink)
         try:
-            doc = self._document(snap, parent, progress)
+            doc = self._document(snap, parent, progress, inherit)
         finally:
             SINK.reset(token)
         if sink.new:
@@ -278,6 +298,7 @@ class Codec(Generic[S]):
         snap: Snapshot[S],
         parent: Snapshot[S] | None,
         progress: Progress | None = None,
+        inherit: bool = False,
     ) -> Doc:
         """*snap* as a document: a delta against *parent* when given.
 
@@ -289,11 +310,10 @@ class Codec(Generic[S]):
         """
         doc: Doc = {
             "v": SCHEMA,
-            "fp": snap.fingerprint,
             "next": list(snap.next),
-            "step": snap.step,
             **_who_and_when(snap, parent),
         }
+        _fingerprint_and_step(doc, snap, parent if inherit else None)
         # The node that just ran is what the parent said comes next: stored
         # only when it cannot be derived (a chain's first record, progress).
         if parent is None:
@@ -395,16 +415,21 @@ class Codec(Generic[S]):
         snap: Snapshot[S],
         parent: Snapshot[S] | None,
         progress: Progress | None = None,
+        *,
+        inherit: bool = False,
     ) -> tuple[Doc, bytes] | InvalidState:
         """*snap*'s document and bytes, checked: what is written decodes
         back to the live state, field by field; else why not.  (Not a
-        ``Result``: this is on every record's path.)"""
+        ``Result``: this is on every record's path.)  *inherit*: as for
+        :meth:`document`."""
         node = snap.node or "<start>"
         try:
-            doc, sink = self._with_blobs(snap, parent, progress)
+            doc, sink = self._with_blobs(snap, parent, progress, inherit)
             data, exact = canonical_exact(doc)
-            # What a reader would refuse is not written.
-            check_depth(data, "the record", RECORD_DEPTH)
+            # What a reader would refuse is not written (orjson refuses to
+            # write it: its bytes need no count).
+            if not (exact and ORJSON_WITHIN_RECORD_DEPTH):
+                check_depth(data, "the record", RECORD_DEPTH)
         except ENCODE_ERRORS as exc:  # NestedTooDeeply included
             return self._diagnose(snap, node, exc)
         checked = doc
@@ -450,10 +475,14 @@ class Codec(Generic[S]):
             )
         for name, value in doc.get("state", {}).items():
             f = plan.by_name[name]
+            live = getattr(state, name)
+            # Plain messages and usage: compared where they are stored.
+            if f.same is not None and f.same(value, live):
+                continue
             wrong = self._same(
                 f.structure,
                 value,
-                getattr(state, name),
+                live,
                 node,
                 name,
                 f.expected,
@@ -464,7 +493,10 @@ class Codec(Generic[S]):
             f = plan.by_name[name]
             live = getattr(state, name)
             item = f.item or (lambda v: v)
+            same = f.same_item
             for i, value in enumerate(items):
+                if same is not None and same(value, live[base + i]):
+                    continue
                 wrong = self._same(
                     item,
                     value,
@@ -635,6 +667,7 @@ class Codec(Generic[S]):
         else:
             acc = Acc({}, state, {}, first, None, origin)
         acc.blobs = _source(None, state)
+        acc.fp, acc.step = base.fingerprint, base.step
         step = self.advance(acc, doc)
         if isinstance(step, CheckpointDecodeError):
             return Failure(step)
@@ -645,6 +678,16 @@ class Codec(Generic[S]):
     ) -> Acc | CheckpointDecodeError:
         """The accumulated state after one more document (typed, shared
         with *acc*: nothing of the parent is copied but a small dict)."""
+        fp = doc.get("fp")
+        n = doc.get("step")
+        if fp is None or n is None:  # schema 2: what the parent implies
+            if acc is None:
+                key = "fp" if fp is None else "step"
+                return CheckpointDecodeError(
+                    f"$.{key}", "missing or of the wrong type"
+                )
+            fp = acc.fp if fp is None else fp
+            n = acc.step + 1 if n is None else n
         blobs = acc.blobs if acc is not None else _NO_BLOBS
         if "blobs" in doc:
             more = _blobs(doc["blobs"])
@@ -658,6 +701,7 @@ class Codec(Generic[S]):
             SOURCE.reset(token)
         if not isinstance(step, CheckpointDecodeError):
             step.blobs = blobs
+            step.fp, step.step = fp, n
         return step
 
     def _advance(
@@ -780,8 +824,8 @@ class Codec(Generic[S]):
                 node=_opt_str(node),
                 next=tuple(self.converter.structure(head["next"], list[str])),
                 join=_opt_str(head.get("join")),
-                step=head["step"],
-                fingerprint=head["fp"],
+                step=acc.step,
+                fingerprint=acc.fp,
                 status=Status(head.get("status", "running")),
                 pending=pending,
                 progress=acc.progress or NO_PROGRESS,
@@ -809,9 +853,11 @@ class Acc:
     __slots__ = (
         "blobs",
         "doc",
+        "fp",
         "origin",
         "previous",
         "progress",
+        "step",
         "values",
         "whole",
     )
@@ -834,6 +880,10 @@ class Acc:
         self.origin: list[Any] | None = doc.get("from", origin)
         # The bytes of large parts the chain's records hold so far.
         self.blobs: Blobs = _NO_BLOBS
+        # The fingerprint and step of the record, its own or inherited
+        # (set by Codec.advance, which knows the parent's).
+        self.fp = ""
+        self.step = 0
 
 
 @final
@@ -917,11 +967,14 @@ def check_document(doc: object) -> Result[Doc, CheckpointDecodeError]:
     if not isinstance(doc, dict):
         return Failure(CheckpointDecodeError("$", "not an object"))
     doc = cast("Doc", doc)
-    if doc.get("v") != SCHEMA:
+    schema = doc.get("v")
+    if type(schema) is not int or schema not in _SCHEMAS:
         return Failure(CheckpointDecodeError("$.v", "unknown schema"))
     for key, kinds in _ENVELOPE.items():
         value = doc.get(key, _ABSENT)
-        if value is _ABSENT and key in _OPTIONAL:
+        if value is _ABSENT and (
+            key in _OPTIONAL or (key in _INHERITED and schema == SCHEMA)
+        ):
             continue
         if not isinstance(value, kinds) or type(value) is bool:
             return Failure(
@@ -986,6 +1039,9 @@ _OPTIONAL = {
     "from",
     "blobs",
 }
+_INHERITED = frozenset({"fp", "step"})
+"""What a schema 2 record may leave out too, when its parent implies it
+(schema 1 records always hold them; a chain's first record too)."""
 
 
 def _who_and_when(snap: Snapshot[Any], parent: object) -> dict[str, Any]:
@@ -997,6 +1053,22 @@ def _who_and_when(snap: Snapshot[Any], parent: object) -> dict[str, Any]:
     if parent is None and snap.origin is not None:
         doc["from"] = list(snap.origin)
     return doc
+
+
+def _fingerprint_and_step(
+    doc: Doc, snap: Snapshot[Any], parent: Snapshot[Any] | None
+) -> None:
+    """Put *snap*'s ``fp`` and ``step`` in *doc*, each unless *parent* (the
+    record before it in a store's thread) implies it: the same
+    fingerprint, the step after its own."""
+    if parent is None:
+        doc["fp"] = snap.fingerprint
+        doc["step"] = snap.step
+        return
+    if snap.fingerprint != parent.fingerprint:
+        doc["fp"] = snap.fingerprint
+    if snap.step != parent.step + 1:
+        doc["step"] = snap.step
 
 
 def _pending_doc(pending: Pending) -> dict[str, Any]:

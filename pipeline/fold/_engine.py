@@ -334,6 +334,10 @@ async def resume(
                     str(snap.status),
                 )
             )
+    # The journal's last record is the one stored, not its migration: the
+    # next record is a delta against what a reader decodes (so it stores
+    # the migrated state and fingerprint).
+    head_snap = snap
     if not same_shape(snap.fingerprint, machine.fingerprint):
         if migrate is None:
             return Failure(
@@ -344,7 +348,7 @@ async def resume(
         return Success(snap)
     on_event = sink(hooks.on_event)
     journal = ThreadJournal(
-        store, machine.codec, snap.thread_id, snap, head, on_event, held
+        store, machine.codec, snap.thread_id, head_snap, head, on_event, held
     )
     pending = snap.pending
     if snap.status is Status.INTERRUPTED and answer is not None:

@@ -38,7 +38,7 @@ import cattrs
 
 from returns.result import Failure, Result, Success
 
-from .._step import STEP
+from .._step import STEP, Later
 from ..errors import Suspended
 from ..events import CheckpointSaved
 from ..failures import ConcurrentModification, LeaseLost
@@ -60,7 +60,11 @@ def current_boundary() -> Boundary | None:
 
     .. versionadded:: 0.1.0
     """
-    return _BOUNDARY.get()
+    out: Any = _BOUNDARY.get()
+    if type(out) is Later:  # a map_reduce item's, made on first use
+        out = out.get()
+    boundary: Boundary | None = out
+    return boundary
 
 
 def enter(boundary: Boundary | None) -> contextvars.Token[Boundary | None]:
@@ -210,6 +214,18 @@ class Boundary:
         if not root._scoped:
             out._asker = self._asker  # one question at a time in the step
         return out
+
+    def may_wait(self) -> bool:
+        """Whether a branch or item of this step may wait at a question
+        asked in an earlier attempt (see :meth:`waits`)."""
+        return bool(self._root.waiting)
+
+    def holds(self, key: str) -> bool:
+        """Whether progress of this step is kept under *key* ``/``."""
+        index = self._index
+        if index is None:
+            index = self._index = _by_prefix(self.saved)
+        return key in index
 
     def answer_to(self, scope: str) -> object:
         """The answer for the branch or item at *scope* (if it is the one
@@ -464,6 +480,11 @@ class Journal(Generic[S]):
 
     __slots__ = ("_lock", "codec", "head", "last", "thread_id")
 
+    inherit = False
+    """Whether :attr:`last` is always stored, as the record before the
+    next one: then a record leaves out what its parent implies (see
+    :mod:`pipeline.fold._codec`)."""
+
     def __init__(
         self,
         codec: Codec[S],
@@ -522,7 +543,7 @@ class Journal(Generic[S]):
                 origin=snap.origin,  # a fork's, on every record of it
                 edit=snap.edit,
             )
-        sealed = self.codec.seal(snap, last, progress)
+        sealed = self.codec.seal(snap, last, progress, inherit=self.inherit)
         if type(sealed) is not tuple:
             return Failure(sealed)
         doc, data = sealed
@@ -606,6 +627,8 @@ class ThreadJournal(Journal[S]):
     """Commits to a thread of a store (compare-and-set on its head)."""
 
     __slots__ = ("held", "sink", "store")
+
+    inherit = True  # last is the loaded head or the record just committed
 
     def __init__(
         self,

@@ -21,9 +21,11 @@ import cattrs
 from pyrsistent import PVector
 
 from .._fields import FORMER_FIELDS, READ_BACK
+from .._message_structure import same_for
 
 
 Structure = Callable[[Any], Any]
+Same = Callable[[Any, Any], bool]
 
 
 @final
@@ -32,7 +34,10 @@ class FieldPlan:
     """One stored field: its name, how to build it, what it is declared as.
 
     *item* is set for persistent-vector fields (logs): the hook for one
-    item.
+    item.  *same* and *same_item*, when set, tell whether a stored field
+    or item reads back equal to a live one without building it (plain
+    messages and usage: see :func:`pipeline._message_structure.same_for`);
+    a commit's check asks them first.
     """
 
     name: str
@@ -40,6 +45,8 @@ class FieldPlan:
     structure: Structure
     item: Structure | None
     expected: str
+    same: Same | None = None
+    same_item: Same | None = None
 
 
 @final
@@ -86,7 +93,7 @@ def plan_for(state_type: Any, converter: cattrs.Converter) -> Plan | None:
         plan = _field(f.name, f.alias or f.name, hint, converter)
         read_back = f.metadata.get(READ_BACK)
         if read_back is not None:  # the type says how it is read back
-            plan = attrs.evolve(plan, structure=read_back)
+            plan = attrs.evolve(plan, structure=read_back, same=None)
         fields.append(plan)
     formerly = getattr(cls, FORMER_FIELDS, None) or {}
     return Plan(cls, tuple(fields), {f.name: f for f in fields}, formerly)
@@ -100,6 +107,7 @@ def _field(
     # even where its declared type says less (``Any``): its items then come
     # back as they were stored.
     item: Structure | None = _as_is if hint is Any else None
+    same_item = None
     if hint is PVector or get_origin(hint) is PVector:
         args = get_args(hint)
         item_type = args[0] if args else Any
@@ -109,11 +117,20 @@ def _field(
             return item_hook(value, t)
 
         item = one
+        same_item = same_for(item_hook, item_type)
 
     def structure(value: Any, t: Any = hint) -> Any:
         return hook(value, t)
 
-    return FieldPlan(name, alias, structure, item, type_name(hint))
+    return FieldPlan(
+        name,
+        alias,
+        structure,
+        item,
+        type_name(hint),
+        same_for(hook, hint),
+        same_item,
+    )
 
 
 def _as_is(value: Any) -> Any:

@@ -12,6 +12,7 @@ is still a step: the engine commits its record as for a run.
 from __future__ import annotations
 
 import inspect
+import weakref
 
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar, final
@@ -21,6 +22,7 @@ import orjson
 
 from returns.result import Failure, Success
 
+from .._frozen import ContentMemo, IdentityMemo
 from .._runners import AnyCall
 from .._serde import STRUCTURE_ERRORS, canonical, checksum
 from ..events import CacheLookup, current_sink, emit
@@ -80,9 +82,12 @@ def cached(
 ) -> AnyCall:
     """*call* behind *policy*'s cache: a hit returns the stored output.
 
-    A store in memory is called (a hit costs a dictionary lookup and the
-    decoding); a store on a file or server (an :class:`AsyncCacheStore`)
-    is awaited."""
+    A store in memory is called (a hit costs a dictionary lookup); a store
+    on a file or server (an :class:`AsyncCacheStore`) is awaited.  A
+    deeply frozen input met again is keyed by its identity, and the bytes
+    of a deeply frozen output are decoded once (:mod:`pipeline._frozen`):
+    a re-run, handed back the states its hits returned, neither keys nor
+    decodes again."""
     unstructure = codec.converter.unstructure
     structure = codec.converter.structure
     state_type = codec.state_type
@@ -91,24 +96,98 @@ def cached(
     aio = inspect.iscoroutinefunction(policy.store.get)
     get: Callable[[str], Any] = policy.store.get
     put = _put(policy.store)
+    # A re-run meets the same objects again: keys of deeply frozen inputs
+    # by identity, decoded outputs of deeply frozen states by their bytes
+    # (see pipeline._frozen); anything else is keyed and decoded anew.
+    keys: IdentityMemo[str] = IdentityMemo()
+    known = keys.entries
+    decoded: ContentMemo[Any] = ContentMemo()
+    outputs = decoded.entries
+    ref = weakref.ref
+    whole = select is _whole
+
+    keyed = _keyer(prefix, unstructure, keys)
+    decode = _decoder(structure, state_type, decoded)
+    miss = _miss(call, node, unstructure, put, ttl)
 
     async def run(state: Any) -> Any:
         try:
-            key = checksum(prefix + canonical(unstructure(select(state))))
+            chosen = state if whole else select(state)
+            seen = known.get(id(chosen))
+            if (
+                seen is not None
+                and (
+                    (held := seen[0]) is chosen
+                    or (type(held) is ref and held() is chosen)
+                )
+                and (seen[2] or keys.verify(chosen, seen))
+            ):
+                key = seen[1]
+            else:
+                key = keyed(chosen)
         except (TypeError, ValueError, RecursionError) as exc:
             return Failure(
                 InvalidState(node, "$", _KEY_TYPE, type(exc).__name__)
             )
         hit = await get(key) if aio else get(key)
         if hit is not None:
-            try:
-                out = structure(orjson.loads(hit), state_type)
-            except STRUCTURE_ERRORS:
-                out = None  # an entry that no longer fits: run the node
-            else:
+            found = outputs.get(hit)
+            if found is None:
+                found = decode(hit)
+            if found is not None:
                 if current_sink() is not None or current() is not None:
                     await _tell(node, key, hit=True)
-                return Success(out)
+                return found
+        return await miss(state, key)
+
+    return run
+
+
+def _keyer(
+    prefix: bytes, unstructure: Callable[[Any], Any], keys: IdentityMemo[str]
+) -> Callable[[object], str]:
+    """The key of a value met anew (kept by the value's identity)."""
+
+    def keyed(chosen: object) -> str:
+        key = checksum(prefix + canonical(unstructure(chosen)))
+        keys.put(chosen, key)
+        return key
+
+    return keyed
+
+
+def _decoder(
+    structure: Callable[[Any, Any], Any],
+    state_type: Any,
+    decoded: ContentMemo[Any],
+) -> Callable[[bytes], Any]:
+    """A hit's bytes decoded to a ``Success``, or ``None`` for an entry
+    that no longer fits (then the node runs)."""
+
+    def decode(hit: bytes) -> Any:
+        try:
+            out = structure(orjson.loads(hit), state_type)
+        except STRUCTURE_ERRORS:
+            return None
+        # Shared by every later hit on these bytes if *out* is deeply
+        # frozen (the Success too: it is immutable as well).
+        found = Success(out)
+        decoded.put(hit, out, found)
+        return found
+
+    return decode
+
+
+def _miss(
+    call: AnyCall,
+    node: str,
+    unstructure: Callable[[Any], Any],
+    put: Callable[[str, bytes, float | None], Awaitable[None]],
+    ttl: float | None,
+) -> Callable[[Any, str], Awaitable[Any]]:
+    """A miss: say so, run the node, store a success under *key*."""
+
+    async def miss(state: Any, key: str) -> Any:
         if current_sink() is not None or current() is not None:
             await _tell(node, key, hit=False)
         r = await call(state)
@@ -120,7 +199,7 @@ def cached(
             await put(key, data, ttl)
         return r
 
-    return run
+    return miss
 
 
 def _put(

@@ -29,6 +29,7 @@ import orjson
 
 from returns.result import Result, Success
 
+from .._frozen import ContentMemo
 from .._serde import STRUCTURE_ERRORS, canonical, checksum, make_converter
 from ..errors import ConstructionError
 from ..events import ModelCacheLookup, current_sink, emit
@@ -159,14 +160,23 @@ class CachedModel:
         return answer
 
 
+_DECODED: ContentMemo[ModelResponse] = ContentMemo()
+"""Stored answers already decoded, by their bytes (one converter, so the
+same bytes always decode to the same answer; kept only if deeply frozen)."""
+
+
 def _decode(data: bytes) -> ModelResponse | None:
     """A stored response, or ``None`` if it no longer decodes."""
+    found = _DECODED.entries.get(data)
+    if found is not None:
+        return found
     try:
         out: ModelResponse = _CONVERTER.structure(
             orjson.loads(data), ModelResponse
         )
     except STRUCTURE_ERRORS:
         return None
+    _DECODED.put(data, out, out)
     return out
 
 

@@ -18,15 +18,17 @@ lease) on its own.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import queue
 import sqlite3
+import sys
 import threading
 import time
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, Final, Protocol, final
 
 import anyio
 import attrs
@@ -34,15 +36,15 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
-from ._bridge import waker
 from ._protocol import DEFAULT_LEASE_TTL, Lease, LeaseRow, Record, holds, take
 
 
 SHIELD_BOUND: Final = 30.0
-"""Seconds a commit's caller waits for it, shielded from cancellation.
+"""Seconds a write's cancelled caller still waits for it, shielded.
 
-The write itself is never abandoned (it completes on the writer); past this
-bound a cancelled caller stops waiting for its answer."""
+The write itself is never abandoned (it completes on the writer); a caller
+cancelled while it is in flight raises once it is done, or past this bound
+(never before its record is durable, unless the file stalls that long)."""
 
 _SCHEMA = (
     """
@@ -83,6 +85,30 @@ while another connection recovers or truncates the log)."""
 _WRITES = frozenset({"commit", "acquire", "renew", "release", "cache_put"})
 
 
+class _Event(Protocol):
+    """An event of the caller's own async library (asyncio's or trio's)."""
+
+    def set(self) -> None: ...
+    def is_set(self) -> bool: ...
+    async def wait(self) -> object: ...
+
+
+def _signal() -> tuple[Callable[..., object], _Event]:
+    """How the writer wakes the calling event loop, and a native event to
+    wait on there: anyio's would look its backend up on every call (a job's
+    largest cost on the loop, after the engine's)."""
+    # anyio runs on asyncio or trio; trio depends on sniffio, which says
+    # which of them runs this task (without trio, it is asyncio).
+    if "trio" in sys.modules:
+        import sniffio  # noqa: PLC0415
+        import trio  # noqa: PLC0415
+
+        if sniffio.current_async_library() == "trio":
+            token = trio.lowlevel.current_trio_token()
+            return token.run_sync_soon, trio.Event()
+    return asyncio.get_running_loop().call_soon_threadsafe, asyncio.Event()
+
+
 @final
 class _Job:
     """One operation for the writer, and how to tell its caller it is done."""
@@ -94,12 +120,25 @@ class _Job:
         self.args = args
         self.result: Any = None
         self.error: BaseException | None = None
-        self.event = anyio.Event()
-        self.wake = waker()
+        self.wake, self.event = _signal()
 
-    def done(self) -> None:
+
+def _set_all(events: list[_Event]) -> None:
+    """Wake every caller of a batch on one event loop (run on that loop)."""
+    for event in events:
+        event.set()
+
+
+def _done(jobs: list[_Job]) -> None:
+    """Tell the callers of *jobs* that they are done: one wake-up per event
+    loop, not one per job (each is a write to the loop's wake-up socket,
+    and a group commit answers many callers on one loop at once)."""
+    by_loop: dict[Callable[..., object], list[_Event]] = {}
+    for job in jobs:
+        by_loop.setdefault(job.wake, []).append(job.event)
+    for wake, events in by_loop.items():
         with contextlib.suppress(RuntimeError):  # the caller's loop is gone
-            self.wake(self.event.set)
+            wake(_set_all, events)
 
 
 @final
@@ -175,15 +214,20 @@ class SQLiteStore:
             raise RuntimeError(msg)
         job = _Job(kind, args)
         self._jobs.put(job)
-        if shield:
-            # Once submitted, the write completes on the writer whatever
-            # happens here; the caller waits for its answer, shielded (for a
-            # bounded time) so that an anyio cancellation does not lose it.
-            with anyio.CancelScope(shield=True) as scope:
-                scope.deadline = anyio.current_time() + SHIELD_BOUND
-                await job.event.wait()
-        if not job.event.is_set():
+        try:
             await job.event.wait()
+        except BaseException:
+            if shield and not job.event.is_set():
+                # Cancelled (anyio's or native) with a write in flight: it
+                # completes on the writer whatever happens here, and the
+                # caller goes on (raising) only once it has, shielded for a
+                # bounded time.  Shielding only once cancelled spares every
+                # other call a cancel scope and its timer.
+                with anyio.CancelScope(
+                    shield=True, deadline=anyio.current_time() + SHIELD_BOUND
+                ):
+                    await job.event.wait()
+            raise
         if job.error is not None:
             raise job.error
         return job.result
@@ -340,11 +384,9 @@ class SQLiteStore:
             for job in batch:
                 if job.kind not in _WRITES and job.kind != "close":
                     self._read(job)
-            for job in batch:
-                if job is not closing:
-                    job.done()
+            _done([job for job in batch if job is not closing])
         self._conn.close()
-        closing.done()
+        _done([closing])
 
     def _write(self, jobs: list[_Job]) -> None:
         """Every write waiting, in one transaction (one fsync).

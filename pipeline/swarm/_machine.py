@@ -34,7 +34,6 @@ from ..fold import (
     fingerprint,
 )
 from ..models._types import ToolSpec
-from ..runs import handoff
 from ..tools import Tool
 from ._model import Member, SwarmLimits, SwarmState
 from ._transfer import Transfers, accepted_in, transfer_tool
@@ -178,17 +177,23 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
         st = snap.state
         target = snap.next[0]
         env = ambient()  # the stream and the enclosing step, read once
+        handoffs = st.handoffs
         if target != st.active:
             source = st.active
-            st = st.handed_to(target)
+            handoffs += 1
             if env.sink is not None:  # events are built only when listened to
-                await env.sink(Handoff(source, target, st.handoffs))
-            handoff(source, target, st.handoffs)
-            for observe in self.after_handoff:
-                await observe(Transition(source, (target,), st, snap.step))
+                await env.sink(Handoff(source, target, handoffs))
+            scope = env.scope
+            if scope is not None and scope.tracing is not None:
+                scope.tracing.handoff(source, target, handoffs)
+            if self.after_handoff or env.boundary is not None:
+                # Only they see the state between the handoff and the turn.
+                st = st.handed_to(target)
+                for observe in self.after_handoff:
+                    await observe(Transition(source, (target,), st, snap.step))
         member = self.members[target]
         agent = member.agent
-        reached = st.handoffs >= limits.max_handoffs
+        reached = handoffs >= limits.max_handoffs
         cell = _Cell(st.state)
         own = self.own[target]
         tools: Mapping[str, Tool]
@@ -229,6 +234,6 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
         accepted = transfers.accepted or accepted_in(run.messages, own)
         nxt = (accepted,) if accepted else ()
         state = st.grown(
-            target, cell.value, st.messages.extend(run.messages), st.handoffs
+            target, cell.value, st.messages.extend(run.messages), handoffs
         )
         return snap.successor(state, target, nxt, fingerprint=self.fingerprint)

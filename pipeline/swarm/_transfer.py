@@ -107,7 +107,11 @@ class Transfers:
             return dict.fromkeys(mine, (refusal, True)), False
         i = mine[0]
         target = calls[i].name[len(TRANSFER_PREFIX) :]
-        why = self.refusal(target)
+        why = (
+            None
+            if target in self.allowed and not self.limit_reached
+            else self.refusal(target)  # (an allowed one needs no reason)
+        )
         if why is not None:
             return {i: (f"error: {why}", True)}, False
         self.accepted = target

@@ -11,7 +11,16 @@ import pytest
 
 from returns.result import Result, Success
 
-from pipeline import Graph, graph, handler, stores
+from pipeline import (
+    Context,
+    Graph,
+    Handler,
+    Message,
+    Usage,
+    graph,
+    handler,
+    stores,
+)
 from pipeline.errors import ConstructionError
 from pipeline.failures import InvalidState
 from pipeline.fold import make_converter
@@ -107,3 +116,57 @@ async def test_a_hook_that_does_not_round_trip_is_caught_at_commit() -> None:
     failure = out.failure()
     assert isinstance(failure, InvalidState)
     assert await store.head("t") is None
+
+
+@handler
+async def reply_badly(ctx: Context) -> Result[Context, str]:
+    """A reply whose usage counts are bools (``attrs.evolve`` lets them
+    through): the check refuses them."""
+    return Success(
+        ctx.append(attrs.evolve(Message.assistant("x"), usage=Usage(True, 0)))
+    )
+
+
+@handler
+async def reply(ctx: Context) -> Result[Context, str]:
+    return Success(ctx.append(Message.assistant("x")))
+
+
+def talk(
+    node: Handler[Context, Context, str],
+    converter: cattrs.Converter | None = None,
+) -> Graph[Context, str]:
+    return (
+        graph.builder(Context)
+        .node("talk", node)
+        .entry("talk")
+        .edge("talk", graph.END)
+        .build(converter=converter)
+    )
+
+
+async def test_messages_that_do_not_read_back_are_caught_at_commit() -> None:
+    """Plain messages are compared where they are stored (no message built),
+    but a message that would not read back equal is still refused: a bool
+    where a count is, or a converter's own message hook that loses
+    information."""
+    store = stores.MemoryStore()
+    out = await talk(reply_badly).run(
+        Context.of(Message.user("hi")), store=store, thread_id="t"
+    )
+    failure = out.failure()
+    assert isinstance(failure, InvalidState)
+    assert failure.field.startswith("messages[")
+    conv = make_converter()
+    conv.register_structure_hook(
+        Message, lambda v, _: Message.assistant("not what was written")
+    )
+    out = await talk(reply, conv).run(
+        Context.of(Message.user("hi")), store=store, thread_id="u"
+    )
+    assert isinstance(out.failure(), InvalidState)
+    assert await store.head("u") is None
+    fine = await talk(reply).run(
+        Context.of(Message.user("hi")), store=store, thread_id="v"
+    )
+    assert fine.unwrap().state.messages[-1] == Message.assistant("x")

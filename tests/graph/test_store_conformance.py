@@ -125,6 +125,88 @@ async def test_sqlite_survives_reopen(tmp_path: Path) -> None:
         stores.SQLiteStore(path, synchronous="sometimes")
 
 
+async def test_sqlite_cancelled_commit_goes_on_only_once_durable(
+    tmp_path: Path,
+) -> None:
+    """A commit whose caller is cancelled with it in flight completes, and
+    the caller raises only once the record is in the file (another
+    connection reads it then)."""
+    import sqlite3  # noqa: PLC0415
+
+    path = tmp_path / "c.db"
+    async with stores.SQLiteStore(path) as store:
+        for v in range(20):
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await store.commit(
+                    rec("t", v), expected_head=v - 1 if v else None
+                )
+            assert scope.cancelled_caught
+            conn = sqlite3.connect(path)
+            try:
+                (head,) = conn.execute(
+                    "SELECT MAX(version) FROM checkpoints"
+                ).fetchone()
+            finally:
+                conn.close()
+            assert head == v
+        assert await store.head("t") == 19
+
+
+async def test_sqlite_group_commit_wakes_each_loop_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer answers a batch of callers on one event loop with one
+    wake-up of that loop, and every caller gets its own answer."""
+    from pipeline.stores import _sqlite  # noqa: PLC0415
+
+    batches: list[int] = []
+    wakes: list[int] = []
+    write, done = _sqlite.SQLiteStore._write, _sqlite._done
+
+    def counted_write(self: _sqlite.SQLiteStore, jobs: list[object]) -> None:
+        batches.append(len(jobs))
+        write(self, jobs)  # type: ignore[arg-type]
+
+    def counted_done(jobs: list[_sqlite._Job]) -> None:
+        wakes.append(len({job.wake for job in jobs}))
+        done(jobs)
+
+    monkeypatch.setattr(_sqlite.SQLiteStore, "_write", counted_write)
+    monkeypatch.setattr(_sqlite, "_done", counted_done)
+    async with stores.SQLiteStore(tmp_path / "c.db") as store:
+        outs: dict[int, object] = {}
+
+        async def writer(i: int) -> None:
+            outs[i] = await store.commit(
+                rec(f"t{i}", 0), expected_head=None if i % 2 else 0
+            )
+
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(writer, i)
+    assert max(batches) > 1  # some commits shared a transaction
+    assert {w for w in wakes if w} == {1}  # one loop: one wake-up a batch
+    for i in range(50):
+        if i % 2:
+            assert outs[i] == Success(None)
+        else:
+            assert isinstance(outs[i].failure(), ConcurrentModification)  # type: ignore[attr-defined]
+
+
+async def test_sqlite_waits_on_its_loops_own_event(anyio_backend: str) -> None:
+    """A job's event and wake-up belong to the library running the caller
+    (asyncio's or trio's), so the writer wakes the right loop."""
+    from pipeline.stores import _sqlite  # noqa: PLC0415
+
+    wake, event = _sqlite._signal()  # pyright: ignore[reportPrivateUsage]
+    assert type(event).__module__.split(".")[0] == anyio_backend
+    assert not event.is_set()
+    wake(event.set)
+    with anyio.fail_after(5):
+        await event.wait()
+
+
 async def test_leases_one_holder_at_a_time(make_store: StoreFactory) -> None:
     """A free thread is leased with the next token; its holder may take it
     again; anyone else is told the thread is busy."""
