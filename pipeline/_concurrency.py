@@ -138,6 +138,13 @@ _scope_checkpoint = anyio.lowlevel.checkpoint_if_cancelled
 _ref = weakref.ref
 _states: Mapping[weakref.ref[Any], Any] | None = None
 _ANYIO_ASYNCIO = "anyio._backends._asyncio"
+_WALKED = (
+    ("TaskState", "cancel_scope"),
+    ("CancelScope", "_parent_scope"),
+    ("CancelScope", "cancel_called"),
+    ("CancelScope", "shield"),
+)
+"""What :func:`_in_cancelled_scope` reads of anyio's asyncio backend."""
 
 
 def _anyio_states() -> Mapping[weakref.ref[Any], Any] | None:
@@ -153,7 +160,12 @@ def _anyio_states() -> Mapping[weakref.ref[Any], Any] | None:
     module = sys.modules.get(_ANYIO_ASYNCIO)
     table = getattr(module, "_task_states", None)
     data = getattr(table, "data", None)
-    if isinstance(data, dict):
+    # The walk reads anyio's private attributes: an anyio whose classes no
+    # longer have them keeps anyio's own check (slower, never wrong).
+    walkable = all(
+        hasattr(getattr(module, cls, None), attr) for cls, attr in _WALKED
+    )
+    if isinstance(data, dict) and walkable:
         _states = cast("Mapping[weakref.ref[Any], Any]", data)
     return _states
 

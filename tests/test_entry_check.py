@@ -21,7 +21,6 @@ from returns.result import Result, Success
 
 from pipeline import handler
 from pipeline._concurrency import checkpoint_if_cancelled
-from tests.cancelling import on_trio
 
 
 Scope = tuple[bool, bool]  # (shield, cancelled)
@@ -73,11 +72,10 @@ async def test_entry_check_agrees_with_anyio(
     assert ours == theirs
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # asyncio tasks
 async def test_entry_check_outside_anyio_tasks() -> None:
     """A task anyio never saw (asyncio.create_task): nothing to walk, the
     code runs on; a native cancel request still stops it."""
-    if on_trio():
-        pytest.skip("asyncio tasks only")
 
     @handler
     async def inc(x: int) -> Result[int, str]:
@@ -116,3 +114,26 @@ async def test_chain_in_cancelled_scope_runs_no_step() -> None:
         await chain(0)
     assert scope.cancelled_caught
     assert ran == []
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_anyio_without_the_walked_attributes_keeps_its_own_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The walk reads anyio's private attributes: where they are gone (a
+    later anyio), the check is anyio's own, cancelled scopes included."""
+    import pipeline._concurrency as concurrency  # noqa: PLC0415
+
+    monkeypatch.setattr(concurrency, "_states", None)
+    monkeypatch.setattr(
+        concurrency, "_WALKED", (("CancelScope", "_no_such_attribute"),)
+    )
+    assert concurrency._anyio_states() is None
+    reached = False
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await checkpoint_if_cancelled()
+        reached = True
+    assert not reached
+    await checkpoint_if_cancelled()  # not cancelled: goes on
+    assert concurrency._states is None
