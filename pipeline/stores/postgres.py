@@ -31,17 +31,17 @@ transaction is gone and nothing of it was stored; it runs once more on a
 fresh connection and finds its lease taken over (``LeaseLost``).
 
 **asyncio and trio.** psycopg's async API runs on asyncio only, and a pool
-belongs to the event loop that opened it.  The store runs its pool on an
-asyncio event loop of its own, in a daemon thread; callers on any anyio
-backend (asyncio or trio), on any event loop or thread, hand it work and
-are woken in their own loop when it is done.  So one store serves asyncio
-and trio alike, is never bound to its caller's loop, and a caller's
-cancellation (anyio's, or asyncio's native ``task.cancel()``) never
-reaches the database work: a transaction that started runs to its end on
-its connection, and the connection goes back to the pool idle.  (The other
-way, psycopg's sync API in worker threads, holds a thread per operation in
-flight; the loop multiplexes every operation on one.)  The cost is one hop
-between threads per call, small beside a round trip to the server.
+belongs to the event loop that opened it.  Opened on an asyncio loop, the
+store opens its pool there and runs the calls made on that loop there, each
+as a task of its own (no hop between threads: a commit costs one round trip
+and little else).  Callers on trio, or on other loops or threads, hand their
+work to an asyncio loop of the store's own, in a daemon thread, with a pool
+of its own opened on their first call, and are woken in their own loop when
+it is done (one hop between threads per call).  So one store serves asyncio
+and trio alike, and a caller's cancellation (anyio's, or asyncio's native
+``task.cancel()``) never reaches the database work: a transaction that
+started runs to its end on its connection, and the connection goes back to
+the pool idle (see :mod:`pipeline.stores._server`).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ require(
     ("psycopg", "psycopg_pool"),
 )
 
+import asyncio
 import contextlib
 import functools
 import math
@@ -320,7 +321,9 @@ class PostgresStore(ServerStore):
         self._lease_ttl = lease_ttl
         self._sql = _Statements(schema)
         self._loop = None
-        self._pool: AsyncConnectionPool[_Conn] | None = None
+        self._pools: dict[
+            asyncio.AbstractEventLoop, AsyncConnectionPool[_Conn]
+        ] = {}
 
     @classmethod
     async def connect(
@@ -361,6 +364,9 @@ class PostgresStore(ServerStore):
             connect_timeout=math.ceil(self._timeout),
         ) as conn:
             await self._create_tables(conn)
+        await self._connect()
+
+    async def _connect(self) -> None:
         pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
             self._conninfo,
             min_size=1,
@@ -373,7 +379,8 @@ class PostgresStore(ServerStore):
             open=False,
             name=f"pipeline-{self.schema}",
         )
-        self._pool = pool  # closed by _close, even if opening fails
+        # Closed by _close, even if opening fails.
+        self._pools[asyncio.get_running_loop()] = pool
         await pool.open(wait=True, timeout=self._timeout)
 
     async def _create_tables(self, conn: _Conn) -> None:
@@ -403,13 +410,14 @@ class PostgresStore(ServerStore):
                 await conn.execute(statement)
 
     async def _close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close()
 
     def _connection(self) -> contextlib.AbstractAsyncContextManager[_Conn]:
-        assert self._pool is not None  # noqa: S101  # open before any call
-        return self._pool.connection()
+        # The pool of the loop this runs on (the home loop's, or the
+        # store's thread's).
+        return self._pools[asyncio.get_running_loop()].connection()
 
     def _lock_key(self, thread_id: str) -> str:
         return f"{self.schema}/{thread_id}"
