@@ -256,17 +256,18 @@ async def _configure(conn: _Conn, *, stall: float) -> None:
     # holder committed: read committed, whatever the server's default.
     await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
     # The same for a commit's single statement, which runs in autocommit
-    # (in its own transaction, at the session's default level).
-    await conn.execute("SET default_transaction_isolation = 'read committed'")
-    # A runner stopped inside a transaction (SIGSTOP, a swapped-out VM)
+    # (in its own transaction, at the session's default level).  And a
+    # runner stopped inside a transaction (SIGSTOP, a swapped-out VM)
     # would hold its thread's advisory lock for as long as it stays
     # stopped, and every other runner of the thread would queue behind it
     # for ever: the server ends such a transaction once it has idled
     # longer than a lease lasts (the runner's lease has lapsed by then).
+    # Both in one round trip (no parameters: one simple query).
     await conn.execute(
-        sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
-            sql.Literal(math.ceil(stall * 1000))
-        )
+        sql.SQL(
+            "SET default_transaction_isolation = 'read committed'; "
+            "SET idle_in_transaction_session_timeout = {}"
+        ).format(sql.Literal(math.ceil(stall * 1000)))
     )
 
 
@@ -356,17 +357,25 @@ class PostgresStore(ServerStore):
     # -- the loop's side -------------------------------------------------------
 
     async def _open(self) -> None:
-        # One plain connection first: a wrong address fails at once, not
-        # after the pool's retries.
+        # The pool connects while one plain connection checks the tables
+        # (its own connection: a wrong address fails at once, not after
+        # the pool's retries, which _close stops).
+        pool = self._pool_here()
+        await pool.open(wait=False)
         async with await psycopg.AsyncConnection.connect(
             self._conninfo,
             autocommit=True,
             connect_timeout=math.ceil(self._timeout),
         ) as conn:
             await self._create_tables(conn)
-        await self._connect()
+        await pool.wait(timeout=self._timeout)
 
     async def _connect(self) -> None:
+        await self._pool_here().open(wait=True, timeout=self._timeout)
+
+    def _pool_here(self) -> AsyncConnectionPool[_Conn]:
+        """A pool for the running loop, not yet open (closed by _close,
+        even if opening it fails)."""
         pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
             self._conninfo,
             min_size=1,
@@ -379,9 +388,8 @@ class PostgresStore(ServerStore):
             open=False,
             name=f"pipeline-{self.schema}",
         )
-        # Closed by _close, even if opening fails.
         self._pools[asyncio.get_running_loop()] = pool
-        await pool.open(wait=True, timeout=self._timeout)
+        return pool
 
     async def _create_tables(self, conn: _Conn) -> None:
         cur = await conn.execute(

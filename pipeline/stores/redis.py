@@ -13,8 +13,8 @@ list holds them in order, its length is the head plus one, and
 ``records(upto=n)`` is one ``LRANGE``.
 
 Every change (commit, acquire, renew, release, delete) is one **Lua
-script**, which Redis runs atomically (``EVALSHA``, loading it again if the
-server lost it): a commit checks the lease (its token fences) and the head
+script**, which Redis runs atomically (``EVALSHA``, loading it on its first
+use on a server, and again if the server lost it): a commit checks the lease (its token fences) and the head
 and appends in one step, so concurrent writers get exactly one winner per
 version.  Leases run on the **server's clock** (``TIME`` in the script);
 the token grows by one with every acquisition of a thread, as the lease row
@@ -47,6 +47,7 @@ require(__name__, "the redis client", "redis", ("redis",))
 
 
 import asyncio
+import hashlib
 import math
 
 from collections.abc import Sequence
@@ -162,6 +163,13 @@ _SCRIPTS: Final = {
 }
 
 
+_SHAS: Final = {
+    name: hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()
+    for name, script in _SCRIPTS.items()
+}
+"""Each script's name in Redis: the SHA-1 digest of its text."""
+
+
 def _encode(record: Record) -> bytes:
     header = orjson.dumps([record.version, record.parent, record.checksum])
     return header + b"\n" + record.data
@@ -226,7 +234,7 @@ class RedisStore(ServerStore):
         self._clients: dict[
             asyncio.AbstractEventLoop, redis.asyncio.Redis
         ] = {}
-        self._shas: dict[str, str] = {}
+        self._shas: dict[str, str] = dict(_SHAS)
 
     @classmethod
     async def connect(
@@ -257,9 +265,10 @@ class RedisStore(ServerStore):
         return f"{self.prefix}:lease:{thread_id}"
 
     async def _open(self) -> None:
-        client = await self._connect_client()
-        for name, script in _SCRIPTS.items():
-            self._shas[name] = str(await client.script_load(script))
+        # One round trip: a wrong address fails here.  The scripts are
+        # called by their digest and loaded on first use (see _run), once
+        # per server rather than once per store.
+        await (await self._connect_client()).ping()
 
     async def _connect(self) -> None:
         await self._connect_client()
