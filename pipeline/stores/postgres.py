@@ -322,6 +322,7 @@ class PostgresStore(ServerStore):
         self._lease_ttl = lease_ttl
         self._sql = _Statements(schema)
         self._loop = None
+        self._commit_query: bytes | None = None
         self._pools: dict[
             asyncio.AbstractEventLoop, AsyncConnectionPool[_Conn]
         ] = {}
@@ -490,8 +491,13 @@ class PostgresStore(ServerStore):
         thread = record.thread_id
         conn: _Conn
         async with self._connection() as conn:
+            query = self._commit_query
+            if query is None:
+                # Rendered once: psycopg renders a composed query afresh on
+                # every execute, and caches the conversion of bytes.
+                query = self._commit_query = self._sql.commit.as_bytes(conn)
             cur = await conn.execute(
-                self._sql.commit,
+                query,
                 (
                     thread,
                     self._lock_key(thread),
