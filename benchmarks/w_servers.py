@@ -7,11 +7,17 @@ always``).  ``PIPELINE_POSTGRES_URL`` and ``PIPELINE_REDIS_URL`` point at
 servers of your own instead.  Each baseline is the plain client with the
 same server: one insert (PostgreSQL, autocommit) or one ``SET`` (Redis) per
 boundary, from one connection, on the loop.
+
+Both sides work as a deployed application does: the schema (the store's
+tables, the baseline's table) is made once per case, outside the timings;
+each run connects (opens a store, or a plain connection), writes a thread
+(or key range) of its own, and disconnects.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
@@ -31,33 +37,44 @@ NODES = 10
 PAYLOAD = b'{"n":1}' * 30
 
 
+_runs = itertools.count()
+"""Each run's number: its threads' (and keys') names."""
+
+
 @contextlib.asynccontextmanager
-async def _fresh(kind: str, url: str) -> AsyncIterator[CheckpointStore]:
-    async with servers.open_store(kind, url, servers.namespace()) as store:
+async def _opened(
+    kind: str, url: str, name: str
+) -> AsyncIterator[CheckpointStore]:
+    async with servers.open_store(kind, url, name, drop=False) as store:
         yield store
 
 
-def _w5_ours(kind: str, url: str) -> Callable[[], Awaitable[int]]:
+def _w5_ours(kind: str, url: str, name: str) -> Callable[[], Awaitable[int]]:
     g = chain_graph(STEPS)
 
     async def run() -> int:
-        async with _fresh(kind, url) as store:
-            done = await g.run(Counter(), store=store, thread_id="w5")
+        async with _opened(kind, url, name) as store:
+            done = await g.run(
+                Counter(), store=store, thread_id=f"w5-{next(_runs)}"
+            )
             return done.unwrap().state.n
 
     return run
 
 
-def _w9_ours(kind: str, url: str) -> Callable[[], Awaitable[int]]:
+def _w9_ours(kind: str, url: str, name: str) -> Callable[[], Awaitable[int]]:
     g = chain_graph(NODES)
 
     async def run() -> int:
         total = 0
-        async with _fresh(kind, url) as store:
+        n = next(_runs)
+        async with _opened(kind, url, name) as store:
 
             async def one(i: int) -> None:
                 nonlocal total
-                out = await g.run(Counter(), store=store, thread_id=f"t{i}")
+                out = await g.run(
+                    Counter(), store=store, thread_id=f"w9-{n}-{i}"
+                )
                 total += out.unwrap().state.n
 
             async with anyio.create_task_group() as tg:
@@ -68,36 +85,70 @@ def _w9_ours(kind: str, url: str) -> Callable[[], Awaitable[int]]:
     return run
 
 
-def _plain_postgres(url: str, rows: int) -> Callable[[], Awaitable[int]]:
+def _plain_postgres(
+    url: str, name: str, rows: int
+) -> Callable[[], Awaitable[int]]:
     import psycopg  # noqa: PLC0415  # only with the postgres extra
 
+    from psycopg import sql  # noqa: PLC0415
+
+    insert = sql.SQL("INSERT INTO {} VALUES (%s, %s, %s)").format(
+        sql.Identifier(name, "bench_log")
+    )
+
     async def run() -> int:
+        n = next(_runs)
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("DROP TABLE IF EXISTS bench_log")
-            conn.execute(
-                "CREATE TABLE bench_log (step INTEGER PRIMARY KEY, data BYTEA)"
-            )
             for i in range(rows):  # one commit (one WAL flush) each
-                conn.execute(
-                    "INSERT INTO bench_log VALUES (%s, %s)", (i, PAYLOAD)
-                )
-            conn.execute("DROP TABLE bench_log")
+                conn.execute(insert, (n, i, PAYLOAD))
         return rows
 
     return run
 
 
-def _plain_redis(url: str, rows: int) -> Callable[[], Awaitable[int]]:
+def _plain_redis(
+    url: str, name: str, rows: int
+) -> Callable[[], Awaitable[int]]:
     import redis  # noqa: PLC0415  # only with the redis extra
 
     async def run() -> int:
+        n = next(_runs)
         with redis.Redis.from_url(url) as client:
             for i in range(rows):
-                client.set(f"bench:{i}", PAYLOAD)
-            client.delete(*(f"bench:{i}" for i in range(rows)))
+                client.set(f"{name}:bench:{n}:{i}", PAYLOAD)
         return rows
 
     return run
+
+
+def _prepare(kind: str, url: str, name: str) -> None:
+    """The store's schema and the baseline's table, made once."""
+
+    async def make() -> None:
+        async with _opened(kind, url, name):
+            pass
+
+    anyio.run(make)
+    if kind == "postgres":
+        import psycopg  # noqa: PLC0415  # only with the postgres extra
+
+        from psycopg import sql  # noqa: PLC0415
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE {} (run INTEGER, step INTEGER, data BYTEA, "
+                    "PRIMARY KEY (run, step))"
+                ).format(sql.Identifier(name, "bench_log"))
+            )
+
+
+def _drop(kind: str, url: str, name: str) -> None:
+    async def drop() -> None:
+        async with servers.open_store(kind, url, name, drop=True):
+            pass
+
+    anyio.run(drop)
 
 
 @contextlib.contextmanager
@@ -109,16 +160,19 @@ def _server(kind: str) -> Iterator[str]:
         yield url
 
 
-def _cases(kind: str, url: str, settings: Settings) -> list[Case]:
+def _cases(kind: str, url: str, name: str, settings: Settings) -> list[Case]:
     plain = _plain_postgres if kind == "postgres" else _plain_redis
     w5 = ("W5", f"chain-{kind}", STEPS, "step")
     w9 = ("W9", f"{kind}-threads", THREADS * NODES, "node commit")
     out: list[Case] = []
     for (workload, variant, size, unit), ours in (
-        (w5, _w5_ours(kind, url)),
-        (w9, _w9_ours(kind, url)),
+        (w5, _w5_ours(kind, url, name)),
+        (w9, _w9_ours(kind, url, name)),
     ):
-        for impl, run in (("baseline", plain(url, size)), ("pipeline", ours)):
+        for impl, run in (
+            ("baseline", plain(url, name, size)),
+            ("pipeline", ours),
+        ):
             out.append(
                 measure(
                     workload,
@@ -146,5 +200,8 @@ def cases(settings: Settings) -> list[Case]:
             except servers.ServerUnavailable as e:
                 print(f"# {kind}: skipped ({e})", flush=True)
                 continue
-            out.extend(_cases(kind, url, few))
+            name = servers.namespace()
+            _prepare(kind, url, name)
+            stack.callback(_drop, kind, url, name)
+            out.extend(_cases(kind, url, name, few))
     return out

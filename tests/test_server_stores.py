@@ -22,6 +22,8 @@ import pytest
 
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from returns.pipeline import is_successful
 from returns.result import Success
 
@@ -512,3 +514,124 @@ def test_import_pipeline_imports_no_client() -> None:
         timeout=120,
     )
     assert out.stdout.strip() == "[]"
+
+
+async def test_calls_on_the_opening_loop_stay_on_it(
+    server: Server, anyio_backend: str
+) -> None:
+    """Opened on asyncio, a store runs the calls of that loop there (its
+    own thread connects only when a caller elsewhere needs it); opened on
+    trio, it has no home loop."""
+    kind, url = server
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+        home = anyio_backend == "asyncio"
+        assert (store._home is not None) is home
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+        assert store._thread_ready is not home
+
+        def elsewhere() -> int | None:
+            return anyio.run(store.head, "t", backend="trio")
+
+        assert await anyio.to_thread.run_sync(elsewhere) == 0
+        assert store._thread_ready
+        assert await store.head("t") == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_natively_cancelled_callers_leave_whole_work(
+    server: Server, anyio_backend: str
+) -> None:
+    """Callers on the store's home loop cancelled by asyncio's own
+    ``task.cancel()`` while their commits are in flight: each commit lands
+    whole or not at all, and the store goes on working."""
+    import asyncio  # noqa: PLC0415
+
+    del anyio_backend
+    kind, url = server
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+        for delay in (0.0, 0.0005, 0.001, 0.002, 0.005):
+            tasks = [
+                asyncio.ensure_future(
+                    store.commit(rec(f"t{i}", 0), expected_head=None)
+                )
+                for i in range(10)
+            ]
+            await asyncio.sleep(delay)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for i in range(10):
+                assert await store.head(f"t{i}") in {None, 0}
+                await store.delete(f"t{i}")
+        assert await store.commit(rec("after", 0), expected_head=None) == (
+            Success(None)
+        )
+        assert list(await store.threads()) == ["after"]
+
+
+async def test_closed_from_another_loop(server: Server) -> None:
+    """A store closed by a caller on another loop (in another thread)
+    closes its home loop's client too, and then refuses calls."""
+    kind, url = server
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+        await anyio.to_thread.run_sync(
+            functools.partial(anyio.run, store.aclose, backend="trio")
+        )
+        with pytest.raises(RuntimeError, match="closed"):
+            await store.head("t")
+
+
+_OPS = st.lists(
+    st.tuples(st.integers(-1, 3), st.integers(0, 3), st.booleans()),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(case=_OPS)
+def test_home_and_thread_give_the_same_outcomes(
+    server: Server, case: list[tuple[int, int, bool]]
+) -> None:
+    """The same commits (right and wrong heads and versions, with and
+    without a lease, a stale lease) give the same outcomes on the store's
+    home loop as through its thread."""
+    kind, url = server
+
+    async def side(store: stores.CheckpointStore, thread: str) -> list[str]:
+        lease = (await store.acquire(thread, "me", ttl=30)).unwrap()
+        stale = Lease(thread, "me", lease.token + 1, lease.expires)
+        got = []
+        for expected, version, fresh in case:
+            out = await store.commit(
+                rec(thread, version),
+                expected_head=None if expected < 0 else expected,
+                lease=(lease if fresh else stale) if version % 2 else None,
+            )
+            got.append(str(out).replace(thread, "T"))
+        got.append(str(await store.head(thread)))
+        return got
+
+    async def both() -> None:
+        name = servers.namespace()
+        async with servers.open_store(kind, url, name) as store:
+            home = store._home
+            assert home is not None
+            at_home = await side(store, "h1")
+            store._home = None  # through the thread
+            try:
+                through = await side(store, "h2")
+            finally:
+                store._home = home
+        assert at_home == through
+
+    anyio.run(both, backend="asyncio")

@@ -2,9 +2,10 @@
 
 psycopg's and redis-py's async clients run on asyncio only, and their
 connection pools belong to the event loop that opened them.  A server store
-therefore runs its client on a loop of its own, in a daemon thread, and its
-callers hand it work from any anyio backend (asyncio or trio), any event
-loop and any thread:
+therefore runs a client on a loop of its own, in a daemon thread, and the
+callers it does not serve on their own loop (trio, other asyncio loops: see
+:mod:`pipeline.stores._server`) hand it work from any anyio backend, any
+event loop and any thread:
 
 * a caller submits a coroutine function; the loop runs it as a task; when it
   is done, the caller's own event loop is woken (``call_soon_threadsafe`` on

@@ -1,34 +1,59 @@
-"""The life of a store on a database server: opened once, on a loop of its
-own, closed once.
+"""The life of a store on a database server: opened once, closed once.
 
-A server store's client runs on a :class:`~pipeline.stores._bridge.LoopThread`
-(its asyncio event loop in a thread of its own).  :class:`ServerStore` owns
-that lifecycle for every such store: :meth:`~ServerStore.open` starts the
-loop and runs the store's own ``_open`` on it (connect, create what is
-missing), :meth:`~ServerStore.aclose` lets the calls in flight finish and
-runs ``_close``, ``async with`` does both, and every call goes through
-``_call``: writes shielded from the caller's cancellation (a transaction is
-never left half-done), reads not.  A subclass supplies ``_open``,
-``_close``, its operations on its loop (``_commit``, ``_records``, ...,
-``_cache_get`` and ``_cache_put`` for a :class:`~pipeline.stores.StoreCache`)
-and a ``__repr__`` (its thread is named after it).
+A server store's client runs on asyncio.  :class:`ServerStore` owns that
+lifecycle for every such store.  Opened on an asyncio loop, the store has
+that loop for **home**: :meth:`~ServerStore.open` runs the store's own
+``_open`` there (connect, create what is missing), and the calls made on
+that loop run there too, each as a task of its own, with no hop between
+threads (the hop cost more than the rest of a commit's client side).
+Callers on trio, or on other asyncio loops, hand their calls to a
+:class:`~pipeline.stores._bridge.LoopThread` (an asyncio loop in a thread
+of its own), whose client ``_connect`` makes on its first call; opened on
+trio, the store has no home and runs ``_open`` there.  Either way a call is
+a task the caller's cancellation never reaches: writes are waited for
+shielded (a transaction is never left half-done), reads not.
+:meth:`~ServerStore.aclose` lets the calls in flight finish and runs
+``_close`` on each loop, ``async with`` does both.  A subclass supplies
+``_open``, ``_connect``, ``_close`` (each for the loop it runs on), its
+operations (``_commit``, ``_records``, ..., ``_cache_get`` and
+``_cache_put`` for a :class:`~pipeline.stores.StoreCache`), which use the
+client of the loop they run on, and a ``__repr__`` (its thread is named
+after it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+import anyio
+
 from returns.result import Result
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
-from ._bridge import LoopThread
+from ._bridge import SHIELD_BOUND, LoopThread
 from ._protocol import Lease, Record
 
 
 T = TypeVar("T")
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The caller's asyncio loop, or None (on trio)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _consume(task: asyncio.Task[Any]) -> None:
+    # A caller that stopped waiting never reads the outcome: read it here,
+    # so asyncio does not report an exception that was never retrieved.
+    if not task.cancelled():
+        task.exception()
 
 
 class ServerStore:
@@ -36,15 +61,24 @@ class ServerStore:
 
     _loop: LoopThread | None
     _lease_ttl: float
+    _home: asyncio.AbstractEventLoop | None = None
+    """The asyncio loop the store was opened on, whose calls run there."""
+    _closing = False
 
     if TYPE_CHECKING:  # what each store supplies
 
         async def _open(self) -> None:
-            """Connect and prepare the server (on the store's loop)."""
+            """Prepare the server (create what is missing) and connect a
+            client for the running loop."""
+            ...
+
+        async def _connect(self) -> None:
+            """Connect a client for the running loop (the server is
+            prepared)."""
             ...
 
         async def _close(self) -> None:
-            """Disconnect (on the store's loop)."""
+            """Disconnect the running loop's client, if it has one."""
             ...
 
         async def _commit(
@@ -107,18 +141,47 @@ class ServerStore:
             msg = f"{self!r} was opened already"
             raise RuntimeError(msg)
         loop = LoopThread(f"pipeline:{self!r}")  # its thread's name
+        home = _asyncio_loop()
         try:
-            await loop.run(self._open, shield=True)
+            if home is None:
+                await loop.run(self._open, shield=True)
+            else:
+                with anyio.CancelScope(shield=True):
+                    await self._open()
         except BaseException:
-            await loop.close(self._close)
+            with anyio.CancelScope(shield=True):
+                if home is not None:
+                    await self._close()
+                await loop.close(self._close)
             raise
+        self._home_tasks: set[asyncio.Task[Any]] = set()
+        self._thread_ready = home is None
+        self._thread_lock: asyncio.Lock | None = None
+        self._home = home
         self._loop = loop
 
     async def aclose(self) -> None:
         """Let the calls in flight finish; disconnect.  Idempotent."""
-        if self._loop is None:
+        if self._loop is None or self._closing:
             return
-        await self._loop.close(self._close)
+        self._closing = True  # no new work from here on
+        home, self._home = self._home, None
+        with anyio.CancelScope(shield=True):
+            if home is not None:
+                if _asyncio_loop() is home:
+                    await self._close_home()
+                elif home.is_running():
+                    done = asyncio.run_coroutine_threadsafe(
+                        self._close_home(), home
+                    )
+                    await anyio.to_thread.run_sync(done.result)
+                # else the home loop is gone, and its client's work with it
+            await self._loop.close(self._close)
+
+    async def _close_home(self) -> None:
+        while self._home_tasks:
+            await asyncio.wait(tuple(self._home_tasks))
+        await self._close()
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -220,11 +283,59 @@ class ServerStore:
     async def _call(
         self, work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
     ) -> T:
-        if self._loop is None:
+        loop = self._loop
+        if loop is None:
             kind = type(self).__name__
             msg = (
                 f"{self!r} is not open: use `async with {kind}(...)` "
                 f"or `await {kind}.connect(...)`"
             )
             raise RuntimeError(msg)
-        return await self._loop.run(work, shield=shield)
+        if self._closing:
+            msg = "the store is closed"
+            raise RuntimeError(msg)
+        home = self._home
+        if home is not None and _asyncio_loop() is home:
+            return await self._at_home(home, work, shield=shield)
+        if self._thread_ready:
+            return await loop.run(work, shield=shield)
+        return await loop.run(
+            functools.partial(self._on_thread, work), shield=shield
+        )
+
+    async def _at_home(
+        self,
+        home: asyncio.AbstractEventLoop,
+        work: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        shield: bool,
+    ) -> T:
+        """``work()`` as a task of the caller's (home) loop, which the
+        caller's cancellation never reaches (as on the store's thread)."""
+        task = home.create_task(work())
+        self._home_tasks.add(task)
+        task.add_done_callback(self._home_tasks.discard)
+        task.add_done_callback(_consume)
+        if shield:
+            deadline = anyio.current_time() + SHIELD_BOUND
+            with anyio.CancelScope(shield=True, deadline=deadline):
+                await asyncio.wait((task,))
+        if not task.done():
+            # Waiting (not awaiting the task) leaves it running when the
+            # caller is cancelled, by anyio or by asyncio's task.cancel().
+            await asyncio.wait((task,))
+        return task.result()
+
+    async def _on_thread(
+        self, work: Callable[[], Coroutine[Any, Any, T]]
+    ) -> T:
+        """``work()`` on the store's thread, connecting its client first
+        if this is the thread's first call."""
+        if not self._thread_ready:
+            if self._thread_lock is None:  # one thread: no race here
+                self._thread_lock = asyncio.Lock()
+            async with self._thread_lock:
+                if not self._thread_ready:
+                    await self._connect()
+                    self._thread_ready = True
+        return await work()

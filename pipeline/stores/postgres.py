@@ -31,17 +31,17 @@ transaction is gone and nothing of it was stored; it runs once more on a
 fresh connection and finds its lease taken over (``LeaseLost``).
 
 **asyncio and trio.** psycopg's async API runs on asyncio only, and a pool
-belongs to the event loop that opened it.  The store runs its pool on an
-asyncio event loop of its own, in a daemon thread; callers on any anyio
-backend (asyncio or trio), on any event loop or thread, hand it work and
-are woken in their own loop when it is done.  So one store serves asyncio
-and trio alike, is never bound to its caller's loop, and a caller's
-cancellation (anyio's, or asyncio's native ``task.cancel()``) never
-reaches the database work: a transaction that started runs to its end on
-its connection, and the connection goes back to the pool idle.  (The other
-way, psycopg's sync API in worker threads, holds a thread per operation in
-flight; the loop multiplexes every operation on one.)  The cost is one hop
-between threads per call, small beside a round trip to the server.
+belongs to the event loop that opened it.  Opened on an asyncio loop, the
+store opens its pool there and runs the calls made on that loop there, each
+as a task of its own (no hop between threads: a commit costs one round trip
+and little else).  Callers on trio, or on other loops or threads, hand their
+work to an asyncio loop of the store's own, in a daemon thread, with a pool
+of its own opened on their first call, and are woken in their own loop when
+it is done (one hop between threads per call).  So one store serves asyncio
+and trio alike, and a caller's cancellation (anyio's, or asyncio's native
+``task.cancel()``) never reaches the database work: a transaction that
+started runs to its end on its connection, and the connection goes back to
+the pool idle (see :mod:`pipeline.stores._server`).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ require(
     ("psycopg", "psycopg_pool"),
 )
 
+import asyncio
 import contextlib
 import functools
 import math
@@ -255,17 +256,18 @@ async def _configure(conn: _Conn, *, stall: float) -> None:
     # holder committed: read committed, whatever the server's default.
     await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
     # The same for a commit's single statement, which runs in autocommit
-    # (in its own transaction, at the session's default level).
-    await conn.execute("SET default_transaction_isolation = 'read committed'")
-    # A runner stopped inside a transaction (SIGSTOP, a swapped-out VM)
+    # (in its own transaction, at the session's default level).  And a
+    # runner stopped inside a transaction (SIGSTOP, a swapped-out VM)
     # would hold its thread's advisory lock for as long as it stays
     # stopped, and every other runner of the thread would queue behind it
     # for ever: the server ends such a transaction once it has idled
     # longer than a lease lasts (the runner's lease has lapsed by then).
+    # Both in one round trip (no parameters: one simple query).
     await conn.execute(
-        sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
-            sql.Literal(math.ceil(stall * 1000))
-        )
+        sql.SQL(
+            "SET default_transaction_isolation = 'read committed'; "
+            "SET idle_in_transaction_session_timeout = {}"
+        ).format(sql.Literal(math.ceil(stall * 1000)))
     )
 
 
@@ -320,7 +322,10 @@ class PostgresStore(ServerStore):
         self._lease_ttl = lease_ttl
         self._sql = _Statements(schema)
         self._loop = None
-        self._pool: AsyncConnectionPool[_Conn] | None = None
+        self._commit_query: bytes | None = None
+        self._pools: dict[
+            asyncio.AbstractEventLoop, AsyncConnectionPool[_Conn]
+        ] = {}
 
     @classmethod
     async def connect(
@@ -353,14 +358,25 @@ class PostgresStore(ServerStore):
     # -- the loop's side -------------------------------------------------------
 
     async def _open(self) -> None:
-        # One plain connection first: a wrong address fails at once, not
-        # after the pool's retries.
+        # The pool connects while one plain connection checks the tables
+        # (its own connection: a wrong address fails at once, not after
+        # the pool's retries, which _close stops).
+        pool = self._pool_here()
+        await pool.open(wait=False)
         async with await psycopg.AsyncConnection.connect(
             self._conninfo,
             autocommit=True,
             connect_timeout=math.ceil(self._timeout),
         ) as conn:
             await self._create_tables(conn)
+        await pool.wait(timeout=self._timeout)
+
+    async def _connect(self) -> None:
+        await self._pool_here().open(wait=True, timeout=self._timeout)
+
+    def _pool_here(self) -> AsyncConnectionPool[_Conn]:
+        """A pool for the running loop, not yet open (closed by _close,
+        even if opening it fails)."""
         pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
             self._conninfo,
             min_size=1,
@@ -373,8 +389,8 @@ class PostgresStore(ServerStore):
             open=False,
             name=f"pipeline-{self.schema}",
         )
-        self._pool = pool  # closed by _close, even if opening fails
-        await pool.open(wait=True, timeout=self._timeout)
+        self._pools[asyncio.get_running_loop()] = pool
+        return pool
 
     async def _create_tables(self, conn: _Conn) -> None:
         cur = await conn.execute(
@@ -403,13 +419,14 @@ class PostgresStore(ServerStore):
                 await conn.execute(statement)
 
     async def _close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close()
 
     def _connection(self) -> contextlib.AbstractAsyncContextManager[_Conn]:
-        assert self._pool is not None  # noqa: S101  # open before any call
-        return self._pool.connection()
+        # The pool of the loop this runs on (the home loop's, or the
+        # store's thread's).
+        return self._pools[asyncio.get_running_loop()].connection()
 
     def _lock_key(self, thread_id: str) -> str:
         return f"{self.schema}/{thread_id}"
@@ -474,8 +491,13 @@ class PostgresStore(ServerStore):
         thread = record.thread_id
         conn: _Conn
         async with self._connection() as conn:
+            query = self._commit_query
+            if query is None:
+                # Rendered once: psycopg renders a composed query afresh on
+                # every execute, and caches the conversion of bytes.
+                query = self._commit_query = self._sql.commit.as_bytes(conn)
             cur = await conn.execute(
-                self._sql.commit,
+                query,
                 (
                     thread,
                     self._lock_key(thread),

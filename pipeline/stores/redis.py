@@ -13,8 +13,8 @@ list holds them in order, its length is the head plus one, and
 ``records(upto=n)`` is one ``LRANGE``.
 
 Every change (commit, acquire, renew, release, delete) is one **Lua
-script**, which Redis runs atomically (``EVALSHA``, loading it again if the
-server lost it): a commit checks the lease (its token fences) and the head
+script**, which Redis runs atomically (``EVALSHA``, loading it on its first
+use on a server, and again if the server lost it): a commit checks the lease (its token fences) and the head
 and appends in one step, so concurrent writers get exactly one winner per
 version.  Leases run on the **server's clock** (``TIME`` in the script);
 the token grows by one with every acquisition of a thread, as the lease row
@@ -30,11 +30,12 @@ could be refused as a conflict with itself): it raises, and the commit may
 or may not have landed; read the thread's head to know.
 
 **asyncio and trio.** redis-py's async client runs on asyncio only, and its
-connection pool belongs to one event loop; the store runs it on an asyncio
-event loop of its own, in a daemon thread, and serves callers on any anyio
-backend, loop or thread, as the PostgreSQL store does (see
-:mod:`pipeline.stores.postgres`): a caller's cancellation never interrupts a
-command in flight.
+connection pool belongs to one event loop.  As the PostgreSQL store does
+(see :mod:`pipeline.stores.postgres`), the store runs the calls made on the
+asyncio loop it was opened on there, with a client of that loop, and hands
+the others (trio, other loops or threads) to an asyncio loop of its own, in
+a daemon thread, with a client of its own: a caller's cancellation never
+interrupts a command in flight.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from .._extras import require
 require(__name__, "the redis client", "redis", ("redis",))
 
 
+import asyncio
+import hashlib
 import math
 
 from collections.abc import Sequence
@@ -160,6 +163,13 @@ _SCRIPTS: Final = {
 }
 
 
+_SHAS: Final = {
+    name: hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()
+    for name, script in _SCRIPTS.items()
+}
+"""Each script's name in Redis: the SHA-1 digest of its text."""
+
+
 def _encode(record: Record) -> bytes:
     header = orjson.dumps([record.version, record.parent, record.checksum])
     return header + b"\n" + record.data
@@ -221,8 +231,10 @@ class RedisStore(ServerStore):
         self._lease_ttl = lease_ttl
         self._threads_key = f"{prefix}:threads"
         self._loop = None
-        self._client: redis.asyncio.Redis | None = None
-        self._shas: dict[str, str] = {}
+        self._clients: dict[
+            asyncio.AbstractEventLoop, redis.asyncio.Redis
+        ] = {}
+        self._shas: dict[str, str] = dict(_SHAS)
 
     @classmethod
     async def connect(
@@ -253,24 +265,37 @@ class RedisStore(ServerStore):
         return f"{self.prefix}:lease:{thread_id}"
 
     async def _open(self) -> None:
+        # One round trip: a wrong address fails here.  The scripts are
+        # called by their digest and loaded on first use (see _run), once
+        # per server rather than once per store.
+        await (await self._connect_client()).ping()
+
+    async def _connect(self) -> None:
+        await self._connect_client()
+
+    async def _connect_client(self) -> redis.asyncio.Redis:
         # No retries: a command whose connection broke may have run.
         client = redis.asyncio.Redis.from_url(
             self._url, retry=Retry(NoBackoff(), 0)
         )
-        self._client = client
-        for name, script in _SCRIPTS.items():
-            self._shas[name] = str(await client.script_load(script))
+        self._clients[asyncio.get_running_loop()] = client
+        return client
 
     async def _close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+    @property
+    def _client(self) -> redis.asyncio.Redis:
+        """The client of the loop this runs on (the home loop's, or the
+        store's thread's)."""
+        return self._clients[asyncio.get_running_loop()]
 
     async def _run(
         self, name: str, keys: list[str], *args: str | int | bytes
     ) -> Any:
         client = self._client
-        assert client is not None  # noqa: S101  # open before any call
         try:
             return await client.evalsha(
                 self._shas[name], len(keys), *keys, *args
@@ -317,7 +342,6 @@ class RedisStore(ServerStore):
         self, thread_id: str, upto: int | None
     ) -> Sequence[Record]:
         client = self._client
-        assert client is not None  # noqa: S101  # open before any call
         blobs = await client.lrange(
             self._records_key(thread_id), 0, -1 if upto is None else upto
         )
@@ -325,13 +349,11 @@ class RedisStore(ServerStore):
 
     async def _head(self, thread_id: str) -> int | None:
         client = self._client
-        assert client is not None  # noqa: S101  # open before any call
         n = _int(await client.llen(self._records_key(thread_id)))
         return None if n == 0 else n - 1
 
     async def _threads(self) -> Sequence[str]:
         client = self._client
-        assert client is not None  # noqa: S101  # open before any call
         members = await client.smembers(self._threads_key)
         return sorted(_bytes(m).decode() for m in members)
 
@@ -378,7 +400,6 @@ class RedisStore(ServerStore):
         self, key: str, now: float
     ) -> tuple[bytes, str] | None:
         client = self._client
-        assert client is not None  # noqa: S101  # open before any call
         blob = await client.get(f"{self.prefix}:cache:{key}")
         if blob is None:
             return None
@@ -404,7 +425,6 @@ class RedisStore(ServerStore):
         ttl: float | None,
     ) -> None:
         client = self._client
-        assert client is not None  # noqa: S101  # open before any call
         expires = None if ttl is None else now + ttl
         blob = orjson.dumps([expires, sha]) + b"\n" + value
         await client.set(
