@@ -481,9 +481,9 @@ class Journal(Generic[S]):
     __slots__ = ("_lock", "codec", "head", "last", "thread_id")
 
     inherit = False
-    """Whether :attr:`last` is always stored, as the record before the
-    next one: then a record leaves out what its parent implies (see
-    :mod:`pipeline.fold._codec`)."""
+    """Whether ``last`` (the snapshot last committed) is always stored, as
+    the record before the next one: then a record leaves out what its
+    parent implies (see :mod:`pipeline.fold._codec`)."""
 
     def __init__(
         self,
