@@ -226,7 +226,7 @@ class Tool(Generic[D_contra, P, R_co]):
         ),
     )
 
-    _told: tuple[frozenset[str], bool] | None = attrs.field(
+    _told: tuple[frozenset[str], bool, str] | None = attrs.field(
         init=False, eq=False, default=None
     )
     """Its parameters' names and whether its function is a coroutine
@@ -261,10 +261,11 @@ class Tool(Generic[D_contra, P, R_co]):
     def __repr__(self) -> str:
         return f"Tool({self.name})"
 
-    def _facts(self) -> tuple[frozenset[str], bool]:
+    def _facts(self) -> tuple[frozenset[str], bool, str]:
         """Its parameters' names (every call's arguments are checked
-        against them) and whether its function is a coroutine function
-        (awaited on the event loop; a plain one runs in a thread): told
+        against them), whether its function is a coroutine function
+        (awaited on the event loop; a plain one runs in a thread) and what
+        its errors call its arguments: told
         once, at the first call, not on every call (the tool is frozen,
         so neither changes; a tool built and dropped per step pays
         nothing for them until called)."""
@@ -273,6 +274,7 @@ class Tool(Generic[D_contra, P, R_co]):
             told = (
                 frozenset(p.name for p in self._params),
                 inspect.iscoroutinefunction(self._fn),
+                f"arguments for {self.name!r}",
             )
             object.__setattr__(self, "_told", told)
         return told
@@ -334,23 +336,10 @@ class Tool(Generic[D_contra, P, R_co]):
         The text never holds a value from *arguments*: only argument names,
         paths into them and the types expected.
         """
-        where = f"arguments for {self.name!r}"
-        if len(arguments) > MAX_ARGUMENT_BYTES or (
-            not arguments.isascii()
-            and len(arguments.encode("utf-8", "surrogatepass"))
-            > MAX_ARGUMENT_BYTES
-        ):
-            return f"{where} exceed {MAX_ARGUMENT_BYTES} bytes"
-        try:
-            check_depth(arguments, where)
-            raw = JSON.decode(arguments or "{}")
-        except NestedTooDeeply as exc:
-            return str(exc)
-        except ValueError:
-            return f"{where} are not valid JSON"
-        if not isinstance(raw, dict):
-            return f"{where} must be a JSON object"
-        known = self._facts()[0]
+        known, _, where = self._facts()
+        raw = _json_object(arguments, where)
+        if isinstance(raw, str):
+            return raw
         extra = [k for k in raw if k not in known]
         if extra and not self.extra_arguments:
             return (
@@ -369,6 +358,13 @@ class Tool(Generic[D_contra, P, R_co]):
                     problems.append(f"missing required argument {p.name!r}")
                 continue
             value = raw[p.name]
+            kind = type(value)
+            if kind is p.annotation and (
+                kind is int or (kind is str and value.isascii())
+            ):
+                # What the strict hook and `unsendable` answer for these.
+                kwargs[p.name] = value
+                continue
             problem = unsendable(value)
             if problem is None:
                 try:
@@ -822,3 +818,24 @@ async def run_tools(
     out = tuple(m for m in results if m is not None)
     assert len(out) == len(calls)  # noqa: S101  # run_all: every call finished
     return out
+
+
+def _json_object(arguments: str, where: str) -> dict[str, Any] | str:
+    """A tool call's *arguments* decoded, if within the size and depth
+    bounds and a JSON object; else an error text naming *where*."""
+    if len(arguments) > MAX_ARGUMENT_BYTES or (
+        not arguments.isascii()
+        and len(arguments.encode("utf-8", "surrogatepass"))
+        > MAX_ARGUMENT_BYTES
+    ):
+        return f"{where} exceed {MAX_ARGUMENT_BYTES} bytes"
+    try:
+        check_depth(arguments, where)
+        raw = JSON.decode(arguments or "{}")
+    except NestedTooDeeply as exc:
+        return str(exc)
+    except ValueError:
+        return f"{where} are not valid JSON"
+    if not isinstance(raw, dict):
+        return f"{where} must be a JSON object"
+    return typing.cast("dict[str, Any]", raw)

@@ -254,3 +254,57 @@ async def test_what_a_tool_tells_once_holds_on_every_call() -> None:
             assert failed
             assert "unknown argument" in out
     assert seen == [True, True, True, True]
+
+
+@tool
+async def _texts(text: str, n: int) -> str:
+    """Plain str and int parameters (decoded without the converter)."""
+    return text * n
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=2)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=2)
+    ),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=_JSON_VALUES | st.text(), n=_JSON_VALUES | st.integers())
+def test_plain_str_and_int_arguments_decode_as_the_converter_does(
+    text: object, n: object
+) -> None:
+    """The fast path for a str or int argument gives what the strict hooks
+    and the sendability check give: the value, or the same refusal."""
+    from pipeline._decode import unsendable  # noqa: PLC0415
+    from pipeline.tools import _CONVERTER  # noqa: PLC0415
+
+    arguments = json.dumps({"text": text, "n": n})
+    expected: dict[str, object] = {}
+    problems = []
+    for name, kind in (("text", str), ("n", int)):
+        value = json.loads(arguments)[name]
+        problem = unsendable(value)
+        if problem is None:
+            try:
+                expected[name] = _CONVERTER.structure(value, kind)
+            except (TypeError, ValueError):
+                problem = "refused"
+        if problem is not None:
+            problems.append(name)
+    got = _texts.decode(arguments)
+    if problems:
+        assert isinstance(got, str)
+        for name in problems:
+            assert f"argument {name!r}" in got
+    else:
+        assert got == expected
+        assert isinstance(got, dict)
+        assert [type(v) for v in got.values()] == [str, int]
