@@ -614,55 +614,43 @@ class Loop:
                 malformed=malformed,
             )
         else:
-            out = await self._with_taken(
-                calls, taken, on_result, hook, malformed
+            # The calls not *taken* run; the taken ones' results are kept
+            # (inline, not a helper coroutine: one frame less per handoff).
+            rest = [c for i, c in enumerate(calls) if i not in taken]
+            ran = iter(
+                await run_tools(
+                    rest,
+                    self.tools,
+                    on_result=on_result,
+                    agent=name,
+                    around=hook,
+                    limit=limit,
+                    deps=self.deps,
+                    malformed=malformed,
+                )
+                if rest
+                else ()  # all taken (a lone transfer): nothing to run
             )
+            kept: list[Message] = []
+            for i, call in enumerate(calls):
+                if i in taken:
+                    content, failed = taken[i]
+                    kept.append(
+                        Message.tool(
+                            content,
+                            tool_call_id=call.id,
+                            name=call.name,
+                            agent=name,
+                        )
+                    )
+                    if on_result is not None:
+                        await on_result(call, content, failed)
+                else:
+                    kept.append(next(ran))
+            out = tuple(kept)
         if wrong and scope is not None:
             scope.malformed_tool_calls(len(wrong))
         return out
-
-    async def _with_taken(
-        self,
-        calls: tuple[ToolCall, ...],
-        taken: Mapping[int, tuple[str, bool]],
-        on_result: Callable[[ToolCall, str, bool], Awaitable[None]] | None,
-        hook: ToolHook | None,
-        malformed: Callable[[ToolCall], object] | None,
-    ) -> tuple[Message, ...]:
-        """The calls not *taken* run; the taken ones' results are kept."""
-        name = self.name
-        rest = [c for i, c in enumerate(calls) if i not in taken]
-        ran = iter(
-            await run_tools(
-                rest,
-                self.tools,
-                on_result=on_result,
-                agent=name,
-                around=hook,
-                limit=self.agent.max_parallel_tools,
-                deps=self.deps,
-                malformed=malformed,
-            )
-            if rest
-            else ()  # all taken (a lone transfer): nothing to run
-        )
-        out: list[Message] = []
-        for i, call in enumerate(calls):
-            if i in taken:
-                content, failed = taken[i]
-                out.append(
-                    Message.tool(
-                        content,
-                        tool_call_id=call.id,
-                        name=call.name,
-                        agent=name,
-                    )
-                )
-                if on_result is not None:
-                    await on_result(call, content, failed)
-            else:
-                out.append(next(ran))
-        return tuple(out)
 
 
 def _keeping(
