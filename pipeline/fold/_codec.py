@@ -281,8 +281,17 @@ class Codec(Generic[S]):
         parent: Snapshot[S] | None,
         progress: Progress | None,
         inherit: bool = False,
-    ) -> tuple[Doc, BlobSink]:
-        """:meth:`document`, and the sink its large parts went to."""
+    ) -> tuple[Doc, BlobSink | None]:
+        """:meth:`document`, and the sink its large parts went to (``None``
+        when the state is its parent's: nothing is unstructured then, so
+        a progress record needs neither a sink nor the context variable)."""
+        if (
+            parent is not None
+            and snap.state is parent.state
+            and type(snap.state) is self._cls
+            and self._fields is not None
+        ):
+            return self._document(snap, parent, progress, inherit), None
         sink = BlobSink(parent.state if parent is not None else None)
         token = SINK.set(sink)
         try:
@@ -442,7 +451,7 @@ class Codec(Generic[S]):
                 return self._diagnose(snap, node, exc)
         if not ("state" in checked or "logs" in checked or "whole" in checked):
             return doc, data
-        if not sink.by_hash:  # no part by hash: nothing to read back
+        if sink is None or not sink.by_hash:  # no part by hash: no source
             failure = self._check(checked, snap.state, node)
         else:
             token = SOURCE.set(
