@@ -93,20 +93,31 @@ class Held:
         """
         if self.lost:
             return Failure(LeaseLost(self.lease.thread_id))
-        since = time.monotonic()
-        if since < self._fresh_until - self.margin:
+        if time.monotonic() < self._fresh_until - self.margin:
             return None
-        renewed = await self._store.renew(self.lease, ttl=self._ttl)
-        if type(renewed) is not Success:
-            self.lost = True
-            log.warning(
-                "thread %r: the lease lapsed while this runner stalled and "
-                "another took it: stopping before the next step",
-                self.lease.thread_id,
-            )
-            return Failure(LeaseLost(self.lease.thread_id))
-        self.renewed(renewed.unwrap(), since)
-        return None
+        for _ in range(_RENEWALS):
+            since = time.monotonic()
+            renewed = await self._store.renew(self.lease, ttl=self._ttl)
+            if type(renewed) is not Success:
+                break
+            self.renewed(renewed.unwrap(), since)
+            # A runner stalled while the renewal's answer came back holds
+            # a renewal that may have lapsed since: it renews again.
+            if time.monotonic() < self._fresh_until:
+                return None
+        self.lost = True
+        log.warning(
+            "thread %r: the lease lapsed while this runner stalled and "
+            "another took it: stopping before the next step",
+            self.lease.thread_id,
+        )
+        return Failure(LeaseLost(self.lease.thread_id))
+
+
+_RENEWALS = 3
+"""Renewals a step tries before it starts; each must come back before the
+lease it grants could lapse (else the store is too slow for the lease's
+time to live, and the run stops with `LeaseLost`)."""
 
 
 def owner() -> str:
