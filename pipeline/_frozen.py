@@ -16,8 +16,8 @@ and the same bytes always structure, to the same thing.
 
 from __future__ import annotations
 
-import contextlib
 import enum
+import threading
 import weakref
 
 from typing import Any, Generic, TypeVar, final
@@ -106,10 +106,12 @@ def _frozen(value: object) -> bool:
 _BOUND = 64
 
 
-def _evict(entries: dict[Any, Any]) -> None:
-    """Drop the oldest entry (another thread may have dropped it first:
-    graphs and models are shared by runs in several threads)."""
-    with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+def _make_room(entries: dict[Any, Any], bound: int) -> None:
+    """Drop the oldest entries until one more fits in *bound*.  Called
+    with the memo's lock held (graphs and models are shared by runs in
+    several threads; readers never change a memo, so it is the only
+    writer)."""
+    while len(entries) >= bound:
         del entries[next(iter(entries))]
 
 
@@ -125,10 +127,11 @@ class IdentityMemo(Generic[V]):
     mutated value never gets a stale answer.  An object that died and
     whose identity was reused is never mistaken for it."""
 
-    __slots__ = ("_bound", "entries")
+    __slots__ = ("_bound", "_lock", "entries")
 
     def __init__(self, bound: int = _BOUND) -> None:
         self._bound = bound
+        self._lock = threading.Lock()
         #: ``id(object)`` -> (the object or a weak reference to it, answer,
         #: whether the object was found deeply frozen); read inline by hot
         #: paths (see :meth:`get`).
@@ -150,11 +153,16 @@ class IdentityMemo(Generic[V]):
         """Whether *obj*'s *entry* (found by identity) may be given back:
         *obj* is deeply frozen, so nothing it holds has changed since,
         nor can.  If not, the entry is dropped."""
-        if deeply_frozen(obj):
-            self.entries[id(obj)] = (entry[0], entry[1], True)
-            return True
-        self.entries.pop(id(obj), None)
-        return False
+        frozen = deeply_frozen(obj)
+        key = id(obj)
+        with self._lock:
+            entries = self.entries
+            if entries.get(key) is entry:  # not dropped or replaced since
+                if frozen:
+                    entries[key] = (entry[0], entry[1], True)
+                else:
+                    del entries[key]
+        return frozen
 
     def put(self, obj: object, answer: V) -> None:
         """Keep *answer* for *obj* (given back once *obj* is found deeply
@@ -163,10 +171,10 @@ class IdentityMemo(Generic[V]):
             held: Any = weakref.ref(obj)
         except TypeError:  # a tuple, a string: kept alive while kept here
             held = obj
-        entries = self.entries
-        if len(entries) >= self._bound:
-            _evict(entries)
-        entries[id(obj)] = (held, answer, False)
+        with self._lock:
+            entries = self.entries
+            _make_room(entries, self._bound)
+            entries[id(obj)] = (held, answer, False)
 
 
 @final
@@ -176,10 +184,11 @@ class ContentMemo(Generic[V]):
 
     At most *bound* entries, the oldest dropped first."""
 
-    __slots__ = ("_bound", "entries")
+    __slots__ = ("_bound", "_lock", "entries")
 
     def __init__(self, bound: int = _BOUND) -> None:
         self._bound = bound
+        self._lock = threading.Lock()
         #: bytes -> the answer for them; read inline by hot paths.
         self.entries: dict[bytes, V] = {}
 
@@ -188,7 +197,7 @@ class ContentMemo(Generic[V]):
         *answer* holds) is deeply frozen."""
         if not deeply_frozen(value):
             return
-        entries = self.entries
-        if len(entries) >= self._bound:
-            _evict(entries)
-        entries[data] = answer
+        with self._lock:
+            entries = self.entries
+            _make_room(entries, self._bound)
+            entries[data] = answer

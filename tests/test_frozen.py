@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import sys
 import threading
 
 from typing import Any
@@ -173,21 +174,33 @@ def test_a_cached_models_answer_decoded_once_equals_decoding_again(
     assert (second is first) is deeply_frozen(expected)
 
 
-def test_memos_shared_by_threads_never_fail() -> None:
+def test_memos_shared_by_threads_keep_their_bound() -> None:
     keys: IdentityMemo[int] = IdentityMemo(bound=2)
     values: ContentMemo[int] = ContentMemo(bound=2)
     kept = [(i,) for i in range(50)]
+    wrong: list[object] = []
+    sizes: list[int] = []
 
     def churn() -> None:
         for _ in range(40):
             for i, v in enumerate(kept):
                 keys.put(v, i)
-                assert keys.get(v) in {i, None}
+                if keys.get(v) not in {i, None}:
+                    wrong.append(v)
                 values.put(bytes([i]), i, i)
+                sizes.append(max(len(keys.entries), len(values.entries)))
 
-    threads = [threading.Thread(target=churn) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(keys.entries) <= 2 + len(threads)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=churn) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == []
+    # The lock keeps the bound strict, however the threads interleave.
+    assert len(sizes) == 4 * 40 * 50
+    assert max(sizes) <= 2
