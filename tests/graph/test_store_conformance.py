@@ -11,7 +11,7 @@ from returns.result import Success
 
 from pipeline import stores
 from pipeline.failures import ConcurrentModification, LeaseLost, ThreadBusy
-from pipeline.stores import Lease, Record
+from pipeline.stores import Lease, Record, _sqlite
 from tests.servers import StoreFactory
 
 
@@ -169,7 +169,7 @@ async def test_sqlite_group_commit_wakes_each_loop_once(
         write(self, jobs)  # type: ignore[arg-type]
 
     def counted_done(jobs: list[_sqlite._Job]) -> None:
-        wakes.append(len({job.wake for job in jobs}))
+        wakes.append(len({job.post for job in jobs}))
         done(jobs)
 
     monkeypatch.setattr(_sqlite.SQLiteStore, "_write", counted_write)
@@ -194,17 +194,56 @@ async def test_sqlite_group_commit_wakes_each_loop_once(
             assert isinstance(outs[i].failure(), ConcurrentModification)  # type: ignore[attr-defined]
 
 
-async def test_sqlite_waits_on_its_loops_own_event(anyio_backend: str) -> None:
-    """A job's event and wake-up belong to the library running the caller
-    (asyncio's or trio's), so the writer wakes the right loop."""
+def _finished(job: _sqlite._Job) -> bool:  # pyright: ignore[reportPrivateUsage]
+    """Whether the writer finished *job* (read afresh: no narrowing)."""
+    return job.done
+
+
+async def test_sqlite_job_parks_on_its_loop(anyio_backend: str) -> None:
+    """A job belongs to the library running its caller (asyncio's or
+    trio's): woken from another thread, as the writer does, through its
+    loop, it resumes the caller."""
     from pipeline.stores import _sqlite  # noqa: PLC0415
 
-    wake, event = _sqlite._signal()  # pyright: ignore[reportPrivateUsage]
-    assert type(event).__module__.split(".")[0] == anyio_backend
-    assert not event.is_set()
-    wake(event.set)
+    job = _sqlite._job("head", ())  # pyright: ignore[reportPrivateUsage]
+    assert type(job).__name__.lower().startswith(f"_{anyio_backend}")
+    assert not _finished(job)
+
+    def writer() -> None:
+        job.post(_sqlite._wake_all, [job])  # pyright: ignore[reportPrivateUsage]
+
+    await anyio.to_thread.run_sync(writer)
     with anyio.fail_after(5):
-        await event.wait()
+        await job.wait()
+    assert _finished(job)
+    await job.wait()  # done already: returns at once
+
+
+async def test_sqlite_job_cancelled_then_woken(anyio_backend: str) -> None:
+    """A caller cancelled while parked leaves at once (nothing resumes it
+    later by mistake); waiting again, it goes on once the writer wakes the
+    job, whether the wake-up comes before or after it waits again."""
+    from pipeline.stores import _sqlite  # noqa: PLC0415
+
+    for wake_first in (False, True):
+        job = _sqlite._job("commit", ())  # pyright: ignore[reportPrivateUsage]
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await job.wait()
+        assert scope.cancelled_caught
+        assert not _finished(job)
+        if wake_first:
+            job.wake()  # the loop runs the wake-up before the caller waits
+            assert _finished(job)
+            with anyio.fail_after(5):
+                await job.wait()
+        else:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(job.wait)
+                await anyio.wait_all_tasks_blocked()
+                job.post(_sqlite._wake_all, [job])  # pyright: ignore[reportPrivateUsage]
+            assert _finished(job)
+        job.wake()  # a second wake-up of a finished job is harmless
 
 
 async def test_leases_one_holder_at_a_time(make_store: StoreFactory) -> None:
