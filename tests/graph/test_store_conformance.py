@@ -362,3 +362,36 @@ async def test_natively_cancelled_commits_keep_the_store_whole(
         assert await store.commit(rec("after", 0), expected_head=None) == (
             Success(None)
         )
+
+
+async def test_sqlite_batch_insert_equals_one_by_one(tmp_path: Path) -> None:
+    """The writer's multi-row inserts (one statement per power of two)
+    store exactly the rows, in order, that one insert each would, for
+    every batch size up to past two full statements of 128."""
+    import sqlite3  # noqa: PLC0415
+
+    for n in [*range(10), 63, 64, 65, 127, 128, 129, 255, 256, 300]:
+        path = tmp_path / f"b{n}.db"
+        store = stores.SQLiteStore(path)
+        rows = [
+            (
+                f"t{i % 7}",
+                i,
+                i - 1 if i else None,
+                bytes([i % 256]) * 3,
+                f"s{i}",
+            )
+            for i in range(n)
+        ]
+        # Straight on the connection: the writer thread sits idle meanwhile.
+        store._insert(rows)  # pyright: ignore[reportPrivateUsage]
+        await store.aclose()
+        conn = sqlite3.connect(path)
+        try:
+            got = conn.execute(
+                "SELECT thread_id, version, parent, data, checksum "
+                "FROM checkpoints ORDER BY version"
+            ).fetchall()
+        finally:
+            conn.close()
+        assert got == rows
