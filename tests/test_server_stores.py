@@ -14,10 +14,11 @@ import subprocess
 import sys
 import threading
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from anyio.abc import Process
@@ -635,3 +636,156 @@ def test_home_and_thread_give_the_same_outcomes(
         assert at_home == through
 
     anyio.run(both, backend="asyncio")
+
+
+@contextlib.contextmanager
+def held_commits(
+    store: stores.CheckpointStore,
+) -> Iterator[tuple[threading.Event, threading.Event]]:
+    """The store's commits, held before they start until *release* is set
+    (*started* says one is held); on the home loop and on the store's
+    thread alike (the events are the threads')."""
+    import asyncio  # noqa: PLC0415  # the work runs on an asyncio loop
+
+    started, release = threading.Event(), threading.Event()
+    original = store._commit  # type: ignore[attr-defined]
+
+    async def held(*args: object) -> object:
+        started.set()
+        await asyncio.to_thread(release.wait)
+        return await original(*args)
+
+    store._commit = held  # type: ignore[attr-defined]
+    try:
+        yield started, release
+    finally:
+        release.set()
+        del store._commit  # type: ignore[attr-defined]
+
+
+async def test_a_cancelled_writer_goes_on_once_its_write_is_whole(
+    server: Server, anyio_backend: str
+) -> None:
+    """A writer cancelled (by anyio) while its commit is in flight waits
+    until the commit is whole, then raises; the commit is stored.  (On
+    asyncio the call runs on the home loop, on trio through the store's
+    thread: the shield is taken only once cancelled, on both.)"""
+    kind, url = server
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+        assert (store._home is not None) is (anyio_backend == "asyncio")
+        outcome: list[object] = []
+        scope = anyio.CancelScope()
+
+        async def writer() -> None:
+            with scope:
+                try:
+                    await store.commit(rec("t", 0), expected_head=None)
+                    outcome.append("returned")
+                except anyio.get_cancelled_exc_class():
+                    outcome.append(("cancelled", release.is_set()))
+                    raise
+
+        with held_commits(store) as (started, release):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(writer)
+                await anyio.to_thread.run_sync(started.wait)
+                scope.cancel()
+                for _ in range(20):  # the writer sees its cancellation
+                    await anyio.lowlevel.checkpoint()
+                assert outcome == []  # and still waits for its write
+                release.set()
+        assert outcome == [("cancelled", True)]
+        assert await store.head("t") == 0
+        # The store goes on; a write's error reaches its caller.
+        assert await store.commit(rec("t", 1), expected_head=0) == Success(
+            None
+        )
+        out = await store.commit(rec("t", 1), expected_head=0)
+        assert not is_successful(out)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_natively_cancelled_writer_goes_on_once_its_write_is_whole(
+    server: Server, anyio_backend: str
+) -> None:
+    """A writer on the home loop cancelled by asyncio's own
+    ``task.cancel()`` while its commit is in flight waits until the commit
+    is whole, then raises ``CancelledError``; the commit is stored."""
+    import asyncio  # noqa: PLC0415
+
+    del anyio_backend
+    kind, url = server
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+        with held_commits(store) as (started, release):
+            task = asyncio.ensure_future(
+                store.commit(rec("t", 0), expected_head=None)
+            )
+            await asyncio.to_thread(started.wait)
+            task.cancel()
+            for _ in range(20):  # the writer sees its cancellation
+                await asyncio.sleep(0)
+            assert not task.done()  # and still waits for its write
+            release.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        assert await store.head("t") == 0
+
+
+async def test_a_failing_call_raises_its_error(
+    server: Server, anyio_backend: str
+) -> None:
+    """An error of the store's work reaches its caller, at home and
+    through the thread alike, and the store goes on working."""
+    kind, url = server
+    del anyio_backend
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+
+        async def broken(*_: object) -> None:
+            raise ValueError("broken")
+
+        store._commit = broken  # type: ignore[method-assign,assignment]
+        with pytest.raises(ValueError, match="broken"):
+            await store.commit(rec("t", 0), expected_head=None)
+        del store._commit
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+
+
+async def test_the_thread_starts_with_the_first_call_away_from_home(
+    server: Server, anyio_backend: str
+) -> None:
+    """Opened on asyncio, a store starts its thread only when a caller
+    elsewhere needs it, once however many callers ask at once, and closing
+    stops it (and refuses to start one); opened on trio, it runs on its
+    thread from the start."""
+    kind, url = server
+    name = servers.namespace()
+
+    def threads() -> set[str]:
+        return {t.name for t in threading.enumerate()}
+
+    async with servers.open_store(kind, url, name) as store:
+        mine = f"pipeline:{store!r}"
+        if anyio_backend == "trio":
+            assert store._loop is not None
+            assert mine in threads()
+            return
+        assert store._loop is None
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+        assert store._loop is None
+        assert mine not in threads()
+
+        def elsewhere() -> int | None:
+            return anyio.run(store.head, "t", backend="trio")
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(anyio.to_thread.run_sync, elsewhere)
+        assert [t.name for t in threading.enumerate()].count(mine) == 1
+        assert await store.head("t") == 0
+    assert mine not in threads()
+    with pytest.raises(RuntimeError, match="closed"):
+        await anyio.to_thread.run_sync(elsewhere)
