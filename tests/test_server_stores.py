@@ -789,3 +789,35 @@ async def test_the_thread_starts_with_the_first_call_away_from_home(
     assert mine not in threads()
     with pytest.raises(RuntimeError, match="closed"):
         await anyio.to_thread.run_sync(elsewhere)
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_bounds_the_wait_for_an_answer(
+    redis_url: str, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Redis command waits for its answer no longer than the store's
+    bound (redis-py's socket timeout, kept with one timer per command):
+    past it the call raises redis-py's ``TimeoutError``, the commit may or
+    may not have landed, and the store goes on working."""
+    import redis  # noqa: PLC0415
+    import redis.exceptions  # noqa: PLC0415
+
+    from pipeline.stores import redis as redis_store  # noqa: PLC0415
+
+    del anyio_backend
+    name = servers.namespace()
+    async with servers.open_store("redis", redis_url, name) as store:
+        monkeypatch.setattr(redis_store, "_TIMEOUT", 0.2)
+        with redis.Redis.from_url(redis_url) as other:
+            other.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
+            try:
+                with pytest.raises(redis.exceptions.TimeoutError):
+                    await store.commit(rec("t", 0), expected_head=None)
+            finally:
+                other.execute_command("CLIENT", "UNPAUSE")
+        head = await store.head("t")
+        assert head in {None, 0}
+        assert await store.commit(
+            rec("t", 0 if head is None else 1), expected_head=head
+        ) == Success(None)

@@ -50,11 +50,12 @@ import asyncio
 import hashlib
 import math
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, Final, TypeVar, final
 
 import orjson
 import redis.asyncio
+import redis.exceptions
 
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -170,6 +171,28 @@ _SHAS: Final = {
 """Each script's name in Redis: the SHA-1 digest of its text."""
 
 
+_TIMEOUT: Final = 5.0
+"""Seconds a command waits for its answer (redis-py's default socket
+timeout), and a connection for the server."""
+
+
+async def _bounded(command: Awaitable[T]) -> T:
+    """*command*'s answer, waited for up to :data:`_TIMEOUT` seconds.
+
+    The same bound as redis-py's socket timeout, whose asyncio client wraps
+    every command's write in ``asyncio.wait_for`` (on Python 3.11, a task
+    and three turns of the loop per command); ``asyncio.timeout`` is one
+    timer.  A command cut off disconnects its connection (redis-py does so
+    on any interruption of a read or write), as its own timeout does.
+    """
+    try:
+        async with asyncio.timeout(_TIMEOUT):
+            return await command
+    except TimeoutError:
+        msg = "Timeout reading from the server"
+        raise redis.exceptions.TimeoutError(msg) from None
+
+
 def _encode(record: Record) -> bytes:
     header = orjson.dumps([record.version, record.parent, record.checksum])
     return header + b"\n" + record.data
@@ -268,7 +291,8 @@ class RedisStore(ServerStore):
         # One round trip: a wrong address fails here.  The scripts are
         # called by their digest and loaded on first use (see _run), once
         # per server rather than once per store.
-        await (await self._connect_client()).ping()
+        client = await self._connect_client()
+        await _bounded(client.ping())
 
     async def _connect(self) -> None:
         await self._connect_client()
@@ -276,7 +300,12 @@ class RedisStore(ServerStore):
     async def _connect_client(self) -> redis.asyncio.Redis:
         # No retries: a command whose connection broke may have run.
         client = redis.asyncio.Redis.from_url(
-            self._url, retry=Retry(NoBackoff(), 0)
+            self._url,
+            retry=Retry(NoBackoff(), 0),
+            # The bound on an answer is _bounded's (one timer per command,
+            # where redis-py's own on Python 3.11 is a task per command).
+            socket_timeout=None,
+            socket_connect_timeout=_TIMEOUT,
         )
         self._clients[asyncio.get_running_loop()] = client
         return client
@@ -297,14 +326,16 @@ class RedisStore(ServerStore):
     ) -> Any:
         client = self._client
         try:
-            return await client.evalsha(
-                self._shas[name], len(keys), *keys, *args
+            return await _bounded(
+                client.evalsha(self._shas[name], len(keys), *keys, *args)
             )
         except NoScriptError:
             # The server restarted, or flushed its scripts: load it again.
-            self._shas[name] = str(await client.script_load(_SCRIPTS[name]))
-            return await client.evalsha(
-                self._shas[name], len(keys), *keys, *args
+            self._shas[name] = str(
+                await _bounded(client.script_load(_SCRIPTS[name]))
+            )
+            return await _bounded(
+                client.evalsha(self._shas[name], len(keys), *keys, *args)
             )
 
     async def _commit(
@@ -342,19 +373,21 @@ class RedisStore(ServerStore):
         self, thread_id: str, upto: int | None
     ) -> Sequence[Record]:
         client = self._client
-        blobs = await client.lrange(
-            self._records_key(thread_id), 0, -1 if upto is None else upto
+        blobs = await _bounded(
+            client.lrange(
+                self._records_key(thread_id), 0, -1 if upto is None else upto
+            )
         )
         return tuple(_decode(thread_id, _bytes(b)) for b in blobs)
 
     async def _head(self, thread_id: str) -> int | None:
         client = self._client
-        n = _int(await client.llen(self._records_key(thread_id)))
+        n = _int(await _bounded(client.llen(self._records_key(thread_id))))
         return None if n == 0 else n - 1
 
     async def _threads(self) -> Sequence[str]:
         client = self._client
-        members = await client.smembers(self._threads_key)
+        members = await _bounded(client.smembers(self._threads_key))
         return sorted(_bytes(m).decode() for m in members)
 
     async def _delete(self, thread_id: str) -> None:
@@ -400,7 +433,7 @@ class RedisStore(ServerStore):
         self, key: str, now: float
     ) -> tuple[bytes, str] | None:
         client = self._client
-        blob = await client.get(f"{self.prefix}:cache:{key}")
+        blob = await _bounded(client.get(f"{self.prefix}:cache:{key}"))
         if blob is None:
             return None
         header, _, value = _bytes(blob).partition(b"\n")
@@ -427,10 +460,12 @@ class RedisStore(ServerStore):
         client = self._client
         expires = None if ttl is None else now + ttl
         blob = orjson.dumps([expires, sha]) + b"\n" + value
-        await client.set(
-            f"{self.prefix}:cache:{key}",
-            blob,
-            px=None if ttl is None else max(1, math.ceil(ttl * 1000)),
+        await _bounded(
+            client.set(
+                f"{self.prefix}:cache:{key}",
+                blob,
+                px=None if ttl is None else max(1, math.ceil(ttl * 1000)),
+            )
         )
 
     async def _release(self, lease: Lease) -> None:
