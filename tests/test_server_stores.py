@@ -821,3 +821,112 @@ async def test_redis_bounds_the_wait_for_an_answer(
         assert await store.commit(
             rec("t", 0 if head is None else 1), expected_head=head
         ) == Success(None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(1, 3),
+    plans=st.lists(
+        st.lists(st.booleans(), max_size=6), min_size=1, max_size=5
+    ),
+    failing=st.sets(st.integers(0, 12), max_size=3),
+)
+def test_postgres_pool_serves_every_caller_within_its_size(
+    size: int, plans: list[list[bool]], failing: set[int]
+) -> None:
+    """The PostgreSQL store's pool, with callers interleaving at every
+    step: no more than *size* connections open at once, a connection is
+    never handed to two callers, one returned broken (or closed) is closed
+    and its place reused, a failed connection attempt frees its place, and
+    closing the pool closes every idle connection."""
+    import asyncio  # noqa: PLC0415
+
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    pytest.importorskip("psycopg_pool")
+    from psycopg.pq import TransactionStatus  # noqa: PLC0415
+
+    from pipeline.stores.postgres import _Pool  # noqa: PLC0415
+
+    class Conn:
+        def __init__(self) -> None:
+            self.closed = False
+            self.pgconn = SimpleNamespace(
+                transaction_status=TransactionStatus.IDLE
+            )
+
+        async def close(self) -> None:
+            self.closed = True
+            self.pgconn.transaction_status = TransactionStatus.UNKNOWN
+
+    made: list[Conn] = []
+    attempts = iter(range(1 << 20))
+
+    async def connect() -> Conn:
+        await asyncio.sleep(0)  # connecting takes a turn of the loop
+        if next(attempts) in failing:
+            raise OSError("refused")
+        made.append(Conn())
+        return made[-1]
+
+    async def main() -> None:
+        pool = _Pool(connect, size, 30.0)  # type: ignore[arg-type]
+        in_use: set[int] = set()
+
+        async def caller(plan: list[bool]) -> None:
+            for broken in plan:
+                try:
+                    conn: Conn = await pool.get()  # type: ignore[assignment]
+                except OSError:
+                    continue
+                assert not conn.closed
+                assert id(conn) not in in_use
+                in_use.add(id(conn))
+                assert sum(not c.closed for c in made) <= size
+                await asyncio.sleep(0)  # the others go on meanwhile
+                in_use.discard(id(conn))
+                if broken:
+                    conn.pgconn.transaction_status = TransactionStatus.UNKNOWN
+                await pool.put(conn)  # type: ignore[arg-type]
+
+        await asyncio.gather(*(caller(plan) for plan in plans))
+        assert sum(not c.closed for c in made) <= size
+        await pool.close()
+        assert all(c.closed for c in made)
+
+    anyio.run(main, backend="asyncio")
+
+
+def test_postgres_pool_times_out_when_every_connection_is_in_use() -> None:
+    """A caller finding all the pool's connections in use waits for one no
+    longer than the pool's timeout (``PoolTimeout``), and the pool goes
+    on serving."""
+
+    pytest.importorskip("psycopg_pool")
+    from psycopg.pq import TransactionStatus  # noqa: PLC0415
+    from psycopg_pool import PoolTimeout  # noqa: PLC0415
+
+    from pipeline.stores.postgres import _Pool  # noqa: PLC0415
+
+    class Conn:
+        closed = False
+        pgconn = type("PG", (), {"transaction_status": TransactionStatus.IDLE})
+
+        async def close(self) -> None:
+            self.closed = True
+
+    async def connect() -> Conn:
+        return Conn()
+
+    async def main() -> None:
+        pool = _Pool(connect, 1, 0.05)  # type: ignore[arg-type]
+        held = await pool.get()
+        with pytest.raises(PoolTimeout):
+            await pool.get()
+        await pool.put(held)
+        assert await pool.get() is held  # the timed-out waiter is skipped
+        await pool.put(held)
+        await pool.close()
+        assert held.closed
+
+    anyio.run(main, backend="asyncio")
