@@ -930,3 +930,41 @@ def test_postgres_pool_times_out_when_every_connection_is_in_use() -> None:
         assert held.closed
 
     anyio.run(main, backend="asyncio")
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_replaces_connections_the_server_closed(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """The Redis store's scripts run over connections of its own; one the
+    server closed while it was idle (a restart, a ``timeout``, a proxy) is
+    replaced before a command is sent on it, so the next commit succeeds,
+    at home and through the store's thread alike."""
+    import redis  # noqa: PLC0415
+
+    from pipeline.stores import redis as redis_store  # noqa: PLC0415
+
+    del anyio_backend
+    async with servers.open_store(
+        "redis", redis_url, servers.namespace()
+    ) as store:
+        for v in range(3):
+            assert await store.commit(
+                rec("t", v), expected_head=v - 1 if v else None
+            ) == Success(None)
+        assert isinstance(store, redis_store.RedisStore)
+        idle = [c for conns in store._idle.values() for c in conns]
+        assert idle
+        with redis.Redis.from_url(redis_url) as other:
+            other.execute_command(
+                "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"
+            )
+        # Wait (bounded) until the store's loop has seen the ends.
+        with anyio.fail_after(30):
+            while any(redis_store._open(c) for c in idle):  # noqa: ASYNC110  # no event to wait on: the loop's own view
+                await anyio.sleep(0.01)
+        assert await store.commit(rec("t", 3), expected_head=2) == Success(
+            None
+        )
+        assert await store.head("t") == 3

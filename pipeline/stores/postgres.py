@@ -1,7 +1,8 @@
 """PostgreSQL checkpoint store: for runners on several processes or machines.
 
-psycopg 3's async connections (``psycopg.AsyncConnection``) in a
-``psycopg_pool.AsyncConnectionPool``.  Three tables in the store's *schema*::
+psycopg 3's async connections (``psycopg.AsyncConnection``), reused from a
+small pool of the store's own per event loop (see ``_Pool``).  Three tables
+in the store's *schema*::
 
     pipeline_checkpoints(thread_id, version, parent, data bytea, checksum)
         primary key (thread_id, version), plus a partial index on the

@@ -1,6 +1,8 @@
 """Redis checkpoint store: for runners on several processes or machines.
 
-redis-py's asyncio client (``redis.asyncio``), under a key *prefix*::
+redis-py's asyncio client (``redis.asyncio``), under a key *prefix*; the
+scripts (every change) go over the client's connections taken directly, a
+send and a read each (see ``RedisStore._run``)::
 
     {prefix}:threads          set: every thread id with a record
     {prefix}:records:{id}     list: the thread's records, version = index
@@ -57,9 +59,10 @@ import orjson
 import redis.asyncio
 import redis.exceptions
 
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
@@ -193,6 +196,25 @@ async def _bounded(command: Awaitable[T]) -> T:
         raise redis.exceptions.TimeoutError(msg) from None
 
 
+def _open(conn: AbstractConnection) -> bool:
+    """Whether the server has not closed *conn* while it was idle (the
+    loop saw its end): the check the client's pool makes before every
+    command, at a read's cost, made on what the loop knows already."""
+    reader: asyncio.StreamReader | None = getattr(conn, "_reader", None)
+    return (
+        reader is not None
+        and not reader.at_eof()
+        and reader.exception() is None
+    )
+
+
+async def _ask(conn: AbstractConnection, *command: str | int | bytes) -> Any:
+    """*command*'s answer on *conn* (an error reply raises
+    ``ResponseError``)."""
+    await conn.send_command(*command)
+    return await conn.read_response()
+
+
 def _encode(record: Record) -> bytes:
     header = orjson.dumps([record.version, record.parent, record.checksum])
     return header + b"\n" + record.data
@@ -257,6 +279,10 @@ class RedisStore(ServerStore):
         self._clients: dict[
             asyncio.AbstractEventLoop, redis.asyncio.Redis
         ] = {}
+        self._idle: dict[
+            asyncio.AbstractEventLoop, list[AbstractConnection]
+        ] = {}
+        """Each loop's idle connections for scripts (see _run)."""
         self._shas: dict[str, str] = dict(_SHAS)
 
     @classmethod
@@ -307,11 +333,16 @@ class RedisStore(ServerStore):
             socket_timeout=None,
             socket_connect_timeout=_TIMEOUT,
         )
-        self._clients[asyncio.get_running_loop()] = client
+        loop = asyncio.get_running_loop()
+        self._clients[loop] = client
+        self._idle[loop] = []
         return client
 
     async def _close(self) -> None:
-        client = self._clients.pop(asyncio.get_running_loop(), None)
+        loop = asyncio.get_running_loop()
+        client = self._clients.pop(loop, None)
+        for conn in self._idle.pop(loop, ()):
+            await conn.disconnect()
         if client is not None:
             await client.aclose()
 
@@ -321,22 +352,71 @@ class RedisStore(ServerStore):
         store's thread's)."""
         return self._clients[asyncio.get_running_loop()]
 
+    def _new_connection(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> AbstractConnection:
+        """A connection with the client's settings, not yet connected (it
+        connects on its first command)."""
+        pool = self._clients[loop].connection_pool
+        conn: AbstractConnection = pool.make_connection()  # type: ignore[no-untyped-call]
+        return conn
+
     async def _run(
         self, name: str, keys: list[str], *args: str | int | bytes
     ) -> Any:
-        client = self._client
+        # A script (every change to a thread) goes over a connection of the
+        # store's own, taken from the loop's idle list: a send and a read,
+        # without the client's pool lock, health check, retry wrapper and
+        # events (half the Python calls of a commit).  A connection that
+        # failed (broken, timed out, interrupted) is dropped; one whose
+        # command the server refused (an error reply) is fine.
+        loop = asyncio.get_running_loop()
+        idle = self._idle[loop]
+        conn = None
+        while idle:
+            conn = idle.pop()
+            if _open(conn):
+                break
+            await conn.disconnect(nowait=True)
+            conn = None
+        if conn is None:
+            conn = self._new_connection(loop)
         try:
-            return await _bounded(
-                client.evalsha(self._shas[name], len(keys), *keys, *args)
-            )
-        except NoScriptError:
-            # The server restarted, or flushed its scripts: load it again.
-            self._shas[name] = str(
-                await _bounded(client.script_load(_SCRIPTS[name]))
-            )
-            return await _bounded(
-                client.evalsha(self._shas[name], len(keys), *keys, *args)
-            )
+            try:
+                out = await _bounded(
+                    _ask(
+                        conn,
+                        "EVALSHA",
+                        self._shas[name],
+                        len(keys),
+                        *keys,
+                        *args,
+                    )
+                )
+            except NoScriptError:
+                # The server restarted, or flushed its scripts: load it.
+                sha = await _bounded(
+                    _ask(conn, "SCRIPT", "LOAD", _SCRIPTS[name])
+                )
+                self._shas[name] = _bytes(sha).decode()
+                out = await _bounded(
+                    _ask(
+                        conn,
+                        "EVALSHA",
+                        self._shas[name],
+                        len(keys),
+                        *keys,
+                        *args,
+                    )
+                )
+        except ResponseError:
+            idle.append(conn)
+            raise
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+        idle.append(conn)
+        return out
 
     async def _commit(
         self, record: Record, expected_head: int | None, lease: Lease | None
