@@ -381,34 +381,24 @@ class RedisStore(ServerStore):
             conn = None
         if conn is None:
             conn = self._new_connection(loop)
+
+        def script() -> Awaitable[Any]:
+            return _bounded(
+                _ask(
+                    conn, "EVALSHA", self._shas[name], len(keys), *keys, *args
+                )
+            )
+
         try:
             try:
-                out = await _bounded(
-                    _ask(
-                        conn,
-                        "EVALSHA",
-                        self._shas[name],
-                        len(keys),
-                        *keys,
-                        *args,
-                    )
-                )
+                out = await script()
             except NoScriptError:
                 # The server restarted, or flushed its scripts: load it.
                 sha = await _bounded(
                     _ask(conn, "SCRIPT", "LOAD", _SCRIPTS[name])
                 )
                 self._shas[name] = _bytes(sha).decode()
-                out = await _bounded(
-                    _ask(
-                        conn,
-                        "EVALSHA",
-                        self._shas[name],
-                        len(keys),
-                        *keys,
-                        *args,
-                    )
-                )
+                out = await script()
         except ResponseError:
             idle.append(conn)
             raise
