@@ -14,10 +14,11 @@ import subprocess
 import sys
 import threading
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from anyio.abc import Process
@@ -635,3 +636,335 @@ def test_home_and_thread_give_the_same_outcomes(
         assert at_home == through
 
     anyio.run(both, backend="asyncio")
+
+
+@contextlib.contextmanager
+def held_commits(
+    store: stores.CheckpointStore,
+) -> Iterator[tuple[threading.Event, threading.Event]]:
+    """The store's commits, held before they start until *release* is set
+    (*started* says one is held); on the home loop and on the store's
+    thread alike (the events are the threads')."""
+    import asyncio  # noqa: PLC0415  # the work runs on an asyncio loop
+
+    started, release = threading.Event(), threading.Event()
+    original = store._commit  # type: ignore[attr-defined]
+
+    async def held(*args: object) -> object:
+        started.set()
+        await asyncio.to_thread(release.wait)
+        return await original(*args)
+
+    store._commit = held  # type: ignore[attr-defined]
+    try:
+        yield started, release
+    finally:
+        release.set()
+        del store._commit  # type: ignore[attr-defined]
+
+
+async def test_a_cancelled_writer_goes_on_once_its_write_is_whole(
+    server: Server, anyio_backend: str
+) -> None:
+    """A writer cancelled (by anyio) while its commit is in flight waits
+    until the commit is whole, then raises; the commit is stored.  (On
+    asyncio the call runs on the home loop, on trio through the store's
+    thread: the shield is taken only once cancelled, on both.)"""
+    kind, url = server
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+        assert (store._home is not None) is (anyio_backend == "asyncio")
+        outcome: list[object] = []
+        scope = anyio.CancelScope()
+
+        async def writer() -> None:
+            with scope:
+                try:
+                    await store.commit(rec("t", 0), expected_head=None)
+                    outcome.append("returned")
+                except anyio.get_cancelled_exc_class():
+                    outcome.append(("cancelled", release.is_set()))
+                    raise
+
+        with held_commits(store) as (started, release):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(writer)
+                await anyio.to_thread.run_sync(started.wait)
+                scope.cancel()
+                for _ in range(20):  # the writer sees its cancellation
+                    await anyio.lowlevel.checkpoint()
+                assert outcome == []  # and still waits for its write
+                release.set()
+        assert outcome == [("cancelled", True)]
+        assert await store.head("t") == 0
+        # The store goes on; a write's error reaches its caller.
+        assert await store.commit(rec("t", 1), expected_head=0) == Success(
+            None
+        )
+        out = await store.commit(rec("t", 1), expected_head=0)
+        assert not is_successful(out)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_natively_cancelled_writer_goes_on_once_its_write_is_whole(
+    server: Server, anyio_backend: str
+) -> None:
+    """A writer on the home loop cancelled by asyncio's own
+    ``task.cancel()`` while its commit is in flight waits until the commit
+    is whole, then raises ``CancelledError``; the commit is stored."""
+    import asyncio  # noqa: PLC0415
+
+    del anyio_backend
+    kind, url = server
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+        with held_commits(store) as (started, release):
+            task = asyncio.ensure_future(
+                store.commit(rec("t", 0), expected_head=None)
+            )
+            await asyncio.to_thread(started.wait)
+            task.cancel()
+            for _ in range(20):  # the writer sees its cancellation
+                await asyncio.sleep(0)
+            assert not task.done()  # and still waits for its write
+            release.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        assert await store.head("t") == 0
+
+
+async def test_a_failing_call_raises_its_error(
+    server: Server, anyio_backend: str
+) -> None:
+    """An error of the store's work reaches its caller, at home and
+    through the thread alike, and the store goes on working."""
+    kind, url = server
+    del anyio_backend
+    async with servers.open_store(kind, url, servers.namespace()) as store:
+
+        async def broken(*_: object) -> None:
+            raise ValueError("broken")
+
+        store._commit = broken  # type: ignore[method-assign,assignment]
+        with pytest.raises(ValueError, match="broken"):
+            await store.commit(rec("t", 0), expected_head=None)
+        del store._commit
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+
+
+async def test_the_thread_starts_with_the_first_call_away_from_home(
+    server: Server, anyio_backend: str
+) -> None:
+    """Opened on asyncio, a store starts its thread only when a caller
+    elsewhere needs it, once however many callers ask at once, and closing
+    stops it (and refuses to start one); opened on trio, it runs on its
+    thread from the start."""
+    kind, url = server
+    name = servers.namespace()
+
+    def threads() -> set[str]:
+        return {t.name for t in threading.enumerate()}
+
+    async with servers.open_store(kind, url, name) as store:
+        mine = f"pipeline:{store!r}"
+        if anyio_backend == "trio":
+            assert store._loop is not None
+            assert mine in threads()
+            return
+        assert store._loop is None
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+        assert store._loop is None
+        assert mine not in threads()
+
+        def elsewhere() -> int | None:
+            return anyio.run(store.head, "t", backend="trio")
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(anyio.to_thread.run_sync, elsewhere)
+        assert [t.name for t in threading.enumerate()].count(mine) == 1
+        assert await store.head("t") == 0
+    assert mine not in threads()
+    with pytest.raises(RuntimeError, match="closed"):
+        await anyio.to_thread.run_sync(elsewhere)
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_bounds_the_wait_for_an_answer(
+    redis_url: str, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Redis command waits for its answer no longer than the store's
+    bound (redis-py's socket timeout, kept with one timer per command):
+    past it the call raises redis-py's ``TimeoutError``, the commit may or
+    may not have landed, and the store goes on working."""
+    import redis  # noqa: PLC0415
+    import redis.exceptions  # noqa: PLC0415
+
+    from pipeline.stores import redis as redis_store  # noqa: PLC0415
+
+    del anyio_backend
+    name = servers.namespace()
+    async with servers.open_store("redis", redis_url, name) as store:
+        monkeypatch.setattr(redis_store, "_TIMEOUT", 0.2)
+        with redis.Redis.from_url(redis_url) as other:
+            other.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
+            try:
+                with pytest.raises(redis.exceptions.TimeoutError):
+                    await store.commit(rec("t", 0), expected_head=None)
+            finally:
+                other.execute_command("CLIENT", "UNPAUSE")
+        head = await store.head("t")
+        assert head in {None, 0}
+        assert await store.commit(
+            rec("t", 0 if head is None else 1), expected_head=head
+        ) == Success(None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(1, 3),
+    plans=st.lists(
+        st.lists(st.booleans(), max_size=6), min_size=1, max_size=5
+    ),
+    failing=st.sets(st.integers(0, 12), max_size=3),
+)
+def test_postgres_pool_serves_every_caller_within_its_size(
+    size: int, plans: list[list[bool]], failing: set[int]
+) -> None:
+    """The PostgreSQL store's pool, with callers interleaving at every
+    step: no more than *size* connections open at once, a connection is
+    never handed to two callers, one returned broken (or closed) is closed
+    and its place reused, a failed connection attempt frees its place, and
+    closing the pool closes every idle connection."""
+    import asyncio  # noqa: PLC0415
+
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    pytest.importorskip("psycopg_pool")
+    from psycopg.pq import TransactionStatus  # noqa: PLC0415
+
+    from pipeline.stores.postgres import _Pool  # noqa: PLC0415
+
+    class Conn:
+        def __init__(self) -> None:
+            self.closed = False
+            self.pgconn = SimpleNamespace(
+                transaction_status=TransactionStatus.IDLE
+            )
+
+        async def close(self) -> None:
+            self.closed = True
+            self.pgconn.transaction_status = TransactionStatus.UNKNOWN
+
+    made: list[Conn] = []
+    attempts = iter(range(1 << 20))
+
+    async def connect() -> Conn:
+        await asyncio.sleep(0)  # connecting takes a turn of the loop
+        if next(attempts) in failing:
+            raise OSError("refused")
+        made.append(Conn())
+        return made[-1]
+
+    async def main() -> None:
+        pool = _Pool(connect, size, 30.0)  # type: ignore[arg-type]
+        in_use: set[int] = set()
+
+        async def caller(plan: list[bool]) -> None:
+            for broken in plan:
+                try:
+                    conn: Conn = await pool.get()  # type: ignore[assignment]
+                except OSError:
+                    continue
+                assert not conn.closed
+                assert id(conn) not in in_use
+                in_use.add(id(conn))
+                assert sum(not c.closed for c in made) <= size
+                await asyncio.sleep(0)  # the others go on meanwhile
+                in_use.discard(id(conn))
+                if broken:
+                    conn.pgconn.transaction_status = TransactionStatus.UNKNOWN
+                await pool.put(conn)  # type: ignore[arg-type]
+
+        await asyncio.gather(*(caller(plan) for plan in plans))
+        assert sum(not c.closed for c in made) <= size
+        await pool.close()
+        assert all(c.closed for c in made)
+
+    anyio.run(main, backend="asyncio")
+
+
+def test_postgres_pool_times_out_when_every_connection_is_in_use() -> None:
+    """A caller finding all the pool's connections in use waits for one no
+    longer than the pool's timeout (``PoolTimeout``), and the pool goes
+    on serving."""
+
+    pytest.importorskip("psycopg_pool")
+    from psycopg.pq import TransactionStatus  # noqa: PLC0415
+    from psycopg_pool import PoolTimeout  # noqa: PLC0415
+
+    from pipeline.stores.postgres import _Pool  # noqa: PLC0415
+
+    class Conn:
+        closed = False
+        pgconn = type("PG", (), {"transaction_status": TransactionStatus.IDLE})
+
+        async def close(self) -> None:
+            self.closed = True
+
+    async def connect() -> Conn:
+        return Conn()
+
+    async def main() -> None:
+        pool = _Pool(connect, 1, 0.05)  # type: ignore[arg-type]
+        held = await pool.get()
+        with pytest.raises(PoolTimeout):
+            await pool.get()
+        await pool.put(held)
+        assert await pool.get() is held  # the timed-out waiter is skipped
+        await pool.put(held)
+        await pool.close()
+        assert held.closed
+
+    anyio.run(main, backend="asyncio")
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_replaces_connections_the_server_closed(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """The Redis store's scripts run over connections of its own; one the
+    server closed while it was idle (a restart, a ``timeout``, a proxy) is
+    replaced before a command is sent on it, so the next commit succeeds,
+    at home and through the store's thread alike."""
+    import redis  # noqa: PLC0415
+
+    from pipeline.stores import redis as redis_store  # noqa: PLC0415
+
+    del anyio_backend
+    async with servers.open_store(
+        "redis", redis_url, servers.namespace()
+    ) as store:
+        for v in range(3):
+            assert await store.commit(
+                rec("t", v), expected_head=v - 1 if v else None
+            ) == Success(None)
+        assert isinstance(store, redis_store.RedisStore)
+        idle = [c for conns in store._idle.values() for c in conns]
+        assert idle
+        with redis.Redis.from_url(redis_url) as other:
+            other.execute_command(
+                "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"
+            )
+        # Wait (bounded) until the store's loop has seen the ends.
+        with anyio.fail_after(30):
+            while any(redis_store._open(c) for c in idle):  # noqa: ASYNC110  # no event to wait on: the loop's own view
+                await anyio.sleep(0.01)
+        assert await store.commit(rec("t", 3), expected_head=2) == Success(
+            None
+        )
+        assert await store.head("t") == 3

@@ -12,9 +12,10 @@ event loop and any thread:
   asyncio, the trio token's ``run_sync_soon`` on trio);
 * a caller's cancellation (anyio's or asyncio's native ``task.cancel()``)
   never reaches the task: work that was submitted runs whole, so a
-  transaction is never abandoned half-way on a pooled connection.  Writes
-  wait for their answer shielded from anyio cancellation (for a bounded
-  time); reads stop waiting at once and their answer is dropped;
+  transaction is never abandoned half-way on a pooled connection.  A
+  cancelled writer waits for its write to be whole, shielded from anyio
+  cancellation (for a bounded time), then raises; a cancelled reader stops
+  waiting at once and its answer is dropped;
 * closing waits for the work in flight, then stops the loop.
 """
 
@@ -113,9 +114,10 @@ class LoopThread:
         """Run ``work()`` on the loop; return what it returned, or raise
         what it raised.
 
-        With *shield*, wait for it shielded from anyio cancellation (up to
-        :data:`SHIELD_BOUND` seconds).  Either way, a cancelled caller
-        leaves the work to finish on the loop.
+        With *shield*, a cancelled caller waits for it, shielded from anyio
+        cancellation (up to :data:`SHIELD_BOUND` seconds), then raises.
+        Either way, a cancelled caller leaves the work to finish on the
+        loop.
         """
         if self._closed:
             msg = "the store is closed"
@@ -131,12 +133,20 @@ class LoopThread:
     ) -> T:
         call = _Call(work, waker())
         self._loop.call_soon_threadsafe(self._start, call, last)
-        if shield:
-            deadline = anyio.current_time() + SHIELD_BOUND
-            with anyio.CancelScope(shield=True, deadline=deadline):
-                await call.event.wait()
-        if not call.event.is_set():
+        try:
             await call.event.wait()
+        except BaseException:
+            if shield and not call.event.is_set():
+                # Cancelled with a write in flight: it completes on the
+                # loop whatever happens here, and the caller goes on
+                # (raising) only once it has, shielded for a bounded time.
+                # Shielding only once cancelled spares every other call a
+                # cancel scope and its deadline timer.
+                with anyio.CancelScope(
+                    shield=True, deadline=anyio.current_time() + SHIELD_BOUND
+                ):
+                    await call.event.wait()
+            raise
         if call.error is not None:
             raise call.error
         return cast("T", call.result)  # set, as there is no error

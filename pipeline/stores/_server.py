@@ -8,10 +8,12 @@ that loop run there too, each as a task of its own, with no hop between
 threads (the hop cost more than the rest of a commit's client side).
 Callers on trio, or on other asyncio loops, hand their calls to a
 :class:`~pipeline.stores._bridge.LoopThread` (an asyncio loop in a thread
-of its own), whose client ``_connect`` makes on its first call; opened on
+of its own, started by the first such call: a store used only at home
+starts none), whose client ``_connect`` makes on its first call; opened on
 trio, the store has no home and runs ``_open`` there.  Either way a call is
-a task the caller's cancellation never reaches: writes are waited for
-shielded (a transaction is never left half-done), reads not.
+a task the caller's cancellation never reaches (a transaction is never
+left half-done): a cancelled writer waits for its write, shielded for a
+bounded time, then raises; a cancelled reader stops waiting at once.
 :meth:`~ServerStore.aclose` lets the calls in flight finish and runs
 ``_close`` on each loop, ``async with`` does both.  A subclass supplies
 ``_open``, ``_connect``, ``_close`` (each for the loop it runs on), its
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -49,11 +52,33 @@ def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _consume(task: asyncio.Task[Any]) -> None:
-    # A caller that stopped waiting never reads the outcome: read it here,
-    # so asyncio does not report an exception that was never retrieved.
-    if not task.cancelled():
-        task.exception()
+_CLOSED = "the store was closed while this call was in flight"
+
+
+async def _home_run(
+    work: Callable[[], Coroutine[Any, Any, T]],
+    waiter: asyncio.Future[T],
+    tasks: set[asyncio.Task[Any]],
+) -> None:
+    """Run ``work()`` (as a task of the home loop) and hand its outcome to
+    *waiter* right away: its caller wakes in the next turn of the loop, not
+    after the task's done callbacks have run in one turn and woken it in
+    another.  A caller that stopped waiting cancelled *waiter*: the outcome
+    is dropped (and no exception is left unretrieved)."""
+    try:
+        out = await work()
+    except asyncio.CancelledError:  # the loop is shutting down
+        if not waiter.done():
+            waiter.set_exception(RuntimeError(_CLOSED))
+        raise
+    except Exception as e:  # noqa: BLE001  # the caller's to raise
+        if not waiter.done():
+            waiter.set_exception(e)
+    else:
+        if not waiter.done():
+            waiter.set_result(out)
+    finally:
+        tasks.discard(asyncio.current_task())
 
 
 class ServerStore:
@@ -64,6 +89,7 @@ class ServerStore:
     _home: asyncio.AbstractEventLoop | None = None
     """The asyncio loop the store was opened on, whose calls run there."""
     _closing = False
+    _opened = False
 
     if TYPE_CHECKING:  # what each store supplies
 
@@ -137,34 +163,41 @@ class ServerStore:
             RuntimeError: The store was opened already (a closed store
                 stays closed: make a new one).
         """
-        if self._loop is not None:
+        if self._opened:
             msg = f"{self!r} was opened already"
             raise RuntimeError(msg)
-        loop = LoopThread(f"pipeline:{self!r}")  # its thread's name
         home = _asyncio_loop()
-        try:
-            if home is None:
+        loop = None
+        if home is None:  # trio: everything runs on the store's thread
+            loop = LoopThread(f"pipeline:{self!r}")  # its thread's name
+            try:
                 await loop.run(self._open, shield=True)
-            else:
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await loop.close(self._close)
+                raise
+        else:
+            try:
                 with anyio.CancelScope(shield=True):
                     await self._open()
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                if home is not None:
+            except BaseException:
+                with anyio.CancelScope(shield=True):
                     await self._close()
-                await loop.close(self._close)
-            raise
+                raise
         self._home_tasks: set[asyncio.Task[Any]] = set()
         self._thread_ready = home is None
         self._thread_lock: asyncio.Lock | None = None
+        self._starting = threading.Lock()
         self._home = home
         self._loop = loop
+        self._opened = True
 
     async def aclose(self) -> None:
         """Let the calls in flight finish; disconnect.  Idempotent."""
-        if self._loop is None or self._closing:
+        if not self._opened or self._closing:
             return
-        self._closing = True  # no new work from here on
+        with self._starting:  # no thread starts from here on
+            self._closing = True  # no new work from here on
         home, self._home = self._home, None
         with anyio.CancelScope(shield=True):
             if home is not None:
@@ -176,7 +209,8 @@ class ServerStore:
                     )
                     await anyio.to_thread.run_sync(done.result)
                 # else the home loop is gone, and its client's work with it
-            await self._loop.close(self._close)
+            if self._loop is not None:
+                await self._loop.close(self._close)
 
     async def _close_home(self) -> None:
         while self._home_tasks:
@@ -283,8 +317,7 @@ class ServerStore:
     async def _call(
         self, work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
     ) -> T:
-        loop = self._loop
-        if loop is None:
+        if not self._opened:
             kind = type(self).__name__
             msg = (
                 f"{self!r} is not open: use `async with {kind}(...)` "
@@ -297,6 +330,9 @@ class ServerStore:
         home = self._home
         if home is not None and _asyncio_loop() is home:
             return await self._at_home(home, work, shield=shield)
+        loop = self._loop
+        if loop is None:
+            loop = self._start_thread()
         if self._thread_ready:
             return await loop.run(work, shield=shield)
         return await loop.run(
@@ -311,20 +347,40 @@ class ServerStore:
         shield: bool,
     ) -> T:
         """``work()`` as a task of the caller's (home) loop, which the
-        caller's cancellation never reaches (as on the store's thread)."""
-        task = home.create_task(work())
-        self._home_tasks.add(task)
-        task.add_done_callback(self._home_tasks.discard)
-        task.add_done_callback(_consume)
-        if shield:
-            deadline = anyio.current_time() + SHIELD_BOUND
-            with anyio.CancelScope(shield=True, deadline=deadline):
-                await asyncio.wait((task,))
-        if not task.done():
-            # Waiting (not awaiting the task) leaves it running when the
-            # caller is cancelled, by anyio or by asyncio's task.cancel().
-            await asyncio.wait((task,))
-        return task.result()
+        caller's cancellation never reaches (as on the store's thread).
+
+        The caller waits on a future of its own: cancelled (by anyio or by
+        asyncio's ``task.cancel()``), it stops waiting and the task goes
+        on.  A cancelled writer then waits for the task, shielded for a
+        bounded time, and raises: it goes on only once the write is whole
+        (stored or refused), as the SQLite store's callers do.  Shielding
+        only once cancelled spares every other call a cancel scope and its
+        deadline timer.
+        """
+        waiter: asyncio.Future[T] = home.create_future()
+        tasks = self._home_tasks
+        task = home.create_task(_home_run(work, waiter, tasks))
+        tasks.add(task)
+        try:
+            return await waiter
+        except BaseException:
+            if shield and not task.done():
+                with anyio.CancelScope(
+                    shield=True, deadline=anyio.current_time() + SHIELD_BOUND
+                ):
+                    await asyncio.wait((task,))
+            raise
+
+    def _start_thread(self) -> LoopThread:
+        """The store's thread, started by the first call that needs it (a
+        store used only on its home loop never starts one)."""
+        with self._starting:  # callers in several threads at once
+            if self._closing:
+                msg = "the store is closed"
+                raise RuntimeError(msg)
+            if self._loop is None:
+                self._loop = LoopThread(f"pipeline:{self!r}")
+            return self._loop
 
     async def _on_thread(
         self, work: Callable[[], Coroutine[Any, Any, T]]

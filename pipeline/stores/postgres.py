@@ -1,7 +1,8 @@
 """PostgreSQL checkpoint store: for runners on several processes or machines.
 
-psycopg 3's async connections (``psycopg.AsyncConnection``) in a
-``psycopg_pool.AsyncConnectionPool``.  Three tables in the store's *schema*::
+psycopg 3's async connections (``psycopg.AsyncConnection``), reused from a
+small pool of the store's own per event loop (see ``_Pool``).  Three tables
+in the store's *schema*::
 
     pipeline_checkpoints(thread_id, version, parent, data bytea, checksum)
         primary key (thread_id, version), plus a partial index on the
@@ -57,17 +58,18 @@ require(
 )
 
 import asyncio
+import collections
 import contextlib
-import functools
 import math
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar, final
 
 import psycopg
 
 from psycopg import sql
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg.pq import TransactionStatus
+from psycopg_pool import PoolTimeout
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
@@ -272,6 +274,116 @@ async def _configure(conn: _Conn, *, stall: float) -> None:
 
 
 @final
+class _Pool:
+    """The connections of one event loop: the idle ones in a list, up to
+    *size* in all, each configured once (see :func:`_configure`).
+
+    What a store needs of a pool and no more: a checkout is a ``pop`` and a
+    return an ``append`` (no lock, statistics, logging or background
+    tasks, which cost a PostgreSQL commit more than its own client work),
+    and a store's first connection, which checks its tables, stays as the
+    pool's.  A connection that comes back broken, closed or inside a
+    transaction is closed (the server rolls back what it left), and its
+    place is free: the next caller connects afresh.  A caller finding all
+    *size* in use waits for one, up to *timeout* seconds
+    (``PoolTimeout``).
+    """
+
+    __slots__ = (
+        "_closed",
+        "_connect",
+        "_count",
+        "_idle",
+        "_timeout",
+        "_waiting",
+    )
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[_Conn]],
+        size: int,
+        timeout: float,
+    ) -> None:
+        self._connect = connect
+        self._count = size  # places left: connections not yet made
+        self._timeout = timeout
+        self._idle: list[_Conn] = []
+        self._waiting: collections.deque[asyncio.Future[_Conn | None]] = (
+            collections.deque()
+        )
+        self._closed = False
+
+    async def get(self) -> _Conn:
+        """An idle connection, or a new one if there is room, or the next
+        one returned."""
+        if self._idle:
+            return self._idle.pop()
+        if self._count > 0:
+            self._count -= 1
+        else:
+            waiter: asyncio.Future[_Conn | None] = (
+                asyncio.get_running_loop().create_future()
+            )
+            self._waiting.append(waiter)
+            try:
+                conn = await asyncio.wait_for(waiter, self._timeout)
+            except TimeoutError:
+                msg = f"no connection free after {self._timeout} s"
+                raise PoolTimeout(msg) from None
+            if conn is not None:
+                return conn
+            # A place was freed for this caller: connect in it.
+        try:
+            return await self._connect()
+        except BaseException:
+            self._free()
+            raise
+
+    async def put(self, conn: _Conn) -> None:
+        """Take *conn* back: to a waiting caller, to the idle list, or
+        closed if it is not fit for another call."""
+        if (
+            self._closed
+            or conn.pgconn.transaction_status != TransactionStatus.IDLE
+        ):
+            await conn.close()
+            self._free()
+            return
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():  # else it timed out
+                waiter.set_result(conn)
+                return
+        self._idle.append(conn)
+
+    def _free(self) -> None:
+        """A connection's place is free: for a waiting caller to connect
+        in, else for the next."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._count += 1
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[_Conn]:
+        """A connection for the block, returned after it."""
+        conn = await self.get()
+        try:
+            yield conn
+        finally:
+            await self.put(conn)
+
+    async def close(self) -> None:
+        """Close the idle connections (and those returned from now on)."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.close()
+
+
+@final
 class PostgresStore(ServerStore):
     """A :class:`~pipeline.stores.CheckpointStore` in a PostgreSQL database,
     for runners on several processes or machines.
@@ -323,9 +435,7 @@ class PostgresStore(ServerStore):
         self._sql = _Statements(schema)
         self._loop = None
         self._commit_query: bytes | None = None
-        self._pools: dict[
-            asyncio.AbstractEventLoop, AsyncConnectionPool[_Conn]
-        ] = {}
+        self._pools: dict[asyncio.AbstractEventLoop, _Pool] = {}
 
     @classmethod
     async def connect(
@@ -358,39 +468,37 @@ class PostgresStore(ServerStore):
     # -- the loop's side -------------------------------------------------------
 
     async def _open(self) -> None:
-        # The pool connects while one plain connection checks the tables
-        # (its own connection: a wrong address fails at once, not after
-        # the pool's retries, which _close stops).
+        # One connection checks the tables (a wrong address fails here) and
+        # stays as the pool's first.
         pool = self._pool_here()
-        await pool.open(wait=False)
-        async with await psycopg.AsyncConnection.connect(
+        conn = await pool.get()
+        try:
+            await self._create_tables(conn)
+        finally:
+            await pool.put(conn)
+
+    async def _connect(self) -> None:
+        self._pool_here()  # connects on its first call
+
+    def _pool_here(self) -> _Pool:
+        """A pool for the running loop, with no connection yet (closed by
+        _close)."""
+        pool = _Pool(self._new_connection, self._pool_size, self._timeout)
+        self._pools[asyncio.get_running_loop()] = pool
+        return pool
+
+    async def _new_connection(self) -> _Conn:
+        conn = await psycopg.AsyncConnection.connect(
             self._conninfo,
             autocommit=True,
             connect_timeout=math.ceil(self._timeout),
-        ) as conn:
-            await self._create_tables(conn)
-        await pool.wait(timeout=self._timeout)
-
-    async def _connect(self) -> None:
-        await self._pool_here().open(wait=True, timeout=self._timeout)
-
-    def _pool_here(self) -> AsyncConnectionPool[_Conn]:
-        """A pool for the running loop, not yet open (closed by _close,
-        even if opening it fails)."""
-        pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
-            self._conninfo,
-            min_size=1,
-            max_size=self._pool_size,
-            kwargs={"autocommit": True},
-            configure=functools.partial(
-                _configure, stall=max(self._lease_ttl, _STALL_FLOOR)
-            ),
-            timeout=self._timeout,
-            open=False,
-            name=f"pipeline-{self.schema}",
         )
-        self._pools[asyncio.get_running_loop()] = pool
-        return pool
+        try:
+            await _configure(conn, stall=max(self._lease_ttl, _STALL_FLOOR))
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
 
     async def _create_tables(self, conn: _Conn) -> None:
         cur = await conn.execute(
@@ -489,8 +597,9 @@ class PostgresStore(ServerStore):
         # thread's lock, checks the lease and the head and inserts, in the
         # statement's own transaction (see _COMMIT_FUNCTION).
         thread = record.thread_id
-        conn: _Conn
-        async with self._connection() as conn:
+        pool = self._pools[asyncio.get_running_loop()]
+        conn = await pool.get()  # no context manager: the hot path
+        try:
             query = self._commit_query
             if query is None:
                 # Rendered once: psycopg renders a composed query afresh on
@@ -511,6 +620,8 @@ class PostgresStore(ServerStore):
                 ),
             )
             row = await cur.fetchone()
+        finally:
+            await pool.put(conn)
         assert row is not None  # noqa: S101  # one row, always
         outcome, head = row
         if outcome == "lease":

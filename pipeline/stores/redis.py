@@ -1,6 +1,8 @@
 """Redis checkpoint store: for runners on several processes or machines.
 
-redis-py's asyncio client (``redis.asyncio``), under a key *prefix*::
+redis-py's asyncio client (``redis.asyncio``), under a key *prefix*; the
+scripts (every change) go over the client's connections taken directly, a
+send and a read each (see ``RedisStore._run``)::
 
     {prefix}:threads          set: every thread id with a record
     {prefix}:records:{id}     list: the thread's records, version = index
@@ -50,15 +52,17 @@ import asyncio
 import hashlib
 import math
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, Final, TypeVar, final
 
 import orjson
 import redis.asyncio
+import redis.exceptions
 
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
@@ -170,6 +174,47 @@ _SHAS: Final = {
 """Each script's name in Redis: the SHA-1 digest of its text."""
 
 
+_TIMEOUT: Final = 5.0
+"""Seconds a command waits for its answer (redis-py's default socket
+timeout), and a connection for the server."""
+
+
+async def _bounded(command: Awaitable[T]) -> T:
+    """*command*'s answer, waited for up to :data:`_TIMEOUT` seconds.
+
+    The same bound as redis-py's socket timeout, whose asyncio client wraps
+    every command's write in ``asyncio.wait_for`` (on Python 3.11, a task
+    and three turns of the loop per command); ``asyncio.timeout`` is one
+    timer.  A command cut off disconnects its connection (redis-py does so
+    on any interruption of a read or write), as its own timeout does.
+    """
+    try:
+        async with asyncio.timeout(_TIMEOUT):
+            return await command
+    except TimeoutError:
+        msg = "Timeout reading from the server"
+        raise redis.exceptions.TimeoutError(msg) from None
+
+
+def _open(conn: AbstractConnection) -> bool:
+    """Whether the server has not closed *conn* while it was idle (the
+    loop saw its end): the check the client's pool makes before every
+    command, at a read's cost, made on what the loop knows already."""
+    reader: asyncio.StreamReader | None = getattr(conn, "_reader", None)
+    return (
+        reader is not None
+        and not reader.at_eof()
+        and reader.exception() is None
+    )
+
+
+async def _ask(conn: AbstractConnection, *command: str | int | bytes) -> Any:
+    """*command*'s answer on *conn* (an error reply raises
+    ``ResponseError``)."""
+    await conn.send_command(*command)
+    return await conn.read_response()
+
+
 def _encode(record: Record) -> bytes:
     header = orjson.dumps([record.version, record.parent, record.checksum])
     return header + b"\n" + record.data
@@ -234,6 +279,10 @@ class RedisStore(ServerStore):
         self._clients: dict[
             asyncio.AbstractEventLoop, redis.asyncio.Redis
         ] = {}
+        self._idle: dict[
+            asyncio.AbstractEventLoop, list[AbstractConnection]
+        ] = {}
+        """Each loop's idle connections for scripts (see _run)."""
         self._shas: dict[str, str] = dict(_SHAS)
 
     @classmethod
@@ -268,7 +317,8 @@ class RedisStore(ServerStore):
         # One round trip: a wrong address fails here.  The scripts are
         # called by their digest and loaded on first use (see _run), once
         # per server rather than once per store.
-        await (await self._connect_client()).ping()
+        client = await self._connect_client()
+        await _bounded(client.ping())
 
     async def _connect(self) -> None:
         await self._connect_client()
@@ -276,13 +326,23 @@ class RedisStore(ServerStore):
     async def _connect_client(self) -> redis.asyncio.Redis:
         # No retries: a command whose connection broke may have run.
         client = redis.asyncio.Redis.from_url(
-            self._url, retry=Retry(NoBackoff(), 0)
+            self._url,
+            retry=Retry(NoBackoff(), 0),
+            # The bound on an answer is _bounded's (one timer per command,
+            # where redis-py's own on Python 3.11 is a task per command).
+            socket_timeout=None,
+            socket_connect_timeout=_TIMEOUT,
         )
-        self._clients[asyncio.get_running_loop()] = client
+        loop = asyncio.get_running_loop()
+        self._clients[loop] = client
+        self._idle[loop] = []
         return client
 
     async def _close(self) -> None:
-        client = self._clients.pop(asyncio.get_running_loop(), None)
+        loop = asyncio.get_running_loop()
+        client = self._clients.pop(loop, None)
+        for conn in self._idle.pop(loop, ()):
+            await conn.disconnect()
         if client is not None:
             await client.aclose()
 
@@ -292,20 +352,61 @@ class RedisStore(ServerStore):
         store's thread's)."""
         return self._clients[asyncio.get_running_loop()]
 
+    def _new_connection(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> AbstractConnection:
+        """A connection with the client's settings, not yet connected (it
+        connects on its first command)."""
+        pool = self._clients[loop].connection_pool
+        conn: AbstractConnection = pool.make_connection()  # type: ignore[no-untyped-call]
+        return conn
+
     async def _run(
         self, name: str, keys: list[str], *args: str | int | bytes
     ) -> Any:
-        client = self._client
+        # A script (every change to a thread) goes over a connection of the
+        # store's own, taken from the loop's idle list: a send and a read,
+        # without the client's pool lock, health check, retry wrapper and
+        # events (half the Python calls of a commit).  A connection that
+        # failed (broken, timed out, interrupted) is dropped; one whose
+        # command the server refused (an error reply) is fine.
+        loop = asyncio.get_running_loop()
+        idle = self._idle[loop]
+        conn = None
+        while idle:
+            conn = idle.pop()
+            if _open(conn):
+                break
+            await conn.disconnect(nowait=True)
+            conn = None
+        if conn is None:
+            conn = self._new_connection(loop)
+
+        def script() -> Awaitable[Any]:
+            return _bounded(
+                _ask(
+                    conn, "EVALSHA", self._shas[name], len(keys), *keys, *args
+                )
+            )
+
         try:
-            return await client.evalsha(
-                self._shas[name], len(keys), *keys, *args
-            )
-        except NoScriptError:
-            # The server restarted, or flushed its scripts: load it again.
-            self._shas[name] = str(await client.script_load(_SCRIPTS[name]))
-            return await client.evalsha(
-                self._shas[name], len(keys), *keys, *args
-            )
+            try:
+                out = await script()
+            except NoScriptError:
+                # The server restarted, or flushed its scripts: load it.
+                sha = await _bounded(
+                    _ask(conn, "SCRIPT", "LOAD", _SCRIPTS[name])
+                )
+                self._shas[name] = _bytes(sha).decode()
+                out = await script()
+        except ResponseError:
+            idle.append(conn)
+            raise
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+        idle.append(conn)
+        return out
 
     async def _commit(
         self, record: Record, expected_head: int | None, lease: Lease | None
@@ -342,19 +443,21 @@ class RedisStore(ServerStore):
         self, thread_id: str, upto: int | None
     ) -> Sequence[Record]:
         client = self._client
-        blobs = await client.lrange(
-            self._records_key(thread_id), 0, -1 if upto is None else upto
+        blobs = await _bounded(
+            client.lrange(
+                self._records_key(thread_id), 0, -1 if upto is None else upto
+            )
         )
         return tuple(_decode(thread_id, _bytes(b)) for b in blobs)
 
     async def _head(self, thread_id: str) -> int | None:
         client = self._client
-        n = _int(await client.llen(self._records_key(thread_id)))
+        n = _int(await _bounded(client.llen(self._records_key(thread_id))))
         return None if n == 0 else n - 1
 
     async def _threads(self) -> Sequence[str]:
         client = self._client
-        members = await client.smembers(self._threads_key)
+        members = await _bounded(client.smembers(self._threads_key))
         return sorted(_bytes(m).decode() for m in members)
 
     async def _delete(self, thread_id: str) -> None:
@@ -400,7 +503,7 @@ class RedisStore(ServerStore):
         self, key: str, now: float
     ) -> tuple[bytes, str] | None:
         client = self._client
-        blob = await client.get(f"{self.prefix}:cache:{key}")
+        blob = await _bounded(client.get(f"{self.prefix}:cache:{key}"))
         if blob is None:
             return None
         header, _, value = _bytes(blob).partition(b"\n")
@@ -427,10 +530,12 @@ class RedisStore(ServerStore):
         client = self._client
         expires = None if ttl is None else now + ttl
         blob = orjson.dumps([expires, sha]) + b"\n" + value
-        await client.set(
-            f"{self.prefix}:cache:{key}",
-            blob,
-            px=None if ttl is None else max(1, math.ceil(ttl * 1000)),
+        await _bounded(
+            client.set(
+                f"{self.prefix}:cache:{key}",
+                blob,
+                px=None if ttl is None else max(1, math.ceil(ttl * 1000)),
+            )
         )
 
     async def _release(self, lease: Lease) -> None:
