@@ -932,6 +932,56 @@ def test_postgres_pool_times_out_when_every_connection_is_in_use() -> None:
     anyio.run(main, backend="asyncio")
 
 
+def test_postgres_pool_keeps_a_connection_handed_to_a_cancelled_caller() -> (
+    None
+):
+    """A waiting caller cancelled (natively, ``task.cancel()``) after a
+    connection was handed to it, before it could take it: the connection
+    goes back to the pool, not lost with its place."""
+
+    pytest.importorskip("psycopg_pool")
+    import asyncio  # noqa: PLC0415
+
+    from psycopg.pq import TransactionStatus  # noqa: PLC0415
+
+    from pipeline.stores.postgres import _Pool  # noqa: PLC0415
+
+    class Conn:
+        closed = False
+        pgconn = type("PG", (), {"transaction_status": TransactionStatus.IDLE})
+
+        async def close(self) -> None:
+            self.closed = True
+
+    made: list[Conn] = []
+
+    async def connect() -> Conn:
+        made.append(Conn())
+        return made[-1]
+
+    async def main() -> None:
+        pool = _Pool(connect, 1, 30.0)  # type: ignore[arg-type]
+        held = await pool.get()
+        waiting = asyncio.ensure_future(pool.get())
+        for _ in range(3):  # the caller is now parked on its waiter
+            await asyncio.sleep(0)
+        await pool.put(held)  # handed to the waiting caller ...
+        waiting.cancel()  # ... who is cancelled before it runs again
+        try:
+            took = await waiting
+        except asyncio.CancelledError:
+            pass
+        else:  # Python 3.11's wait_for returns what it was handed
+            await pool.put(took)  # type: ignore[arg-type]
+        again = await asyncio.wait_for(pool.get(), 30.0)
+        assert again is held
+        assert len(made) == 1
+        await pool.put(again)
+        await pool.close()
+
+    anyio.run(main, backend="asyncio")
+
+
 @pytest.mark.redis
 @pytest.mark.slow
 async def test_redis_replaces_connections_the_server_closed(

@@ -327,9 +327,21 @@ class _Pool:
             self._waiting.append(waiter)
             try:
                 conn = await asyncio.wait_for(waiter, self._timeout)
-            except TimeoutError:
-                msg = f"no connection free after {self._timeout} s"
-                raise PoolTimeout(msg) from None
+            except BaseException as exc:
+                # Cancelled or timed out, perhaps just after a connection
+                # (or a place) was handed over: pass it on, or it is lost.
+                if waiter.done() and not waiter.cancelled():
+                    given = waiter.result()
+                    if given is None:
+                        self._free()
+                    else:
+                        self._hand_on(given)
+                else:
+                    waiter.cancel()
+                if isinstance(exc, TimeoutError):
+                    msg = f"no connection free after {self._timeout} s"
+                    raise PoolTimeout(msg) from None
+                raise
             if conn is not None:
                 return conn
             # A place was freed for this caller: connect in it.
@@ -349,9 +361,14 @@ class _Pool:
             await conn.close()
             self._free()
             return
+        self._hand_on(conn)
+
+    def _hand_on(self, conn: _Conn) -> None:
+        """Give a fit *conn* to the first caller still waiting, else keep
+        it idle."""
         while self._waiting:
             waiter = self._waiting.popleft()
-            if not waiter.done():  # else it timed out
+            if not waiter.done():  # else it timed out or was cancelled
                 waiter.set_result(conn)
                 return
         self._idle.append(conn)
