@@ -128,7 +128,13 @@ class ModelResponse:
     @property
     def usage(self) -> Usage:
         """Token usage (zero if the provider reported none)."""
-        return self.message.usage or Usage()
+        return self.message.usage or _NO_USAGE
+
+
+_NO_USAGE = Usage()
+"""Zero usage, shared (it is frozen): a model that reports none is asked
+for it on every turn of an agent's run, and a new one each time is an
+object built for nothing."""
 
 
 @final
