@@ -602,9 +602,17 @@ class Loop:
         scope = self.env.scope
         wrong: list[ToolCall] | None = None if scope is None else []
         malformed = None if wrong is None else wrong.append
-        if not taken:
-            out = await run_tools(
-                calls,
+        # The calls not *taken* run (all of them, most turns); the taken
+        # ones' results are kept (inline, not a helper coroutine: one frame
+        # less per handoff).
+        rest = (
+            calls
+            if not taken
+            else [c for i, c in enumerate(calls) if i not in taken]
+        )
+        ran = (
+            await run_tools(
+                rest,
                 self.tools,
                 on_result=on_result,
                 agent=name,
@@ -613,24 +621,13 @@ class Loop:
                 deps=self.deps,
                 malformed=malformed,
             )
+            if rest
+            else ()  # all taken (a lone transfer): nothing to run
+        )
+        if not taken:
+            out = ran
         else:
-            # The calls not *taken* run; the taken ones' results are kept
-            # (inline, not a helper coroutine: one frame less per handoff).
-            rest = [c for i, c in enumerate(calls) if i not in taken]
-            ran = iter(
-                await run_tools(
-                    rest,
-                    self.tools,
-                    on_result=on_result,
-                    agent=name,
-                    around=hook,
-                    limit=limit,
-                    deps=self.deps,
-                    malformed=malformed,
-                )
-                if rest
-                else ()  # all taken (a lone transfer): nothing to run
-            )
+            results = iter(ran)
             kept: list[Message] = []
             for i, call in enumerate(calls):
                 if i in taken:
@@ -646,7 +643,7 @@ class Loop:
                     if on_result is not None:
                         await on_result(call, content, failed)
                 else:
-                    kept.append(next(ran))
+                    kept.append(next(results))
             out = tuple(kept)
         if wrong and scope is not None:
             scope.malformed_tool_calls(len(wrong))
