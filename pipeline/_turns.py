@@ -56,10 +56,10 @@ from .fold import (
 )
 from .models._types import (
     ModelDelta,
-    ModelRequest,
     ModelResponse,
     TextDelta,
     ToolSpec,
+    built_request,
 )
 from .runs import ToolHook
 from .tools import NO_DEPS, Tool, run_tools
@@ -79,6 +79,22 @@ class Turns:
     usage: Usage = Usage()
     turns: int = 0
 
+
+def _turns(messages: PVector[Message], usage: Usage, turns: int) -> Turns:
+    """A :class:`Turns` built without attrs' generic ``__init__`` (its
+    fields neither convert nor check what they are given, so the result is
+    the same; every turn builds one)."""
+    out = _new(Turns)
+    _set_messages(out, messages)
+    _set_usage(out, usage)
+    _set_turns(out, turns)
+    return out
+
+
+_new = object.__new__
+_set_messages = Turns.__dict__["messages"].__set__
+_set_usage = Turns.__dict__["usage"].__set__
+_set_turns = Turns.__dict__["turns"].__set__
 
 CODEC: Codec[Turns] = Codec(Turns)
 _NO_TURNS = Turns()
@@ -140,7 +156,11 @@ class Bare:
         fingerprint: str | None = None,  # noqa: ARG002  # nothing records it
     ) -> Bare:
         """The position one turn on (see :meth:`Snapshot.successor`)."""
-        return Bare(state, next, self.step + 1)
+        out = _new(Bare)  # without __init__'s frame: one per turn
+        out.state = state
+        out.next = next
+        out.step = self.step + 1
+        return out
 
 
 def digest(instructions: str, messages: Sequence[Message]) -> str:
@@ -357,15 +377,15 @@ class Loop:
             agent.output is None
             or turn - len(repairs_in(progress.messages)) >= agent.max_turns
         )
-        request = ModelRequest(
+        request = built_request(
             joined(self.view, progress.messages)
             if progress.messages
             else self.view,  # the first turn: the view itself
             self.specs,
-            response_schema=agent.response_schema,
-            temperature=agent.temperature,
-            max_tokens=agent.max_tokens,
-            use_tools=not (last and agent.on_turn_limit == "answer"),
+            agent.response_schema,
+            agent.temperature,
+            agent.max_tokens,
+            not (last and agent.on_turn_limit == "answer"),
         )
         env = self.env
         if listen := env.sink is not None:  # events only for a listener
@@ -422,7 +442,11 @@ class Loop:
             if refused is not None:
                 return Failure(attrs.evolve(refused, path=(name,)))
             hook = scope.tool_hook
-        hook = self._hook(hook, approved)
+        hook = (
+            self._hook(hook, approved)
+            if env.offload is not None or env.boundary is not None
+            else hook  # nothing to wrap it in
+        )
         lapsed = (
             await self._start_tools(message.tool_calls, listen=listen)
             if listen or env.boundary is not None
@@ -444,7 +468,7 @@ class Loop:
         if listen:
             for result in results:
                 await env.emit(MessageComplete(name, result))
-        done = Turns(
+        done = _turns(
             progress.messages.append(message).extend(results),
             progress.usage + response.usage,
             turn,
@@ -513,7 +537,7 @@ class Loop:
         name = self.name
         reason: str
         if output is None:
-            done = Turns(added, usage, turn)
+            done = _turns(added, usage, turn)
             return self._next(snap, done, stop=True)
         checked = output.check(message.content)
         guard: str | None = None
@@ -533,7 +557,7 @@ class Loop:
                     guard, reason = each.name, verdict.reason
                     break
             else:
-                done = Turns(added, usage, turn)
+                done = _turns(added, usage, turn)
                 return self._next(snap, done, stop=True)
         else:
             reason = checked.failure()
@@ -560,7 +584,7 @@ class Loop:
         ask = repair_request(output, reason, guard)
         if listen:
             await env.emit(MessageComplete(name, ask))
-        done = Turns(added.append(ask), usage, turn)
+        done = _turns(added.append(ask), usage, turn)
         return self._next(snap, done, stop=False)
 
     def _next(self, snap: At, state: Turns, *, stop: bool) -> Any:
