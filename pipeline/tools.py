@@ -411,7 +411,7 @@ class Tool(Generic[D_contra, P, R_co]):
             if isinstance(deps, NoDeps):
                 raise MissingDeps(self.name)
             fn = functools.partial(fn, RunContext(deps))
-        told = self._facts()
+        told = self._told or self._facts()  # told at the first call
         kwargs = self._decoded(arguments, told)
         if isinstance(kwargs, str):
             if malformed is not None:
@@ -498,7 +498,7 @@ _LOG = logging.getLogger("pipeline.tools")
 def _render(out: object) -> str | None:
     """The tool's result as text for the model (``None``: it has none)."""
     if isinstance(out, str):
-        return unicode_safe(out)
+        return out if out.isascii() else unicode_safe(out)
     try:
         return canonical(_CONVERTER.unstructure(out)).decode()
     except (ValueError, TypeError, RecursionError, CattrsError):
@@ -872,26 +872,20 @@ def _json_object(arguments: str, where: str) -> dict[str, Any] | str:
         return f"{where} exceed {MAX_ARGUMENT_BYTES} bytes"
     try:
         check_depth(arguments, where)
-        raw, end = _object_at_start(arguments)
-        if end != len(
-            arguments
-        ):  # around it, whitespace or more: the full decoder's
-            raw = JSON.decode(arguments or "{}")
     except NestedTooDeeply as exc:
         return str(exc)
-    except ValueError:
-        return f"{where} are not valid JSON"
+    raw: Any = None
+    try:
+        # What models send (an object, nothing around it), decoded without
+        # the full decoder's scans for whitespace before and after it.
+        raw, end = JSON.raw_decode(arguments)
+    except ValueError:  # no JSON value where it starts: the full decoder's
+        end = -1
+    if end != len(arguments):  # whitespace around it, or more after it
+        try:
+            raw = JSON.decode(arguments or "{}")
+        except ValueError:
+            return f"{where} are not valid JSON"
     if not isinstance(raw, dict):
         return f"{where} must be a JSON object"
-    return typing.cast("dict[str, Any]", raw)
-
-
-def _object_at_start(arguments: str) -> tuple[Any, int]:
-    """The JSON value *arguments* starts with and where it ends, ``-1``
-    when it does not start with one: what models send (an object, nothing
-    around it) decoded without the full decoder's scans for whitespace
-    before and after, which then has the rest."""
-    try:
-        return JSON.raw_decode(arguments)
-    except ValueError:
-        return None, -1
+    return raw
