@@ -10,6 +10,7 @@ committed never runs again and a crash loses at most the turn in flight.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Protocol, TypeAlias, final
 
 import anyio
@@ -108,6 +109,10 @@ transfers): their results by call index, ``(content, is_error)``, and
 whether the loop ends after this turn."""
 
 _NONE_APPROVED: frozenset[int] = frozenset()
+_NONE_TAKEN: tuple[Mapping[int, tuple[str, bool]], bool] = (
+    MappingProxyType({}),
+    False,
+)  # no intercept: no call taken, the loop goes on
 _RUNNING = Status.RUNNING
 _DONE = Status.DONE
 
@@ -424,7 +429,7 @@ class Loop:
         taken, stop = (
             self.intercept(calls)
             if self.intercept is not None
-            else ({}, False)
+            else _NONE_TAKEN
         )
         if last and not stop:
             added = (*progress.messages, message)

@@ -119,13 +119,14 @@ async def test_past_the_step_limit_the_bare_loop_fails_as_the_engine() -> None:
     assert type(fast.failure()).__name__ == "StepLimitExceeded"
 
 
-@pytest.mark.parametrize("cls", [ModelRequest, Turns])
+@pytest.mark.parametrize("cls", [ModelRequest, Turns, Usage])
 def test_built_without_init_only_where_no_field_converts_or_checks(
     cls: type,
 ) -> None:
-    """``built_request`` and the loop's ``_turns`` set the slots directly:
-    the same object only while no field converts nor checks its value (a
-    converter or validator added later would be skipped)."""
+    """``built_request``, the loop's ``_turns`` and ``Usage.__add__`` set
+    the slots directly: the same object only while no field converts nor
+    checks its value (a converter or validator added later would be
+    skipped)."""
     for field in attrs.fields(cls):
         assert field.converter is None
         assert field.validator is None
@@ -174,3 +175,5 @@ def test_fast_builders_equal_the_constructors(
     added = pvector(messages)
     usage = Usage(turns, 2 * turns)
     assert _turns(added, usage, turns) == Turns(added, usage, turns)
+    more = Usage(max_tokens or 0, 1) + usage
+    assert more == Usage((max_tokens or 0) + turns, 1 + 2 * turns)
