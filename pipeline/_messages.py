@@ -75,10 +75,18 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not (self.input_tokens or self.output_tokens):
             return other  # nothing to add to (a run's first turn): as it is
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-        )
+        # Sums of two usages' counts need no converting nor checking: set
+        # directly, without attrs' generic __init__ (an agent adds one per
+        # turn).
+        out = _new(Usage)
+        _set_input_tokens(out, self.input_tokens + other.input_tokens)
+        _set_output_tokens(out, self.output_tokens + other.output_tokens)
+        return out
+
+
+_new = object.__new__
+_set_input_tokens = Usage.__dict__["input_tokens"].__set__
+_set_output_tokens = Usage.__dict__["output_tokens"].__set__
 
 
 _MEDIA_TYPE = re.compile(
@@ -443,7 +451,6 @@ def built(
 
 # Each field's slot, set directly (frozen: no __setattr__ to go through):
 # object.__setattr__ would look each name up again.
-_new = object.__new__
 _set_role = Message.__dict__["role"].__set__
 _set_content = Message.__dict__["content"].__set__
 _set_name = Message.__dict__["name"].__set__

@@ -10,6 +10,7 @@ committed never runs again and a crash loses at most the turn in flight.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Protocol, TypeAlias, final
 
 import anyio
@@ -56,10 +57,10 @@ from .fold import (
 )
 from .models._types import (
     ModelDelta,
-    ModelRequest,
     ModelResponse,
     TextDelta,
     ToolSpec,
+    built_request,
 )
 from .runs import ToolHook
 from .tools import NO_DEPS, Tool, run_tools
@@ -80,6 +81,22 @@ class Turns:
     turns: int = 0
 
 
+def _turns(messages: PVector[Message], usage: Usage, turns: int) -> Turns:
+    """A :class:`Turns` built without attrs' generic ``__init__`` (its
+    fields neither convert nor check what they are given, so the result is
+    the same; every turn builds one)."""
+    out = _new(Turns)
+    _set_messages(out, messages)
+    _set_usage(out, usage)
+    _set_turns(out, turns)
+    return out
+
+
+_new = object.__new__
+_set_messages = Turns.__dict__["messages"].__set__
+_set_usage = Turns.__dict__["usage"].__set__
+_set_turns = Turns.__dict__["turns"].__set__
+
 CODEC: Codec[Turns] = Codec(Turns)
 _NO_TURNS = Turns()
 _CONVERTER = make_converter()
@@ -92,6 +109,10 @@ transfers): their results by call index, ``(content, is_error)``, and
 whether the loop ends after this turn."""
 
 _NONE_APPROVED: frozenset[int] = frozenset()
+_NONE_TAKEN: tuple[Mapping[int, tuple[str, bool]], bool] = (
+    MappingProxyType({}),
+    False,
+)  # no intercept: no call taken, the loop goes on
 _RUNNING = Status.RUNNING
 _DONE = Status.DONE
 
@@ -140,7 +161,11 @@ class Bare:
         fingerprint: str | None = None,  # noqa: ARG002  # nothing records it
     ) -> Bare:
         """The position one turn on (see :meth:`Snapshot.successor`)."""
-        return Bare(state, next, self.step + 1)
+        out = _new(Bare)  # without __init__'s frame: one per turn
+        out.state = state
+        out.next = next
+        out.step = self.step + 1
+        return out
 
 
 def digest(instructions: str, messages: Sequence[Message]) -> str:
@@ -357,15 +382,15 @@ class Loop:
             agent.output is None
             or turn - len(repairs_in(progress.messages)) >= agent.max_turns
         )
-        request = ModelRequest(
+        request = built_request(
             joined(self.view, progress.messages)
             if progress.messages
             else self.view,  # the first turn: the view itself
             self.specs,
-            response_schema=agent.response_schema,
-            temperature=agent.temperature,
-            max_tokens=agent.max_tokens,
-            use_tools=not (last and agent.on_turn_limit == "answer"),
+            agent.response_schema,
+            agent.temperature,
+            agent.max_tokens,
+            not (last and agent.on_turn_limit == "answer"),
         )
         env = self.env
         if listen := env.sink is not None:  # events only for a listener
@@ -404,7 +429,7 @@ class Loop:
         taken, stop = (
             self.intercept(calls)
             if self.intercept is not None
-            else ({}, False)
+            else _NONE_TAKEN
         )
         if last and not stop:
             added = (*progress.messages, message)
@@ -422,7 +447,11 @@ class Loop:
             if refused is not None:
                 return Failure(attrs.evolve(refused, path=(name,)))
             hook = scope.tool_hook
-        hook = self._hook(hook, approved)
+        hook = (
+            self._hook(hook, approved)
+            if env.offload is not None or env.boundary is not None
+            else hook  # nothing to wrap it in
+        )
         lapsed = (
             await self._start_tools(message.tool_calls, listen=listen)
             if listen or env.boundary is not None
@@ -444,7 +473,7 @@ class Loop:
         if listen:
             for result in results:
                 await env.emit(MessageComplete(name, result))
-        done = Turns(
+        done = _turns(
             progress.messages.append(message).extend(results),
             progress.usage + response.usage,
             turn,
@@ -513,7 +542,7 @@ class Loop:
         name = self.name
         reason: str
         if output is None:
-            done = Turns(added, usage, turn)
+            done = _turns(added, usage, turn)
             return self._next(snap, done, stop=True)
         checked = output.check(message.content)
         guard: str | None = None
@@ -533,7 +562,7 @@ class Loop:
                     guard, reason = each.name, verdict.reason
                     break
             else:
-                done = Turns(added, usage, turn)
+                done = _turns(added, usage, turn)
                 return self._next(snap, done, stop=True)
         else:
             reason = checked.failure()
@@ -560,7 +589,7 @@ class Loop:
         ask = repair_request(output, reason, guard)
         if listen:
             await env.emit(MessageComplete(name, ask))
-        done = Turns(added.append(ask), usage, turn)
+        done = _turns(added.append(ask), usage, turn)
         return self._next(snap, done, stop=False)
 
     def _next(self, snap: At, state: Turns, *, stop: bool) -> Any:
@@ -602,9 +631,17 @@ class Loop:
         scope = self.env.scope
         wrong: list[ToolCall] | None = None if scope is None else []
         malformed = None if wrong is None else wrong.append
-        if not taken:
-            out = await run_tools(
-                calls,
+        # The calls not *taken* run (all of them, most turns); the taken
+        # ones' results are kept (inline, not a helper coroutine: one frame
+        # less per handoff).
+        rest = (
+            calls
+            if not taken
+            else [c for i, c in enumerate(calls) if i not in taken]
+        )
+        ran = (
+            await run_tools(
+                rest,
                 self.tools,
                 on_result=on_result,
                 agent=name,
@@ -613,24 +650,13 @@ class Loop:
                 deps=self.deps,
                 malformed=malformed,
             )
+            if rest
+            else ()  # all taken (a lone transfer): nothing to run
+        )
+        if not taken:
+            out = ran
         else:
-            # The calls not *taken* run; the taken ones' results are kept
-            # (inline, not a helper coroutine: one frame less per handoff).
-            rest = [c for i, c in enumerate(calls) if i not in taken]
-            ran = iter(
-                await run_tools(
-                    rest,
-                    self.tools,
-                    on_result=on_result,
-                    agent=name,
-                    around=hook,
-                    limit=limit,
-                    deps=self.deps,
-                    malformed=malformed,
-                )
-                if rest
-                else ()  # all taken (a lone transfer): nothing to run
-            )
+            results = iter(ran)
             kept: list[Message] = []
             for i, call in enumerate(calls):
                 if i in taken:
@@ -646,7 +672,7 @@ class Loop:
                     if on_result is not None:
                         await on_result(call, content, failed)
                 else:
-                    kept.append(next(ran))
+                    kept.append(next(results))
             out = tuple(kept)
         if wrong and scope is not None:
             scope.malformed_tool_calls(len(wrong))

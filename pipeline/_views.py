@@ -24,8 +24,8 @@ class Joined(Sequence[T]):
     __slots__ = ("_len", "_parts")
 
     def __init__(self, *parts: Sequence[T]) -> None:
-        kept = [p for p in parts if len(p)]
-        self._parts = tuple(kept)
+        kept = tuple(p for p in parts if len(p))
+        self._parts = kept
         self._len = sum(map(len, kept))
 
     def __len__(self) -> int:
@@ -68,8 +68,18 @@ class Joined(Sequence[T]):
 
 
 def joined(*parts: Sequence[Any]) -> Sequence[Any]:
-    """*parts* as one sequence: the only part itself, else a :class:`Joined`."""
-    nonempty = [p for p in parts if len(p)]
+    """*parts* as one sequence: the only part itself, else a :class:`Joined`
+    (built here, without its constructor looking for empty parts again:
+    an agent joins one per model call)."""
+    nonempty = tuple(filter(len, parts))
     if len(nonempty) == 1:
         return nonempty[0]
-    return Joined(*nonempty)
+    out: Joined[Any] = _new(Joined)
+    _set_parts(out, nonempty)
+    _set_len(out, sum(map(len, nonempty)))
+    return out
+
+
+_new = object.__new__
+_set_parts = Joined.__dict__["_parts"].__set__
+_set_len = Joined.__dict__["_len"].__set__

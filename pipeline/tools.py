@@ -336,22 +336,30 @@ class Tool(Generic[D_contra, P, R_co]):
         The text never holds a value from *arguments*: only argument names,
         paths into them and the types expected.
         """
-        known, _, where = self._facts()
+        return self._decoded(arguments, self._facts())
+
+    def _decoded(
+        self, arguments: str, told: tuple[frozenset[str], bool, str]
+    ) -> dict[str, Any] | str:
+        """:meth:`decode`, with what :meth:`_facts` tells (:meth:`call`
+        has it at hand)."""
+        known, _, where = told
         raw = _json_object(arguments, where)
         if isinstance(raw, str):
             return raw
-        extra = [k for k in raw if k not in known]
-        if extra and not self.extra_arguments:
-            return (
-                f"unknown argument(s) {names(extra)} for {self.name!r}; "
-                f"expected {sorted(known)}"
-            )
-        # Unlisted arguments (only with extra_arguments) go as they are.
-        kwargs: dict[str, Any] = {k: raw[k] for k in extra}
-        unsent = bool(extra) and any(
-            unsendable(raw[k]) is not None for k in extra
-        )
-        problems = ["an unlisted argument cannot be sent"] * unsent
+        kwargs: dict[str, Any] = {}
+        problems: list[str] = []
+        if not known.issuperset(raw):  # some argument is not a parameter
+            extra = [k for k in raw if k not in known]
+            if not self.extra_arguments:
+                return (
+                    f"unknown argument(s) {names(extra)} for {self.name!r}; "
+                    f"expected {sorted(known)}"
+                )
+            # Unlisted arguments (only with extra_arguments) go as they are.
+            kwargs = {k: raw[k] for k in extra}
+            if any(unsendable(raw[k]) is not None for k in extra):
+                problems.append("an unlisted argument cannot be sent")
         for p in self._params:
             if p.name not in raw:
                 if p.required:
@@ -403,7 +411,8 @@ class Tool(Generic[D_contra, P, R_co]):
             if isinstance(deps, NoDeps):
                 raise MissingDeps(self.name)
             fn = functools.partial(fn, RunContext(deps))
-        kwargs = self.decode(arguments)
+        told = self._told or self._facts()  # told at the first call
+        kwargs = self._decoded(arguments, told)
         if isinstance(kwargs, str):
             if malformed is not None:
                 malformed()
@@ -412,7 +421,7 @@ class Tool(Generic[D_contra, P, R_co]):
             if self.timeout is None:
                 out = await (
                     fn(**kwargs)
-                    if self._facts()[1]
+                    if told[1]
                     else _in_thread(fn, kwargs, abandon=False)
                 )
             else:
@@ -420,7 +429,7 @@ class Tool(Generic[D_contra, P, R_co]):
                 with anyio.move_on_after(self.timeout):
                     out = await (
                         fn(**kwargs)
-                        if self._facts()[1]
+                        if told[1]
                         else _in_thread(fn, kwargs, abandon=True)
                     )
                 if out is _TIMED_OUT:
@@ -489,7 +498,7 @@ _LOG = logging.getLogger("pipeline.tools")
 def _render(out: object) -> str | None:
     """The tool's result as text for the model (``None``: it has none)."""
     if isinstance(out, str):
-        return unicode_safe(out)
+        return out if out.isascii() else unicode_safe(out)
     try:
         return canonical(_CONVERTER.unstructure(out)).decode()
     except (ValueError, TypeError, RecursionError, CattrsError):
@@ -769,36 +778,19 @@ async def run_tools(
     """
     if not calls:
         return ()
+    if len(calls) == 1:  # the common case: nothing to gather
+        return (
+            await _answer(
+                calls[0], tools, agent, around, deps, malformed, on_result
+            ),
+        )
     results: list[Message | None] = [None] * len(calls)
 
-    async def execute(call: ToolCall) -> tuple[str, bool]:
-        found = tools.get(call.name)
-        if found is None:
-            if malformed is not None:
-                malformed(call)
-            return _unknown_tool(tools), True
-        if malformed is None:
-            return await found.call(call.arguments, deps)
-        return await found.call(
-            call.arguments, deps, malformed=functools.partial(malformed, call)
-        )
-
     async def one(i: int, call: ToolCall) -> None:
-        if around is None:
-            content, failed = await execute(call)
-        else:
-            content, failed = await around(call, lambda: execute(call))
-        results[i] = Message.tool(
-            content, tool_call_id=call.id, name=call.name, agent=agent
+        results[i] = await _answer(
+            call, tools, agent, around, deps, malformed, on_result
         )
-        if on_result is not None:
-            await on_result(call, content, failed)
 
-    if len(calls) == 1:  # the common case: nothing to gather
-        await one(0, calls[0])
-        only = results[0]
-        assert only is not None  # noqa: S101  # one() set it, or raised
-        return (only,)
     if limit == 1:
         for i, call in enumerate(calls):
             await one(i, call)
@@ -820,6 +812,55 @@ async def run_tools(
     return out
 
 
+async def _answer(
+    call: ToolCall,
+    tools: Mapping[str, Tool],
+    agent: str | None,
+    around: ToolHook | None,
+    deps: object,
+    malformed: Callable[[ToolCall], object] | None,
+    on_result: Callable[[ToolCall, str, bool], Awaitable[None]] | None,
+) -> Message:
+    """One call of :func:`run_tools`, answered: its tool message (told
+    to *on_result* before it is returned)."""
+    if around is None:
+        content, failed = await _execute(call, tools, deps, malformed)
+    else:
+        content, failed = await around(
+            call, lambda: _execute(call, tools, deps, malformed)
+        )
+    out = Message.tool(
+        content, tool_call_id=call.id, name=call.name, agent=agent
+    )
+    if on_result is not None:
+        await on_result(call, content, failed)
+    return out
+
+
+def _execute(
+    call: ToolCall,
+    tools: Mapping[str, Tool],
+    deps: object,
+    malformed: Callable[[ToolCall], object] | None,
+) -> Awaitable[tuple[str, bool]]:
+    """What runs *call*: its tool's :meth:`Tool.call` (not awaited here:
+    one coroutine less per call), or the error result of an unknown tool."""
+    found = tools.get(call.name)
+    if found is None:
+        if malformed is not None:
+            malformed(call)
+        return _ready((_unknown_tool(tools), True))
+    if malformed is None:
+        return found.call(call.arguments, deps)
+    return found.call(
+        call.arguments, deps, malformed=functools.partial(malformed, call)
+    )
+
+
+async def _ready(value: tuple[str, bool]) -> tuple[str, bool]:
+    return value
+
+
 def _json_object(arguments: str, where: str) -> dict[str, Any] | str:
     """A tool call's *arguments* decoded, if within the size and depth
     bounds and a JSON object; else an error text naming *where*."""
@@ -831,11 +872,20 @@ def _json_object(arguments: str, where: str) -> dict[str, Any] | str:
         return f"{where} exceed {MAX_ARGUMENT_BYTES} bytes"
     try:
         check_depth(arguments, where)
-        raw = JSON.decode(arguments or "{}")
     except NestedTooDeeply as exc:
         return str(exc)
-    except ValueError:
-        return f"{where} are not valid JSON"
+    raw: Any = None
+    try:
+        # What models send (an object, nothing around it), decoded without
+        # the full decoder's scans for whitespace before and after it.
+        raw, end = JSON.raw_decode(arguments)
+    except ValueError:  # no JSON value where it starts: the full decoder's
+        end = -1
+    if end != len(arguments):  # whitespace around it, or more after it
+        try:
+            raw = JSON.decode(arguments or "{}")
+        except ValueError:
+            return f"{where} are not valid JSON"
     if not isinstance(raw, dict):
         return f"{where} must be a JSON object"
-    return typing.cast("dict[str, Any]", raw)
+    return raw

@@ -7,15 +7,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
+import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyrsistent import pvector
 from returns.result import Failure, Result, Success
 
-from pipeline import Agent, Message, Output, ToolCall, tool
-from pipeline._turns import Loop, Turns
+from pipeline import Agent, Message, Output, ToolCall, Usage, tool
+from pipeline._turns import Loop, Turns, _turns
 from pipeline.fold import run_machine
-from pipeline.models import ModelResponse
+from pipeline.models import ModelRequest, ModelResponse
+from pipeline.models._types import built_request
 from pipeline.testing import Reply, ScriptedModel
 
 
@@ -114,3 +117,63 @@ async def test_past_the_step_limit_the_bare_loop_fails_as_the_engine() -> None:
     assert same(fast) == same(slow.map(lambda snap: snap.state))
     assert type(fast) is Failure
     assert type(fast.failure()).__name__ == "StepLimitExceeded"
+
+
+@pytest.mark.parametrize("cls", [ModelRequest, Turns, Usage])
+def test_built_without_init_only_where_no_field_converts_or_checks(
+    cls: type,
+) -> None:
+    """``built_request``, the loop's ``_turns`` and ``Usage.__add__`` set
+    the slots directly: the same object only while no field converts nor
+    checks its value (a converter or validator added later would be
+    skipped)."""
+    for field in attrs.fields(cls):
+        assert field.converter is None
+        assert field.validator is None
+    assert attrs.has(cls)
+
+
+@settings(max_examples=50)
+@given(
+    temperature=st.none() | st.floats(0, 2),
+    max_tokens=st.none() | st.integers(1, 10_000),
+    use_tools=st.booleans(),
+    turns=st.integers(0, 50),
+)
+def test_fast_builders_equal_the_constructors(
+    temperature: float | None,
+    max_tokens: int | None,
+    use_tools: bool,
+    turns: int,
+) -> None:
+    """What the turn builds without attrs' ``__init__`` equals what the
+    constructor builds from the same values, field by field."""
+    messages = (Message.user("go"),)
+    specs = (add.spec,)
+    schema = Output(Sum).schema
+    for response_schema in (None, schema):
+        fast = built_request(
+            messages,
+            specs,
+            response_schema,
+            temperature,
+            max_tokens,
+            use_tools,
+        )
+        slow = ModelRequest(
+            messages,
+            specs,
+            response_schema=response_schema,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            use_tools=use_tools,
+        )
+        assert fast == slow
+        assert attrs.astuple(fast, recurse=False) == attrs.astuple(
+            slow, recurse=False
+        )
+    added = pvector(messages)
+    usage = Usage(turns, 2 * turns)
+    assert _turns(added, usage, turns) == Turns(added, usage, turns)
+    more = Usage(max_tokens or 0, 1) + usage
+    assert more == Usage((max_tokens or 0) + turns, 1 + 2 * turns)

@@ -308,3 +308,98 @@ def test_plain_str_and_int_arguments_decode_as_the_converter_does(
         assert got == expected
         assert isinstance(got, dict)
         assert [type(v) for v in got.values()] == [str, int]
+
+
+def _object_in_full(arguments: str, where: str) -> dict[str, object] | str:
+    """The arguments' JSON object as it was decoded before the fast path
+    (every text through the full JSON decoder), or the error text."""
+    from pipeline._decode import JSON  # noqa: PLC0415
+    from pipeline._depth import check_depth  # noqa: PLC0415
+    from pipeline.errors import NestedTooDeeply  # noqa: PLC0415
+    from pipeline.tools import MAX_ARGUMENT_BYTES  # noqa: PLC0415
+
+    if len(arguments.encode("utf-8", "surrogatepass")) > MAX_ARGUMENT_BYTES:
+        return f"{where} exceed {MAX_ARGUMENT_BYTES} bytes"
+    try:
+        check_depth(arguments, where)
+        raw = JSON.decode(arguments or "{}")
+    except NestedTooDeeply as exc:
+        return str(exc)
+    except ValueError:
+        return f"{where} are not valid JSON"
+    if not isinstance(raw, dict):
+        return f"{where} must be a JSON object"
+    return raw
+
+
+def _decoded_in_full(tool_: Tool, arguments: str) -> dict[str, object] | str:
+    """:meth:`Tool.decode` as it was before its fast paths (every text
+    through the full JSON decoder; unlisted arguments looked for one by
+    one): what the fast paths must give."""
+    from pipeline._decode import (  # noqa: PLC0415
+        DECODE_ERRORS,
+        explain,
+        names,
+        unsendable,
+    )
+    from pipeline.tools import _CONVERTER  # noqa: PLC0415
+
+    where = f"arguments for {tool_.name!r}"
+    raw = _object_in_full(arguments, where)
+    if isinstance(raw, str):
+        return raw
+    params = tool_._params  # the reference reads them
+    known = {p.name for p in params}
+    extra = [k for k in raw if k not in known]
+    if extra and not tool_.extra_arguments:
+        return (
+            f"unknown argument(s) {names(extra)} for {tool_.name!r}; "
+            f"expected {sorted(known)}"
+        )
+    kwargs: dict[str, object] = {k: raw[k] for k in extra}
+    unsent = bool(extra) and any(unsendable(raw[k]) is not None for k in extra)
+    problems = ["an unlisted argument cannot be sent"] * unsent
+    for p in params:
+        if p.name not in raw:
+            if p.required:
+                problems.append(f"missing required argument {p.name!r}")
+            continue
+        problem = unsendable(raw[p.name])
+        if problem is None:
+            try:
+                kwargs[p.name] = _CONVERTER.structure(
+                    raw[p.name], p.annotation
+                )
+            except DECODE_ERRORS as exc:
+                problem = "; ".join(explain(exc, p.annotation))
+        if problem is not None:
+            problems.append(f"argument {p.name!r}: {problem}")
+    if problems:
+        return f"invalid {where}: " + "; ".join(problems)
+    return kwargs
+
+
+_AROUND = st.sampled_from(["", " ", "\n", "\t ", " x", "{}", "]", "\ud800"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.data(),
+    before=_AROUND,
+    after=_AROUND,
+    extra=st.booleans(),
+)
+def test_arguments_decode_as_the_full_decoder_does(
+    data: st.DataObject, before: str, after: str, extra: bool
+) -> None:
+    """The fast paths (an object with nothing around it decoded without
+    the full decoder's whitespace scans; no unlisted argument found in one
+    set check) give what the full path gives: the same arguments, or the
+    same error text, whitespace, trailing data or unlisted keys or not."""
+    for tool_ in (_texts, weather):
+        opened = attrs.evolve(tool_, extra_arguments=True) if extra else tool_
+        arguments = data.draw(
+            tool_arguments(tool_).filter(lambda t: len(t) < 5000)
+        )
+        for text in (arguments, before + arguments + after):
+            assert opened.decode(text) == _decoded_in_full(opened, text)

@@ -101,6 +101,38 @@ class ModelRequest:
     """False: tools are listed for context but must not be called."""
 
 
+def built_request(
+    messages: Sequence[Message],
+    tools: tuple[ToolSpec, ...],
+    response_schema: ResponseSchema | None,
+    temperature: float | None,
+    max_tokens: int | None,
+    use_tools: bool,
+) -> ModelRequest:
+    """A :class:`ModelRequest` of *messages* and the options, built without
+    attrs' generic ``__init__`` (none of its fields converts nor checks
+    what it is given, so the result is the same; an agent builds one per
+    turn)."""
+    out = _new(ModelRequest)
+    _set_messages(out, messages)
+    _set_tools(out, tools)
+    _set_response_schema(out, response_schema)
+    _set_temperature(out, temperature)
+    _set_max_tokens(out, max_tokens)
+    _set_use_tools(out, use_tools)
+    return out
+
+
+# Each field's slot, set directly (frozen: no __setattr__ to go through).
+_new = object.__new__
+_set_messages = ModelRequest.__dict__["messages"].__set__
+_set_tools = ModelRequest.__dict__["tools"].__set__
+_set_response_schema = ModelRequest.__dict__["response_schema"].__set__
+_set_temperature = ModelRequest.__dict__["temperature"].__set__
+_set_max_tokens = ModelRequest.__dict__["max_tokens"].__set__
+_set_use_tools = ModelRequest.__dict__["use_tools"].__set__
+
+
 @final
 @attrs.frozen
 class ModelResponse:
@@ -128,7 +160,13 @@ class ModelResponse:
     @property
     def usage(self) -> Usage:
         """Token usage (zero if the provider reported none)."""
-        return self.message.usage or Usage()
+        return self.message.usage or _NO_USAGE
+
+
+_NO_USAGE = Usage()
+"""Zero usage, shared (it is frozen): a model that reports none is asked
+for it on every turn of an agent's run, and a new one each time is an
+object built for nothing."""
 
 
 @final
