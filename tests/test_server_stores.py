@@ -972,7 +972,7 @@ def test_postgres_pool_keeps_a_connection_handed_to_a_cancelled_caller() -> (
         except asyncio.CancelledError:
             pass
         else:  # Python 3.11's wait_for returns what it was handed
-            await pool.put(took)  # type: ignore[arg-type]
+            await pool.put(took)
         again = await asyncio.wait_for(pool.get(), 30.0)
         assert again is held
         assert len(made) == 1
