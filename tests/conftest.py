@@ -6,6 +6,13 @@ import os
 
 from pathlib import Path
 
+# Imported now, while the stack is shallow, not lazily by Hypothesis's
+# engine in the middle of a test: pytest rewrites every module of a
+# plugin's distribution (Hypothesis is one) as it is imported, and
+# CPython 3.11 before 3.11.8 can fail such a parse under the recursion
+# limit Hypothesis raises during a test ("SystemError: AST constructor
+# recursion depth mismatch", CPython gh-106905).
+import hypothesis.internal.conjecture.optimiser  # noqa: F401
 import pytest
 
 from hypothesis import HealthCheck, settings
