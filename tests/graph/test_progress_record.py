@@ -9,6 +9,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
 
 from hypothesis import given
@@ -89,18 +90,12 @@ def test_a_repeated_snapshot_seals_as_the_general_path_does(
         pending=pending,
         author=author,
     )
-    last = fold.Snapshot(
-        thread_id="t",
+    last = attrs.evolve(
+        snap,
         version=3,
         parent=2,
-        state=state,
-        node=node,
-        next=next_,
-        join=join,
-        step=step,
-        fingerprint=fingerprint,
+        author="",
         status=fold.Status.INTERRUPTED if pending else fold.Status.RUNNING,
-        pending=pending,
     )
     token = CLOCK.set(lambda: T0)
     try:
