@@ -201,46 +201,22 @@ def same_message(stored: Any, live: Any) -> bool:
     get = stored.get
     role = get("role")
     content = get("content", "")
-    name = get("name")
-    call_id = get("tool_call_id")
-    agent = get("agent")
     usage = get("usage")
     parts = get("parts", _NO_PARTS)
     # Typed object: what a field holds at run time is what is checked.
     live_role: object = live.role
     live_content: object = live.content
-    live_name: object = live.name
-    live_call_id: object = live.tool_call_id
-    live_agent: object = live.agent
-    # Written out, not a helper per field: this runs for every message of
-    # every commit.
+    # Written out, but for the optional texts: this runs for every message
+    # of every commit.
     return (
         type(live_role) is Role
         and (role is live_role or _role(role) is live_role)
         and type(content) is str
         and type(live_content) is str
         and content == live_content
-        and (
-            live_name is None
-            if name is None
-            else type(name) is str
-            and type(live_name) is str
-            and name == live_name
-        )
-        and (
-            live_call_id is None
-            if call_id is None
-            else type(call_id) is str
-            and type(live_call_id) is str
-            and call_id == live_call_id
-        )
-        and (
-            live_agent is None
-            if agent is None
-            else type(agent) is str
-            and type(live_agent) is str
-            and agent == live_agent
-        )
+        and _same_text(get("name"), live.name)
+        and _same_text(get("tool_call_id"), live.tool_call_id)
+        and _same_text(get("agent"), live.agent)
         and live.parts == ()
         and type(parts) is list
         and not parts
@@ -251,6 +227,15 @@ def same_message(stored: Any, live: Any) -> bool:
             else same_usage(usage, live.usage)
         )
     )
+
+
+def _same_text(stored: Any, live: object) -> bool:
+    """Whether an optional text reads back as *live*: ``None`` on both
+    sides, or equal and exactly ``str`` on both (a subclass could compare
+    equal and still not be what comes back)."""
+    if stored is None:
+        return live is None
+    return type(stored) is str and type(live) is str and stored == live
 
 
 def same_usage(stored: Any, live: Any) -> bool:

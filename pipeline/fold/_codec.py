@@ -468,6 +468,55 @@ class Codec(Generic[S]):
             return failure
         return doc, data
 
+    def seal_progress(
+        self,
+        last: Snapshot[S],
+        progress: Progress,
+        author: str,
+        pending: Pending | None,
+        *,
+        inherit: bool = False,
+    ) -> tuple[Doc, bytes] | None:
+        """:meth:`seal` of a progress record after *last*: the snapshot
+        *last* is, with *progress* (what nested folds appended), *author*
+        and *pending* (the questions still waiting), as its next record;
+        written without building that snapshot, when its state is stored
+        field by field (then it stores none of it, and there is nothing to
+        check).  ``None``: take the general way (a state stored whole, or
+        a document that cannot be written, which :meth:`seal` explains).
+
+        The same document and bytes as :meth:`seal`'s for that snapshot
+        (a property test compares them)."""
+        if self._fields is None or type(last.state) is not self._cls:
+            return None
+        # _document's envelope for it: the same next, node, join and
+        # fingerprint as its parent, the parent's own step (never the one
+        # after it), running, no reason, no edit, never a fork's first.
+        doc: Doc = {
+            "v": SCHEMA,
+            "next": list(last.next),
+            "at": int(CLOCK.get()() * 1000),
+            "step": last.step,
+        }
+        if author:
+            doc["by"] = author
+        if not inherit:
+            doc["fp"] = last.fingerprint
+        if last.node != "+".join(last.next):
+            doc["node"] = last.node
+        if last.join is not None:
+            doc["join"] = last.join
+        if pending is not None:
+            doc["pending"] = _pending_doc(pending)
+        doc["in"] = {k: list(v) for k, v in progress.items()}
+        try:
+            data, exact = canonical_exact(doc)
+            if not (exact and ORJSON_WITHIN_RECORD_DEPTH):  # as in seal
+                check_depth(data, "the record", RECORD_DEPTH)
+        except ENCODE_ERRORS:
+            return None
+        return doc, data
+
     def _check(self, doc: Doc, state: Any, node: str) -> InvalidState | None:
         """Whether *doc*'s state parts come back as *state*'s values."""
         plan = self._plan

@@ -49,6 +49,16 @@ from ._model import Pending, Progress, Snapshot, Status
 
 S = TypeVar("S")
 
+
+@final
+class _General:
+    """What :meth:`Journal.repeat` returns to have the general way taken."""
+
+    __slots__ = ()
+
+
+_GENERAL = _General()
+
 Sink = Callable[[Any], Awaitable[None]]
 
 # Lives on a lower floor (see pipeline._step), so map_reduce sees it.
@@ -361,7 +371,12 @@ class Boundary:
         """
         full = self._prefix + key
         root = self._root
-        failed = await root._journal.save_progress(root, full, doc, author)
+        journal = root._journal
+        if type(journal).save_progress is Journal.save_progress:
+            # One coroutine less on every nested record's path.
+            failed = await journal._progress(root, {full: (doc,)}, author)
+        else:
+            failed = await journal.save_progress(root, full, doc, author)
         if failed is None:
             # The documents themselves are in the store; keeping them here
             # too only fed the garbage collector.
@@ -478,7 +493,7 @@ class Journal(Generic[S]):
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_lock", "codec", "head", "last", "thread_id")
+    __slots__ = ("_lock", "_repeated", "codec", "head", "last", "thread_id")
 
     inherit = False
     """Whether ``last`` (the snapshot last committed) is always stored, as
@@ -497,6 +512,9 @@ class Journal(Generic[S]):
         self.last = last
         self.head = head
         self._lock: anyio.Lock | None = None
+        # The snapshot a progress record repeated, and that record's
+        # version (see after()).
+        self._repeated: tuple[Snapshot[S], int] | None = None
 
     async def write(
         self, snap: Snapshot[S], doc: Doc, data: bytes
@@ -516,7 +534,14 @@ class Journal(Generic[S]):
         """
         last = self.last if self.head is not None else None
         version = 0 if self.head is None else self.head + 1
-        parent = None if last is None else last.version
+        parent = None
+        if last is not None:  # self.after(last), written out: every record
+            repeated = self._repeated
+            parent = (
+                repeated[1]
+                if repeated is not None and repeated[0] is last
+                else last.version
+            )
         if (
             snap.edit is not None
             and last is not None
@@ -554,7 +579,8 @@ class Journal(Generic[S]):
         # the journal behind its store.
         self.last = snap
         self.head = version
-        await self.written(snap)
+        if type(self).written is not Journal.written:  # not a no-op
+            await self.written(snap)
         return snap
 
     async def written(self, snap: Snapshot[S]) -> None:
@@ -589,6 +615,29 @@ class Journal(Generic[S]):
                 return failed
         return None
 
+    def after(self, last: Snapshot[S]) -> int:
+        """The version the next record follows: *last*'s (the snapshot
+        last committed), or that of the progress record that repeated it
+        (see :meth:`repeat`)."""
+        repeated = self._repeated
+        if repeated is not None and repeated[0] is last:
+            return repeated[1]
+        return last.version
+
+    async def repeat(
+        self,
+        last: Snapshot[S],
+        progress: Progress,
+        author: str,
+        pending: Pending | None,
+    ) -> Failure[Any] | _General | None:
+        """Commit a progress record whose snapshot would repeat *last*
+        (its state, step and node: see :meth:`Codec.seal_progress`) without
+        building that snapshot: ``None`` once committed, a ``Failure``, or
+        :data:`_GENERAL` to take the general way (this journal has none)."""
+        del last, progress, author, pending
+        return _GENERAL
+
     async def _progress(
         self, boundary: Boundary, progress: Progress, author: str = ""
     ) -> Failure[Any] | None:
@@ -603,10 +652,14 @@ class Journal(Generic[S]):
             pending = last.pending
             if pending is not None and not pending.waiting:
                 pending = None
+            if state is last.state and last.edit is None:
+                repeated = await self.repeat(last, progress, author, pending)
+                if not isinstance(repeated, _General):
+                    return repeated
             snap = Snapshot(
                 thread_id=last.thread_id,
                 version=0 if self.head is None else self.head + 1,
-                parent=last.version,
+                parent=self.after(last),
                 state=state,
                 node=last.node,
                 next=last.next,
@@ -655,12 +708,53 @@ class ThreadJournal(Journal[S]):
     ) -> Failure[ConcurrentModification | LeaseLost] | None:
         """See :meth:`Journal.write`."""
         del doc  # the store keeps the bytes
+        return await self._store(
+            snap.thread_id, snap.version, snap.parent, data
+        )
+
+    async def repeat(
+        self,
+        last: Snapshot[S],
+        progress: Progress,
+        author: str,
+        pending: Pending | None,
+    ) -> Failure[Any] | _General | None:
+        """See :meth:`Journal.repeat`: the record is written as
+        :meth:`commit` would write that snapshot's, and ``last`` stays the
+        snapshot later records are deltas against (the same state, step,
+        node and fingerprint); only the head, and the version the next
+        record follows (:meth:`after`), move."""
+        head = self.head
+        if head is None:
+            return _GENERAL
+        sealed = self.codec.seal_progress(
+            last, progress, author, pending, inherit=self.inherit
+        )
+        if sealed is None:
+            return _GENERAL
+        version = head + 1
+        parent = self.after(last)
+        failed = await self._store(last.thread_id, version, parent, sealed[1])
+        if failed is not None:
+            return failed
+        # No await between the write and this (see Journal.commit).
+        self.head = version
+        self._repeated = (last, version)
+        if self.sink is not None:
+            await self.sink(CheckpointSaved(last.thread_id, version))
+        return None
+
+    async def _store(
+        self, thread_id: str, version: int, parent: int | None, data: bytes
+    ) -> Failure[ConcurrentModification | LeaseLost] | None:
+        """Store *data* as record *version* (after *parent*) of the thread;
+        ``None`` once stored."""
         record = Record(
-            snap.thread_id,
-            snap.version,
-            snap.parent,
+            thread_id,
+            version,
+            parent,
             data,
-            record_checksum(snap.thread_id, snap.version, snap.parent, data),
+            record_checksum(thread_id, version, parent, data),
         )
         held = self.held
         out = await self.store.commit(
@@ -714,8 +808,9 @@ class NestedJournal(Journal[S]):
         return await self.boundary.save(self.key, doc, snap.author)
 
     async def ensure(self) -> Failure[Any] | None:
-        """See :meth:`Journal.ensure`: the enclosing fold's."""
-        return await self.boundary.ensure()
+        """See :meth:`Journal.ensure`: the enclosing fold's (asked of its
+        journal, as :meth:`Boundary.ensure` does, one coroutine less)."""
+        return await self.boundary._journal.ensure()
 
     @classmethod
     def open(
