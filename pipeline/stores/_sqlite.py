@@ -225,8 +225,16 @@ class SQLiteStore:
                 # other call a cancel scope and its timer.
                 with anyio.CancelScope(
                     shield=True, deadline=anyio.current_time() + SHIELD_BOUND
-                ):
-                    await job.event.wait()
+                ) as scope:
+                    while not job.event.is_set():
+                        try:
+                            await job.event.wait()
+                        except BaseException:
+                            # A native task.cancel() again: anyio's shield
+                            # does not stop those on asyncio.  Only the
+                            # bound ends this wait early.
+                            if scope.cancel_called:
+                                raise
             raise
         if job.error is not None:
             raise job.error
