@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import importlib
 import json
 import os
@@ -16,6 +17,7 @@ import threading
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -1018,3 +1020,77 @@ async def test_redis_replaces_connections_the_server_closed(
             None
         )
         assert await store.head("t") == 3
+
+
+# The home loop's client dies with its loop, unclosed: what it left is
+# reported as unraisable when collected (here, not in a later test).
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("ending", ["run", "run_until_complete"])
+@pytest.mark.parametrize("closer", ["asyncio", "trio"])
+def test_closed_from_another_loop_as_the_home_loop_ends(
+    server: Server, ending: str, closer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store closed from another thread just as its home loop ends (the
+    close it schedules there never runs: ``asyncio.run`` cancels it,
+    ``run_until_complete`` stops before it) still closes its own thread,
+    and aclose returns instead of raising or waiting for ever.  The home
+    loop is held busy until the close is scheduled, then ends: no timing."""
+    import asyncio  # noqa: PLC0415
+
+    kind, url = server
+    opened, scheduled = threading.Event(), threading.Event()
+    box: dict[str, Any] = {}
+    schedule = asyncio.run_coroutine_threadsafe
+
+    def scheduling(coro: Any, loop: Any) -> Any:
+        done = schedule(coro, loop)
+        scheduled.set()  # the home loop may end now
+        return done
+
+    monkeypatch.setattr(asyncio, "run_coroutine_threadsafe", scheduling)
+
+    name = servers.namespace()
+
+    async def home() -> None:
+        from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+        from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+        try:
+            store = (
+                PostgresStore(url, schema=name)
+                if kind == "postgres"
+                else RedisStore(url, prefix=name)
+            )
+            await store.open()
+            box["store"] = store
+        finally:
+            opened.set()
+        scheduled.wait()  # busy (blocked) until the close is scheduled
+
+    def at_home() -> None:
+        if ending == "run":
+            asyncio.run(home())
+        else:
+            box["loop"] = loop = asyncio.new_event_loop()
+            loop.run_until_complete(home())
+
+    thread = threading.Thread(target=at_home)
+    thread.start()
+    try:
+        opened.wait()
+        store = box["store"]
+        anyio.run(store.aclose, backend=closer)
+    finally:
+        scheduled.set()
+        thread.join()
+    names = {t.name for t in threading.enumerate()}
+    assert f"pipeline:{store!r}" not in names  # the store's thread ended
+    anyio.run(store.aclose, backend=closer)  # again: a no-op
+    if "loop" in box:
+        box["loop"].close()
+    box.clear()
+    del store  # its client's leftovers are collected now, in this test
+    gc.collect()
+    if kind == "postgres":
+        servers.drop_schema(url, name)

@@ -26,6 +26,7 @@ after it).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import threading
 
@@ -79,6 +80,33 @@ async def _home_run(
             waiter.set_result(out)
     finally:
         tasks.discard(asyncio.current_task())
+
+
+_HOME_POLL = 0.1
+"""Seconds between looks at whether the home loop still runs, while another
+thread waits for it to close its client."""
+
+
+def _closed_at_home(
+    done: concurrent.futures.Future[None], home: asyncio.AbstractEventLoop
+) -> None:
+    """Wait (in a worker thread) for the home loop to close its client.
+
+    The home loop may stop before it runs the close (``asyncio.run``
+    returning: its cleanup cancels the close; ``run_until_complete``
+    returning: nothing runs it until the loop runs again), so a stopped
+    home loop ends the wait: its client's work is gone with it."""
+    while True:
+        try:
+            done.result(timeout=_HOME_POLL)
+        except concurrent.futures.TimeoutError:
+            if not home.is_running():
+                done.cancel()
+                return
+        except concurrent.futures.CancelledError:
+            return  # cancelled by the home loop's cleanup
+        else:
+            return
 
 
 class ServerStore:
@@ -200,17 +228,23 @@ class ServerStore:
             self._closing = True  # no new work from here on
         home, self._home = self._home, None
         with anyio.CancelScope(shield=True):
-            if home is not None:
-                if _asyncio_loop() is home:
-                    await self._close_home()
-                elif home.is_running():
-                    done = asyncio.run_coroutine_threadsafe(
-                        self._close_home(), home
-                    )
-                    await anyio.to_thread.run_sync(done.result)
-                # else the home loop is gone, and its client's work with it
-            if self._loop is not None:
-                await self._loop.close(self._close)
+            try:
+                if home is not None:
+                    if _asyncio_loop() is home:
+                        await self._close_home()
+                    elif home.is_running():
+                        done = asyncio.run_coroutine_threadsafe(
+                            self._close_home(), home
+                        )
+                        await anyio.to_thread.run_sync(
+                            _closed_at_home, done, home
+                        )
+                    # else the home loop is gone, and its client's work with it
+            finally:
+                # The store's own thread is closed whatever became of the
+                # home loop's client: a second aclose() is a no-op.
+                if self._loop is not None:
+                    await self._loop.close(self._close)
 
     async def _close_home(self) -> None:
         while self._home_tasks:

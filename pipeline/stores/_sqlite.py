@@ -316,8 +316,16 @@ class SQLiteStore:
                 # other call a cancel scope and its timer.
                 with anyio.CancelScope(
                     shield=True, deadline=anyio.current_time() + SHIELD_BOUND
-                ):
-                    await job.wait()
+                ) as scope:
+                    while not job.done:
+                        try:
+                            await job.wait()
+                        except anyio.get_cancelled_exc_class():
+                            # A native task.cancel() again: anyio's shield
+                            # does not stop those on asyncio.  Only the
+                            # bound ends this wait early.
+                            if scope.cancel_called:
+                                raise
             raise
         if job.error is not None:
             raise job.error

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from pathlib import Path
 
 import anyio
@@ -151,6 +153,80 @@ async def test_sqlite_cancelled_commit_goes_on_only_once_durable(
                 conn.close()
             assert head == v
         assert await store.head("t") == 19
+
+
+def _durable(path: Path) -> bool:
+    """Whether another connection reads version 0 as the file's head."""
+    import sqlite3  # noqa: PLC0415
+
+    conn = sqlite3.connect(path)
+    try:
+        (head,) = conn.execute(
+            "SELECT MAX(version) FROM checkpoints"
+        ).fetchone()
+    finally:
+        conn.close()
+    return bool(head == 0)
+
+
+async def test_sqlite_commit_cancelled_twice_goes_on_only_once_durable(
+    tmp_path: Path, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller cancelled a second time while it waits, shielded, for its
+    commit in flight (a second native ``task.cancel()`` on asyncio, which
+    anyio's shield does not stop; an outer scope on either backend) still
+    goes on only once its record is durable.  The writer is held on a
+    gate, so the commit stays in flight for as long as the test needs."""
+    import threading  # noqa: PLC0415
+
+    path = tmp_path / "c.db"
+    gate, entered = threading.Event(), threading.Event()
+
+    commit = _sqlite._WRITERS["commit"]  # pyright: ignore[reportPrivateUsage]
+
+    def held(*args: object) -> object:  # on the writer's thread
+        entered.set()
+        gate.wait()
+        return commit(*args)
+
+    monkeypatch.setitem(_sqlite._WRITERS, "commit", held)  # pyright: ignore[reportPrivateUsage]
+    async with stores.SQLiteStore(path) as store:
+        finished = anyio.Event()
+        cancels: list[object] = []
+
+        async def caller() -> None:
+            try:
+                with anyio.CancelScope() as outer:
+                    with anyio.CancelScope() as inner:
+                        if not cancels:  # natively on asyncio: set
+                            cancels[:] = [outer.cancel, inner.cancel]
+                        await store.commit(rec("t", 0), expected_head=None)
+            finally:
+                finished.set()
+
+        task: asyncio.Task[None] | None = None
+        async with anyio.create_task_group() as tg:
+            if anyio_backend == "asyncio":
+                task = asyncio.get_running_loop().create_task(caller())
+                cancels[:] = [task.cancel, task.cancel]
+            else:
+                tg.start_soon(caller)
+            try:
+                await anyio.to_thread.run_sync(entered.wait)
+                for cancel in cancels[::-1]:  # the inner scope first
+                    cancel()  # type: ignore[operator]
+                    await anyio.wait_all_tasks_blocked()
+                went_on = finished.is_set()
+                was_durable = _durable(path)
+            finally:
+                gate.set()  # the writer goes on, whatever failed
+            assert not went_on  # still waiting for its record
+            assert not was_durable
+            await finished.wait()
+            assert _durable(path)
+            if task is not None:
+                with pytest.raises(asyncio.CancelledError):
+                    await task
 
 
 async def test_sqlite_group_commit_wakes_each_loop_once(
