@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyrsistent import pvector
 
-from pipeline import Agent, Context, Message, fold, graph, stores, tool
+from pipeline import Agent, Context, Graph, Message, fold, graph, stores, tool
 from pipeline.fold import _journal
 from pipeline.fold._codec import CLOCK, Codec
 from pipeline.fold._model import Pending
@@ -122,7 +122,7 @@ async def echo(text: str) -> str:
     return text
 
 
-def _graph(turns: int) -> graph.Graph[Context, Any]:
+def _graph(turns: int) -> Graph[Context, Any]:
     """An agent node whose model calls a tool *turns* - 1 times, then
     answers (a resumed run gets a model that starts over)."""
     steps = [Reply.tool_call("echo", {"text": "hi"}) for _ in range(turns - 1)]
