@@ -17,6 +17,7 @@ from ._protocol import (
     Lease,
     LeaseRow,
     Record,
+    check_lease_ttl,
     holds,
     next_version,
     take,
@@ -36,7 +37,7 @@ class MemoryStore:
     def __init__(self, *, lease_ttl: float = DEFAULT_LEASE_TTL) -> None:
         self._threads: dict[str, list[Record]] = {}
         self._leases: dict[str, LeaseRow] = {}
-        self._lease_ttl = lease_ttl
+        self._lease_ttl = check_lease_ttl(lease_ttl)
 
     @property
     def lease_ttl(self) -> float:

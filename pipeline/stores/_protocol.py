@@ -27,7 +27,7 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from ..errors import InvalidThreadId
+from ..errors import ConstructionError, InvalidThreadId
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
 
 
@@ -81,6 +81,20 @@ def record_checksum(
 
 DEFAULT_LEASE_TTL: Final = 30.0
 """Seconds a lease lasts unless renewed (runners renew every third of it)."""
+
+
+def check_lease_ttl(ttl: object, name: str = "lease_ttl") -> float:
+    """*ttl*, if it is a number of seconds a lease can last (more than
+    0; ``math.inf`` for a lease that never lapses); else
+    :class:`~pipeline.errors.ConstructionError` naming *name* (never
+    showing the value)."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        msg = f"{name} must be a number of seconds, not a {type(ttl).__name__}"
+        raise ConstructionError(msg)
+    if not ttl > 0:  # also NaN
+        msg = f"{name} must be more than 0 seconds"
+        raise ConstructionError(msg)
+    return float(ttl)
 
 
 @final

@@ -35,8 +35,18 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from ..errors import ConstructionError
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
-from ._protocol import DEFAULT_LEASE_TTL, Lease, LeaseRow, Record, holds, take
+from ._protocol import (
+    DEFAULT_LEASE_TTL,
+    Lease,
+    LeaseRow,
+    Record,
+    check_lease_ttl,
+    check_thread_id,
+    holds,
+    take,
+)
 
 
 SHIELD_BOUND: Final = 30.0
@@ -96,6 +106,24 @@ _Row = tuple[str, int, int | None, bytes, str]
 
 _COMMITTED: Final[Success[None]] = Success(None)
 """A commit's answer: immutable, so one for every commit."""
+
+
+def _check_ttl(ttl: float) -> None:
+    """Refuse a lease length SQLite cannot store (NaN is stored as NULL); 0
+    or less is a lease already lapsed, as in every store."""
+    if ttl != ttl:  # noqa: PLR0124  # NaN
+        msg = "ttl must be a number of seconds, not NaN"
+        raise ValueError(msg)
+
+
+_INPUT_ERRORS: Final = (
+    ValueError,  # UnicodeEncodeError: a lone surrogate
+    TypeError,
+    OverflowError,
+    sqlite3.InterfaceError,
+    sqlite3.IntegrityError,  # NaN stored as NULL
+)
+"""What one write's bad arguments raise: that write fails, not its batch."""
 
 _WRITES = frozenset({"commit", "acquire", "renew", "release", "cache_put"})
 
@@ -254,12 +282,10 @@ class SQLiteStore:
         lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
         if synchronous not in {"FULL", "NORMAL", "OFF"}:
-            msg = (
-                f"synchronous must be FULL, NORMAL or OFF, not {synchronous!r}"
-            )
-            raise ValueError(msg)
+            msg = "synchronous must be FULL, NORMAL or OFF"
+            raise ConstructionError(msg)
         self.path = Path(path)
-        self._lease_ttl = lease_ttl
+        self._lease_ttl = check_lease_ttl(lease_ttl)
         # Opened here, so that a bad path fails now; used only by the writer.
         self._conn = sqlite3.connect(
             self.path,
@@ -339,7 +365,14 @@ class SQLiteStore:
         lease: Lease | None = None,
     ) -> Result[None, ConcurrentModification | LeaseLost]:
         """See :meth:`~pipeline.stores.CheckpointStore.commit` (durable on
-        return; commits waiting together share one transaction)."""
+        return; commits waiting together share one transaction).
+
+        Raises:
+            InvalidThreadId: the record's thread id cannot be stored (checked
+                here: a value SQLite cannot bind would fail the writes it
+                shares a transaction with).
+        """
+        check_thread_id(record.thread_id, "record.thread_id")
         out: Result[
             None, ConcurrentModification | LeaseLost
         ] = await self._call(
@@ -373,6 +406,8 @@ class SQLiteStore:
         self, thread_id: str, owner: str, *, ttl: float
     ) -> Result[Lease, ThreadBusy]:
         """See :meth:`~pipeline.stores.CheckpointStore.acquire`."""
+        check_thread_id(thread_id)
+        _check_ttl(ttl)
         out: Result[Lease, ThreadBusy] = await self._call(
             "acquire", thread_id, owner, ttl, shield=True
         )
@@ -382,6 +417,7 @@ class SQLiteStore:
         self, lease: Lease, *, ttl: float
     ) -> Result[Lease, LeaseLost]:
         """See :meth:`~pipeline.stores.CheckpointStore.renew`."""
+        _check_ttl(ttl)
         out: Result[Lease, LeaseLost] = await self._call(
             "renew", lease, ttl, shield=True
         )
@@ -508,9 +544,16 @@ class SQLiteStore:
                 self._data_version = version
             rows = self._rows
             for job in jobs:
-                job.result = _WRITERS[job.kind](
-                    self, heads, leases, now, *job.args
-                )
+                try:
+                    job.result = _WRITERS[job.kind](
+                        self, heads, leases, now, *job.args
+                    )
+                except _INPUT_ERRORS as exc:
+                    # The job's own input (a value SQLite cannot bind or
+                    # keep): its statement failed alone and SQLite undid
+                    # it, before the job changed anything; the other
+                    # callers' writes go on.
+                    job.error = exc
             if rows:
                 self._insert(rows)
             conn.execute("COMMIT")

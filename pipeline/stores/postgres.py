@@ -79,6 +79,7 @@ from ._protocol import (
     Lease,
     LeaseRow,
     Record,
+    check_lease_ttl,
     holds,
     take,
 )
@@ -448,7 +449,7 @@ class PostgresStore(ServerStore):
         self.schema = schema
         self._pool_size = pool_size
         self._timeout = pool_timeout
-        self._lease_ttl = lease_ttl
+        self._lease_ttl = check_lease_ttl(lease_ttl)
         self._sql = _Statements(schema)
         self._loop = None
         self._commit_query: bytes | None = None

@@ -66,7 +66,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
-from ._protocol import DEFAULT_LEASE_TTL, Lease, Record
+from ._protocol import DEFAULT_LEASE_TTL, Lease, Record, check_lease_ttl
 from ._server import ServerStore
 
 
@@ -273,7 +273,7 @@ class RedisStore(ServerStore):
     ) -> None:
         self._url = url
         self.prefix = prefix
-        self._lease_ttl = lease_ttl
+        self._lease_ttl = check_lease_ttl(lease_ttl)
         self._threads_key = f"{prefix}:threads"
         self._loop = None
         self._clients: dict[

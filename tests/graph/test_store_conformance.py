@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import math
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -471,3 +473,121 @@ async def test_sqlite_batch_insert_equals_one_by_one(tmp_path: Path) -> None:
         finally:
             conn.close()
         assert got == rows
+
+
+async def test_sqlite_one_writes_bad_input_fails_that_write_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes that share a group commit: one whose arguments SQLite cannot
+    bind or keep fails alone, with an error of its own; the others in the
+    same transaction are committed.  The public calls refuse such
+    arguments before queueing them (``InvalidThreadId``, a ``ttl`` that
+    cannot last); the writer's own guard is reached here through the
+    store's queue.  The writer is held on a gate until every write is
+    queued, so they share one batch."""
+    import sqlite3  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    from pipeline.errors import InvalidThreadId  # noqa: PLC0415
+
+    gate, entered = threading.Event(), threading.Event()
+    commit = _sqlite._WRITERS["commit"]  # pyright: ignore[reportPrivateUsage]
+
+    def held(store: object, *args: object) -> object:  # the writer's thread
+        if not entered.is_set():  # only the first write waits
+            entered.set()
+            gate.wait()
+        return commit(store, *args)
+
+    monkeypatch.setitem(_sqlite._WRITERS, "commit", held)  # pyright: ignore[reportPrivateUsage]
+    outcomes: dict[str, object] = {}
+
+    async def call(name: str, work: Any) -> None:
+        try:
+            outcomes[name] = await work
+        except (ValueError, sqlite3.Error) as exc:
+            outcomes[name] = exc
+
+    bad = "bad\ud800"
+    async with stores.SQLiteStore(tmp_path / "b.db") as store:
+        with pytest.raises(InvalidThreadId, match=r"record\.thread_id"):
+            await store.commit(rec(bad, 0), expected_head=None)
+        with pytest.raises(ValueError, match=r"^ttl must be"):
+            await store.acquire("t", "me", ttl=float("nan"))
+        with pytest.raises(ValueError, match=r"^ttl must be"):
+            await store.renew(Lease("t", "me", 1, 0.0), ttl=float("nan"))
+        writes = {
+            "good": store.commit(rec("good", 0), expected_head=None),
+            "bad id": store._call(  # pyright: ignore[reportPrivateUsage]
+                "commit", rec(bad, 0), None, None, shield=True
+            ),
+            "nan": store._call(  # pyright: ignore[reportPrivateUsage]
+                "acquire", "t", "me", float("nan"), shield=True
+            ),
+            "lease": store.acquire("u", "me", ttl=30.0),
+        }
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                call,
+                "first",
+                store.commit(rec("first", 0), expected_head=None),
+            )
+            await anyio.to_thread.run_sync(entered.wait)
+            for name, work in writes.items():
+                tg.start_soon(call, name, work)
+            await anyio.wait_all_tasks_blocked()  # all queued behind "first"
+            gate.set()
+        assert outcomes["first"] == outcomes["good"] == Success(None)
+        # What SQLite raised for them (its module may report a stale
+        # message for a value it could not bind: the type is its own).
+        assert isinstance(outcomes["bad id"], ValueError | sqlite3.Error)
+        assert isinstance(outcomes["nan"], sqlite3.IntegrityError)
+        assert isinstance(outcomes["lease"], Success)
+        assert await store.threads() == ["first", "good"]
+        # The failed acquire left no lease: the thread is free.
+        assert isinstance(await store.acquire("t", "other", ttl=30.0), Success)
+
+
+@pytest.mark.parametrize("ttl", [0, -7.25, float("nan"), "30", True, None])
+async def test_a_store_refuses_a_lease_ttl_that_cannot_last(
+    tmp_path: Path, ttl: object
+) -> None:
+    """``lease_ttl`` must be a number of seconds above 0 (``inf``: never
+    lapses); anything else is a ``ConstructionError`` naming it, never
+    showing the value, raised where the store is made."""
+    from pipeline.errors import ConstructionError  # noqa: PLC0415
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    makers: list[Any] = [
+        lambda t: stores.MemoryStore(lease_ttl=t),
+        lambda t: stores.SQLiteStore(tmp_path / "t.db", lease_ttl=t),
+        lambda t: PostgresStore("postgresql://127.0.0.1:1/x", lease_ttl=t),
+        lambda t: RedisStore("redis://127.0.0.1:1", lease_ttl=t),
+    ]
+    for make in makers:
+        with pytest.raises(
+            ConstructionError, match=r"^lease_ttl must be"
+        ) as err:
+            make(ttl)
+        assert str(err.value) in {  # the value never shown
+            "lease_ttl must be more than 0 seconds",
+            f"lease_ttl must be a number of seconds, not a {type(ttl).__name__}",
+        }
+    async with stores.SQLiteStore(
+        tmp_path / "inf.db", lease_ttl=math.inf
+    ) as store:
+        assert store.lease_ttl == math.inf
+
+
+def test_sqlite_refuses_an_unknown_synchronous_level_without_echoing_it(
+    tmp_path: Path,
+) -> None:
+    """``synchronous`` is one of SQLite's levels; a wrong one is refused
+    by name, its value never shown."""
+    from pipeline.errors import ConstructionError  # noqa: PLC0415
+
+    with pytest.raises(ConstructionError) as err:
+        stores.SQLiteStore(tmp_path / "s.db", synchronous="secret-ish")
+    assert "secret-ish" not in str(err.value)
+    assert "synchronous" in str(err.value)
