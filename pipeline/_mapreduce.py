@@ -92,6 +92,13 @@ def map_reduce(
 
     .. versionadded:: 0.1.0
     """
+    for arg, count in (
+        ("max_concurrency", max_concurrency),
+        ("max_items", max_items),
+    ):
+        if isinstance(count, bool) or not isinstance(count, int):
+            msg = f"map_reduce({arg}=...): must be an int, not a {type(count).__name__}"
+            raise ConstructionError(msg)
     if max_concurrency < 1:
         msg = f"map_reduce(max_concurrency={max_concurrency}): must be >= 1"
         raise ConstructionError(msg)

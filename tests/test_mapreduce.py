@@ -426,3 +426,19 @@ async def test_eager_closes_its_coroutine_when_the_hook_fails() -> None:
     with pytest.raises(RuntimeError, match="hook"):
         await _Eager(waits(), boom)
     assert cleaned == [True]
+
+
+@pytest.mark.parametrize("arg", ["max_concurrency", "max_items"])
+def test_a_count_of_the_wrong_type_is_refused_by_name(arg: str) -> None:
+    """A ``map_reduce`` count that is not an int is refused where it is
+    given, naming the argument (not a bare comparison error)."""
+
+    @handler
+    async def work(i: int) -> Result[int, str]:
+        return Success(i)  # pragma: no cover
+
+    with pytest.raises(
+        ConstructionError,
+        match=rf"^map_reduce\({arg}=\.\.\.\): must be an int",
+    ):
+        map_reduce(upto, work, collect, **{arg: "4"})  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from returns.result import Failure, Success
 
 from .._frozen import ContentMemo, IdentityMemo
 from .._runners import AnyCall
+from .._seconds import positive_seconds
 from .._serde import STRUCTURE_ERRORS, canonical, checksum
 from ..events import CacheLookup, current_sink, emit
 from ..failures import InvalidState
@@ -65,9 +66,8 @@ class CachePolicy(Generic[S_contra]):
     store: CacheStore | AsyncCacheStore = attrs.field(factory=MemoryCache)
 
     def __attrs_post_init__(self) -> None:
-        if self.ttl is not None and not self.ttl > 0:
-            msg = f"CachePolicy(ttl=...) must be a positive number of seconds, not {self.ttl!r}"
-            raise ValueError(msg)
+        if self.ttl is not None:
+            positive_seconds(self.ttl, "CachePolicy(ttl=...)")
 
 
 _KEY_TYPE = "a JSON value (the cache key)"

@@ -30,6 +30,7 @@ import orjson
 from returns.result import Result, Success
 
 from .._frozen import ContentMemo
+from .._seconds import positive_seconds
 from .._serde import STRUCTURE_ERRORS, canonical, checksum, make_converter
 from ..errors import ConstructionError
 from ..events import ModelCacheLookup, current_sink, emit
@@ -224,9 +225,8 @@ def cached(
             "not a model (no generate method)"
         )
         raise ConstructionError(msg)
-    if ttl is not None and not ttl > 0:
-        msg = "cached(ttl=...) must be a positive number of seconds"
-        raise ConstructionError(msg)
+    if ttl is not None:
+        ttl = positive_seconds(ttl, "cached(ttl=...)")
     return CachedModel(
         model, MemoryCache() if store is None else store, ttl, key
     )

@@ -27,7 +27,8 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
-from ..errors import ConstructionError, InvalidThreadId
+from .._seconds import positive_seconds
+from ..errors import InvalidThreadId
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
 
 
@@ -88,13 +89,7 @@ def check_lease_ttl(ttl: object, name: str = "lease_ttl") -> float:
     0; ``math.inf`` for a lease that never lapses); else
     :class:`~pipeline.errors.ConstructionError` naming *name* (never
     showing the value)."""
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
-        msg = f"{name} must be a number of seconds, not a {type(ttl).__name__}"
-        raise ConstructionError(msg)
-    if not ttl > 0:  # also NaN
-        msg = f"{name} must be more than 0 seconds"
-        raise ConstructionError(msg)
-    return float(ttl)
+    return positive_seconds(ttl, name)
 
 
 @final

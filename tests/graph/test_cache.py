@@ -195,3 +195,24 @@ async def test_the_node_span_says_hit_or_miss() -> None:
         ("node a", True),
         ("node b", None),
     ]
+
+
+@pytest.mark.parametrize("ttl", [-7.25, float("nan"), "3600", True])
+def test_a_ttl_that_cannot_last_is_refused_by_name_never_shown(
+    ttl: object,
+) -> None:
+    """``CachePolicy(ttl=...)`` and ``models.cached(ttl=...)`` refuse a
+    length that is not a number of seconds above 0 alike: a
+    ``ConstructionError`` naming the argument, never showing its value."""
+    from pipeline.errors import ConstructionError  # noqa: PLC0415
+    from pipeline.models import cached  # noqa: PLC0415
+    from pipeline.testing import ScriptedModel  # noqa: PLC0415
+
+    for make, name in (
+        (lambda: CachePolicy(ttl=ttl), "CachePolicy(ttl=...)"),  # type: ignore[arg-type]
+        (lambda: cached(ScriptedModel(), ttl=ttl), "cached(ttl=...)"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ConstructionError) as err:
+            make()
+        assert str(err.value).startswith(f"{name} must be ")
+        assert repr(ttl) not in str(err.value)
