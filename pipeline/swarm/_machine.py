@@ -12,6 +12,7 @@ turn and names the next agent.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias, TypeVar, final
 
@@ -59,6 +60,30 @@ class _Cell:
         self.value = value
 
 
+_TURN_STATE: ContextVar[_Cell] = ContextVar("pipeline.swarm.state")
+"""The typed state of the swarm step running here (its turn's cell)."""
+
+
+@final
+class _Current:
+    """The state tools' reference: the cell of the step they are called
+    in, read at call time, so the tools are built once per agent (not at
+    every step) and concurrent runs of one swarm never share a cell."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> Any:
+        return _TURN_STATE.get().value
+
+    @value.setter
+    def value(self, value: Any) -> None:
+        _TURN_STATE.get().value = value
+
+
+_CURRENT = _Current()
+
+
 @final
 @attrs.frozen(eq=False)
 class SwarmMachine(MachineBase[SwarmState[T]]):
@@ -97,12 +122,23 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
                 does not have (or the swarm has no typed state).
         """
         typed = state_type is not type(None) and attrs.has(state_type)
+        # Each agent's state tools, built once (they read the state of the
+        # step they are called in): unknown fields are refused now.
+        shared: dict[str, Mapping[str, Tool]] = {}
         for m in members.values():
             if m.writable and not typed:
                 msg = f"swarm agent {m.name!r}: writable= needs a typed state"
                 raise ConstructionError(msg)
-            if typed:  # refuse unknown fields now, not at the first turn
-                state_tools(_Cell(None), state_type, writable=m.writable)
+            shared[m.name] = (
+                {
+                    t.name: t
+                    for t in state_tools(
+                        _CURRENT, state_type, writable=m.writable
+                    )
+                }
+                if typed
+                else {}
+            )
         shape = {
             "entry": entry,
             "version": version,
@@ -128,9 +164,11 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
         ] = {}
         for m in members.values():
             for reached in (False, True):
-                # Transfers first, then the agent's own (overriding by name).
+                # Transfers first, then the state tools (a typed swarm),
+                # then the agent's own (overriding same-named ones).
                 tools = {
                     **({} if reached else transfers[m.name]),
+                    **shared[m.name],
                     **own[m.name],
                 }
                 offered[m.name, reached] = (
@@ -194,38 +232,33 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
         member = self.members[target]
         agent = member.agent
         reached = handoffs >= limits.max_handoffs
-        cell = _Cell(st.state)
+        tools, specs = self.offered[target, reached]
         own = self.own[target]
-        tools: Mapping[str, Tool]
-        specs: tuple[ToolSpec, ...] | None
-        if self.typed:
-            # Transfers, then the state tools, then the agent's own (which
-            # override same-named ones).
-            tools = {
-                **({} if reached else self.transfers[target]),
-                **{
-                    t.name: t
-                    for t in state_tools(
-                        cell, self.state_type, writable=member.writable
-                    )
-                },
-                **own,
-            }
-            specs = None
-        else:
-            tools, specs = self.offered[target, reached]
         transfers = Transfers(
             target, member.handoffs, self.members, own, limit_reached=reached
         )
         boundary = env.boundary
-        if boundary is not None:
-            begun = st  # progress records carry the handoff and the writes
-            boundary.track = lambda: (
-                attrs.evolve(begun, state=cell.value) if self.typed else begun
+        if not self.typed:
+            if boundary is not None:
+                begun = st  # progress records carry the handoff
+                boundary.track = lambda: begun
+            out = await agent.converse(
+                st.messages, tools, transfers, member.history, specs, env
             )
-        out = await agent.converse(
-            st.messages, tools, transfers, member.history, specs, env
-        )
+            value = st.state
+        else:
+            cell = _Cell(st.state)  # what this turn's state tools change
+            if boundary is not None:
+                begun = st  # progress records carry the handoff and writes
+                boundary.track = lambda: attrs.evolve(begun, state=cell.value)
+            token = _TURN_STATE.set(cell)
+            try:
+                out = await agent.converse(
+                    st.messages, tools, transfers, member.history, specs, env
+                )
+            finally:
+                _TURN_STATE.reset(token)
+            value = cell.value
         if type(out) is not Success:
             return out
         run = out.unwrap()
@@ -234,6 +267,6 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
         accepted = transfers.accepted or accepted_in(run.messages, own)
         nxt = (accepted,) if accepted else ()
         state = st.grown(
-            target, cell.value, st.messages.extend(run.messages), handoffs
+            target, value, st.messages.extend(run.messages), handoffs
         )
         return snap.successor(state, target, nxt, fingerprint=self.fingerprint)

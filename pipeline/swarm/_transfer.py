@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from collections.abc import Collection, Mapping, Sequence
+from types import MappingProxyType
 from typing import final
 
 from .._messages import Message, Role, ToolCall
@@ -33,6 +34,12 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,52}$")
 
 ACCEPTED = "Transferring to {name}..."
 """The result of an accepted transfer (as the Go seed's)."""
+
+_PREFIX_LENGTH = len(TRANSFER_PREFIX)
+_NONE_TAKEN: tuple[Mapping[int, tuple[str, bool]], bool] = (
+    MappingProxyType({}),
+    False,
+)  # no transfer among the calls: nothing taken, the turn goes on
 
 
 def valid_name(name: str) -> bool:
@@ -92,30 +99,39 @@ class Transfers:
         self, calls: Sequence[ToolCall]
     ) -> tuple[Mapping[int, tuple[str, bool]], bool]:
         """Results for the transfer calls among *calls*; whether to stop."""
-        mine = [
-            i
-            for i, c in enumerate(calls)
-            if c.name.startswith(TRANSFER_PREFIX) and c.name not in self.own
-        ]
-        if not mine:
-            return {}, False
-        if len(mine) > 1:
+        own = self.own
+        found = -1  # one pass, no list: a reply holds one transfer at most
+        several = False
+        for i, c in enumerate(calls):
+            name = c.name
+            if name.startswith(TRANSFER_PREFIX) and name not in own:
+                several = found >= 0
+                if several:
+                    break
+                found = i
+        if found < 0:
+            return _NONE_TAKEN
+        if several:
             refusal = (
                 "error: several transfers in one reply; none was made. "
                 "Call exactly one transfer tool."
             )
+            mine = [
+                i
+                for i, c in enumerate(calls)
+                if c.name.startswith(TRANSFER_PREFIX) and c.name not in own
+            ]
             return dict.fromkeys(mine, (refusal, True)), False
-        i = mine[0]
-        target = calls[i].name[len(TRANSFER_PREFIX) :]
+        target = calls[found].name[_PREFIX_LENGTH:]
         why = (
             None
             if target in self.allowed and not self.limit_reached
             else self.refusal(target)  # (an allowed one needs no reason)
         )
         if why is not None:
-            return {i: (f"error: {why}", True)}, False
+            return {found: (f"error: {why}", True)}, False
         self.accepted = target
-        return {i: (ACCEPTED.format(name=target), False)}, True
+        return {found: (ACCEPTED.format(name=target), False)}, True
 
     def refusal(self, target: str) -> str | None:
         """Why a transfer to *target* is refused, or ``None``."""
