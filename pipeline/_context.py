@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+import weakref
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeAlias, cast, final
@@ -212,11 +213,14 @@ class Context:
         metadata={READ_BACK: metadata_from_json},
     )
     run_id: str = attrs.field(factory=_new_run_id)
-    # The message vectors this one was appended to (newest first, a few):
-    # how a checkpoint or a merge knows, without comparing every message,
-    # that these messages extend an older snapshot's.  Not part of the
-    # value (equality, hash and repr ignore it).
-    _lineage: tuple[PVector[Message], ...] = attrs.field(
+    # Weak references to the message vectors this one was appended to
+    # (newest first, a few): how a checkpoint or a merge knows, without
+    # comparing every message, that these messages extend an older
+    # snapshot's.  Weak, because a vector kept alive here is scanned whole
+    # by every young-generation garbage collection (it is a new object at
+    # each step): with strong references a step cost grew with the
+    # history.  Not part of the value (equality, hash and repr ignore it).
+    _lineage: tuple[weakref.ref[PVector[Message]], ...] = attrs.field(
         init=False, default=(), eq=False, hash=False, repr=False
     )
 
@@ -240,7 +244,7 @@ class Context:
         else:
             _check_messages(messages, "append() argument")
             msgs = self.messages.extend(messages)
-        lineage = (self.messages, *self._lineage[: _LINEAGE - 1])
+        lineage = (_ref(self.messages), *self._lineage[: _LINEAGE - 1])
         return _make(msgs, self.metadata, self.run_id, lineage)
 
     def with_messages(self, messages: Iterable[Message]) -> Context:
@@ -301,7 +305,7 @@ def _make(
     messages: PVector[Message],
     metadata: Metadata,
     run_id: str,
-    lineage: tuple[PVector[Message], ...] = (),
+    lineage: tuple[weakref.ref[PVector[Message]], ...] = (),
 ) -> Context:
     """A context from parts that are already valid: skips the converters."""
     ctx = _new(Context)
@@ -319,10 +323,12 @@ _set_messages = Context.__dict__["messages"].__set__
 _set_metadata = Context.__dict__["metadata"].__set__
 _set_run_id = Context.__dict__["run_id"].__set__
 _set_lineage = Context.__dict__["_lineage"].__set__
+_ref = weakref.ref
 
 
-def lineage(ctx: Context) -> tuple[PVector[Message], ...]:
-    """The message vectors *ctx*'s messages are known to extend."""
+def lineage(ctx: Context) -> tuple[weakref.ref[PVector[Message]], ...]:
+    """Weak references to the message vectors *ctx*'s messages are known
+    to extend."""
     return ctx._lineage  # noqa: SLF001  # the one reader outside the class
 
 
@@ -380,7 +386,7 @@ def merge_metadata(
 def _added_messages(
     base: PVector[Message],
     out: PVector[Message],
-    lineage: Sequence[object] = (),
+    lineage: Sequence[Callable[[], object]] = (),
 ) -> Sequence[Message]:
     """Messages *out* has beyond the prefix it shares with *base*."""
     if out is base:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 
@@ -49,12 +49,13 @@ not fit)."""
 def extends(
     old: Sequence[object],
     new: Sequence[object],
-    lineage: Sequence[object] = (),
+    lineage: Sequence[Callable[[], object]] = (),
 ) -> bool:
     """Whether *new* starts with exactly *old*'s items (the same objects).
 
-    *lineage* lists vectors *new* is known to extend: a hit answers at
-    once.  Otherwise every item of *old* is compared by identity, in C:
+    *lineage* lists weak references to vectors *new* is known to extend: a
+    hit answers at once (*old* is alive, so a reference to it still
+    answers it).  Otherwise every item of *old* is compared by identity, in C:
     linear, but never fooled by an edit in the middle (the identity of the
     last item alone would be).
     """
@@ -66,6 +67,6 @@ def extends(
     if n == 0:
         return True
     for known in lineage:
-        if known is old:
+        if known() is old:
             return True
     return all(map(operator.is_, old, new))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import tracemalloc
+import weakref
 
 import attrs
 import pytest
@@ -15,7 +17,7 @@ from hypothesis.stateful import (
     invariant,
     rule,
 )
-from pyrsistent import pmap
+from pyrsistent import PVector, pmap
 
 from pipeline import (
     Context,
@@ -27,6 +29,7 @@ from pipeline import (
     merge_branches,
     merge_metadata,
 )
+from pipeline._context import context_extends
 from pipeline.typing import Metadata, MetaValue
 from tests.strategies import contexts, messages, meta_values
 
@@ -291,3 +294,23 @@ class ContextMachine(RuleBasedStateMachine):
 
 
 TestContextMachine = pytest.mark.slow(ContextMachine.TestCase)
+
+
+def test_lineage_keeps_no_vector_alive() -> None:
+    """The lineage holds its vectors weakly: an append keeps only its own
+    messages vector alive (a strongly held one is scanned whole by every
+    young garbage collection), yet still knows the live ones it extends."""
+    first = Context().append(Message.user("a"))
+    older = weakref.ref(first.messages)
+    ctx = first
+    for i in range(20):
+        ctx = ctx.append(Message.assistant(str(i)))
+    kept = [r for r in gc.get_referents(ctx) if isinstance(r, PVector)]
+    assert kept == [ctx.messages]
+    assert context_extends(first, ctx)  # first alive: the check still holds
+    mid = ctx
+    ctx = ctx.append(Message.user("b"))
+    assert context_extends(mid, ctx)
+    del first
+    gc.collect()
+    assert older() is None

@@ -18,6 +18,7 @@ from typing import (
     Any,
     Final,
     Generic,
+    NamedTuple,
     Protocol,
     TypeAlias,
     TypeVar,
@@ -617,53 +618,51 @@ async def drive(
         tracing = tracing_now()
     bare = journal is None and on_event is None and not hooks.gates
     drive = _bare if bare and not hooks.observers else _drive
+    run = _Run(
+        machine,
+        journal,
+        context,
+        hooks,
+        on_event,
+        max_steps,
+        machine.step,
+        author,
+    )
+    tail: collections.deque[str] = collections.deque(maxlen=8)
     if tracing is None:
-        return await drive(
-            machine,
-            snap,
-            journal,
-            context,
-            hooks,
-            on_event,
-            max_steps,
-            answer,
-            machine.step,
-            author,
-        )
+        return await drive(run, snap, answer, tail)
     with tracing.fold(machine) as span:
-        out = await drive(
-            machine,
-            snap,
-            journal,
-            context,
-            hooks,
-            on_event,
-            max_steps,
-            answer,
-            tracing.steps(machine, machine.step),
-            author,
-        )
+        run = run._replace(step=tracing.steps(machine, machine.step))
+        out = await drive(run, snap, answer, tail)
         tracing.outcome(span, out)
         return out
 
 
-async def _drive(
-    machine: Machine[S, C_contra],
-    snap: Snapshot[S],
-    journal: Journal[S] | None,
-    context: C_contra,
-    hooks: Hooks[S],
-    on_event: EventSink | None,
-    max_steps: int,
-    answer: object,
+class _Run(NamedTuple, Generic[S, C_contra]):
+    """What stays the same for a whole run of :func:`_drive` or
+    :func:`_bare`: built once per run, unpacked into locals before the
+    first step (so a step reads no attribute of it)."""
+
+    machine: Machine[S, C_contra]
+    journal: Journal[S] | None
+    context: C_contra
+    hooks: Hooks[S]
+    on_event: EventSink | None
+    max_steps: int
     step: Callable[
         [Snapshot[S], C_contra], Awaitable[Snapshot[S] | Failure[Any]]
-    ],
-    author: str,
-    tail: collections.deque[str] | None = None,
+    ]
+    author: str
+
+
+async def _drive(
+    run: _Run[S, C_contra],
+    snap: Snapshot[S],
+    answer: object,
+    tail: collections.deque[str],
 ) -> Result[Snapshot[S], Any]:
+    machine, journal, context, hooks, on_event, max_steps, step, author = run
     gates, observers = hooks.gates, hooks.observers
-    tail = collections.deque(maxlen=8) if tail is None else tail
     while snap.next:
         if snap.step >= max_steps:
             limit = StepLimitExceeded(max_steps, tuple(tail))
@@ -753,42 +752,22 @@ async def _drive(
 
 
 async def _bare(
-    machine: Machine[S, C_contra],
+    run: _Run[S, C_contra],
     snap: Snapshot[S],
-    journal: Journal[S] | None,
-    context: C_contra,
-    hooks: Hooks[S],
-    on_event: EventSink | None,
-    max_steps: int,
     answer: object,
-    step: Callable[
-        [Snapshot[S], C_contra], Awaitable[Snapshot[S] | Failure[Any]]
-    ],
-    author: str,
+    tail: collections.deque[str],
 ) -> Result[Snapshot[S], Any]:
     """:func:`_drive` for a run with nothing to gate, report, observe or
     commit (an answer only reaches gates and commits): the steps alone,
     then :func:`_drive` for the end (done, or the step limit)."""
-    tail: collections.deque[str] = collections.deque(maxlen=8)
+    step, context, max_steps = run.step, run.context, run.max_steps
     while snap.next and snap.step < max_steps:
         new = await step(snap, context)
         if type(new) is Failure:
             return new
         tail.append(new.node or "")  # for StepLimitExceeded's tail
         snap = new
-    return await _drive(
-        machine,
-        snap,
-        journal,
-        context,
-        hooks,
-        on_event,
-        max_steps,
-        answer,
-        step,
-        author,
-        tail,
-    )
+    return await _drive(run, snap, answer, tail)
 
 
 def _boundary(
