@@ -25,10 +25,12 @@ import contextvars
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, TypeVar, final
+from typing import Any, TypeVar, cast, final
 
 import anyio
 import cattrs
+
+from typing_extensions import TypeForm
 
 from .._decode import DECODE_ERRORS, explain
 from .._depth import loads
@@ -85,7 +87,7 @@ def _got_answer() -> None:
 
 
 async def interrupt(
-    question: str, kind: type[A], /, *, payload: object = None
+    question: str, kind: TypeForm[A], /, *, payload: object = None
 ) -> A:
     """Ask a human *question* and wait for an answer of type *kind*.
 
@@ -135,7 +137,7 @@ async def interrupt(
 
 async def checked_interrupt(
     question: str,
-    kind: type[A],
+    kind: TypeForm[A],
     /,
     *,
     payload: object = None,
@@ -224,11 +226,11 @@ def refusal(raised: BaseException) -> InvalidAnswer | None:
 def _typed(
     converter: cattrs.Converter,
     answer: object,
-    kind: type[A],
+    kind: TypeForm[A],
     check: Callable[[A], None] | None = None,
 ) -> A:
     try:
-        typed = converter.structure(answer, kind)
+        typed = converter.structure(answer, cast("type[A]", kind))
     except DECODE_ERRORS as exc:
         raise InvalidAnswer(kind, "; ".join(explain(exc, kind))) from None
     if check is not None:

@@ -12,10 +12,20 @@ import enum
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast, final
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    TypeAlias,
+    TypeVar,
+    cast,
+    final,
+    overload,
+)
 
 import attrs
 
+from typing_extensions import TypeForm
 from typing_extensions import TypeVar as TypeVar_
 
 from .._serde import canonical, checksum
@@ -349,7 +359,7 @@ class Stop:
 
 
 @final
-@attrs.frozen
+@attrs.frozen(init=False)
 class Interrupt(Generic[SI, AI]):
     """Gate decision: pause for a human; resume with an answer.
 
@@ -378,12 +388,43 @@ class Interrupt(Generic[SI, AI]):
     """
 
     question: str
-    kind: type[AI] | None = None
+    kind: TypeForm[AI] | None = None
     """The type the answer must have (``None``: any JSON value)."""
     apply: Callable[[SI, AI], SI] | None = attrs.field(
         default=None, kw_only=True
     )
     """Folds the typed answer into the state (``None``: the state stays)."""
+
+    # Spelled out so that checkers infer AI from a type form (``int | None``,
+    # a ``Literal``): they do so only for a parameter that is a TypeForm
+    # itself, not one inside a union with None.
+    @overload
+    def __init__(
+        self,
+        question: str,
+        kind: None = None,
+        *,
+        apply: Callable[[SI, Any], SI] | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        question: str,
+        kind: TypeForm[AI],
+        *,
+        apply: Callable[[SI, AI], SI] | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        question: str,
+        kind: TypeForm[AI] | None = None,
+        *,
+        apply: Callable[[SI, AI], SI] | None = None,
+    ) -> None:
+        # attrs' own __init__ does exactly this for a frozen class.
+        object.__setattr__(self, "question", question)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "apply", apply)
 
     @property
     def typed(self) -> bool:
@@ -403,7 +444,7 @@ class Interrupt(Generic[SI, AI]):
         from .._decode import DECODE_ERRORS, explain  # noqa: PLC0415
 
         try:
-            return converter.structure(answer, self.kind)
+            return converter.structure(answer, cast("type[AI]", self.kind))
         except DECODE_ERRORS as exc:
             raise InvalidAnswer(
                 self.kind, "; ".join(explain(exc, self.kind))
@@ -434,7 +475,7 @@ class Transition(Generic[S_co]):
     step: int
     answer: object = None
 
-    def answer_as(self, kind: type[A]) -> A | None:
+    def answer_as(self, kind: TypeForm[A]) -> A | None:
         """The answer as a *kind* (an attrs class, a ``Literal``, ``int``,
         ...), structured strictly; ``None`` if there is none.
 
@@ -452,7 +493,9 @@ class Transition(Generic[S_co]):
         from .._serde import STRUCTURE_ERRORS, make_converter  # noqa: PLC0415
 
         try:
-            return make_converter().structure(self.answer, kind)
+            return make_converter().structure(
+                self.answer, cast("type[A]", kind)
+            )
         except STRUCTURE_ERRORS as exc:
             raise InvalidAnswer(kind, "; ".join(explain(exc, kind))) from None
 

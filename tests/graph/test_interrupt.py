@@ -3,6 +3,8 @@ item 1), in graph nodes, on every store."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import attrs
 import pytest
 
@@ -588,3 +590,45 @@ async def test_a_secret_in_an_answer_is_taken_by_reference_only(
     assert not any(
         b"sk-canary" in r.data or b"sk-pin" in r.data for r in records
     )
+
+
+async def test_a_question_typed_by_a_union_or_a_literal(
+    make_store: StoreFactory,
+) -> None:
+    """``interrupt`` and a gate's ``Interrupt`` take any type form (``int |
+    None``, a ``Literal``), not only classes: the answer is structured into
+    it, and one that does not fit is refused without its value."""
+
+    @handler(name="count")
+    async def count(s: Order) -> Result[Order, object]:
+        many = await interrupt("how many?", int | None)
+        return Success(attrs.evolve(s, amount=many or 0))
+
+    async def pick(t: Transition[Order]) -> Decision:
+        if t.targets != ("count",):
+            return Continue()
+        return Interrupt("which way?", Literal["count", "skip"])
+
+    g = (
+        graph.builder(Order)
+        .node("count", count)
+        .entry("count")
+        .edge("count", END)
+        .build()
+    )
+    async with make_store() as store:
+        await g.run(Order(), store=store, thread_id="t", gates=[pick])
+        with pytest.raises(InvalidAnswer) as caught:
+            await g.resume(store, "t", answer="SECRET-way", gates=[pick])
+        assert "SECRET" not in str(caught.value)
+        asked = (
+            await g.resume(store, "t", answer="count", gates=[pick])
+        ).unwrap()
+        assert asked.pending is not None
+        assert asked.pending.question == "how many?"
+        with pytest.raises(InvalidAnswer) as caught:
+            await g.resume(store, "t", answer="SECRET-many", gates=[pick])
+        assert "SECRET" not in str(caught.value)
+        done = (await g.resume(store, "t", answer=7, gates=[pick])).unwrap()
+        assert done.status is Status.DONE
+        assert done.state.amount == 7

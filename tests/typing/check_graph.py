@@ -10,6 +10,7 @@ from typing import Any, Literal, Never, assert_type
 import attrs
 
 from returns.result import Failure, Result, Success
+from typing_extensions import TypeForm
 
 import pipeline
 
@@ -263,6 +264,11 @@ async def asks(s: State) -> State:
     assert_type(answer, Approval)
     count = await pipeline.interrupt("how many?", int)
     assert_type(count, int)
+    maybe = await pipeline.interrupt("how many, if any?", int | None)
+    assert_type(maybe, int | None)
+    pick = await pipeline.interrupt("which?", Literal["a", "b"])
+    assert_type(pick, Literal["a", "b"])
+    await pipeline.interrupt("ship?", 3)  # type: ignore[arg-type]  # a type, not a value
     await pipeline.interrupt(3, bool)  # type: ignore[arg-type]  # a question is text
     await pipeline.interrupt("ship?")  # type: ignore[call-arg]  # the answer's type is required
     await pipeline.interrupt("ship?", bool, True)  # type: ignore[call-arg]  # payload is keyword-only
@@ -280,13 +286,18 @@ def approved(s: State, a: Approval) -> State:
 async def typed_gate(t: fold.Transition[State]) -> fold.Decision:
     asked = fold.Interrupt("ship?", Approval, apply=approved)
     assert_type(asked, fold.Interrupt[State, Approval])
-    assert_type(asked.kind, type[Approval] | None)
+    assert_type(asked.kind, TypeForm[Approval] | None)
+    assert_type(t.answer_as(int | None), int | None)
+    assert_type(t.answer_as(Literal["yes", "no"]), Literal["yes", "no"] | None)
+    optional = fold.Interrupt("how many, if any?", int | None)
+    assert_type(optional, fold.Interrupt[Any, int | None])
+    t.answer_as("yes")  # type: ignore[arg-type]  # a type, not a value
     untyped = fold.Interrupt("ship?")
     assert_type(untyped, fold.Interrupt)
     checked = fold.Interrupt("how many?", int)
     assert_type(checked, fold.Interrupt[Any, int])
     fold.Interrupt("ship?", int, apply=approved)  # type: ignore[arg-type]  # apply takes the declared answer type
-    fold.Interrupt("ship?", Approval, approved)  # type: ignore[call-arg]  # apply is keyword-only
+    fold.Interrupt("ship?", Approval, approved)  # type: ignore[call-overload]  # apply is keyword-only
     fold.Interrupt("ship?", Approval, apply=lambda s: s)  # type: ignore[arg-type,misc]  # apply takes (state, answer)
     wrong: fold.Interrupt[State, str] = fold.Interrupt("ship?", Approval)  # type: ignore[arg-type]  # the declared type is Approval
     del wrong, checked
