@@ -59,6 +59,7 @@ from typing import Any, Generic, TypeVar, cast, final, get_origin
 import attrs
 import cattrs
 
+from cattrs.fns import identity
 from pyrsistent import PMap, PVector, pvector
 from pyrsistent._pvector import PythonPVector
 from returns.result import Failure, Result, Success
@@ -249,6 +250,11 @@ class Codec(Generic[S]):
             for f in declared
             if f.metadata.get(LINEAGE)
         }
+        self._hook_of = _hooks_of(self.converter)
+        # Whether a record may be written without a blob sink: until a
+        # state of this codec holds a value not written as itself (a
+        # part, a message, a log), after which it never tries again.
+        self._plain = self._fields is not None
 
     # -- encoding -----------------------------------------------------------
 
@@ -283,8 +289,9 @@ class Codec(Generic[S]):
         inherit: bool = False,
     ) -> tuple[Doc, BlobSink | None]:
         """:meth:`document`, and the sink its large parts went to (``None``
-        when the state is its parent's: nothing is unstructured then, so
-        a progress record needs neither a sink nor the context variable)."""
+        when the state is its parent's, or every value it writes is
+        written as itself: no part can reach a sink then, so the record
+        needs neither a sink nor the context variable)."""
         if (
             parent is not None
             and snap.state is parent.state
@@ -292,6 +299,13 @@ class Codec(Generic[S]):
             and self._fields is not None
         ):
             return self._document(snap, parent, progress, inherit), None
+        if self._plain and type(snap.state) is self._cls:
+            # A value written as itself (an int, a string) holds no part:
+            # no sink, no context variable.
+            doc = self._document(snap, parent, progress, inherit, plain=True)
+            if doc is not _NOT_PLAIN:
+                return doc, None
+            self._plain = False
         sink = BlobSink(parent.state if parent is not None else None)
         token = SINK.set(sink)
         try:
@@ -308,6 +322,8 @@ class Codec(Generic[S]):
         parent: Snapshot[S] | None,
         progress: Progress | None = None,
         inherit: bool = False,
+        *,
+        plain: bool = False,
     ) -> Doc:
         """*snap* as a document: a delta against *parent* when given.
 
@@ -315,14 +331,30 @@ class Codec(Generic[S]):
         that nested folds appended since *parent* (or their whole chains in
         a root record).  Without it the record starts afresh.  Raises what
         unstructuring raises for a value that cannot be stored (see
-        :meth:`seal` for the checked way).
+        :meth:`seal` for the checked way).  *plain*: only if every value
+        it writes is written as itself (a scalar whose hook is cattrs'
+        ``identity``), else :data:`_NOT_PLAIN` (written with no sink).
         """
-        doc: Doc = {
-            "v": SCHEMA,
-            "next": list(snap.next),
-            **_who_and_when(snap, parent),
-        }
-        _fingerprint_and_step(doc, snap, parent if inherit else None)
+        # The state's parts first: a plain document gives up there, before
+        # anything else (the clock) is read.
+        doc: Doc = {}
+        state = snap.state
+        fields = self._fields if type(state) is self._cls else None
+        old = parent.state if parent is not None else None
+        if fields is None:
+            doc["whole"] = self.converter.unstructure(state)
+        elif parent is None or state is not old:  # else a progress record
+            parts = self._parts(state, old, fields, plain)
+            if parts is None:
+                return _NOT_PLAIN
+            changed, logs = parts
+            if changed:
+                doc["state"] = changed
+            if logs:
+                doc["logs"] = logs
+        doc["v"] = SCHEMA
+        doc["next"] = list(snap.next)
+        _envelope(doc, snap, parent, inherit)
         # The node that just ran is what the parent said comes next: stored
         # only when it cannot be derived (a chain's first record, progress).
         if parent is None:
@@ -345,17 +377,20 @@ class Codec(Generic[S]):
             doc["pending"] = _pending_doc(snap.pending)
         if progress is not None:
             doc["in"] = {k: list(v) for k, v in progress.items()}
-        conv = self.converter
-        state = snap.state
-        fields = self._fields if type(state) is self._cls else None
-        if fields is None:
-            doc["whole"] = conv.unstructure(state)
-            return doc
-        old = parent.state if parent is not None else None
-        if parent is not None and state is old:
-            return doc  # unchanged: a progress record, say
+        return doc
+
+    def _parts(
+        self, state: Any, old: Any, fields: tuple[str, ...], plain: bool
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The fields of *state* that changed since *old* (``None``: a
+        root record's, all of them), unstructured, and its logs' new
+        items; ``None`` if *plain* and a value is not written as itself
+        (see :meth:`_document`)."""
         changed: dict[str, Any] = {}
         logs: dict[str, Any] = {}
+        # The hook for each value, called directly (what conv.unstructure
+        # does, less its call), and not at all when it is the identity.
+        hook_of = self._hook_of
         for name in fields:
             value = getattr(state, name)
             before = getattr(old, name) if old is not None else _ABSENT
@@ -368,9 +403,11 @@ class Codec(Generic[S]):
                         continue  # unchanged log
                 else:
                     base = 0
+                if plain:
+                    return None
                 logs[name] = [
                     base,
-                    [conv.unstructure(v) for v in value[base:]],
+                    [hook_of(v.__class__)(v) for v in value[base:]],
                 ]
             elif before is _ABSENT or not (
                 value is before
@@ -378,12 +415,13 @@ class Codec(Generic[S]):
                 # a change (and one the check below refuses).
                 or (type(value) is type(before) and value == before)
             ):
-                changed[name] = conv.unstructure(value)
-        if changed:
-            doc["state"] = changed
-        if logs:
-            doc["logs"] = logs
-        return doc
+                hook = hook_of(value.__class__)
+                if plain and not (
+                    hook is identity and type(value) in _SCALARS
+                ):
+                    return None
+                changed[name] = value if hook is identity else hook(value)
+        return changed, logs
 
     def _grown(
         self, name: str, before: PVector[Any], value: PVector[Any], state: Any
@@ -1061,6 +1099,41 @@ def _no_constant(name: str) -> Any:
 
 
 _ABSENT: Any = object()
+
+_NOT_PLAIN: Doc = {}
+"""What :meth:`Codec._document` returns, asked for a plain document, when
+a value is not written as itself."""
+
+_SCALARS = frozenset({int, str, float, bool, type(None)})
+"""Types whose values, unstructured by ``identity``, are JSON as they are
+(and hold no part)."""
+
+
+def _hooks_of(
+    conv: cattrs.Converter,
+) -> Callable[[type[Any]], Callable[[Any], Any]]:
+    """The unstructure hook for a type, as ``conv.unstructure`` finds it:
+    its converter's cached dispatch, called directly.  That cache is
+    cleared in place whenever a hook is registered, so holding the
+    dispatch misses no later hook.  A converter that unstructures in its
+    own way (a subclass overriding ``unstructure``) is always asked."""
+    if type(conv).unstructure is cattrs.BaseConverter.unstructure:
+        dispatch = getattr(
+            getattr(conv, "_unstructure_func", None), "dispatch", None
+        )
+        if callable(dispatch):
+            return cast(
+                "Callable[[type[Any]], Callable[[Any], Any]]", dispatch
+            )
+        return conv.get_unstructure_hook
+
+    def asked(cls: type[Any]) -> Callable[[Any], Any]:
+        del cls
+        return conv.unstructure
+
+    return asked
+
+
 _STRUCTURE_OR_KEY: tuple[type[Exception], ...] = (*STRUCTURE_ERRORS, KeyError)
 _EMPTY: PVector[Any] = pvector()
 _VECTORS = frozenset({type(pvector()), PythonPVector})
@@ -1102,24 +1175,23 @@ _INHERITED = frozenset({"fp", "step"})
 (schema 1 records always hold them; a chain's first record too)."""
 
 
-def _who_and_when(snap: Snapshot[Any], parent: object) -> dict[str, Any]:
-    """A record's ``at`` (now, from :data:`CLOCK`), ``by`` (who answered)
-    and, on a forked thread's first record, ``from``."""
-    doc: dict[str, Any] = {"at": int(CLOCK.get()() * 1000)}
+def _envelope(
+    doc: Doc,
+    snap: Snapshot[Any],
+    parent: Snapshot[Any] | None,
+    inherit: bool,
+) -> None:
+    """Put a record's ``at`` (now, from :data:`CLOCK`), ``by`` (who
+    answered) and, on a forked thread's first record, ``from`` in *doc*;
+    then *snap*'s ``fp`` and ``step``, each unless *parent* (with
+    *inherit*: the record before it in a store's thread) implies it: the
+    same fingerprint, the step after its own."""
+    doc["at"] = int(CLOCK.get()() * 1000)
     if snap.author:
         doc["by"] = snap.author
     if parent is None and snap.origin is not None:
         doc["from"] = list(snap.origin)
-    return doc
-
-
-def _fingerprint_and_step(
-    doc: Doc, snap: Snapshot[Any], parent: Snapshot[Any] | None
-) -> None:
-    """Put *snap*'s ``fp`` and ``step`` in *doc*, each unless *parent* (the
-    record before it in a store's thread) implies it: the same
-    fingerprint, the step after its own."""
-    if parent is None:
+    if parent is None or not inherit:
         doc["fp"] = snap.fingerprint
         doc["step"] = snap.step
         return
