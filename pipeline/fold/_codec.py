@@ -54,6 +54,7 @@ import time
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar, cast, final, get_origin
 
 import attrs
@@ -343,49 +344,9 @@ class Codec(Generic[S]):
         old = parent.state if parent is not None else None
         if fields is None:
             doc["whole"] = self.converter.unstructure(state)
-        elif parent is None or state is not old:  # else a progress record
-            parts = self._parts(state, old, fields, plain)
-            if parts is None:
-                return _NOT_PLAIN
-            changed, logs = parts
-            if changed:
-                doc["state"] = changed
-            if logs:
-                doc["logs"] = logs
-        doc["v"] = SCHEMA
-        doc["next"] = list(snap.next)
-        _envelope(doc, snap, parent, inherit)
-        # The node that just ran is what the parent said comes next: stored
-        # only when it cannot be derived (a chain's first record, progress).
-        if parent is None:
-            if snap.node is not None:
-                doc["node"] = snap.node
-        elif snap.node != "+".join(parent.next):
-            doc["node"] = snap.node  # None too: a progress record, say
-        if snap.join is not None:
-            doc["join"] = snap.join
-        if snap.status is not Status.RUNNING:
-            doc["status"] = snap.status.value
-        if snap.reason:
-            doc["reason"] = snap.reason
-        if snap.edit is not None:
-            doc["edit"] = {
-                "author": snap.edit.author,
-                "reason": snap.edit.reason,
-            }
-        if snap.pending is not None:
-            doc["pending"] = _pending_doc(snap.pending)
-        if progress is not None:
-            doc["in"] = {k: list(v) for k, v in progress.items()}
-        return doc
-
-    def _parts(
-        self, state: Any, old: Any, fields: tuple[str, ...], plain: bool
-    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The fields of *state* that changed since *old* (``None``: a
-        root record's, all of them), unstructured, and its logs' new
-        items; ``None`` if *plain* and a value is not written as itself
-        (see :meth:`_document`)."""
+            fields = ()
+        elif parent is not None and state is old:
+            fields = ()  # unchanged: a progress record, say
         changed: dict[str, Any] = {}
         logs: dict[str, Any] = {}
         # The hook for each value, called directly (what conv.unstructure
@@ -404,7 +365,7 @@ class Codec(Generic[S]):
                 else:
                     base = 0
                 if plain:
-                    return None
+                    return _NOT_PLAIN
                 logs[name] = [
                     base,
                     [hook_of(v.__class__)(v) for v in value[base:]],
@@ -419,9 +380,14 @@ class Codec(Generic[S]):
                 if plain and not (
                     hook is identity and type(value) in _SCALARS
                 ):
-                    return None
+                    return _NOT_PLAIN
                 changed[name] = value if hook is identity else hook(value)
-        return changed, logs
+        if changed:
+            doc["state"] = changed
+        if logs:
+            doc["logs"] = logs
+        _envelope(doc, snap, parent, progress, inherit)
+        return doc
 
     def _grown(
         self, name: str, before: PVector[Any], value: PVector[Any], state: Any
@@ -569,7 +535,9 @@ class Codec(Generic[S]):
                 "$",
                 type_name(self.state_type),
             )
-        for name, value in doc.get("state", {}).items():
+        # A part the record does not hold costs no empty dict (and the
+        # logs, most often absent, no lookup).
+        for name, value in doc.get("state", _NONE).items():
             f = plan.by_name[name]
             live = getattr(state, name)
             # Plain messages and usage: compared where they are stored.
@@ -585,7 +553,9 @@ class Codec(Generic[S]):
             )
             if wrong is not None:
                 return wrong
-        for name, (base, items) in doc.get("logs", {}).items():
+        if "logs" not in doc:
+            return None
+        for name, (base, items) in doc["logs"].items():
             f = plan.by_name[name]
             live = getattr(state, name)
             item = f.item or (lambda v: v)
@@ -1100,6 +1070,8 @@ def _no_constant(name: str) -> Any:
 
 _ABSENT: Any = object()
 
+_NONE: Mapping[str, Any] = MappingProxyType({})
+
 _NOT_PLAIN: Doc = {}
 """What :meth:`Codec._document` returns, asked for a plain document, when
 a value is not written as itself."""
@@ -1179,13 +1151,19 @@ def _envelope(
     doc: Doc,
     snap: Snapshot[Any],
     parent: Snapshot[Any] | None,
+    progress: Progress | None,
     inherit: bool,
 ) -> None:
-    """Put a record's ``at`` (now, from :data:`CLOCK`), ``by`` (who
-    answered) and, on a forked thread's first record, ``from`` in *doc*;
-    then *snap*'s ``fp`` and ``step``, each unless *parent* (with
-    *inherit*: the record before it in a store's thread) implies it: the
-    same fingerprint, the step after its own."""
+    """Put in *doc* what a record holds besides its state (see
+    :meth:`Codec._document`): the schema, what runs next, ``at`` (now,
+    from :data:`CLOCK`), ``by`` (who answered), on a forked thread's
+    first record ``from``; *snap*'s ``fp`` and ``step``, each unless
+    *parent* (with *inherit*: the record before it in a store's thread)
+    implies it (the same fingerprint, the step after its own); the node,
+    when it cannot be derived; whatever else *snap* holds that a record
+    keeps; *progress* as ``in``."""
+    doc["v"] = SCHEMA
+    doc["next"] = list(snap.next)
     doc["at"] = int(CLOCK.get()() * 1000)
     if snap.author:
         doc["by"] = snap.author
@@ -1194,11 +1172,30 @@ def _envelope(
     if parent is None or not inherit:
         doc["fp"] = snap.fingerprint
         doc["step"] = snap.step
-        return
-    if snap.fingerprint != parent.fingerprint:
-        doc["fp"] = snap.fingerprint
-    if snap.step != parent.step + 1:
-        doc["step"] = snap.step
+    else:
+        if snap.fingerprint != parent.fingerprint:
+            doc["fp"] = snap.fingerprint
+        if snap.step != parent.step + 1:
+            doc["step"] = snap.step
+    # The node that just ran is what the parent said comes next: stored
+    # only when it cannot be derived (a chain's first record, progress).
+    if parent is None:
+        if snap.node is not None:
+            doc["node"] = snap.node
+    elif snap.node != "+".join(parent.next):
+        doc["node"] = snap.node  # None too: a progress record, say
+    if snap.join is not None:
+        doc["join"] = snap.join
+    if snap.status is not Status.RUNNING:
+        doc["status"] = snap.status.value
+    if snap.reason:
+        doc["reason"] = snap.reason
+    if snap.edit is not None:
+        doc["edit"] = {"author": snap.edit.author, "reason": snap.edit.reason}
+    if snap.pending is not None:
+        doc["pending"] = _pending_doc(snap.pending)
+    if progress is not None:
+        doc["in"] = {k: list(v) for k, v in progress.items()}
 
 
 def _pending_doc(pending: Pending) -> dict[str, Any]:
