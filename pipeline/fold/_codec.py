@@ -333,8 +333,9 @@ class Codec(Generic[S]):
         a root record).  Without it the record starts afresh.  Raises what
         unstructuring raises for a value that cannot be stored (see
         :meth:`seal` for the checked way).  *plain*: only if every value
-        it writes is written as itself (a scalar whose hook is cattrs'
-        ``identity``), else :data:`_NOT_PLAIN` (written with no sink).
+        it writes is written as itself (an int, a string, a bool or
+        ``None`` whose hook is cattrs' ``identity``), else
+        :data:`_NOT_PLAIN` (written with no sink).
         """
         # The state's parts first: a plain document gives up there, before
         # anything else (the clock) is read.
@@ -1071,14 +1072,16 @@ def _no_constant(name: str) -> Any:
 _ABSENT: Any = object()
 
 _NONE: Mapping[str, Any] = MappingProxyType({})
+"""An absent part of a record, read as empty."""
 
 _NOT_PLAIN: Doc = {}
 """What :meth:`Codec._document` returns, asked for a plain document, when
 a value is not written as itself."""
 
-_SCALARS = frozenset({int, str, float, bool, type(None)})
+_SCALARS = frozenset({int, str, bool, type(None)})
 """Types whose values, unstructured by ``identity``, are JSON as they are
-(and hold no part)."""
+(and hold no part).  Not ``float``: the house converter checks it is
+finite on the way out."""
 
 
 def _hooks_of(
