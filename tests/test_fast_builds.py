@@ -9,15 +9,20 @@ runs its steps without the engine's general loop: the same outcome.
 
 from __future__ import annotations
 
+import weakref
+
+from types import MappingProxyType
+
 import attrs
 import hypothesis.strategies as st
+import pytest
 
 from hypothesis import given, settings
 from returns.result import Failure, Result, Success
 
 from pipeline import Context, Graph, Message, graph, handler
 from pipeline._messages import Role, ToolCall, Usage
-from pipeline.fold import Snapshot, Status
+from pipeline.fold import Edit, Pending, Snapshot, Status
 from pipeline.fold._model import NO_PROGRESS
 from pipeline.graph import END
 from tests.strategies import contexts, messages
@@ -47,6 +52,8 @@ def test_append_equals_the_constructor(
     nxt=st.lists(st.text(min_size=1, max_size=5), max_size=3).map(tuple),
     join=st.none() | st.text(min_size=1, max_size=5),
     fingerprint=st.none() | st.text(min_size=1, max_size=8),
+    origin=st.none() | st.tuples(st.text(max_size=5), st.integers(0, 99)),
+    rare=st.booleans(),
 )
 def test_successor_equals_the_constructor(
     version: int,
@@ -55,13 +62,31 @@ def test_successor_equals_the_constructor(
     nxt: tuple[str, ...],
     join: str | None,
     fingerprint: str | None,
+    origin: tuple[str, int] | None,
+    rare: bool,
 ) -> None:
     """``successor`` gives the snapshot the constructor gives: every
     field set, the next version and step, running on while *next* names
-    anything."""
+    anything, the origin kept and nothing else of the rarely set fields
+    (a question, progress, a reason, an author, an edit) carried over.
+    It is a plain, frozen :class:`Snapshot` (built as another class and
+    made one: nothing of that shows)."""
     base = attrs.evolve(
-        Snapshot.first("t", 0, ("a",), "fp"), version=version, step=version
+        Snapshot.first("t", 0, ("a",), "fp"),
+        version=version,
+        step=version,
+        origin=origin,
     )
+    if rare:
+        base = attrs.evolve(
+            base,
+            status=Status.INTERRUPTED,
+            pending=Pending("a", ("b",), "ok?"),
+            progress=MappingProxyType({"f:x#0": ({"v": 2},)}),
+            reason="why",
+            author="ann",
+            edit=Edit("ann", "fix"),
+        )
     out = base.successor(state, node, nxt, join, fingerprint)
     built = Snapshot(
         thread_id="t",
@@ -76,10 +101,20 @@ def test_successor_equals_the_constructor(
         status=Status.RUNNING if nxt else Status.DONE,
         pending=None,
         progress=NO_PROGRESS,
+        origin=origin,
     )
     assert out == built
+    assert type(out) is Snapshot
     for field in attrs.fields(Snapshot):
         assert getattr(out, field.name) == getattr(built, field.name)
+        assert type(getattr(out, field.name)) is type(
+            getattr(built, field.name)
+        )
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            setattr(out, field.name, getattr(built, field.name))
+    assert repr(out) == repr(built)
+    assert weakref.ref(out)() is out
+    assert attrs.evolve(out, reason="r") == attrs.evolve(built, reason="r")
 
 
 async def _observe_nothing(snap: Snapshot[Counted]) -> None:

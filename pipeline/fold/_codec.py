@@ -54,11 +54,13 @@ import time
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar, cast, final, get_origin
 
 import attrs
 import cattrs
 
+from cattrs.fns import identity
 from pyrsistent import PMap, PVector, pvector
 from pyrsistent._pvector import PythonPVector
 from returns.result import Failure, Result, Success
@@ -249,6 +251,11 @@ class Codec(Generic[S]):
             for f in declared
             if f.metadata.get(LINEAGE)
         }
+        self._hook_of = _hooks_of(self.converter)
+        # Whether a record may be written without a blob sink: until a
+        # state of this codec holds a value not written as itself (a
+        # part, a message, a log), after which it never tries again.
+        self._plain = self._fields is not None
 
     # -- encoding -----------------------------------------------------------
 
@@ -283,8 +290,9 @@ class Codec(Generic[S]):
         inherit: bool = False,
     ) -> tuple[Doc, BlobSink | None]:
         """:meth:`document`, and the sink its large parts went to (``None``
-        when the state is its parent's: nothing is unstructured then, so
-        a progress record needs neither a sink nor the context variable)."""
+        when the state is its parent's, or every value it writes is
+        written as itself: no part can reach a sink then, so the record
+        needs neither a sink nor the context variable)."""
         if (
             parent is not None
             and snap.state is parent.state
@@ -292,6 +300,13 @@ class Codec(Generic[S]):
             and self._fields is not None
         ):
             return self._document(snap, parent, progress, inherit), None
+        if self._plain and type(snap.state) is self._cls:
+            # A value written as itself (an int, a string) holds no part:
+            # no sink, no context variable.
+            doc = self._document(snap, parent, progress, inherit, plain=True)
+            if doc is not _NOT_PLAIN:
+                return doc, None
+            self._plain = False
         sink = BlobSink(parent.state if parent is not None else None)
         token = SINK.set(sink)
         try:
@@ -308,6 +323,8 @@ class Codec(Generic[S]):
         parent: Snapshot[S] | None,
         progress: Progress | None = None,
         inherit: bool = False,
+        *,
+        plain: bool = False,
     ) -> Doc:
         """*snap* as a document: a delta against *parent* when given.
 
@@ -315,47 +332,27 @@ class Codec(Generic[S]):
         that nested folds appended since *parent* (or their whole chains in
         a root record).  Without it the record starts afresh.  Raises what
         unstructuring raises for a value that cannot be stored (see
-        :meth:`seal` for the checked way).
+        :meth:`seal` for the checked way).  *plain*: only if every value
+        it writes is written as itself (an int, a string, a bool or
+        ``None`` whose hook is cattrs' ``identity``), else
+        :data:`_NOT_PLAIN` (written with no sink).
         """
-        doc: Doc = {
-            "v": SCHEMA,
-            "next": list(snap.next),
-            **_who_and_when(snap, parent),
-        }
-        _fingerprint_and_step(doc, snap, parent if inherit else None)
-        # The node that just ran is what the parent said comes next: stored
-        # only when it cannot be derived (a chain's first record, progress).
-        if parent is None:
-            if snap.node is not None:
-                doc["node"] = snap.node
-        elif snap.node != "+".join(parent.next):
-            doc["node"] = snap.node  # None too: a progress record, say
-        if snap.join is not None:
-            doc["join"] = snap.join
-        if snap.status is not Status.RUNNING:
-            doc["status"] = snap.status.value
-        if snap.reason:
-            doc["reason"] = snap.reason
-        if snap.edit is not None:
-            doc["edit"] = {
-                "author": snap.edit.author,
-                "reason": snap.edit.reason,
-            }
-        if snap.pending is not None:
-            doc["pending"] = _pending_doc(snap.pending)
-        if progress is not None:
-            doc["in"] = {k: list(v) for k, v in progress.items()}
-        conv = self.converter
+        # The state's parts first: a plain document gives up there, before
+        # anything else (the clock) is read.
+        doc: Doc = {}
         state = snap.state
         fields = self._fields if type(state) is self._cls else None
-        if fields is None:
-            doc["whole"] = conv.unstructure(state)
-            return doc
         old = parent.state if parent is not None else None
-        if parent is not None and state is old:
-            return doc  # unchanged: a progress record, say
+        if fields is None:
+            doc["whole"] = self.converter.unstructure(state)
+            fields = ()
+        elif parent is not None and state is old:
+            fields = ()  # unchanged: a progress record, say
         changed: dict[str, Any] = {}
         logs: dict[str, Any] = {}
+        # The hook for each value, called directly (what conv.unstructure
+        # does, less its call), and not at all when it is the identity.
+        hook_of = self._hook_of
         for name in fields:
             value = getattr(state, name)
             before = getattr(old, name) if old is not None else _ABSENT
@@ -368,9 +365,11 @@ class Codec(Generic[S]):
                         continue  # unchanged log
                 else:
                     base = 0
+                if plain:
+                    return _NOT_PLAIN
                 logs[name] = [
                     base,
-                    [conv.unstructure(v) for v in value[base:]],
+                    [hook_of(v.__class__)(v) for v in value[base:]],
                 ]
             elif before is _ABSENT or not (
                 value is before
@@ -378,11 +377,17 @@ class Codec(Generic[S]):
                 # a change (and one the check below refuses).
                 or (type(value) is type(before) and value == before)
             ):
-                changed[name] = conv.unstructure(value)
+                hook = hook_of(value.__class__)
+                if plain and not (
+                    hook is identity and type(value) in _SCALARS
+                ):
+                    return _NOT_PLAIN
+                changed[name] = value if hook is identity else hook(value)
         if changed:
             doc["state"] = changed
         if logs:
             doc["logs"] = logs
+        _envelope(doc, snap, parent, progress, inherit)
         return doc
 
     def _grown(
@@ -531,7 +536,9 @@ class Codec(Generic[S]):
                 "$",
                 type_name(self.state_type),
             )
-        for name, value in doc.get("state", {}).items():
+        # A part the record does not hold costs no empty dict (and the
+        # logs, most often absent, no lookup).
+        for name, value in doc.get("state", _NONE).items():
             f = plan.by_name[name]
             live = getattr(state, name)
             # Plain messages and usage: compared where they are stored.
@@ -547,7 +554,9 @@ class Codec(Generic[S]):
             )
             if wrong is not None:
                 return wrong
-        for name, (base, items) in doc.get("logs", {}).items():
+        if "logs" not in doc:
+            return None
+        for name, (base, items) in doc["logs"].items():
             f = plan.by_name[name]
             live = getattr(state, name)
             item = f.item or (lambda v: v)
@@ -1061,6 +1070,45 @@ def _no_constant(name: str) -> Any:
 
 
 _ABSENT: Any = object()
+
+_NONE: Mapping[str, Any] = MappingProxyType({})
+"""An absent part of a record, read as empty."""
+
+_NOT_PLAIN: Doc = {}
+"""What :meth:`Codec._document` returns, asked for a plain document, when
+a value is not written as itself."""
+
+_SCALARS = frozenset({int, str, bool, type(None)})
+"""Types whose values, unstructured by ``identity``, are JSON as they are
+(and hold no part).  Not ``float``: the house converter checks it is
+finite on the way out."""
+
+
+def _hooks_of(
+    conv: cattrs.Converter,
+) -> Callable[[type[Any]], Callable[[Any], Any]]:
+    """The unstructure hook for a type, as ``conv.unstructure`` finds it:
+    its converter's cached dispatch, called directly.  That cache is
+    cleared in place whenever a hook is registered, so holding the
+    dispatch misses no later hook.  A converter that unstructures in its
+    own way (a subclass overriding ``unstructure``) is always asked."""
+    if type(conv).unstructure is cattrs.BaseConverter.unstructure:
+        dispatch = getattr(
+            getattr(conv, "_unstructure_func", None), "dispatch", None
+        )
+        if callable(dispatch):
+            return cast(
+                "Callable[[type[Any]], Callable[[Any], Any]]", dispatch
+            )
+        return conv.get_unstructure_hook
+
+    def asked(cls: type[Any]) -> Callable[[Any], Any]:
+        del cls
+        return conv.unstructure
+
+    return asked
+
+
 _STRUCTURE_OR_KEY: tuple[type[Exception], ...] = (*STRUCTURE_ERRORS, KeyError)
 _EMPTY: PVector[Any] = pvector()
 _VECTORS = frozenset({type(pvector()), PythonPVector})
@@ -1102,31 +1150,55 @@ _INHERITED = frozenset({"fp", "step"})
 (schema 1 records always hold them; a chain's first record too)."""
 
 
-def _who_and_when(snap: Snapshot[Any], parent: object) -> dict[str, Any]:
-    """A record's ``at`` (now, from :data:`CLOCK`), ``by`` (who answered)
-    and, on a forked thread's first record, ``from``."""
-    doc: dict[str, Any] = {"at": int(CLOCK.get()() * 1000)}
+def _envelope(
+    doc: Doc,
+    snap: Snapshot[Any],
+    parent: Snapshot[Any] | None,
+    progress: Progress | None,
+    inherit: bool,
+) -> None:
+    """Put in *doc* what a record holds besides its state (see
+    :meth:`Codec._document`): the schema, what runs next, ``at`` (now,
+    from :data:`CLOCK`), ``by`` (who answered), on a forked thread's
+    first record ``from``; *snap*'s ``fp`` and ``step``, each unless
+    *parent* (with *inherit*: the record before it in a store's thread)
+    implies it (the same fingerprint, the step after its own); the node,
+    when it cannot be derived; whatever else *snap* holds that a record
+    keeps; *progress* as ``in``."""
+    doc["v"] = SCHEMA
+    doc["next"] = list(snap.next)
+    doc["at"] = int(CLOCK.get()() * 1000)
     if snap.author:
         doc["by"] = snap.author
     if parent is None and snap.origin is not None:
         doc["from"] = list(snap.origin)
-    return doc
-
-
-def _fingerprint_and_step(
-    doc: Doc, snap: Snapshot[Any], parent: Snapshot[Any] | None
-) -> None:
-    """Put *snap*'s ``fp`` and ``step`` in *doc*, each unless *parent* (the
-    record before it in a store's thread) implies it: the same
-    fingerprint, the step after its own."""
+    if parent is None or not inherit:
+        doc["fp"] = snap.fingerprint
+        doc["step"] = snap.step
+    else:
+        if snap.fingerprint != parent.fingerprint:
+            doc["fp"] = snap.fingerprint
+        if snap.step != parent.step + 1:
+            doc["step"] = snap.step
+    # The node that just ran is what the parent said comes next: stored
+    # only when it cannot be derived (a chain's first record, progress).
     if parent is None:
-        doc["fp"] = snap.fingerprint
-        doc["step"] = snap.step
-        return
-    if snap.fingerprint != parent.fingerprint:
-        doc["fp"] = snap.fingerprint
-    if snap.step != parent.step + 1:
-        doc["step"] = snap.step
+        if snap.node is not None:
+            doc["node"] = snap.node
+    elif snap.node != "+".join(parent.next):
+        doc["node"] = snap.node  # None too: a progress record, say
+    if snap.join is not None:
+        doc["join"] = snap.join
+    if snap.status is not Status.RUNNING:
+        doc["status"] = snap.status.value
+    if snap.reason:
+        doc["reason"] = snap.reason
+    if snap.edit is not None:
+        doc["edit"] = {"author": snap.edit.author, "reason": snap.edit.reason}
+    if snap.pending is not None:
+        doc["pending"] = _pending_doc(snap.pending)
+    if progress is not None:
+        doc["in"] = {k: list(v) for k, v in progress.items()}
 
 
 def _pending_doc(pending: Pending) -> dict[str, Any]:

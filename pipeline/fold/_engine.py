@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -32,6 +33,7 @@ from returns.result import Failure, Result, Success
 
 from .._depth import loads
 from .._serde import canonical, checksum
+from .._step import STEP, Later
 from ..errors import InvalidAnswer, NestedTooDeeply, Suspended
 from ..events import (
     FoldEvent,
@@ -60,8 +62,6 @@ from ._journal import (
     Journal,
     NestedJournal,
     ThreadJournal,
-    enter,
-    leave,
 )
 from ._model import (
     NO_PROGRESS,
@@ -708,16 +708,22 @@ async def _drive(
             if type(new) is Failure:
                 return new
         else:
-            boundary = _boundary(journal, snap, inner_answer, author)
+            # Made only if the step looks at it (a nested fold, a question
+            # asked) or it raised: most steps never do.
+            later = Later(
+                partial(_boundary, journal, snap, inner_answer, author)
+            )
             head = journal.head
-            token = enter(boundary)
+            token = STEP.set(later)
             try:
                 new = await step(snap, context)
             except InvalidAnswer:
                 # Refused (by the interrupt() that asked, a nested gate):
                 # never committed; ask again if the step committed anything.
                 if _asks_again(inner_answer, fresh, journal, head):
-                    await _ask_again(snap, journal, on_event, boundary.now())
+                    await _ask_again(
+                        snap, journal, on_event, _made(later).now()
+                    )
                 raise
             except (Suspended, BaseExceptionGroup) as raised:
                 # pipeline.interrupt() in the step (in concurrent tasks of
@@ -726,15 +732,15 @@ async def _drive(
                     snap,
                     journal,
                     on_event,
-                    boundary,
+                    _made(later),
                     raised,
                     _asks_again(inner_answer, fresh, journal, head),
                 )
             finally:
-                leave(token)
+                STEP.reset(token)
             if type(new) is Failure:
                 return await _step_failed(
-                    snap, journal, on_event, boundary, new
+                    snap, journal, on_event, _made(later), new
                 )
             committed = await journal.commit(new)
             if type(committed) is Failure:
@@ -768,6 +774,14 @@ async def _bare(
         tail.append(new.node or "")  # for StepLimitExceeded's tail
         snap = new
     return await _drive(run, snap, answer, tail)
+
+
+def _made(later: Later) -> Boundary:
+    """The boundary of the step in flight, made now if the step did not
+    look at it (then it is as the step found it: nothing touched it)."""
+    made: Any = later.get()
+    boundary: Boundary = made
+    return boundary
 
 
 def _boundary(

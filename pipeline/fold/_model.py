@@ -266,55 +266,49 @@ class Snapshot(Generic[S_co]):
         """The snapshot one step after this one: the thread's next version,
         grown from this one, running on if *next* names anything, else
         done.  *fingerprint* (by default this one's) is the machine's."""
-        # Built slot by slot (what attrs' own __init__ does, less the name
-        # lookups of __setattr__): keyword arguments would cost more than
+        # Built as a _Building (the same slots, set by plain stores that
+        # the interpreter specializes), then made a Snapshot: keyword
+        # arguments, or each slot's setter called in turn, cost more than
         # the rest of a trivial step (every field passes no converter).
-        out: Snapshot[S2] = _new(Snapshot)
-        _set_thread_id(out, self.thread_id)
-        _set_version(out, self.version + 1)
-        _set_parent(out, self.version)
-        _set_state(out, state)
-        _set_node(out, node)
-        _set_next(out, next)
-        _set_join(out, join)
-        _set_step(out, self.step + 1)
-        _set_fingerprint(
-            out, self.fingerprint if fingerprint is None else fingerprint
+        out: Any = _new(_Building)
+        out.thread_id = self.thread_id
+        out.version = self.version + 1
+        out.parent = self.version
+        out.state = state
+        out.node = node
+        out.next = next
+        out.join = join
+        out.step = self.step + 1
+        out.fingerprint = (
+            self.fingerprint if fingerprint is None else fingerprint
         )
-        _set_status(out, _RUNNING if next else _DONE)
-        _set_pending(out, None)
-        _set_progress(out, NO_PROGRESS)
-        _set_reason(out, "")
-        _set_committed_at(out, None)
-        _set_author(out, "")
-        _set_origin(out, self.origin)
-        _set_edit(out, None)
-        return out
+        out.status = _RUNNING if next else _DONE
+        out.pending = None
+        out.progress = NO_PROGRESS
+        out.reason = ""
+        out.committed_at = None
+        out.author = ""
+        out.origin = self.origin
+        out.edit = None
+        out.__class__ = Snapshot
+        built: Snapshot[S2] = out  # not cast(): a call per step
+        return built
 
 
-def _slot(name: str) -> Callable[[object, object], None]:
-    """The setter of a :class:`Snapshot` field's slot (frozen: set once,
-    when the snapshot is built)."""
-    return Snapshot.__dict__[name].__set__  # type: ignore[no-any-return]
-
-
-_set_thread_id = _slot("thread_id")
-_set_version = _slot("version")
-_set_parent = _slot("parent")
-_set_state = _slot("state")
-_set_node = _slot("node")
-_set_next = _slot("next")
-_set_join = _slot("join")
-_set_step = _slot("step")
-_set_fingerprint = _slot("fingerprint")
-_set_status = _slot("status")
-_set_pending = _slot("pending")
-_set_progress = _slot("progress")
-_set_reason = _slot("reason")
-_set_committed_at = _slot("committed_at")
-_set_author = _slot("author")
-_set_origin = _slot("origin")
-_set_edit = _slot("edit")
+_Building: type[Any] = type(
+    "_Building",
+    (Snapshot,),
+    {
+        "__slots__": (),
+        "__setattr__": object.__setattr__,
+        "__delattr__": object.__delattr__,
+    },
+)
+"""A :class:`Snapshot` being built by :meth:`Snapshot.successor`: its
+slots, writable (Snapshot's own ``__setattr__`` refuses every store), so
+each store is one specialized bytecode instead of a call.  It adds no
+slot, so an instance becomes a Snapshot by assigning ``__class__``; none
+is seen before that."""
 
 
 # -- hooks ------------------------------------------------------------------

@@ -19,9 +19,13 @@ from ._protocol import (
     Record,
     check_lease_ttl,
     holds,
-    next_version,
     take,
 )
+
+
+_COMMITTED: Success[None] = Success(None)
+"""What every accepted commit returns (a ``Success`` is immutable: one
+serves them all, and no commit builds one)."""
 
 
 @final
@@ -58,7 +62,10 @@ class MemoryStore:
             return Failure(LeaseLost(record.thread_id))
         rows = self._threads.get(record.thread_id)
         head = rows[-1].version if rows else None
-        if head != expected_head or record.version != next_version(head):
+        # next_version(head), written out: this is every record's path.
+        if head != expected_head or record.version != (
+            0 if head is None else head + 1
+        ):
             return Failure(
                 ConcurrentModification(record.thread_id, expected_head, head)
             )
@@ -66,7 +73,7 @@ class MemoryStore:
             self._threads[record.thread_id] = [record]
         else:
             rows.append(record)
-        return Success(None)
+        return _COMMITTED
 
     async def records(
         self, thread_id: str, *, upto: int | None = None
