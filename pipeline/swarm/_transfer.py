@@ -79,17 +79,16 @@ class Transfers:
         "source",
     )
 
-    def __init__(
+    def __init__(  # positional: one per swarm step
         self,
         source: str,
-        allowed: Sequence[str],
+        allowed: tuple[str, ...],
         known: Collection[str],
         own: Collection[str],
-        *,
         limit_reached: bool,
     ) -> None:
         self.source = source
-        self.allowed = tuple(allowed)
+        self.allowed = allowed
         self.known = known
         self.own = own
         self.limit_reached = limit_reached

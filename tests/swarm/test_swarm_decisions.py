@@ -1,0 +1,91 @@
+"""Where a swarm step reads its agent's transfer decision from.
+
+Outside a checkpointed step every turn of the agent's run happens there,
+so the step takes the decision the transfer check made; inside one
+(a run with a store), a run restored from its records ran no turn, so the
+step also reads the decision back from the run's messages.  Both ways
+must hand off alike, whatever the replies: the same conversation, the
+same handoffs, the same failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import given
+from hypothesis import strategies as st
+from returns.result import Success
+
+from pipeline import Agent, Message, swarm, tool
+from pipeline.models import ModelResponse
+from pipeline.stores import MemoryStore
+from pipeline.swarm import SwarmLimits
+from pipeline.testing import Reply, ScriptedModel
+from tests.swarm.helpers import PREFIX, ask
+
+
+@tool(name="transfer_to_c")
+async def own_c() -> str:
+    """Agent b's own tool, named like a transfer: it hands nothing off."""
+    return "b's own tool ran"
+
+
+REPLIES: dict[str, ModelResponse] = {
+    "to a": Reply.tool_call(PREFIX + "a"),
+    "to b": Reply.tool_call(PREFIX + "b"),
+    "to c": Reply.tool_call(PREFIX + "c"),
+    "to zed": Reply.tool_call(PREFIX + "zed"),
+    "malformed": Reply.tool_call(PREFIX + "no such!"),
+    "two": Reply.tool_calls(
+        (PREFIX + "b", None, "x0"), (PREFIX + "c", None, "x1")
+    ),
+    "answer": Reply.text("an answer"),
+}
+
+scripts = st.lists(st.sampled_from(sorted(REPLIES)), max_size=8)
+
+
+def shape(messages: Sequence[Message]) -> list[tuple[str, str, list[str]]]:
+    """What a conversation says, without the generated call ids."""
+    return [
+        (m.role.value, m.content, [c.name for c in m.tool_calls])
+        for m in messages
+    ]
+
+
+async def outcome(script: list[str], *, stored: bool) -> object:
+    """The run of a three-agent swarm answering with *script* (then
+    answers): its conversation and handoffs, or its failure's kind."""
+    model = ScriptedModel(
+        *(REPLIES[s] for s in script), *[Reply.text("done")] * 12
+    )
+    team = (
+        swarm.builder()
+        .agent("a", Agent("a", model), handoffs=["b", "c"])
+        .agent("b", Agent("b", model, tools=[own_c]), handoffs=["a"])
+        .agent("c", Agent("c", model))
+        .entry("a")
+        .limits(SwarmLimits(max_handoffs=3))
+        .build()
+    )
+    out = await team.run(ask("go"), store=MemoryStore() if stored else None)
+    if not isinstance(out, Success):
+        return type(out.failure()).__name__
+    snap = out.unwrap()
+    return (
+        snap.state.active,
+        snap.state.handoffs,
+        shape(snap.state.messages),
+    )
+
+
+@given(script=scripts)
+async def test_a_handoff_is_decided_alike_with_and_without_records(
+    script: list[str],
+) -> None:
+    """A run with nothing recording its turns (the decision taken from the
+    transfer check) hands off as a stored run (whose steps may also read
+    it back from the messages)."""
+    assert await outcome(script, stored=False) == await outcome(
+        script, stored=True
+    )
