@@ -1,26 +1,32 @@
-"""Where a swarm step reads its agent's transfer decision from.
+"""Where a swarm step reads its agent's transfer decision from, and the
+state it leaves.
 
 Outside a checkpointed step every turn of the agent's run happens there,
 so the step takes the decision the transfer check made; inside one
 (a run with a store), a run restored from its records ran no turn, so the
 step also reads the decision back from the run's messages.  Both ways
 must hand off alike, whatever the replies: the same conversation, the
-same handoffs, the same failure.
+same handoffs, the same failure.  The state a step leaves is built
+without attrs' constructor: it must be the constructor's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
+import pytest
+
 from hypothesis import given
 from hypothesis import strategies as st
 from returns.result import Success
 
-from pipeline import Agent, Message, swarm, tool
+from pipeline import Agent, Context, Message, swarm, tool
 from pipeline.models import ModelResponse
 from pipeline.stores import MemoryStore
-from pipeline.swarm import SwarmLimits
+from pipeline.swarm import SwarmLimits, SwarmState
 from pipeline.testing import Reply, ScriptedModel
+from tests.strategies import contexts, messages
 from tests.swarm.helpers import PREFIX, ask
 
 
@@ -89,3 +95,50 @@ async def test_a_handoff_is_decided_alike_with_and_without_records(
     assert await outcome(script, stored=False) == await outcome(
         script, stored=True
     )
+
+
+@given(
+    ctx=contexts(),
+    active=st.text(min_size=1, max_size=5),
+    state=st.none() | st.integers(),
+    added=st.lists(messages(), max_size=3),
+    handoffs=st.integers(0, 100),
+)
+def test_grown_equals_the_constructor(
+    ctx: Context,
+    active: str,
+    state: int | None,
+    added: list[Message],
+    handoffs: int,
+) -> None:
+    """The state a step leaves (built store by store, made a SwarmState
+    last) is the one attrs' constructor gives: every field, the class,
+    still frozen."""
+    before = SwarmState(
+        "a0",
+        None,
+        messages=ctx.messages,
+        metadata=ctx.metadata,
+        run_id=ctx.run_id,
+    )
+    messages_ = before.messages.extend(added)
+    out = before.grown(active, state, messages_, handoffs)
+    built = SwarmState(
+        active,
+        state,
+        messages=messages_,
+        metadata=ctx.metadata,
+        run_id=ctx.run_id,
+        handoffs=handoffs,
+    )
+    assert type(out) is SwarmState
+    assert out == built
+    assert hash(out) == hash(built)
+    assert attrs.asdict(out, recurse=False) == attrs.asdict(
+        built, recurse=False
+    )
+    assert before.handed_to(active) == attrs.evolve(
+        before, active=active, handoffs=1
+    )
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        out.active = "x"  # type: ignore[misc]
