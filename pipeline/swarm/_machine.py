@@ -95,6 +95,10 @@ class _Current:
 
 
 _CURRENT = _Current()
+_new = object.__new__
+_UNDECIDED: str | None = None
+"""A step's transfers before its turn (typed as what the turn may make
+of it)."""
 
 
 class _Seat(NamedTuple):
@@ -260,7 +264,13 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
         agent, tools, specs, own, allowed, history = self.seats[
             target, reached
         ]
-        transfers = Transfers(target, allowed, self.members, own, reached)
+        transfers = _new(Transfers)  # its slots stored: one per step
+        transfers.source = target
+        transfers.allowed = allowed
+        transfers.known = self.members
+        transfers.own = own
+        transfers.limit_reached = reached
+        transfers.accepted = _UNDECIDED
         boundary = env.boundary
         if not self.typed:
             if boundary is not None:
