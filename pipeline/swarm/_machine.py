@@ -229,14 +229,7 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
     ) -> Snapshot[SwarmState[T]]:
         """The admission snapshot: the entry agent is about to answer *ctx*."""
         return self.admission(
-            SwarmState(
-                self.entry,
-                state,
-                messages=ctx.messages,
-                metadata=ctx.metadata,
-                run_id=ctx.run_id,
-            ),
-            thread_id,
+            SwarmState.begun(self.entry, state, ctx), thread_id
         )
 
     async def step(

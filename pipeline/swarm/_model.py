@@ -132,6 +132,23 @@ class SwarmState(Generic[T_co]):
         )
         return self.conversation
 
+    @classmethod
+    def begun(cls, active: str, state: T2, ctx: Context) -> SwarmState[T2]:
+        """The state a run starts from: *active* about to answer *ctx*
+        with *state*; the context's messages, metadata and run id (already
+        checked by the context: built without converting them again, as
+        attrs' own ``__init__`` would, once a run)."""
+        out: Any = _new(_Growing)
+        out.active = active
+        out.state = state
+        out.messages = ctx.messages
+        out.metadata = ctx.metadata
+        out.run_id = ctx.run_id
+        out.handoffs = 0
+        out.__class__ = SwarmState
+        begun: SwarmState[T2] = out
+        return begun
+
     def handed_to(self, agent: str) -> SwarmState[T_co]:
         """This state after a handoff to *agent*."""
         return self.grown(agent, self.state, self.messages, self.handoffs + 1)

@@ -104,22 +104,28 @@ async def test_a_handoff_is_decided_alike_with_and_without_records(
     added=st.lists(messages(), max_size=3),
     handoffs=st.integers(0, 100),
 )
-def test_grown_equals_the_constructor(
+def test_begun_and_grown_equal_the_constructor(
     ctx: Context,
     active: str,
     state: int | None,
     added: list[Message],
     handoffs: int,
 ) -> None:
-    """The state a step leaves (built store by store, made a SwarmState
-    last) is the one attrs' constructor gives: every field, the class,
-    still frozen."""
+    """The state a run starts from and the state a step leaves (built
+    store by store, made a SwarmState last) are the ones attrs'
+    constructor gives: every field, the class, still frozen."""
     before = SwarmState(
         "a0",
         None,
         messages=ctx.messages,
         metadata=ctx.metadata,
         run_id=ctx.run_id,
+    )
+    begun = SwarmState.begun("a0", None, ctx)
+    assert type(begun) is SwarmState
+    assert begun == before
+    assert attrs.asdict(begun, recurse=False) == attrs.asdict(
+        before, recurse=False
     )
     messages_ = before.messages.extend(added)
     out = before.grown(active, state, messages_, handoffs)
