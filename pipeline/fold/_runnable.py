@@ -46,7 +46,14 @@ from ..stores import CheckpointStore, check_thread_id
 from . import _engine
 from ._checkpoints import Threads
 from ._codec import Codec
-from ._engine import EventSink, Hooks, Machine, Migration, checked_author
+from ._engine import (
+    NO_HOOKS,
+    EventSink,
+    Hooks,
+    Machine,
+    Migration,
+    checked_author,
+)
 from ._model import Gate, Observer, Snapshot
 
 
@@ -280,6 +287,10 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         observers: Sequence[Observer[S]],
         on_event: EventSink | None,
     ) -> Hooks[S]:
+        if not (
+            gates or observers or on_event or self.gates or self.observers
+        ):
+            return NO_HOOKS  # the same value, not built again (most runs)
         return Hooks(
             (*self.gates, *gates), (*self.observers, *observers), on_event
         )
