@@ -45,7 +45,13 @@ from ..fold import (
 from ..models._types import ToolSpec
 from ..tools import Tool
 from ._model import Member, SwarmLimits, SwarmState
-from ._transfer import Transfers, accepted_in, transfer_tool
+from ._transfer import (
+    Decision,
+    Transfers,
+    accepted_in,
+    accepting,
+    transfer_tool,
+)
 
 
 if TYPE_CHECKING:
@@ -111,7 +117,8 @@ class _Seat(NamedTuple):
     tools (a typed swarm), its own (overriding same-named ones)."""
     specs: tuple[ToolSpec, ...]
     own: Mapping[str, Tool]
-    handoffs: tuple[str, ...]
+    handoffs: Mapping[str, Decision]
+    """The agents it may transfer to, each with the decision accepting it."""
     history: HistoryPolicy | None
 
 
@@ -203,7 +210,7 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
                     MappingProxyType(tools),
                     tuple(t.spec for t in tools.values()),
                     own[m.name],
-                    tuple(m.handoffs),
+                    accepting(m.handoffs),
                     m.history,
                 )
         return cls(

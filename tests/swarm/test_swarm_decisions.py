@@ -6,8 +6,10 @@ so the step takes the decision the transfer check made; inside one
 (a run with a store), a run restored from its records ran no turn, so the
 step also reads the decision back from the run's messages.  Both ways
 must hand off alike, whatever the replies: the same conversation, the
-same handoffs, the same failure.  The state a step leaves is built
-without attrs' constructor: it must be the constructor's.
+same handoffs, the same failure.  The transfer check itself decides in
+one pass with decisions made once per agent: as its rules say.  The state
+a step leaves is built without attrs' constructor: it must be the
+constructor's.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from returns.result import Success
 
-from pipeline import Agent, Context, Message, swarm, tool
+from pipeline import Agent, Context, Message, ToolCall, swarm, tool
 from pipeline.models import ModelResponse
 from pipeline.stores import MemoryStore
 from pipeline.swarm import SwarmLimits, SwarmState
+from pipeline.swarm._transfer import ACCEPTED, Transfers, accepting
 from pipeline.testing import Reply, ScriptedModel
 from tests.strategies import contexts, messages
 from tests.swarm.helpers import PREFIX, ask
@@ -148,3 +151,73 @@ def test_begun_and_grown_equal_the_constructor(
     )
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         out.active = "x"  # type: ignore[misc]
+
+
+def reference(
+    calls: list[str],
+    allowed: list[str],
+    own: set[str],
+    *,
+    limit_reached: bool,
+) -> tuple[dict[int, tuple[str, bool]], bool, str | None]:
+    """The rules of pipeline.swarm._transfer, written plainly: the results
+    of the transfer calls by index (refused ones failed), whether the turn
+    stops, the agent accepted."""
+    mine = [
+        i for i, c in enumerate(calls) if c.startswith(PREFIX) and c not in own
+    ]
+    if not mine:
+        return {}, False, None
+    if len(mine) > 1:
+        return dict.fromkeys(mine, (SEVERAL, True)), False, None
+    (i,) = mine
+    target = calls[i].removeprefix(PREFIX)
+    if limit_reached or target not in allowed:
+        return {i: ("refused", True)}, False, None
+    return {i: (ACCEPTED.format(name=target), False)}, True, target
+
+
+SEVERAL = (
+    "error: several transfers in one reply; none was made. "
+    "Call exactly one transfer tool."
+)
+NAMES = ["a", "b", "c", "zed"]
+
+
+@given(
+    calls=st.lists(
+        st.sampled_from([PREFIX + n for n in NAMES] + ["lookup"]),
+        max_size=4,
+    ),
+    allowed=st.lists(st.sampled_from(["b", "c"]), unique=True),
+    own=st.sets(st.sampled_from([PREFIX + "c", PREFIX + "zed"])),
+    limit_reached=st.booleans(),
+)
+def test_transfers_decide_as_the_rules_say(
+    calls: list[str],
+    allowed: list[str],
+    own: set[str],
+    limit_reached: bool,
+) -> None:
+    """The intercept (one pass, accepted decisions made once per agent)
+    decides every reply as the rules say: the results by call index, the
+    stop, the agent accepted; a refusal is an error naming no input."""
+    transfers = Transfers(
+        "a", accepting(allowed), set(NAMES[:3]), own, limit_reached
+    )
+    taken, stop = transfers(
+        [ToolCall(f"id{i}", c, "{}") for i, c in enumerate(calls)]
+    )
+    want, want_stop, want_target = reference(
+        calls, allowed, own, limit_reached=limit_reached
+    )
+    assert stop is want_stop
+    assert transfers.accepted == want_target
+    assert set(taken) == set(want)
+    for i, (content, failed) in want.items():
+        got_content, got_failed = taken[i]
+        assert got_failed is failed
+        if content == "refused":
+            assert got_content.startswith("error: ")
+        else:
+            assert got_content == content
