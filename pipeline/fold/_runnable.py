@@ -10,8 +10,6 @@ builder, its machine (the step), its ``start`` and its drawing.
 
 from __future__ import annotations
 
-import uuid
-
 from collections.abc import Awaitable, Callable, Sequence
 from typing import (
     TYPE_CHECKING,
@@ -27,6 +25,7 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from .._context import random_id
 from .._handler import Call, Handler
 from ..failures import (
     CheckpointDecodeError,
@@ -111,7 +110,7 @@ class MachineBase(Generic[S]):
         """The snapshot a run starts from: *state* before the entry runs,
         on thread *thread_id* (checked) or a new one."""
         return Snapshot.first(
-            uuid.uuid4().hex  # new_thread, inlined: once a run
+            random_id()  # new_thread, inlined: once a run
             if thread_id is None
             else check_thread_id(thread_id),
             state,
@@ -125,9 +124,7 @@ def new_thread(thread_id: str | None) -> str:
 
     .. versionadded:: 0.1.0
     """
-    return (
-        uuid.uuid4().hex if thread_id is None else check_thread_id(thread_id)
-    )
+    return random_id() if thread_id is None else check_thread_id(thread_id)
 
 
 def handler_call(
