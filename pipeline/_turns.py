@@ -637,6 +637,8 @@ class Loop:
         rest = (
             calls
             if not taken
+            else ()
+            if len(taken) == len(calls)  # all taken (a lone transfer)
             else [c for i, c in enumerate(calls) if i not in taken]
         )
         ran = (

@@ -435,6 +435,29 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
         when the caller read them already; *deps*, the run's dependencies
         (default: those bound with :meth:`with_deps`).
         """
+        done = await self._turns(
+            messages, tools, intercept, history, specs, env, deps
+        )
+        if type(done) is Failure:
+            return done
+        return Success(
+            AgentRun(self.name, tuple(done.messages), done.usage, done.turns)
+        )
+
+    async def _turns(
+        self,
+        messages: Sequence[Message],
+        tools: Mapping[str, Tool],
+        intercept: Intercept | None,
+        history: HistoryPolicy | None,
+        specs: tuple[ToolSpec, ...] | None,
+        env: Ambient | None,
+        deps: object = NO_DEPS,
+    ) -> Turns | Failure[AgentError]:
+        """:meth:`converse`'s run, as the loop left it: what it added, as
+        the loop's state (a swarm extends its log with it: no
+        :class:`AgentRun`, no tuple of the messages to build per turn at
+        the conversation), or its failure."""
         if deps is NO_DEPS:
             deps = self._deps
             if deps is NO_DEPS and self._needs_deps:
@@ -464,15 +487,10 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
         # traces them: the engine's snapshots would be built for no one.
         scope = env.scope
         bare = not nested and (scope is None or scope.tracing is None)
-        done = (
+        return (
             await loop.unchecked(max_steps)
             if bare
             else await self._folded(loop, max_steps, key, env)
-        )
-        if type(done) is Failure:
-            return Failure(done.failure())
-        return Success(
-            AgentRun(self.name, tuple(done.messages), done.usage, done.turns)
         )
 
     async def _folded(

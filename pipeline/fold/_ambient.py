@@ -14,13 +14,14 @@ set around a whole run, or, for the enclosing step, by the enclosing run).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
 from .._offload import Offload, current_offload
+from .._step import STEP, Later
 from ..events import Event, current_gate, current_sink
 from ..runs import Scope, current
 from ..secrets import Resolver, current_resolver
-from ._journal import Boundary, current_boundary
+from ._journal import Boundary
 
 
 if TYPE_CHECKING:
@@ -96,11 +97,21 @@ def ambient() -> Ambient:
 
     .. versionadded:: 0.1.0
     """
-    return Ambient(
-        current(),
-        current_sink(),
-        current_gate(),
-        current_resolver(),
-        current_offload(),
-        current_boundary(),
-    )
+    # Read where current_boundary() reads it, without its frame; built by
+    # plain stores, without __init__'s frame: every run (and every swarm
+    # step) reads its ambient values.
+    boundary: Any = _STEP.get()
+    if type(boundary) is Later:  # a map_reduce item's, made on first use
+        boundary = boundary.get()
+    out = _new(Ambient)
+    out.scope = current()
+    out.sink = current_sink()
+    out.gate = current_gate()
+    out.resolver = current_resolver()
+    out.offload = current_offload()
+    out.boundary = boundary
+    return out
+
+
+_new = object.__new__
+_STEP = STEP  # the variable current_boundary() reads

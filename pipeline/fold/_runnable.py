@@ -10,8 +10,6 @@ builder, its machine (the step), its ``start`` and its drawing.
 
 from __future__ import annotations
 
-import uuid
-
 from collections.abc import Awaitable, Callable, Sequence
 from typing import (
     TYPE_CHECKING,
@@ -27,6 +25,7 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from .._context import random_id
 from .._handler import Call, Handler
 from ..failures import (
     CheckpointDecodeError,
@@ -46,7 +45,14 @@ from ..stores import CheckpointStore, check_thread_id
 from . import _engine
 from ._checkpoints import Threads
 from ._codec import Codec
-from ._engine import EventSink, Hooks, Machine, Migration, checked_author
+from ._engine import (
+    NO_HOOKS,
+    EventSink,
+    Hooks,
+    Machine,
+    Migration,
+    checked_author,
+)
 from ._model import Gate, Observer, Snapshot
 
 
@@ -104,7 +110,7 @@ class MachineBase(Generic[S]):
         """The snapshot a run starts from: *state* before the entry runs,
         on thread *thread_id* (checked) or a new one."""
         return Snapshot.first(
-            uuid.uuid4().hex  # new_thread, inlined: once a run
+            random_id()  # new_thread, inlined: once a run
             if thread_id is None
             else check_thread_id(thread_id),
             state,
@@ -118,9 +124,7 @@ def new_thread(thread_id: str | None) -> str:
 
     .. versionadded:: 0.1.0
     """
-    return (
-        uuid.uuid4().hex if thread_id is None else check_thread_id(thread_id)
-    )
+    return random_id() if thread_id is None else check_thread_id(thread_id)
 
 
 def handler_call(
@@ -280,6 +284,10 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         observers: Sequence[Observer[S]],
         on_event: EventSink | None,
     ) -> Hooks[S]:
+        if not (
+            gates or observers or on_event or self.gates or self.observers
+        ):
+            return NO_HOOKS  # the same value, not built again (most runs)
         return Hooks(
             (*self.gates, *gates), (*self.observers, *observers), on_event
         )

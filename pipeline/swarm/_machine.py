@@ -14,12 +14,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any, ClassVar, TypeAlias, TypeVar, final
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    NamedTuple,
+    TypeAlias,
+    TypeVar,
+    final,
+)
 
 import attrs
 import cattrs
 
-from returns.result import Success
+from returns.result import Failure
 
 from .._context import Context
 from .._state_tools import state_tools
@@ -37,7 +45,18 @@ from ..fold import (
 from ..models._types import ToolSpec
 from ..tools import Tool
 from ._model import Member, SwarmLimits, SwarmState
-from ._transfer import Transfers, accepted_in, transfer_tool
+from ._transfer import (
+    Decision,
+    Transfers,
+    accepted_in,
+    accepting,
+    transfer_tool,
+)
+
+
+if TYPE_CHECKING:
+    from ..agents import Agent
+    from ..history import HistoryPolicy
 
 
 T = TypeVar("T")
@@ -82,6 +101,25 @@ class _Current:
 
 
 _CURRENT = _Current()
+_new = object.__new__
+_UNDECIDED: str | None = None
+"""A step's transfers before its turn (typed as what the turn may make
+of it)."""
+
+
+class _Seat(NamedTuple):
+    """What a step of one agent reads, in one look-up (by the agent and
+    whether the handoff limit is reached): built once per swarm."""
+
+    agent: Agent
+    tools: Mapping[str, Tool]
+    """Offered: its transfers (unless the limit is reached), the state
+    tools (a typed swarm), its own (overriding same-named ones)."""
+    specs: tuple[ToolSpec, ...]
+    own: Mapping[str, Tool]
+    handoffs: Mapping[str, Decision]
+    """The agents it may transfer to, each with the decision accepting it."""
+    history: HistoryPolicy | None
 
 
 @final
@@ -99,9 +137,7 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
     typed: bool
     transfers: Mapping[str, Mapping[str, Tool]]
     own: Mapping[str, Mapping[str, Tool]]
-    offered: Mapping[
-        tuple[str, bool], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]
-    ]
+    seats: Mapping[tuple[str, bool], _Seat]
     after_handoff: tuple[HandoffObserver[T], ...]
 
     @classmethod
@@ -159,9 +195,7 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
             m.name: MappingProxyType({t.name: t for t in m.agent.tools})
             for m in members.values()
         }
-        offered: dict[
-            tuple[str, bool], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]
-        ] = {}
+        seats: dict[tuple[str, bool], _Seat] = {}
         for m in members.values():
             for reached in (False, True):
                 # Transfers first, then the state tools (a typed swarm),
@@ -171,9 +205,13 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
                     **shared[m.name],
                     **own[m.name],
                 }
-                offered[m.name, reached] = (
+                seats[m.name, reached] = _Seat(
+                    m.agent,
                     MappingProxyType(tools),
                     tuple(t.spec for t in tools.values()),
+                    own[m.name],
+                    accepting(m.handoffs),
+                    m.history,
                 )
         return cls(
             name=name,
@@ -185,7 +223,7 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
             typed=typed,
             transfers=MappingProxyType(transfers),
             own=MappingProxyType(own),
-            offered=MappingProxyType(offered),
+            seats=MappingProxyType(seats),
             after_handoff=after_handoff,
         )
 
@@ -198,14 +236,7 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
     ) -> Snapshot[SwarmState[T]]:
         """The admission snapshot: the entry agent is about to answer *ctx*."""
         return self.admission(
-            SwarmState(
-                self.entry,
-                state,
-                messages=ctx.messages,
-                metadata=ctx.metadata,
-                run_id=ctx.run_id,
-            ),
-            thread_id,
+            SwarmState.begun(self.entry, state, ctx), thread_id
         )
 
     async def step(
@@ -229,21 +260,24 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
                 st = st.handed_to(target)
                 for observe in self.after_handoff:
                     await observe(Transition(source, (target,), st, snap.step))
-        member = self.members[target]
-        agent = member.agent
         reached = handoffs >= limits.max_handoffs
-        tools, specs = self.offered[target, reached]
-        own = self.own[target]
-        transfers = Transfers(
-            target, member.handoffs, self.members, own, limit_reached=reached
-        )
+        agent, tools, specs, own, allowed, history = self.seats[
+            target, reached
+        ]
+        transfers = _new(Transfers)  # its slots stored: one per step
+        transfers.source = target
+        transfers.allowed = allowed
+        transfers.known = self.members
+        transfers.own = own
+        transfers.limit_reached = reached
+        transfers.accepted = _UNDECIDED
         boundary = env.boundary
         if not self.typed:
             if boundary is not None:
                 begun = st  # progress records carry the handoff
                 boundary.track = lambda: begun
-            out = await agent.converse(
-                st.messages, tools, transfers, member.history, specs, env
+            out = await agent._turns(  # noqa: SLF001  # the loop's own turns
+                st.messages, tools, transfers, history, specs, env
             )
             value = st.state
         else:
@@ -253,20 +287,21 @@ class SwarmMachine(MachineBase[SwarmState[T]]):
                 boundary.track = lambda: attrs.evolve(begun, state=cell.value)
             token = _TURN_STATE.set(cell)
             try:
-                out = await agent.converse(
-                    st.messages, tools, transfers, member.history, specs, env
+                out = await agent._turns(  # noqa: SLF001  # the loop's own turns
+                    st.messages, tools, transfers, history, specs, env
                 )
             finally:
                 _TURN_STATE.reset(token)
             value = cell.value
-        if type(out) is not Success:
+        if type(out) is Failure:
             return out
-        run = out.unwrap()
-        # A run restored from its records ran no turn here: read its
-        # decision back from what it said.
-        accepted = transfers.accepted or accepted_in(run.messages, own)
-        nxt = (accepted,) if accepted else ()
-        state = st.grown(
-            target, value, st.messages.extend(run.messages), handoffs
+        added = out.messages
+        # A run restored from its records ran no turn here (only a run
+        # inside a checkpointed step is): read its decision back from what
+        # it said.
+        accepted = transfers.accepted or (
+            None if boundary is None else accepted_in(added, own)
         )
+        nxt = (accepted,) if accepted else ()
+        state = st.grown(target, value, st.messages.extend(added), handoffs)
         return snap.successor(state, target, nxt, fingerprint=self.fingerprint)

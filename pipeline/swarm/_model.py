@@ -74,7 +74,6 @@ def _from_context(stored: object) -> dict[str, object]:
 
 
 _new = object.__new__
-_setter = object.__setattr__.__get__
 
 
 def _no_metadata() -> Metadata:
@@ -133,6 +132,23 @@ class SwarmState(Generic[T_co]):
         )
         return self.conversation
 
+    @classmethod
+    def begun(cls, active: str, state: T2, ctx: Context) -> SwarmState[T2]:
+        """The state a run starts from: *active* about to answer *ctx*
+        with *state*; the context's messages, metadata and run id (already
+        checked by the context: built without converting them again, as
+        attrs' own ``__init__`` would, once a run)."""
+        out: Any = _new(_Growing)
+        out.active = active
+        out.state = state
+        out.messages = ctx.messages
+        out.metadata = ctx.metadata
+        out.run_id = ctx.run_id
+        out.handoffs = 0
+        out.__class__ = SwarmState
+        begun: SwarmState[T2] = out
+        return begun
+
     def handed_to(self, agent: str) -> SwarmState[T_co]:
         """This state after a handoff to *agent*."""
         return self.grown(agent, self.state, self.messages, self.handoffs + 1)
@@ -144,15 +160,35 @@ class SwarmState(Generic[T_co]):
         *handoffs* new, this one's metadata and run id (already checked:
         built without converting them again, as attrs' own ``__init__``
         would, on the path every turn takes)."""
-        out: SwarmState[T2] = _new(SwarmState)
-        put = _setter(out)
-        put("active", active)
-        put("state", state)
-        put("messages", messages)
-        put("metadata", self.metadata)
-        put("run_id", self.run_id)
-        put("handoffs", handoffs)
-        return out
+        # Built as a _Growing (the same slots, set by plain stores the
+        # interpreter specializes), then made a SwarmState: a setter called
+        # by name per field costs more than the rest of the state's step.
+        out: Any = _new(_Growing)
+        out.active = active
+        out.state = state
+        out.messages = messages
+        out.metadata = self.metadata
+        out.run_id = self.run_id
+        out.handoffs = handoffs
+        out.__class__ = SwarmState
+        grown: SwarmState[T2] = out  # not cast(): a call per step
+        return grown
+
+
+_Growing: type[Any] = type(
+    "_Growing",
+    (SwarmState,),
+    {
+        "__slots__": (),
+        "__setattr__": object.__setattr__,
+        "__delattr__": object.__delattr__,
+    },
+)
+"""A :class:`SwarmState` being built by :meth:`SwarmState.grown`: its
+slots, writable (the frozen class refuses every store), so each store is
+one specialized bytecode instead of a call.  It adds no slot, so an
+instance becomes a SwarmState by assigning ``__class__``; none is seen
+before that."""
 
 
 @final

@@ -66,9 +66,28 @@ def transfer_tool(target: Member) -> Tool:
     )
 
 
+Decision = tuple[Mapping[int, tuple[str, bool]], bool]
+"""What an intercept returns: results by call index; whether to stop."""
+
+
+def accepting(targets: Sequence[str]) -> Mapping[str, Decision]:
+    """The decision accepting a lone transfer call to each of *targets*,
+    made once per agent (a handoff reads it, builds no result): the
+    transfer's result, and the turn ends."""
+    return MappingProxyType(
+        {
+            t: (MappingProxyType({0: (ACCEPTED.format(name=t), False)}), True)
+            for t in targets
+        }
+    )
+
+
 @final
 class Transfers:
-    """Decides one activation's transfer calls (an agent-loop intercept)."""
+    """Decides one activation's transfer calls (an agent-loop intercept).
+
+    *allowed* maps the agents *source* may transfer to to the decision
+    accepting a lone call to each (see :func:`accepting`)."""
 
     __slots__ = (
         "accepted",
@@ -79,25 +98,22 @@ class Transfers:
         "source",
     )
 
-    def __init__(
+    def __init__(  # positional: one per swarm step
         self,
         source: str,
-        allowed: Sequence[str],
+        allowed: Mapping[str, Decision],
         known: Collection[str],
         own: Collection[str],
-        *,
         limit_reached: bool,
     ) -> None:
         self.source = source
-        self.allowed = tuple(allowed)
+        self.allowed = allowed
         self.known = known
         self.own = own
         self.limit_reached = limit_reached
         self.accepted: str | None = None
 
-    def __call__(
-        self, calls: Sequence[ToolCall]
-    ) -> tuple[Mapping[int, tuple[str, bool]], bool]:
+    def __call__(self, calls: Sequence[ToolCall]) -> Decision:
         """Results for the transfer calls among *calls*; whether to stop."""
         own = self.own
         found = -1  # one pass, no list: a reply holds one transfer at most
@@ -123,15 +139,14 @@ class Transfers:
             ]
             return dict.fromkeys(mine, (refusal, True)), False
         target = calls[found].name[_PREFIX_LENGTH:]
-        why = (
-            None
-            if target in self.allowed and not self.limit_reached
-            else self.refusal(target)  # (an allowed one needs no reason)
-        )
-        if why is not None:
+        accepted = None if self.limit_reached else self.allowed.get(target)
+        if accepted is None:
+            why = self.refusal(target)  # (an allowed one needs no reason)
             return {found: (f"error: {why}", True)}, False
         self.accepted = target
-        return {found: (ACCEPTED.format(name=target), False)}, True
+        if found == 0:  # a lone call, most replies: the decision made once
+            return accepted
+        return {found: accepted[0][0]}, True
 
     def refusal(self, target: str) -> str | None:
         """Why a transfer to *target* is refused, or ``None``."""
