@@ -55,6 +55,8 @@ import math
 from collections.abc import Awaitable, Sequence
 from typing import Any, Final, TypeVar, final
 
+import anyio
+import anyio.lowlevel
 import orjson
 import redis.asyncio
 import redis.exceptions
@@ -66,8 +68,9 @@ from redis.exceptions import NoScriptError, ResponseError
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
+from . import _resp
 from ._protocol import DEFAULT_LEASE_TTL, Lease, Record, check_lease_ttl
-from ._server import ServerStore
+from ._server import ServerStore, _asyncio_loop
 
 
 __all__ = ("RedisStore",)
@@ -208,7 +211,9 @@ def _open(conn: AbstractConnection) -> bool:
     )
 
 
-async def _ask(conn: AbstractConnection, *command: str | int | bytes) -> Any:
+async def _exchange(
+    conn: AbstractConnection, command: tuple[str | int | bytes, ...]
+) -> Any:
     """*command*'s answer on *conn* (an error reply raises
     ``ResponseError``)."""
     await conn.send_command(*command)
@@ -282,7 +287,11 @@ class RedisStore(ServerStore):
         self._idle: dict[
             asyncio.AbstractEventLoop, list[AbstractConnection]
         ] = {}
-        """Each loop's idle connections for scripts (see _run)."""
+        """Each asyncio loop's idle connections (see _ask)."""
+        self._wires: dict[object, list[_resp.Connection]] = {}
+        """Each trio run's idle connections (see _ask_here)."""
+        self._target = _resp.target(url)
+        self._native = self._target is not None
         self._shas: dict[str, str] = dict(_SHAS)
 
     @classmethod
@@ -314,11 +323,13 @@ class RedisStore(ServerStore):
         return f"{self.prefix}:lease:{thread_id}"
 
     async def _open(self) -> None:
-        # One round trip: a wrong address fails here.  The scripts are
-        # called by their digest and loaded on first use (see _run), once
-        # per server rather than once per store.
-        client = await self._connect_client()
-        await _bounded(client.ping())
+        # One round trip: a wrong address fails here (and the connection
+        # stays, for the first command).  The scripts are called by their
+        # digest and loaded on first use (see _run), once per server rather
+        # than once per store.
+        if _asyncio_loop() is not None:
+            await self._connect_client()
+        await self._ask("PING")
 
     async def _connect(self) -> None:
         await self._connect_client()
@@ -339,18 +350,21 @@ class RedisStore(ServerStore):
         return client
 
     async def _close(self) -> None:
-        loop = asyncio.get_running_loop()
+        # Every trio run's idle connections go with the first loop that
+        # closes (their runs may be over); a call in flight closes its own
+        # when it ends, as the store is closing.
+        wires = [c for conns in self._wires.values() for c in conns]
+        self._wires.clear()
+        for wire in wires:
+            wire.abandon()
+        loop = _asyncio_loop()
+        if loop is None:
+            return
         client = self._clients.pop(loop, None)
         for conn in self._idle.pop(loop, ()):
             await conn.disconnect()
         if client is not None:
             await client.aclose()
-
-    @property
-    def _client(self) -> redis.asyncio.Redis:
-        """The client of the loop this runs on (the home loop's, or the
-        store's thread's)."""
-        return self._clients[asyncio.get_running_loop()]
 
     def _new_connection(
         self, loop: asyncio.AbstractEventLoop
@@ -361,16 +375,16 @@ class RedisStore(ServerStore):
         conn: AbstractConnection = pool.make_connection()  # type: ignore[no-untyped-call]
         return conn
 
-    async def _run(
-        self, name: str, keys: list[str], *args: str | int | bytes
-    ) -> Any:
-        # A script (every change to a thread) goes over a connection of the
-        # store's own, taken from the loop's idle list: a send and a read,
-        # without the client's pool lock, health check, retry wrapper and
-        # events (half the Python calls of a commit).  A connection that
-        # failed (broken, timed out, interrupted) is dropped; one whose
-        # command the server refused (an error reply) is fine.
-        loop = asyncio.get_running_loop()
+    async def _ask(self, *command: str | int | bytes) -> Any:
+        # Every command goes over a connection of the store's own, taken
+        # from the loop's idle list: a send and a read, without the
+        # client's pool lock, health check, retry wrapper and events (half
+        # the Python calls of a commit).  A connection that failed (broken,
+        # timed out, interrupted) is dropped; one whose command the server
+        # refused (an error reply) is fine.
+        loop = _asyncio_loop()
+        if loop is None:
+            return await self._ask_here(command)
         idle = self._idle[loop]
         conn = None
         while idle:
@@ -381,24 +395,8 @@ class RedisStore(ServerStore):
             conn = None
         if conn is None:
             conn = self._new_connection(loop)
-
-        def script() -> Awaitable[Any]:
-            return _bounded(
-                _ask(
-                    conn, "EVALSHA", self._shas[name], len(keys), *keys, *args
-                )
-            )
-
         try:
-            try:
-                out = await script()
-            except NoScriptError:
-                # The server restarted, or flushed its scripts: load it.
-                sha = await _bounded(
-                    _ask(conn, "SCRIPT", "LOAD", _SCRIPTS[name])
-                )
-                self._shas[name] = _bytes(sha).decode()
-                out = await script()
+            out = await _bounded(_exchange(conn, command))
         except ResponseError:
             idle.append(conn)
             raise
@@ -407,6 +405,70 @@ class RedisStore(ServerStore):
             raise
         idle.append(conn)
         return out
+
+    async def _ask_here(self, command: tuple[str | int | bytes, ...]) -> Any:
+        """*command*'s answer on trio, over a connection of the store's own
+        on the caller's loop (see :mod:`pipeline.stores._resp`), with the
+        same bound and the same rules for failed connections as ``_ask``."""
+        where = self._target
+        if where is None:  # _native is False: the thread runs the calls
+            msg = "this store's URL is not spoken on trio"
+            raise RuntimeError(msg)
+        run = anyio.lowlevel.current_token().native_token
+        idle = self._wires.setdefault(run, [])
+        wire = None
+        while idle:
+            wire = idle.pop()
+            if wire.usable():
+                break
+            await wire.aclose()
+            wire = None
+        try:
+            with anyio.fail_after(_TIMEOUT):
+                if wire is None:
+                    wire = await _resp.Connection.open(where)
+                out = await wire.ask(*command)
+        except ResponseError:
+            self._idle_again(idle, wire)
+            raise
+        except TimeoutError:
+            if wire is not None:
+                await wire.aclose()
+            msg = "Timeout reading from the server"
+            raise redis.exceptions.TimeoutError(msg) from None
+        except BaseException:
+            if wire is not None:
+                await wire.aclose()
+            raise
+        self._idle_again(idle, wire)
+        return out
+
+    def _idle_again(
+        self, idle: list[_resp.Connection], wire: _resp.Connection | None
+    ) -> None:
+        """Keep *wire* for the next command, unless the store is closing."""
+        if wire is None:
+            return
+        if self._closing:
+            wire.abandon()
+        else:
+            idle.append(wire)
+
+    async def _run(
+        self, name: str, keys: list[str], *args: str | int | bytes
+    ) -> Any:
+        """Script *name*'s answer, loading it if the server lacks it."""
+        try:
+            return await self._ask(
+                "EVALSHA", self._shas[name], len(keys), *keys, *args
+            )
+        except NoScriptError:
+            # The server restarted, or flushed its scripts: load it.
+            sha = await self._ask("SCRIPT", "LOAD", _SCRIPTS[name])
+            self._shas[name] = _bytes(sha).decode()
+            return await self._ask(
+                "EVALSHA", self._shas[name], len(keys), *keys, *args
+            )
 
     async def _commit(
         self, record: Record, expected_head: int | None, lease: Lease | None
@@ -442,22 +504,20 @@ class RedisStore(ServerStore):
     async def _records(
         self, thread_id: str, upto: int | None
     ) -> Sequence[Record]:
-        client = self._client
-        blobs = await _bounded(
-            client.lrange(
-                self._records_key(thread_id), 0, -1 if upto is None else upto
-            )
+        blobs = await self._ask(
+            "LRANGE",
+            self._records_key(thread_id),
+            0,
+            -1 if upto is None else upto,
         )
         return tuple(_decode(thread_id, _bytes(b)) for b in blobs)
 
     async def _head(self, thread_id: str) -> int | None:
-        client = self._client
-        n = _int(await _bounded(client.llen(self._records_key(thread_id))))
+        n = _int(await self._ask("LLEN", self._records_key(thread_id)))
         return None if n == 0 else n - 1
 
     async def _threads(self) -> Sequence[str]:
-        client = self._client
-        members = await _bounded(client.smembers(self._threads_key))
+        members = await self._ask("SMEMBERS", self._threads_key)
         return sorted(_bytes(m).decode() for m in members)
 
     async def _delete(self, thread_id: str) -> None:
@@ -502,8 +562,7 @@ class RedisStore(ServerStore):
     async def _cache_get(
         self, key: str, now: float
     ) -> tuple[bytes, str] | None:
-        client = self._client
-        blob = await _bounded(client.get(f"{self.prefix}:cache:{key}"))
+        blob = await self._ask("GET", f"{self.prefix}:cache:{key}")
         if blob is None:
             return None
         header, _, value = _bytes(blob).partition(b"\n")
@@ -527,16 +586,15 @@ class RedisStore(ServerStore):
         now: float,
         ttl: float | None,
     ) -> None:
-        client = self._client
         expires = None if ttl is None else now + ttl
         blob = orjson.dumps([expires, sha]) + b"\n" + value
-        await _bounded(
-            client.set(
-                f"{self.prefix}:cache:{key}",
-                blob,
-                px=None if ttl is None else max(1, math.ceil(ttl * 1000)),
+        name = f"{self.prefix}:cache:{key}"
+        if ttl is None:
+            await self._ask("SET", name, blob)
+        else:
+            await self._ask(
+                "SET", name, blob, "PX", max(1, math.ceil(ttl * 1000))
             )
-        )
 
     async def _release(self, lease: Lease) -> None:
         await self._run(
