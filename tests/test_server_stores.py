@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import pytest
 
@@ -1105,3 +1106,146 @@ def test_closed_from_another_loop_as_the_home_loop_ends(
     gc.collect()
     if kind == "postgres":
         servers.drop_schema(url, name)
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_keeps_the_thread_for_urls_it_does_not_speak(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """A URL the store does not speak itself on trio (here, an option in
+    the query string) keeps redis-py's client: trio's calls go through the
+    store's thread, and work as on a plain URL."""
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    url = redis_url + "?health_check_interval=0"
+    async with servers.redis_store(url) as store:
+        assert isinstance(store, RedisStore)
+        assert not store._native
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+        assert await store.head("t") == 0
+        assert (store._loop is not None) is (anyio_backend == "trio")
+        assert not store._wires
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_uses_the_database_of_its_url(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """The URL's database is the one written to, whoever speaks to the
+    server (redis-py on asyncio, the store itself on trio)."""
+    import redis  # noqa: PLC0415
+
+    del anyio_backend
+    url = redis_url.rsplit("/", 1)[0] + "/3"
+    name = servers.namespace()
+    async with servers.redis_store(url, prefix=name) as store:
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+
+        def keys(db: int) -> list[bytes]:
+            at = redis_url.rsplit("/", 1)[0] + f"/{db}"
+            with redis.Redis.from_url(at) as client:
+                return sorted(client.keys(f"{name}:*"))
+
+        assert await anyio.to_thread.run_sync(keys, 0) == []
+        assert await anyio.to_thread.run_sync(keys, 3) == [
+            f"{name}:records:t".encode(),
+            f"{name}:threads".encode(),
+        ]
+
+
+@contextlib.asynccontextmanager
+async def held_answers(
+    url: str,
+) -> AsyncIterator[tuple[str, Callable[[bool], None], anyio.Event]]:
+    """A proxy to the Redis server at *url*: its URL, a switch that holds
+    the server's answers (``True``) or lets them through again, and an
+    event set once an answer is held (so its caller is waiting for it)."""
+    host, port = url.split("//")[1].split("/", maxsplit=1)[0].split(":")
+    holding = False
+    held = anyio.Event()
+    release = anyio.Event()
+
+    def switch(on: bool) -> None:
+        nonlocal holding
+        holding = on
+        if not on:
+            release.set()
+
+    async def pipe(
+        source: anyio.abc.ByteStream,
+        sink: anyio.abc.ByteStream,
+        hold: bool,
+    ) -> None:
+        with contextlib.suppress(
+            anyio.EndOfStream, anyio.BrokenResourceError, OSError
+        ):
+            async for chunk in source:
+                if hold and holding:
+                    held.set()
+                    await release.wait()
+                await sink.send(chunk)
+
+    async def serve(client: anyio.abc.SocketStream) -> None:
+        async with (
+            client,
+            await anyio.connect_tcp(host, int(port)) as server,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(pipe, client, server, False)
+            await pipe(server, client, True)
+            tg.cancel_scope.cancel()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, serve)
+        mine = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610  # anyio's
+        try:
+            yield f"redis://127.0.0.1:{mine}/0", switch, held
+        finally:
+            switch(False)
+            tg.cancel_scope.cancel()
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_cancelled_reader_stops_and_the_store_goes_on(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """A reader cancelled while its answer is held on the way stops at once
+    (on trio, the connection it was reading from is dropped, not kept with
+    an answer nobody reads); the next calls get their own answers."""
+    del anyio_backend
+    async with (
+        held_answers(redis_url) as (url, switch, held),
+        servers.redis_store(url) as store,
+    ):
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+        outcome: list[object] = []
+
+        async def reader() -> None:
+            try:
+                outcome.append(await store.head("t"))
+            except anyio.get_cancelled_exc_class():
+                outcome.append("cancelled")
+                raise
+
+        switch(True)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader)
+            await held.wait()  # its answer came, and is held
+            tg.cancel_scope.cancel()
+        assert outcome == ["cancelled"]
+        switch(False)
+        assert await store.head("t") == 0
+        assert await store.commit(rec("t", 1), expected_head=0) == (
+            Success(None)
+        )
+        assert [r.version for r in await store.records("t")] == [0, 1]

@@ -138,6 +138,10 @@ def _items(
     return items, pos
 
 
+def _broken() -> redis.exceptions.ConnectionError:
+    return redis.exceptions.ConnectionError("Connection closed by server.")
+
+
 @final
 class Connection:
     """One connection to the server, on the loop that opened it."""
@@ -174,14 +178,22 @@ class Connection:
         conn = cls(stream)
         try:
             if where.password is not None:
-                user = () if where.username is None else (where.username,)
-                await conn.ask("AUTH", *user, where.password)
+                await conn.login(where.username, where.password)
             if where.db:
                 await conn.ask("SELECT", where.db)
         except BaseException:
             await conn.aclose()
             raise
         return conn
+
+    async def login(self, username: str | None, password: str) -> None:
+        """Log in as redis-py's client does (``HELLO ... AUTH``): as
+        *username*, or the default user; on a server older than 6.0, with
+        the password alone."""
+        try:
+            await self.ask("AUTH", username or "default", password)
+        except redis.exceptions.AuthenticationWrongNumberOfArgsError:
+            await self.ask("AUTH", password)
 
     def usable(self) -> bool:
         """Whether the server has not closed this idle connection (nor sent
@@ -199,33 +211,52 @@ class Connection:
     async def ask(self, *command: str | int | bytes) -> Any:
         """*command*'s reply.
 
+        On trio (where the store uses this), straight on the socket: the
+        command is written at once (it fits the socket's buffer, or the
+        rest waits for room), then the reply waited for, one wait per
+        command, as redis-py's connection does on asyncio.
+
         Raises:
             redis.exceptions.ResponseError: The server answered an error.
             redis.exceptions.ConnectionError: The connection broke.
         """
-        try:
-            await self._stream.send(pack(command))
-            buf = self._buf
-            while True:
-                if buf:
-                    try:
-                        reply, end = parse(buf)
-                    except _Incomplete:
-                        pass
-                    else:
-                        del buf[:end]
-                        if isinstance(reply, redis.exceptions.RedisError):
-                            raise reply
-                        return reply
-                buf += await self._stream.receive(_CHUNK)
-        except (
-            OSError,
-            anyio.EndOfStream,
-            anyio.BrokenResourceError,
-            anyio.ClosedResourceError,
-        ) as e:
-            msg = "Connection closed by server."
-            raise redis.exceptions.ConnectionError(msg) from e
+        from trio.lowlevel import wait_readable  # noqa: PLC0415  # on trio
+
+        sock = self._socket
+        buf = self._buf
+        await self._send(pack(command))
+        while True:
+            await wait_readable(sock)
+            try:
+                chunk = sock.recv(_CHUNK)
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                raise _broken() from e
+            if not chunk:
+                raise _broken()
+            buf += chunk
+            try:
+                reply, end = parse(buf)
+            except _Incomplete:
+                continue
+            del buf[:end]
+            if isinstance(reply, redis.exceptions.RedisError):
+                raise reply
+            return reply
+
+    async def _send(self, data: bytes) -> None:
+        from trio.lowlevel import wait_writable  # noqa: PLC0415  # on trio
+
+        sock = self._socket
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[sock.send(view) :]
+            except BlockingIOError:
+                await wait_writable(sock)
+            except OSError as e:
+                raise _broken() from e
 
     async def aclose(self) -> None:
         """Close it (at once: it does not wait, and cancellation does not

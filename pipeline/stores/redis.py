@@ -55,8 +55,6 @@ import math
 from collections.abc import Awaitable, Sequence
 from typing import Any, Final, TypeVar, final
 
-import anyio
-import anyio.lowlevel
 import orjson
 import redis.asyncio
 import redis.exceptions
@@ -215,8 +213,10 @@ async def _exchange(
     conn: AbstractConnection, command: tuple[str | int | bytes, ...]
 ) -> Any:
     """*command*'s answer on *conn* (an error reply raises
-    ``ResponseError``)."""
-    await conn.send_command(*command)
+    ``ResponseError``).  The command is packed here, as the client packs
+    it, without its encoder's checks of every argument's type (the store
+    sends strings, integers and bytes only)."""
+    await conn.send_packed_command(_resp.pack(command), check_health=False)
     return await conn.read_response()
 
 
@@ -410,11 +410,14 @@ class RedisStore(ServerStore):
         """*command*'s answer on trio, over a connection of the store's own
         on the caller's loop (see :mod:`pipeline.stores._resp`), with the
         same bound and the same rules for failed connections as ``_ask``."""
+        from trio import CancelScope, current_time  # noqa: PLC0415  # on trio
+        from trio.lowlevel import current_trio_token  # noqa: PLC0415
+
         where = self._target
         if where is None:  # _native is False: the thread runs the calls
             msg = "this store's URL is not spoken on trio"
             raise RuntimeError(msg)
-        run = anyio.lowlevel.current_token().native_token
+        run = current_trio_token()
         idle = self._wires.setdefault(run, [])
         wire = None
         while idle:
@@ -423,23 +426,25 @@ class RedisStore(ServerStore):
                 break
             await wire.aclose()
             wire = None
+        bound = CancelScope(deadline=current_time() + _TIMEOUT)
+        out: Any = None
         try:
-            with anyio.fail_after(_TIMEOUT):
+            with bound:
                 if wire is None:
                     wire = await _resp.Connection.open(where)
                 out = await wire.ask(*command)
         except ResponseError:
             self._idle_again(idle, wire)
             raise
-        except TimeoutError:
-            if wire is not None:
-                await wire.aclose()
-            msg = "Timeout reading from the server"
-            raise redis.exceptions.TimeoutError(msg) from None
         except BaseException:
             if wire is not None:
                 await wire.aclose()
             raise
+        if bound.cancelled_caught:
+            if wire is not None:
+                await wire.aclose()
+            msg = "Timeout reading from the server"
+            raise redis.exceptions.TimeoutError(msg)
         self._idle_again(idle, wire)
         return out
 
