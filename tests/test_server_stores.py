@@ -1000,6 +1000,9 @@ async def test_redis_replaces_connections_the_server_closed(
     at home and on trio alike."""
     import redis  # noqa: PLC0415
 
+    from redis.asyncio.connection import AbstractConnection  # noqa: PLC0415
+
+    from pipeline.stores import _resp  # noqa: PLC0415
     from pipeline.stores import redis as redis_store  # noqa: PLC0415
 
     del anyio_backend
@@ -1011,13 +1014,18 @@ async def test_redis_replaces_connections_the_server_closed(
                 rec("t", v), expected_head=v - 1 if v else None
             ) == Success(None)
         assert isinstance(store, redis_store.RedisStore)
+
         # Each idle connection, and its check: the loop's view (asyncio),
         # or a look at the socket (trio, see pipeline.stores._resp).
-        idle: list[Callable[[], bool]] = [
-            functools.partial(redis_store._open, c)
-            for conns in store._idle.values()
-            for c in conns
-        ] + [w.usable for wires in store._wires.values() for w in wires]
+        async def usable(conn: object) -> bool:
+            if isinstance(conn, _resp.Connection):
+                return conn.usable()
+            assert isinstance(conn, AbstractConnection)
+            return await redis_store._usable(conn)
+
+        idle = [c for conns in store._idle.values() for c in conns] + [
+            w for wires in store._wires.values() for w in wires
+        ]
         assert idle
         with redis.Redis.from_url(redis_url) as other:
             other.execute_command(
@@ -1026,7 +1034,7 @@ async def test_redis_replaces_connections_the_server_closed(
         # Wait (bounded) until the store's loop, or the kernel, has seen
         # the ends.
         with anyio.fail_after(30):
-            while any(usable() for usable in idle):  # noqa: ASYNC110  # no event to wait on: the loop's own view
+            while [c for c in idle if await usable(c)]:  # noqa: ASYNC110  # no event to wait on: the loop's own view
                 await anyio.sleep(0.01)
         assert await store.commit(rec("t", 3), expected_head=2) == Success(
             None

@@ -10,7 +10,10 @@ Callers on trio, or on other asyncio loops, hand their calls to a
 :class:`~pipeline.stores._bridge.LoopThread` (an asyncio loop in a thread
 of its own, started by the first such call: a store used only at home
 starts none), whose client ``_connect`` makes on its first call; opened on
-trio, the store has no home and runs ``_open`` there.  Either way a call is
+trio, the store has no home and runs ``_open`` there.  A store whose client
+also runs on trio (``_native``: Redis, see :mod:`pipeline.stores._resp`)
+runs trio's calls on the caller's own loop instead, and opening on trio
+starts no thread.  Either way a call is
 a task the caller's cancellation never reaches (a transaction is never
 left half-done): a cancelled writer waits for its write, shielded for a
 bounded time, then raises; a cancelled reader stops waiting at once.

@@ -1,8 +1,8 @@
 """Redis checkpoint store: for runners on several processes or machines.
 
-redis-py's asyncio client (``redis.asyncio``), under a key *prefix*; the
-scripts (every change) go over the client's connections taken directly, a
-send and a read each (see ``RedisStore._run``)::
+redis-py's asyncio client (``redis.asyncio``), under a key *prefix*; every
+command goes over connections of the store's own, a send and a read each
+(see ``RedisStore._ask``)::
 
     {prefix}:threads          set: every thread id with a record
     {prefix}:records:{id}     list: the thread's records, version = index
@@ -32,12 +32,18 @@ could be refused as a conflict with itself): it raises, and the commit may
 or may not have landed; read the thread's head to know.
 
 **asyncio and trio.** redis-py's async client runs on asyncio only, and its
-connection pool belongs to one event loop.  As the PostgreSQL store does
-(see :mod:`pipeline.stores.postgres`), the store runs the calls made on the
-asyncio loop it was opened on there, with a client of that loop, and hands
-the others (trio, other loops or threads) to an asyncio loop of its own, in
-a daemon thread, with a client of its own: a caller's cancellation never
-interrupts a command in flight.
+connections belong to one event loop.  The store runs the calls made on the
+asyncio loop it was opened on there, with connections of that loop.  On
+trio it speaks Redis's protocol itself, on the caller's loop (see
+:mod:`pipeline.stores._resp`): no thread, and no hop between threads per
+command (which cost more than the rest of a commit).  A URL it does not
+speak itself (TLS, options in the query string), and callers on other
+asyncio loops or threads, go as the PostgreSQL store's do (see
+:mod:`pipeline.stores.postgres`) to an asyncio loop of its own, in a daemon
+thread, with a client of its own.  Either way, a caller's cancellation
+never interrupts a write in flight: a cancelled writer waits for its
+script's answer (each command bounded), then raises; a cancelled reader
+stops at once (on trio, dropping the connection it was reading from).
 """
 
 from __future__ import annotations
@@ -197,16 +203,15 @@ async def _bounded(command: Awaitable[T]) -> T:
         raise redis.exceptions.TimeoutError(msg) from None
 
 
-def _open(conn: AbstractConnection) -> bool:
-    """Whether the server has not closed *conn* while it was idle (the
-    loop saw its end): the check the client's pool makes before every
-    command, at a read's cost, made on what the loop knows already."""
-    reader: asyncio.StreamReader | None = getattr(conn, "_reader", None)
-    return (
-        reader is not None
-        and not reader.at_eof()
-        and reader.exception() is None
-    )
+async def _usable(conn: AbstractConnection) -> bool:
+    """Whether idle *conn* is fit for a command: the server has not closed
+    it, and nothing nobody asked for waits on it.  redis-py's own public
+    check (``can_read``), which looks at what the loop has seen and does not
+    wait, where its pool's check before every command reads."""
+    try:
+        return not await conn.can_read()
+    except (redis.exceptions.ConnectionError, OSError):
+        return False
 
 
 async def _exchange(
@@ -389,7 +394,7 @@ class RedisStore(ServerStore):
         conn = None
         while idle:
             conn = idle.pop()
-            if _open(conn):
+            if await _usable(conn):
                 break
             await conn.disconnect(nowait=True)
             conn = None
