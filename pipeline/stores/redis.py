@@ -74,7 +74,7 @@ from returns.result import Failure, Result, Success
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
 from . import _resp
 from ._protocol import DEFAULT_LEASE_TTL, Lease, Record, check_lease_ttl
-from ._server import ServerStore, _asyncio_loop
+from ._server import ServerStore
 
 
 __all__ = ("RedisStore",)
@@ -201,6 +201,14 @@ async def _bounded(command: Awaitable[T]) -> T:
     except TimeoutError:
         msg = "Timeout reading from the server"
         raise redis.exceptions.TimeoutError(msg) from None
+
+
+def _on_asyncio() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or None on trio (spoken to natively)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 async def _usable(conn: AbstractConnection) -> bool:
@@ -332,7 +340,7 @@ class RedisStore(ServerStore):
         # stays, for the first command).  The scripts are called by their
         # digest and loaded on first use (see _run), once per server rather
         # than once per store.
-        if _asyncio_loop() is not None:
+        if _on_asyncio() is not None:
             await self._connect_client()
         await self._ask("PING")
 
@@ -362,7 +370,7 @@ class RedisStore(ServerStore):
         self._wires.clear()
         for wire in wires:
             wire.abandon()
-        loop = _asyncio_loop()
+        loop = _on_asyncio()
         if loop is None:
             return
         client = self._clients.pop(loop, None)
@@ -387,7 +395,7 @@ class RedisStore(ServerStore):
         # the Python calls of a commit).  A connection that failed (broken,
         # timed out, interrupted) is dropped; one whose command the server
         # refused (an error reply) is fine.
-        loop = _asyncio_loop()
+        loop = _on_asyncio()
         if loop is None:
             return await self._ask_here(command)
         idle = self._idle[loop]
