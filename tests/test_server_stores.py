@@ -1257,3 +1257,35 @@ async def test_redis_cancelled_reader_stops_and_the_store_goes_on(
             Success(None)
         )
         assert [r.version for r in await store.records("t")] == [0, 1]
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_closes_the_connections_of_trio_runs_that_ended(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """A store outliving trio runs (each ``trio.run`` in a thread, say)
+    keeps no connection of a run that is over: they are closed once the run
+    is gone, not left open until the store closes."""
+    from pipeline.stores import _resp  # noqa: PLC0415
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    del anyio_backend
+    async with servers.redis_store(redis_url) as store:
+        assert isinstance(store, RedisStore)
+        seen: list[_resp.Connection] = []
+
+        async def write() -> None:
+            assert await store.commit(rec("t", 0), expected_head=None) == (
+                Success(None)
+            )
+            seen.extend(store._run_wires())  # this run's
+
+        await anyio.to_thread.run_sync(
+            functools.partial(anyio.run, write, backend="trio")
+        )
+        assert len(seen) == 1
+        gc.collect()  # the run's token, and so its list
+        assert all(seen[0] not in ws for ws in store._wires.values())
+        assert seen[0]._socket.fileno() == -1  # closed
+        assert await store.head("t") == 0

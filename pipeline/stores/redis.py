@@ -57,6 +57,7 @@ require(__name__, "the redis client", "redis", ("redis",))
 import asyncio
 import hashlib
 import math
+import weakref
 
 from collections.abc import Awaitable, Sequence
 from typing import Any, Final, TypeVar, final
@@ -203,6 +204,12 @@ async def _bounded(command: Awaitable[T]) -> T:
         raise redis.exceptions.TimeoutError(msg) from None
 
 
+def _abandon(wires: list[_resp.Connection]) -> None:
+    """Close *wires* (idle connections of a trio run that may be over)."""
+    while wires:
+        wires.pop().abandon()
+
+
 def _on_asyncio() -> asyncio.AbstractEventLoop | None:
     """The running asyncio loop, or None on trio (spoken to natively)."""
     try:
@@ -301,8 +308,11 @@ class RedisStore(ServerStore):
             asyncio.AbstractEventLoop, list[AbstractConnection]
         ] = {}
         """Each asyncio loop's idle connections (see _ask)."""
-        self._wires: dict[object, list[_resp.Connection]] = {}
-        """Each trio run's idle connections (see _ask_here)."""
+        self._wires: weakref.WeakKeyDictionary[
+            object, list[_resp.Connection]
+        ] = weakref.WeakKeyDictionary()
+        """Each trio run's idle connections (see _ask_here), closed when
+        the run is over (its token collected)."""
         self._target = _resp.target(url)
         self._native = self._target is not None
         self._shas: dict[str, str] = dict(_SHAS)
@@ -366,10 +376,8 @@ class RedisStore(ServerStore):
         # Every trio run's idle connections go with the first loop that
         # closes (their runs may be over); a call in flight closes its own
         # when it ends, as the store is closing.
-        wires = [c for conns in self._wires.values() for c in conns]
-        self._wires.clear()
-        for wire in wires:
-            wire.abandon()
+        for wires in list(self._wires.values()):
+            _abandon(wires)
         loop = _on_asyncio()
         if loop is None:
             return
@@ -424,14 +432,12 @@ class RedisStore(ServerStore):
         on the caller's loop (see :mod:`pipeline.stores._resp`), with the
         same bound and the same rules for failed connections as ``_ask``."""
         from trio import CancelScope, current_time  # noqa: PLC0415  # on trio
-        from trio.lowlevel import current_trio_token  # noqa: PLC0415
 
         where = self._target
         if where is None:  # _native is False: the thread runs the calls
             msg = "this store's URL is not spoken on trio"
             raise RuntimeError(msg)
-        run = current_trio_token()
-        idle = self._wires.setdefault(run, [])
+        idle = self._run_wires()
         wire = None
         while idle:
             wire = idle.pop()
@@ -460,6 +466,18 @@ class RedisStore(ServerStore):
             raise redis.exceptions.TimeoutError(msg)
         self._idle_again(idle, wire)
         return out
+
+    def _run_wires(self) -> list[_resp.Connection]:
+        """The running trio run's idle connections (closed when the run is
+        over: a store may outlive many runs)."""
+        from trio.lowlevel import current_trio_token  # noqa: PLC0415  # on trio
+
+        run = current_trio_token()
+        idle = self._wires.get(run)
+        if idle is None:
+            idle = self._wires[run] = []
+            weakref.finalize(run, _abandon, idle)
+        return idle
 
     def _idle_again(
         self, idle: list[_resp.Connection], wire: _resp.Connection | None
