@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import pytest
 
@@ -524,20 +525,25 @@ async def test_calls_on_the_opening_loop_stay_on_it(
 ) -> None:
     """Opened on asyncio, a store runs the calls of that loop there (its
     own thread connects only when a caller elsewhere needs it); opened on
-    trio, it has no home loop."""
+    trio, it has no home loop.  Redis runs trio's calls on the caller's
+    loop too (it speaks to its server there): only other asyncio loops
+    need its thread."""
     kind, url = server
+    native = kind == "redis"
     async with servers.open_store(kind, url, servers.namespace()) as store:
         home = anyio_backend == "asyncio"
         assert (store._home is not None) is home
         assert await store.commit(rec("t", 0), expected_head=None) == (
             Success(None)
         )
-        assert store._thread_ready is not home
+        assert store._thread_ready is (not home and not native)
 
-        def elsewhere() -> int | None:
-            return anyio.run(store.head, "t", backend="trio")
+        def elsewhere(backend: str) -> int | None:
+            return anyio.run(store.head, "t", backend=backend)
 
-        assert await anyio.to_thread.run_sync(elsewhere) == 0
+        assert await anyio.to_thread.run_sync(elsewhere, "trio") == 0
+        assert store._thread_ready is not native
+        assert await anyio.to_thread.run_sync(elsewhere, "asyncio") == 0
         assert store._thread_ready
         assert await store.head("t") == 0
 
@@ -645,16 +651,14 @@ def held_commits(
     store: stores.CheckpointStore,
 ) -> Iterator[tuple[threading.Event, threading.Event]]:
     """The store's commits, held before they start until *release* is set
-    (*started* says one is held); on the home loop and on the store's
-    thread alike (the events are the threads')."""
-    import asyncio  # noqa: PLC0415  # the work runs on an asyncio loop
-
+    (*started* says one is held); on the home loop, on the store's thread
+    and on trio alike (the events are the threads')."""
     started, release = threading.Event(), threading.Event()
     original = store._commit  # type: ignore[attr-defined]
 
     async def held(*args: object) -> object:
         started.set()
-        await asyncio.to_thread(release.wait)
+        await anyio.to_thread.run_sync(release.wait)
         return await original(*args)
 
     store._commit = held  # type: ignore[attr-defined]
@@ -671,7 +675,7 @@ async def test_a_cancelled_writer_goes_on_once_its_write_is_whole(
     """A writer cancelled (by anyio) while its commit is in flight waits
     until the commit is whole, then raises; the commit is stored.  (On
     asyncio the call runs on the home loop, on trio through the store's
-    thread: the shield is taken only once cancelled, on both.)"""
+    thread, or on trio itself for Redis.)"""
     kind, url = server
     async with servers.open_store(kind, url, servers.namespace()) as store:
         assert (store._home is not None) is (anyio_backend == "asyncio")
@@ -760,7 +764,7 @@ async def test_the_thread_starts_with_the_first_call_away_from_home(
     """Opened on asyncio, a store starts its thread only when a caller
     elsewhere needs it, once however many callers ask at once, and closing
     stops it (and refuses to start one); opened on trio, it runs on its
-    thread from the start."""
+    thread from the start (PostgreSQL) or on trio itself (Redis)."""
     kind, url = server
     name = servers.namespace()
 
@@ -770,8 +774,8 @@ async def test_the_thread_starts_with_the_first_call_away_from_home(
     async with servers.open_store(kind, url, name) as store:
         mine = f"pipeline:{store!r}"
         if anyio_backend == "trio":
-            assert store._loop is not None
-            assert mine in threads()
+            assert (store._loop is not None) is (kind == "postgres")
+            assert (mine in threads()) is (kind == "postgres")
             return
         assert store._loop is None
         assert await store.commit(rec("t", 0), expected_head=None) == (
@@ -781,7 +785,8 @@ async def test_the_thread_starts_with_the_first_call_away_from_home(
         assert mine not in threads()
 
         def elsewhere() -> int | None:
-            return anyio.run(store.head, "t", backend="trio")
+            # Another asyncio loop (trio's calls need no thread for Redis).
+            return anyio.run(store.head, "t", backend="asyncio")
 
         async with anyio.create_task_group() as tg:
             for _ in range(4):
@@ -992,9 +997,12 @@ async def test_redis_replaces_connections_the_server_closed(
     """The Redis store's scripts run over connections of its own; one the
     server closed while it was idle (a restart, a ``timeout``, a proxy) is
     replaced before a command is sent on it, so the next commit succeeds,
-    at home and through the store's thread alike."""
+    at home and on trio alike."""
     import redis  # noqa: PLC0415
 
+    from redis.asyncio.connection import AbstractConnection  # noqa: PLC0415
+
+    from pipeline.stores import _resp  # noqa: PLC0415
     from pipeline.stores import redis as redis_store  # noqa: PLC0415
 
     del anyio_backend
@@ -1006,15 +1014,27 @@ async def test_redis_replaces_connections_the_server_closed(
                 rec("t", v), expected_head=v - 1 if v else None
             ) == Success(None)
         assert isinstance(store, redis_store.RedisStore)
-        idle = [c for conns in store._idle.values() for c in conns]
+
+        # Each idle connection, and its check: the loop's view (asyncio),
+        # or a look at the socket (trio, see pipeline.stores._resp).
+        async def usable(conn: object) -> bool:
+            if isinstance(conn, _resp.Connection):
+                return conn.usable()
+            assert isinstance(conn, AbstractConnection)
+            return await redis_store._usable(conn)
+
+        idle = [c for conns in store._idle.values() for c in conns] + [
+            w for wires in store._wires.values() for w in wires
+        ]
         assert idle
         with redis.Redis.from_url(redis_url) as other:
             other.execute_command(
                 "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"
             )
-        # Wait (bounded) until the store's loop has seen the ends.
+        # Wait (bounded) until the store's loop, or the kernel, has seen
+        # the ends.
         with anyio.fail_after(30):
-            while any(redis_store._open(c) for c in idle):  # noqa: ASYNC110  # no event to wait on: the loop's own view
+            while [c for c in idle if await usable(c)]:  # noqa: ASYNC110  # no event to wait on: the loop's own view
                 await anyio.sleep(0.01)
         assert await store.commit(rec("t", 3), expected_head=2) == Success(
             None
@@ -1094,3 +1114,178 @@ def test_closed_from_another_loop_as_the_home_loop_ends(
     gc.collect()
     if kind == "postgres":
         servers.drop_schema(url, name)
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_keeps_the_thread_for_urls_it_does_not_speak(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """A URL the store does not speak itself on trio (here, an option in
+    the query string) keeps redis-py's client: trio's calls go through the
+    store's thread, and work as on a plain URL."""
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    url = redis_url + "?health_check_interval=0"
+    async with servers.redis_store(url) as store:
+        assert isinstance(store, RedisStore)
+        assert not store._native
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+        assert await store.head("t") == 0
+        assert (store._loop is not None) is (anyio_backend == "trio")
+        assert not store._wires
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_uses_the_database_of_its_url(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """The URL's database is the one written to, whoever speaks to the
+    server (redis-py on asyncio, the store itself on trio)."""
+    import redis  # noqa: PLC0415
+
+    del anyio_backend
+    url = redis_url.rsplit("/", 1)[0] + "/3"
+    name = servers.namespace()
+    async with servers.redis_store(url, prefix=name) as store:
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+
+        def keys(db: int) -> list[bytes]:
+            at = redis_url.rsplit("/", 1)[0] + f"/{db}"
+            with redis.Redis.from_url(at) as client:
+                return sorted(client.keys(f"{name}:*"))
+
+        assert await anyio.to_thread.run_sync(keys, 0) == []
+        assert await anyio.to_thread.run_sync(keys, 3) == [
+            f"{name}:records:t".encode(),
+            f"{name}:threads".encode(),
+        ]
+
+
+@contextlib.asynccontextmanager
+async def held_answers(
+    url: str,
+) -> AsyncIterator[tuple[str, Callable[[bool], None], anyio.Event]]:
+    """A proxy to the Redis server at *url*: its URL, a switch that holds
+    the server's answers (``True``) or lets them through again, and an
+    event set once an answer is held (so its caller is waiting for it)."""
+    host, port = url.split("//")[1].split("/", maxsplit=1)[0].split(":")
+    holding = False
+    held = anyio.Event()
+    release = anyio.Event()
+
+    def switch(on: bool) -> None:
+        nonlocal holding
+        holding = on
+        if not on:
+            release.set()
+
+    async def pipe(
+        source: anyio.abc.ByteStream,
+        sink: anyio.abc.ByteStream,
+        hold: bool,
+    ) -> None:
+        with contextlib.suppress(
+            anyio.EndOfStream, anyio.BrokenResourceError, OSError
+        ):
+            async for chunk in source:
+                if hold and holding:
+                    held.set()
+                    await release.wait()
+                await sink.send(chunk)
+
+    async def serve(client: anyio.abc.SocketStream) -> None:
+        async with (
+            client,
+            await anyio.connect_tcp(host, int(port)) as server,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(pipe, client, server, False)
+            await pipe(server, client, True)
+            tg.cancel_scope.cancel()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, serve)
+        mine = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610  # anyio's
+        try:
+            yield f"redis://127.0.0.1:{mine}/0", switch, held
+        finally:
+            switch(False)
+            tg.cancel_scope.cancel()
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_cancelled_reader_stops_and_the_store_goes_on(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """A reader cancelled while its answer is held on the way stops at once
+    (on trio, the connection it was reading from is dropped, not kept with
+    an answer nobody reads); the next calls get their own answers."""
+    del anyio_backend
+    async with (
+        held_answers(redis_url) as (url, switch, held),
+        servers.redis_store(url) as store,
+    ):
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+        outcome: list[object] = []
+
+        async def reader() -> None:
+            try:
+                outcome.append(await store.head("t"))
+            except anyio.get_cancelled_exc_class():
+                outcome.append("cancelled")
+                raise
+
+        switch(True)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader)
+            await held.wait()  # its answer came, and is held
+            tg.cancel_scope.cancel()
+        assert outcome == ["cancelled"]
+        switch(False)
+        assert await store.head("t") == 0
+        assert await store.commit(rec("t", 1), expected_head=0) == (
+            Success(None)
+        )
+        assert [r.version for r in await store.records("t")] == [0, 1]
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_closes_the_connections_of_trio_runs_that_ended(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """A store outliving trio runs (each ``trio.run`` in a thread, say)
+    keeps no connection of a run that is over: they are closed once the run
+    is gone, not left open until the store closes."""
+    from pipeline.stores import _resp  # noqa: PLC0415
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    del anyio_backend
+    async with servers.redis_store(redis_url) as store:
+        assert isinstance(store, RedisStore)
+        seen: list[_resp.Connection] = []
+
+        async def write() -> None:
+            assert await store.commit(rec("t", 0), expected_head=None) == (
+                Success(None)
+            )
+            seen.extend(store._run_wires())  # this run's
+
+        await anyio.to_thread.run_sync(
+            functools.partial(anyio.run, write, backend="trio")
+        )
+        assert len(seen) == 1
+        gc.collect()  # the run's token, and so its list
+        assert all(seen[0] not in ws for ws in store._wires.values())
+        assert seen[0]._socket.fileno() == -1  # closed
+        assert await store.head("t") == 0

@@ -10,7 +10,10 @@ Callers on trio, or on other asyncio loops, hand their calls to a
 :class:`~pipeline.stores._bridge.LoopThread` (an asyncio loop in a thread
 of its own, started by the first such call: a store used only at home
 starts none), whose client ``_connect`` makes on its first call; opened on
-trio, the store has no home and runs ``_open`` there.  Either way a call is
+trio, the store has no home and runs ``_open`` there.  A store whose client
+also runs on trio (``_native``: Redis, see :mod:`pipeline.stores._resp`)
+runs trio's calls on the caller's own loop instead, and opening on trio
+starts no thread.  Either way a call is
 a task the caller's cancellation never reaches (a transaction is never
 left half-done): a cancelled writer waits for its write, shielded for a
 bounded time, then raises; a cancelled reader stops waiting at once.
@@ -34,6 +37,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 from returns.result import Result
 
@@ -118,6 +122,10 @@ class ServerStore:
     """The asyncio loop the store was opened on, whose calls run there."""
     _closing = False
     _opened = False
+    _native = False
+    """Whether the store's client runs on trio too: its trio callers run
+    their calls on their own loop (see ``_here``), and opening on trio
+    starts no thread."""
 
     if TYPE_CHECKING:  # what each store supplies
 
@@ -196,7 +204,7 @@ class ServerStore:
             raise RuntimeError(msg)
         home = _asyncio_loop()
         loop = None
-        if home is None:  # trio: everything runs on the store's thread
+        if home is None and not self._native:  # trio: on the thread
             loop = LoopThread(f"pipeline:{self!r}")  # its thread's name
             try:
                 await loop.run(self._open, shield=True)
@@ -213,7 +221,7 @@ class ServerStore:
                     await self._close()
                 raise
         self._home_tasks: set[asyncio.Task[Any]] = set()
-        self._thread_ready = home is None
+        self._thread_ready = loop is not None
         self._thread_lock: asyncio.Lock | None = None
         self._starting = threading.Lock()
         self._home = home
@@ -245,6 +253,8 @@ class ServerStore:
                 # home loop's client: a second aclose() is a no-op.
                 if self._loop is not None:
                     await self._loop.close(self._close)
+                elif self._native and _asyncio_loop() is None:
+                    await self._close()
 
     async def _close_home(self) -> None:
         while self._home_tasks:
@@ -362,8 +372,11 @@ class ServerStore:
             msg = "the store is closed"
             raise RuntimeError(msg)
         home = self._home
-        if home is not None and _asyncio_loop() is home:
+        here = _asyncio_loop()
+        if home is not None and here is home:
             return await self._at_home(home, work, shield=shield)
+        if here is None and self._native:
+            return await self._here(work, shield=shield)
         loop = self._loop
         if loop is None:
             loop = self._start_thread()
@@ -404,6 +417,27 @@ class ServerStore:
                 ):
                     await asyncio.wait((task,))
             raise
+
+    @staticmethod
+    async def _here(
+        work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
+    ) -> T:
+        """``work()`` on the caller's own (trio) loop, for a store whose
+        client runs there (``_native``): no hop between threads.
+
+        A writer is shielded from cancellation until its write is whole
+        (stored or refused), then raises if it was cancelled, as at home;
+        the store bounds each of the write's commands, so the shield is
+        bounded too.  A cancelled reader stops at once (the store drops the
+        connection it was reading from).
+        """
+        if not shield:
+            return await work()
+        out: list[T] = []  # (a scope may swallow what it ends: no local)
+        with anyio.CancelScope(shield=True):
+            out.append(await work())
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        return out[0]
 
     def _start_thread(self) -> LoopThread:
         """The store's thread, started by the first call that needs it (a

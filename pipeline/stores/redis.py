@@ -1,8 +1,8 @@
 """Redis checkpoint store: for runners on several processes or machines.
 
-redis-py's asyncio client (``redis.asyncio``), under a key *prefix*; the
-scripts (every change) go over the client's connections taken directly, a
-send and a read each (see ``RedisStore._run``)::
+redis-py's asyncio client (``redis.asyncio``), under a key *prefix*; every
+command goes over connections of the store's own, a send and a read each
+(see ``RedisStore._ask``)::
 
     {prefix}:threads          set: every thread id with a record
     {prefix}:records:{id}     list: the thread's records, version = index
@@ -32,12 +32,18 @@ could be refused as a conflict with itself): it raises, and the commit may
 or may not have landed; read the thread's head to know.
 
 **asyncio and trio.** redis-py's async client runs on asyncio only, and its
-connection pool belongs to one event loop.  As the PostgreSQL store does
-(see :mod:`pipeline.stores.postgres`), the store runs the calls made on the
-asyncio loop it was opened on there, with a client of that loop, and hands
-the others (trio, other loops or threads) to an asyncio loop of its own, in
-a daemon thread, with a client of its own: a caller's cancellation never
-interrupts a command in flight.
+connections belong to one event loop.  The store runs the calls made on the
+asyncio loop it was opened on there, with connections of that loop.  On
+trio it speaks Redis's protocol itself, on the caller's loop (see
+:mod:`pipeline.stores._resp`): no thread, and no hop between threads per
+command (which cost more than the rest of a commit).  A URL it does not
+speak itself (TLS, options in the query string), and callers on other
+asyncio loops or threads, go as the PostgreSQL store's do (see
+:mod:`pipeline.stores.postgres`) to an asyncio loop of its own, in a daemon
+thread, with a client of its own.  Either way, a caller's cancellation
+never interrupts a write in flight: a cancelled writer waits for its
+script's answer (each command bounded), then raises; a cancelled reader
+stops at once (on trio, dropping the connection it was reading from).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ require(__name__, "the redis client", "redis", ("redis",))
 import asyncio
 import hashlib
 import math
+import weakref
 
 from collections.abc import Awaitable, Sequence
 from typing import Any, Final, TypeVar, final
@@ -66,6 +73,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
+from . import _resp
 from ._protocol import DEFAULT_LEASE_TTL, Lease, Record, check_lease_ttl
 from ._server import ServerStore
 
@@ -196,22 +204,39 @@ async def _bounded(command: Awaitable[T]) -> T:
         raise redis.exceptions.TimeoutError(msg) from None
 
 
-def _open(conn: AbstractConnection) -> bool:
-    """Whether the server has not closed *conn* while it was idle (the
-    loop saw its end): the check the client's pool makes before every
-    command, at a read's cost, made on what the loop knows already."""
-    reader: asyncio.StreamReader | None = getattr(conn, "_reader", None)
-    return (
-        reader is not None
-        and not reader.at_eof()
-        and reader.exception() is None
-    )
+def _abandon(wires: list[_resp.Connection]) -> None:
+    """Close *wires* (idle connections of a trio run that may be over)."""
+    while wires:
+        wires.pop().abandon()
 
 
-async def _ask(conn: AbstractConnection, *command: str | int | bytes) -> Any:
+def _on_asyncio() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or None on trio (spoken to natively)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _usable(conn: AbstractConnection) -> bool:
+    """Whether idle *conn* is fit for a command: the server has not closed
+    it, and nothing nobody asked for waits on it.  redis-py's own public
+    check (``can_read``), which looks at what the loop has seen and does not
+    wait, where its pool's check before every command reads."""
+    try:
+        return not await conn.can_read()
+    except (redis.exceptions.ConnectionError, OSError):
+        return False
+
+
+async def _exchange(
+    conn: AbstractConnection, command: tuple[str | int | bytes, ...]
+) -> Any:
     """*command*'s answer on *conn* (an error reply raises
-    ``ResponseError``)."""
-    await conn.send_command(*command)
+    ``ResponseError``).  The command is packed here, as the client packs
+    it, without its encoder's checks of every argument's type (the store
+    sends strings, integers and bytes only)."""
+    await conn.send_packed_command(_resp.pack(command), check_health=False)
     return await conn.read_response()
 
 
@@ -282,7 +307,14 @@ class RedisStore(ServerStore):
         self._idle: dict[
             asyncio.AbstractEventLoop, list[AbstractConnection]
         ] = {}
-        """Each loop's idle connections for scripts (see _run)."""
+        """Each asyncio loop's idle connections (see _ask)."""
+        self._wires: weakref.WeakKeyDictionary[
+            object, list[_resp.Connection]
+        ] = weakref.WeakKeyDictionary()
+        """Each trio run's idle connections (see _ask_here), closed when
+        the run is over (its token collected)."""
+        self._target = _resp.target(url)
+        self._native = self._target is not None
         self._shas: dict[str, str] = dict(_SHAS)
 
     @classmethod
@@ -314,11 +346,13 @@ class RedisStore(ServerStore):
         return f"{self.prefix}:lease:{thread_id}"
 
     async def _open(self) -> None:
-        # One round trip: a wrong address fails here.  The scripts are
-        # called by their digest and loaded on first use (see _run), once
-        # per server rather than once per store.
-        client = await self._connect_client()
-        await _bounded(client.ping())
+        # One round trip: a wrong address fails here (and the connection
+        # stays, for the first command).  The scripts are called by their
+        # digest and loaded on first use (see _run), once per server rather
+        # than once per store.
+        if _on_asyncio() is not None:
+            await self._connect_client()
+        await self._ask("PING")
 
     async def _connect(self) -> None:
         await self._connect_client()
@@ -339,18 +373,19 @@ class RedisStore(ServerStore):
         return client
 
     async def _close(self) -> None:
-        loop = asyncio.get_running_loop()
+        # Every trio run's idle connections go with the first loop that
+        # closes (their runs may be over); a call in flight closes its own
+        # when it ends, as the store is closing.
+        for wires in list(self._wires.values()):
+            _abandon(wires)
+        loop = _on_asyncio()
+        if loop is None:
+            return
         client = self._clients.pop(loop, None)
         for conn in self._idle.pop(loop, ()):
             await conn.disconnect()
         if client is not None:
             await client.aclose()
-
-    @property
-    def _client(self) -> redis.asyncio.Redis:
-        """The client of the loop this runs on (the home loop's, or the
-        store's thread's)."""
-        return self._clients[asyncio.get_running_loop()]
 
     def _new_connection(
         self, loop: asyncio.AbstractEventLoop
@@ -361,44 +396,28 @@ class RedisStore(ServerStore):
         conn: AbstractConnection = pool.make_connection()  # type: ignore[no-untyped-call]
         return conn
 
-    async def _run(
-        self, name: str, keys: list[str], *args: str | int | bytes
-    ) -> Any:
-        # A script (every change to a thread) goes over a connection of the
-        # store's own, taken from the loop's idle list: a send and a read,
-        # without the client's pool lock, health check, retry wrapper and
-        # events (half the Python calls of a commit).  A connection that
-        # failed (broken, timed out, interrupted) is dropped; one whose
-        # command the server refused (an error reply) is fine.
-        loop = asyncio.get_running_loop()
+    async def _ask(self, *command: str | int | bytes) -> Any:
+        # Every command goes over a connection of the store's own, taken
+        # from the loop's idle list: a send and a read, without the
+        # client's pool lock, health check, retry wrapper and events (half
+        # the Python calls of a commit).  A connection that failed (broken,
+        # timed out, interrupted) is dropped; one whose command the server
+        # refused (an error reply) is fine.
+        loop = _on_asyncio()
+        if loop is None:
+            return await self._ask_here(command)
         idle = self._idle[loop]
         conn = None
         while idle:
             conn = idle.pop()
-            if _open(conn):
+            if await _usable(conn):
                 break
             await conn.disconnect(nowait=True)
             conn = None
         if conn is None:
             conn = self._new_connection(loop)
-
-        def script() -> Awaitable[Any]:
-            return _bounded(
-                _ask(
-                    conn, "EVALSHA", self._shas[name], len(keys), *keys, *args
-                )
-            )
-
         try:
-            try:
-                out = await script()
-            except NoScriptError:
-                # The server restarted, or flushed its scripts: load it.
-                sha = await _bounded(
-                    _ask(conn, "SCRIPT", "LOAD", _SCRIPTS[name])
-                )
-                self._shas[name] = _bytes(sha).decode()
-                out = await script()
+            out = await _bounded(_exchange(conn, command))
         except ResponseError:
             idle.append(conn)
             raise
@@ -407,6 +426,85 @@ class RedisStore(ServerStore):
             raise
         idle.append(conn)
         return out
+
+    async def _ask_here(self, command: tuple[str | int | bytes, ...]) -> Any:
+        """*command*'s answer on trio, over a connection of the store's own
+        on the caller's loop (see :mod:`pipeline.stores._resp`), with the
+        same bound and the same rules for failed connections as ``_ask``."""
+        from trio import CancelScope, current_time  # noqa: PLC0415  # on trio
+
+        where = self._target
+        if where is None:  # _native is False: the thread runs the calls
+            msg = "this store's URL is not spoken on trio"
+            raise RuntimeError(msg)
+        idle = self._run_wires()
+        wire = None
+        while idle:
+            wire = idle.pop()
+            if wire.usable():
+                break
+            await wire.aclose()
+            wire = None
+        bound = CancelScope(deadline=current_time() + _TIMEOUT)
+        out: Any = None
+        try:
+            with bound:
+                if wire is None:
+                    wire = await _resp.Connection.open(where)
+                out = await wire.ask(*command)
+        except ResponseError:
+            self._idle_again(idle, wire)
+            raise
+        except BaseException:
+            if wire is not None:
+                await wire.aclose()
+            raise
+        if bound.cancelled_caught:
+            if wire is not None:
+                await wire.aclose()
+            msg = "Timeout reading from the server"
+            raise redis.exceptions.TimeoutError(msg)
+        self._idle_again(idle, wire)
+        return out
+
+    def _run_wires(self) -> list[_resp.Connection]:
+        """The running trio run's idle connections (closed when the run is
+        over: a store may outlive many runs)."""
+        from trio.lowlevel import current_trio_token  # noqa: PLC0415  # on trio
+
+        run = current_trio_token()
+        idle = self._wires.get(run)
+        if idle is None:
+            idle = self._wires[run] = []
+            weakref.finalize(run, _abandon, idle)
+        return idle
+
+    def _idle_again(
+        self, idle: list[_resp.Connection], wire: _resp.Connection | None
+    ) -> None:
+        """Keep *wire* for the next command, unless the store is closing."""
+        if wire is None:
+            return
+        if self._closing:
+            wire.abandon()
+        else:
+            idle.append(wire)
+
+    async def _run(
+        self, name: str, keys: list[str], *args: str | int | bytes
+    ) -> Any:
+        """Script *name*'s answer, loading it if the server lacks it."""
+        try:
+            return await self._ask(
+                "EVALSHA", self._shas[name], len(keys), *keys, *args
+            )
+        except NoScriptError:
+            # The server restarted, or flushed its scripts: load it.
+            sha = await self._ask("SCRIPT", "LOAD", _SCRIPTS[name])
+            self._shas[name] = _bytes(sha).decode()
+            return await self._ask(
+                "EVALSHA", self._shas[name], len(keys), *keys, *args
+            )
 
     async def _commit(
         self, record: Record, expected_head: int | None, lease: Lease | None
@@ -442,22 +540,20 @@ class RedisStore(ServerStore):
     async def _records(
         self, thread_id: str, upto: int | None
     ) -> Sequence[Record]:
-        client = self._client
-        blobs = await _bounded(
-            client.lrange(
-                self._records_key(thread_id), 0, -1 if upto is None else upto
-            )
+        blobs = await self._ask(
+            "LRANGE",
+            self._records_key(thread_id),
+            0,
+            -1 if upto is None else upto,
         )
         return tuple(_decode(thread_id, _bytes(b)) for b in blobs)
 
     async def _head(self, thread_id: str) -> int | None:
-        client = self._client
-        n = _int(await _bounded(client.llen(self._records_key(thread_id))))
+        n = _int(await self._ask("LLEN", self._records_key(thread_id)))
         return None if n == 0 else n - 1
 
     async def _threads(self) -> Sequence[str]:
-        client = self._client
-        members = await _bounded(client.smembers(self._threads_key))
+        members = await self._ask("SMEMBERS", self._threads_key)
         return sorted(_bytes(m).decode() for m in members)
 
     async def _delete(self, thread_id: str) -> None:
@@ -502,8 +598,7 @@ class RedisStore(ServerStore):
     async def _cache_get(
         self, key: str, now: float
     ) -> tuple[bytes, str] | None:
-        client = self._client
-        blob = await _bounded(client.get(f"{self.prefix}:cache:{key}"))
+        blob = await self._ask("GET", f"{self.prefix}:cache:{key}")
         if blob is None:
             return None
         header, _, value = _bytes(blob).partition(b"\n")
@@ -527,16 +622,15 @@ class RedisStore(ServerStore):
         now: float,
         ttl: float | None,
     ) -> None:
-        client = self._client
         expires = None if ttl is None else now + ttl
         blob = orjson.dumps([expires, sha]) + b"\n" + value
-        await _bounded(
-            client.set(
-                f"{self.prefix}:cache:{key}",
-                blob,
-                px=None if ttl is None else max(1, math.ceil(ttl * 1000)),
+        name = f"{self.prefix}:cache:{key}"
+        if ttl is None:
+            await self._ask("SET", name, blob)
+        else:
+            await self._ask(
+                "SET", name, blob, "PX", max(1, math.ceil(ttl * 1000))
             )
-        )
 
     async def _release(self, lease: Lease) -> None:
         await self._run(

@@ -1,0 +1,268 @@
+"""Redis's wire protocol (RESP2) over an anyio stream: the Redis store's
+connections for callers on trio.
+
+redis-py's async client runs on asyncio only, so a trio caller of the Redis
+store would otherwise hand every command to an asyncio loop in another
+thread and wait to be woken: two wake-ups across threads per command, more
+than the rest of a commit costs.  The store's commands are few and plain
+(``EVALSHA``, ``LRANGE``, ``GET``, ...), so on trio it speaks the protocol
+itself, over the caller's own loop: a command is packed into one write, its
+answer parsed from what the socket returned.  Only plain URLs are spoken
+this way (``redis://`` or ``unix://`` with a database, a user and a
+password); any other (TLS, options in the query string) keeps the thread
+(see :func:`target`).
+
+A reply is what redis-py's connection reads for it, in RESP2: simple and
+bulk strings as bytes, integers, lists, ``None``; an error reply raises the
+exception redis-py raises for it (its own table maps the codes).
+"""
+
+from __future__ import annotations
+
+import socket
+
+from dataclasses import dataclass
+from typing import Any, Final, final
+
+import anyio
+import anyio.abc
+import redis.asyncio.connection
+import redis.exceptions
+
+from redis._parsers import BaseParser
+
+
+_CHUNK: Final = 65536
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a plain URL points, and how to log in."""
+
+    host: str = "localhost"
+    port: int = 6379
+    path: str | None = None
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+
+_PLAIN: Final = frozenset(
+    {"host", "port", "path", "db", "username", "password"}
+)
+
+
+def target(url: str) -> Target | None:
+    """Where *url* points, if this module can speak to it (a plain
+    ``redis://`` or ``unix://`` URL, parsed by redis-py's own rules), else
+    None (TLS, or options in the query string)."""
+    kwargs: dict[str, Any] = dict(redis.asyncio.connection.parse_url(url))
+    kind = kwargs.pop("connection_class", None)
+    if kind not in {None, redis.asyncio.connection.UnixDomainSocketConnection}:
+        return None  # TLS
+    if not kwargs.keys() <= _PLAIN:
+        return None
+    if (kind is None) == ("path" in kwargs):
+        return None  # a socket path on TCP, or a socket without one
+    return Target(**kwargs)
+
+
+def pack(command: tuple[str | int | bytes, ...]) -> bytes:
+    """*command* as the server reads it (strings in UTF-8, integers in
+    decimal, as redis-py encodes them)."""
+    out = [b"*%d\r\n" % len(command)]
+    for arg in command:
+        if isinstance(arg, bytes):
+            data = arg
+        elif isinstance(arg, str):
+            data = arg.encode()
+        else:
+            data = b"%d" % arg
+        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    return b"".join(out)
+
+
+class _Incomplete(Exception):
+    """The buffer ends inside the reply: read more."""
+
+
+_MORE: Final = _Incomplete()
+
+
+def parse(buf: bytes | bytearray, pos: int = 0) -> tuple[Any, int]:
+    """The reply starting at *pos* in *buf*, and where it ends.  An error
+    reply is returned as its exception (the caller raises a top-level one,
+    as redis-py does; one inside a list stays in the list).
+
+    Raises:
+        _Incomplete: *buf* ends inside the reply.
+        redis.exceptions.InvalidResponse: Not a RESP2 reply.
+    """
+    end = buf.find(b"\r\n", pos)
+    if end < 0:
+        raise _MORE
+    kind = buf[pos]
+    line = bytes(buf[pos + 1 : end])
+    pos = end + 2
+    if kind == 0x24:  # $: a bulk string
+        size = int(line)
+        if size < 0:
+            return None, pos
+        if len(buf) < pos + size + 2:
+            raise _MORE
+        return bytes(buf[pos : pos + size]), pos + size + 2
+    if kind == 0x2A:  # *: a list
+        return _items(buf, pos, int(line))
+    if kind == 0x3A:  # :: an integer
+        return int(line), pos
+    if kind == 0x2B:  # +: a simple string
+        return line, pos
+    if kind == 0x2D:  # -: an error
+        error = BaseParser.parse_error(line.decode(errors="replace"))  # type: ignore[no-untyped-call]
+        return error, pos
+    msg = f"Protocol Error: {bytes([kind])!r}"
+    raise redis.exceptions.InvalidResponse(msg)
+
+
+def _items(
+    buf: bytes | bytearray, pos: int, size: int
+) -> tuple[list[Any] | None, int]:
+    """A list of *size* replies from *pos* (none if negative)."""
+    if size < 0:
+        return None, pos
+    items: list[Any] = []
+    for _ in range(size):
+        item, pos = parse(buf, pos)
+        items.append(item)
+    return items, pos
+
+
+def _broken() -> redis.exceptions.ConnectionError:
+    return redis.exceptions.ConnectionError("Connection closed by server.")
+
+
+@final
+class Connection:
+    """One connection to the server, on the loop that opened it."""
+
+    __slots__ = ("_buf", "_socket", "_stream")
+
+    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+        self._stream = stream
+        self._socket: socket.socket = stream.extra(  # noqa: S610  # anyio's, not Django's
+            anyio.abc.SocketAttribute.raw_socket
+        )
+        self._buf = bytearray()
+
+    @classmethod
+    async def open(cls, where: Target) -> Connection:
+        """A connection to *where*, logged in and on its database.
+
+        Raises:
+            redis.exceptions.ConnectionError: The server cannot be reached.
+            redis.exceptions.ResponseError: It refused the login or the
+                database (``AuthenticationError``, ...).
+        """
+        try:
+            if where.path is not None:
+                stream: anyio.abc.SocketStream = await anyio.connect_unix(
+                    where.path
+                )
+            else:
+                stream = await anyio.connect_tcp(where.host, where.port)
+        except OSError as e:
+            place = where.path or f"{where.host}:{where.port}"
+            msg = f"Error {e.errno} connecting to {place}. {e.strerror}."
+            raise redis.exceptions.ConnectionError(msg) from e
+        conn = cls(stream)
+        try:
+            if where.password is not None:
+                await conn.login(where.username, where.password)
+            if where.db:
+                await conn.ask("SELECT", where.db)
+        except BaseException:
+            await conn.aclose()
+            raise
+        return conn
+
+    async def login(self, username: str | None, password: str) -> None:
+        """Log in as redis-py's client does (``HELLO ... AUTH``): as
+        *username*, or the default user; on a server older than 6.0, with
+        the password alone."""
+        try:
+            await self.ask("AUTH", username or "default", password)
+        except redis.exceptions.AuthenticationWrongNumberOfArgsError:
+            await self.ask("AUTH", password)
+
+    def usable(self) -> bool:
+        """Whether the server has not closed this idle connection (nor sent
+        anything on it): a look at the socket, which does not wait."""
+        if self._buf:
+            return False
+        try:
+            self._socket.recv(1, socket.MSG_PEEK)  # non-blocking
+        except BlockingIOError:
+            return True  # nothing to read: open
+        except OSError:
+            return False
+        return False  # closed (b""), or bytes nobody asked for
+
+    async def ask(self, *command: str | int | bytes) -> Any:
+        """*command*'s reply.
+
+        On trio (where the store uses this), straight on the socket: the
+        command is written at once (it fits the socket's buffer, or the
+        rest waits for room), then the reply waited for, one wait per
+        command, as redis-py's connection does on asyncio.
+
+        Raises:
+            redis.exceptions.ResponseError: The server answered an error.
+            redis.exceptions.ConnectionError: The connection broke.
+        """
+        from trio.lowlevel import wait_readable  # noqa: PLC0415  # on trio
+
+        sock = self._socket
+        buf = self._buf
+        await self._send(pack(command))
+        while True:
+            await wait_readable(sock)
+            try:
+                chunk = sock.recv(_CHUNK)
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                raise _broken() from e
+            if not chunk:
+                raise _broken()
+            buf += chunk
+            try:
+                reply, end = parse(buf)
+            except _Incomplete:
+                continue
+            del buf[:end]
+            if isinstance(reply, redis.exceptions.RedisError):
+                raise reply
+            return reply
+
+    async def _send(self, data: bytes) -> None:
+        from trio.lowlevel import wait_writable  # noqa: PLC0415  # on trio
+
+        sock = self._socket
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[sock.send(view) :]
+            except BlockingIOError:
+                await wait_writable(sock)
+            except OSError as e:
+                raise _broken() from e
+
+    async def aclose(self) -> None:
+        """Close it (at once: it does not wait, and cancellation does not
+        stop it)."""
+        await anyio.aclose_forcefully(self._stream)
+
+    def abandon(self) -> None:
+        """Close its socket from any thread (its loop may be gone)."""
+        self._socket.close()

@@ -1,0 +1,142 @@
+"""The Redis store's own wire protocol (pipeline/stores/_resp.py): commands
+packed as redis-py packs them, replies parsed as redis-py parses them, and
+which URLs it speaks.  No server: the servers' tests are in
+tests/test_server_stores.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+
+redis = pytest.importorskip("redis")
+
+from redis._parsers import BaseParser  # noqa: E402
+from redis.connection import Connection  # noqa: E402
+
+from pipeline.stores import _resp  # noqa: E402
+
+
+_args = st.lists(
+    st.one_of(
+        st.text(),
+        st.integers(-(2**63), 2**63 - 1),
+        st.binary(max_size=200),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@given(_args)
+def test_commands_are_packed_as_the_client_packs_them(
+    command: list[str | int | bytes],
+) -> None:
+    """The store's packing (no per-argument type checks) gives the bytes
+    redis-py's own encoder gives, for every argument the store sends."""
+    # A command name redis-py would split ("SCRIPT LOAD") is never sent.
+    command = [b"X", *command]
+    theirs = b"".join(Connection().pack_command(*command))  # type: ignore[no-untyped-call]
+    assert _resp.pack(tuple(command)) == theirs
+
+
+# A reply, and what it reads as: (wire bytes, value).  Errors read as their
+# exception's class and message.
+_Reply = tuple[bytes, Any]
+
+
+def _errors(text: str) -> _Reply:
+    error = BaseParser.parse_error(text)  # type: ignore[no-untyped-call]
+    return b"-%b\r\n" % text.encode(), (type(error), str(error))
+
+
+_line = st.text(
+    st.characters(blacklist_characters="\r\n", codec="utf-8"), max_size=30
+)
+_leaves: st.SearchStrategy[_Reply] = st.one_of(
+    st.binary(max_size=40).map(lambda b: (b"$%d\r\n%b\r\n" % (len(b), b), b)),
+    st.just((b"$-1\r\n", None)),
+    st.integers(-(2**63), 2**63 - 1).map(lambda n: (b":%d\r\n" % n, n)),
+    _line.map(lambda s: (b"+%b\r\n" % s.encode(), s.encode())),
+    st.sampled_from(
+        ["NOSCRIPT No matching script.", "ERR unknown command", "BUSY x"]
+    ).map(_errors),
+    st.just((b"*-1\r\n", None)),
+)
+
+
+def _lists(children: st.SearchStrategy[_Reply]) -> st.SearchStrategy[_Reply]:
+    return st.lists(children, max_size=5).map(
+        lambda items: (
+            b"*%d\r\n" % len(items) + b"".join(w for w, _ in items),
+            [v for _, v in items],
+        )
+    )
+
+
+_replies = st.recursive(_leaves, _lists, max_leaves=12)
+
+
+def _seen(value: Any) -> Any:
+    """*value* with each error as its class and message."""
+    if isinstance(value, list):
+        return [_seen(v) for v in value]
+    if isinstance(value, Exception):
+        return (type(value), str(value))
+    return value
+
+
+@given(_replies, st.binary(max_size=10))
+def test_replies_are_parsed_whole_or_not_at_all(
+    reply: _Reply, after: bytes
+) -> None:
+    """A reply reads as its value wherever the bytes end after it, and any
+    part of it short of the whole asks for more."""
+    wire, value = reply
+    got, end = _resp.parse(wire + after)
+    assert end == len(wire)
+    assert _seen(got) == value
+    for cut in range(len(wire)):
+        with pytest.raises(_resp._Incomplete):
+            _resp.parse(wire[:cut])
+
+
+def test_a_reply_of_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(redis.exceptions.InvalidResponse):
+        _resp.parse(b"?what\r\n")
+
+
+@pytest.mark.parametrize(
+    ("url", "target"),
+    [
+        ("redis://127.0.0.1:7000/0", _resp.Target("127.0.0.1", 7000)),
+        ("redis://localhost", _resp.Target()),
+        (
+            "redis://me:secret@db.example:6380/2",
+            _resp.Target("db.example", 6380, None, 2, "me", "secret"),
+        ),
+        (
+            "redis://:secret@db.example/3",
+            _resp.Target("db.example", 6379, None, 3, None, "secret"),
+        ),
+        ("unix:///run/redis.sock", _resp.Target(path="/run/redis.sock")),
+        (
+            "unix:///run/redis.sock?db=4",
+            _resp.Target(path="/run/redis.sock", db=4),
+        ),
+        ("rediss://db.example:6380/0", None),
+        ("redis://db.example/0?socket_timeout=1", None),
+        ("redis://db.example/0?protocol=3", None),
+        ("unix://", None),
+    ],
+)
+def test_only_plain_urls_are_spoken(
+    url: str, target: _resp.Target | None
+) -> None:
+    """TLS and options in the query string keep redis-py's client (on the
+    store's thread, for trio callers)."""
+    assert _resp.target(url) == target
