@@ -1,6 +1,6 @@
 """The Redis store's own wire protocol (pipeline/stores/_resp.py): commands
-packed as redis-py packs them, replies parsed as redis-py parses them, and
-which URLs it speaks.  No server: the servers' tests are in
+packed as redis-py packs them, replies read as redis-py reads them (both by
+hiredis, configured as redis-py configures it), and which URLs it speaks.  No server: the servers' tests are in
 tests/test_server_stores.py."""
 
 from __future__ import annotations
@@ -91,23 +91,29 @@ def _seen(value: Any) -> Any:
 
 
 @given(_replies, st.binary(max_size=10))
-def test_replies_are_parsed_whole_or_not_at_all(
+def test_replies_are_read_whole_or_not_at_all(
     reply: _Reply, after: bytes
 ) -> None:
-    """A reply reads as its value wherever the bytes end after it, and any
-    part of it short of the whole asks for more."""
+    """A reply reads as redis-py reads it, wherever the bytes end after it
+    and however they are cut into pieces; any part of it short of the whole
+    asks for more."""
     wire, value = reply
-    got, end = _resp.parse(wire + after)
-    assert end == len(wire)
-    assert _seen(got) == value
+    reader = _resp.replies()
+    reader.feed(wire + after)
+    assert _seen(reader.gets()) == value
     for cut in range(len(wire)):
-        with pytest.raises(_resp._Incomplete):
-            _resp.parse(wire[:cut])
+        pieces = _resp.replies()
+        pieces.feed(wire[:cut])
+        assert pieces.gets() is _resp._NOT_YET
+        pieces.feed(wire[cut:])
+        assert _seen(pieces.gets()) == value
 
 
 def test_a_reply_of_an_unknown_kind_is_refused() -> None:
+    reader = _resp.replies()
+    reader.feed(b"?what\r\n")
     with pytest.raises(redis.exceptions.InvalidResponse):
-        _resp.parse(b"?what\r\n")
+        reader.gets()
 
 
 @pytest.mark.parametrize(

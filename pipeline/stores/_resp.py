@@ -12,9 +12,11 @@ this way (``redis://`` or ``unix://`` with a database, a user and a
 password); any other (TLS, options in the query string) keeps the thread
 (see :func:`target`).
 
-A reply is what redis-py's connection reads for it, in RESP2: simple and
-bulk strings as bytes, integers, lists, ``None``; an error reply raises the
-exception redis-py raises for it (its own table maps the codes).
+Commands are packed, and replies parsed, by hiredis (redis-py's own
+optional parser): a reply is what redis-py's connection reads for it, in
+RESP2 (simple and bulk strings as bytes, integers, lists, ``None``), and an
+error reply raises the exception redis-py raises for it (its own table maps
+the codes).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Final, final
 
 import anyio
 import anyio.abc
+import hiredis
 import redis.asyncio.connection
 import redis.exceptions
 
@@ -70,72 +73,29 @@ def target(url: str) -> Target | None:
 
 def pack(command: tuple[str | int | bytes, ...]) -> bytes:
     """*command* as the server reads it (strings in UTF-8, integers in
-    decimal, as redis-py encodes them)."""
-    out = [b"*%d\r\n" % len(command)]
-    for arg in command:
-        if isinstance(arg, bytes):
-            data = arg
-        elif isinstance(arg, str):
-            data = arg.encode()
-        else:
-            data = b"%d" % arg
-        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
-    return b"".join(out)
+    decimal), packed by hiredis as redis-py packs it."""
+    return hiredis.pack_command(command)  # type: ignore[no-any-return,arg-type]  # its stub says a 1-tuple
 
 
-class _Incomplete(Exception):
-    """The buffer ends inside the reply: read more."""
+_NOT_YET: Final = object()
+"""What the reader gives while a reply is not whole (RESP2 has no value
+that could be it)."""
 
 
-_MORE: Final = _Incomplete()
+def replies() -> hiredis.Reader:
+    """A reader of the server's replies, fed bytes as they come: hiredis's
+    (incremental: a reply read in many pieces is parsed once), giving what
+    redis-py's connection gives (bytes, integers, lists, ``None``; an error
+    reply as the exception redis-py raises for it, by its own table), or
+    :data:`_NOT_YET` while a reply is not whole.
 
-
-def parse(buf: bytes | bytearray, pos: int = 0) -> tuple[Any, int]:
-    """The reply starting at *pos* in *buf*, and where it ends.  An error
-    reply is returned as its exception (the caller raises a top-level one,
-    as redis-py does; one inside a list stays in the list).
-
-    Raises:
-        _Incomplete: *buf* ends inside the reply.
-        redis.exceptions.InvalidResponse: Not a RESP2 reply.
+    An unreadable reply raises ``redis.exceptions.InvalidResponse``.
     """
-    end = buf.find(b"\r\n", pos)
-    if end < 0:
-        raise _MORE
-    kind = buf[pos]
-    line = bytes(buf[pos + 1 : end])
-    pos = end + 2
-    if kind == 0x24:  # $: a bulk string
-        size = int(line)
-        if size < 0:
-            return None, pos
-        if len(buf) < pos + size + 2:
-            raise _MORE
-        return bytes(buf[pos : pos + size]), pos + size + 2
-    if kind == 0x2A:  # *: a list
-        return _items(buf, pos, int(line))
-    if kind == 0x3A:  # :: an integer
-        return int(line), pos
-    if kind == 0x2B:  # +: a simple string
-        return line, pos
-    if kind == 0x2D:  # -: an error
-        error = BaseParser.parse_error(line.decode(errors="replace"))  # type: ignore[no-untyped-call]
-        return error, pos
-    msg = f"Protocol Error: {bytes([kind])!r}"
-    raise redis.exceptions.InvalidResponse(msg)
-
-
-def _items(
-    buf: bytes | bytearray, pos: int, size: int
-) -> tuple[list[Any] | None, int]:
-    """A list of *size* replies from *pos* (none if negative)."""
-    if size < 0:
-        return None, pos
-    items: list[Any] = []
-    for _ in range(size):
-        item, pos = parse(buf, pos)
-        items.append(item)
-    return items, pos
+    return hiredis.Reader(
+        protocolError=redis.exceptions.InvalidResponse,
+        replyError=BaseParser.parse_error,  # pyright: ignore[reportUnknownMemberType]
+        notEnoughData=_NOT_YET,
+    )
 
 
 def _broken() -> redis.exceptions.ConnectionError:
@@ -146,14 +106,14 @@ def _broken() -> redis.exceptions.ConnectionError:
 class Connection:
     """One connection to the server, on the loop that opened it."""
 
-    __slots__ = ("_buf", "_socket", "_stream")
+    __slots__ = ("_replies", "_socket", "_stream")
 
     def __init__(self, stream: anyio.abc.SocketStream) -> None:
         self._stream = stream
         self._socket: socket.socket = stream.extra(  # noqa: S610  # anyio's, not Django's
             anyio.abc.SocketAttribute.raw_socket
         )
-        self._buf = bytearray()
+        self._replies = replies()
 
     @classmethod
     async def open(cls, where: Target) -> Connection:
@@ -198,7 +158,7 @@ class Connection:
     def usable(self) -> bool:
         """Whether the server has not closed this idle connection (nor sent
         anything on it): a look at the socket, which does not wait."""
-        if self._buf:
+        if self._replies.has_data():
             return False
         try:
             self._socket.recv(1, socket.MSG_PEEK)  # non-blocking
@@ -223,7 +183,7 @@ class Connection:
         from trio.lowlevel import wait_readable  # noqa: PLC0415  # on trio
 
         sock = self._socket
-        buf = self._buf
+        reader = self._replies
         await self._send(pack(command))
         while True:
             await wait_readable(sock)
@@ -235,12 +195,10 @@ class Connection:
                 raise _broken() from e
             if not chunk:
                 raise _broken()
-            buf += chunk
-            try:
-                reply, end = parse(buf)
-            except _Incomplete:
+            reader.feed(chunk)
+            reply = reader.gets()
+            if reply is _NOT_YET:
                 continue
-            del buf[:end]
             if isinstance(reply, redis.exceptions.RedisError):
                 raise reply
             return reply
