@@ -1,0 +1,131 @@
+"""The task that renews a run's lease: it renews while a long step runs,
+ends with the run without being cancelled (the run's fixed cost), and a
+renewal still in flight when the run ends is cancelled, not waited for.
+
+Every interleaving is forced with events, never hoped for with sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import anyio
+import pytest
+
+from returns.result import Result, Success
+
+from pipeline import stores
+from pipeline.failures import LeaseLost
+from pipeline.stores import _lease
+from tests.stores import DelegatingStore
+
+
+GUARD = 60.0
+"""Seconds after which a test that would otherwise hang fails instead."""
+
+
+class Watched(DelegatingStore):
+    """A memory store that counts renewals and signals the *at*-th one;
+    with *stall*, that renewal never answers (until cancelled)."""
+
+    def __init__(
+        self, ttl: float, at: int = 1, *, stall: bool = False
+    ) -> None:
+        super().__init__(stores.MemoryStore(lease_ttl=ttl))
+        self.at, self.stall = at, stall
+        self.renewals = 0
+        self.reached = anyio.Event()
+        self.cancelled = False
+
+    async def renew(
+        self, lease: stores.Lease, *, ttl: float
+    ) -> Result[stores.Lease, LeaseLost]:
+        self.renewals += 1
+        if self.renewals == self.at:
+            self.reached.set()
+            if self.stall:
+                try:
+                    await anyio.sleep_forever()
+                except anyio.get_cancelled_exc_class():
+                    self.cancelled = True
+                    raise
+        return await super().renew(lease, ttl=ttl)
+
+
+async def free(store: DelegatingStore) -> bool:
+    """Whether another runner can take the thread now (its lease was
+    given up)."""
+    taken = await store.acquire("t", "other", ttl=60)
+    return type(taken) is Success
+
+
+async def test_a_short_run_renews_nothing_and_gives_its_lease_up() -> None:
+    store = Watched(ttl=600)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        assert await held.ensure() is None
+        return Success(1)
+
+    with anyio.fail_after(GUARD):
+        out = await stores.leased(store, "t", body)
+    assert out == Success(1)
+    assert store.renewals == 0
+    assert await free(store)
+
+
+async def test_the_lease_is_renewed_while_a_long_step_runs() -> None:
+    """The step outlasts two renewals (it waits for them); the renewing
+    task goes on meanwhile, then ends with the run."""
+    store = Watched(ttl=0.3, at=2)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        await store.reached.wait()
+        return Success(2)
+
+    with anyio.fail_after(GUARD):
+        out = await stores.leased(store, "t", body)
+    assert out == Success(2)
+    assert store.renewals >= 2
+    assert await free(store)
+
+
+async def test_a_renewal_in_flight_when_the_run_ends_is_cancelled() -> None:
+    """The run ends while a renewal waits for its answer: the renewal is
+    cancelled (as it always was), the run's result stands, the lease is
+    given up."""
+    store = Watched(ttl=0.3, stall=True)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        await store.reached.wait()
+        return Success(3)
+
+    with anyio.fail_after(GUARD):
+        out = await stores.leased(store, "t", body)
+    assert out == Success(3)
+    assert store.cancelled
+    assert await free(store)
+
+
+async def test_a_failing_body_stops_the_renewing_task_too() -> None:
+    store = Watched(ttl=600)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        raise RuntimeError
+
+    with anyio.fail_after(GUARD), pytest.raises(RuntimeError):
+        await stores.leased(store, "t", body)
+    assert await free(store)
+
+
+def test_a_runner_name_is_host_process_and_48_random_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    names = {_lease.owner() for _ in range(100)}
+    assert len(names) == 100
+    pid = os.getpid()
+    for name in names:
+        assert re.fullmatch(rf".*:{pid}:[0-9a-f]{{12}}", name)
+    # A forked child (another pid) names itself, not its parent.
+    monkeypatch.setattr(os, "getpid", lambda: pid + 1)
+    assert re.fullmatch(rf".*:{pid + 1}:[0-9a-f]{{12}}", _lease.owner())
