@@ -174,6 +174,8 @@ async def leased(
             with anyio.move_on_after(ttl / 3):
                 await ended.wait()
                 return
+            if ended.is_set():  # the deadline and the end came together
+                return
             sent = time.monotonic()
             renewing = True
             renewed = await store.renew(held.lease, ttl=ttl)
