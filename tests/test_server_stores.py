@@ -579,6 +579,41 @@ async def test_postgres_lease_calls_run_again_on_a_broken_connection(
         ) == ("me", lease.token, 0.0)
 
 
+@pytest.mark.postgres
+async def test_postgres_keeps_one_cursor_per_live_connection(
+    postgres_url: str,
+) -> None:
+    """The store's one-statement calls reuse one cursor per connection;
+    a connection the server closed goes with its cursor (its call raises,
+    as a commit whose connection broke does), and the next call runs on a
+    fresh connection with a fresh cursor."""
+    import psycopg  # noqa: PLC0415
+
+    def kill(pids: list[int]) -> None:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            for pid in pids:
+                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    async with servers.postgres_store(postgres_url) as store:
+        await store.commit(rec("t", 0), expected_head=None)
+        (pool,) = store._pools.values()
+        (conn, cur), *others = pool.cursors.items()
+        assert not others
+        for v in range(1, 4):
+            await store.commit(rec("t", v), expected_head=v - 1)
+        assert pool.cursors == {conn: cur}
+        await anyio.to_thread.run_sync(kill, [conn.info.backend_pid])
+        with pytest.raises(psycopg.OperationalError):
+            await store.commit(rec("t", 4), expected_head=3)
+        assert conn.closed
+        assert conn not in pool.cursors
+        await store.commit(rec("t", 4), expected_head=3)
+        assert await store.head("t") == 4
+        assert conn not in pool.cursors
+        assert len(pool.cursors) == 1
+        assert all(not c.closed for c in pool.cursors)
+
+
 @pytest.mark.slow
 @pytest.mark.postgres
 async def test_postgres_stores_create_one_schema_at_once(

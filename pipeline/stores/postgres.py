@@ -97,6 +97,7 @@ __all__ = ("PostgresStore",)
 
 T = TypeVar("T")
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+_Cursor = psycopg.AsyncCursor[tuple[Any, ...]]
 
 _LOCK = sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))")
 
@@ -384,7 +385,8 @@ class _Pool:
     transaction is closed (the server rolls back what it left), and its
     place is free: the next caller connects afresh.  A caller finding all
     *size* in use waits for one, up to *timeout* seconds
-    (``PoolTimeout``).
+    (``PoolTimeout``).  *cursors* keeps a cursor per connection for the
+    store's one-statement calls, dropped with its connection.
     """
 
     __slots__ = (
@@ -394,6 +396,7 @@ class _Pool:
         "_idle",
         "_timeout",
         "_waiting",
+        "cursors",
     )
 
     def __init__(
@@ -410,6 +413,7 @@ class _Pool:
             collections.deque()
         )
         self._closed = False
+        self.cursors: dict[_Conn, _Cursor] = {}
 
     async def get(self) -> _Conn:
         """An idle connection, or a new one if there is room, or the next
@@ -456,6 +460,7 @@ class _Pool:
             self._closed
             or conn.pgconn.transaction_status != TransactionStatus.IDLE
         ):
+            self.cursors.pop(conn, None)
             await conn.close()
             self._free()
             return
@@ -494,6 +499,7 @@ class _Pool:
         """Close the idle connections (and those returned from now on)."""
         self._closed = True
         idle, self._idle = self._idle, []
+        self.cursors.clear()
         for conn in idle:
             await conn.close()
 
@@ -671,7 +677,12 @@ class PostgresStore(ServerStore):
                 # every execute, and caches the conversion of bytes.
                 query = self._sql.calls[call].as_bytes(conn)
                 rendered = self._rendered[call] = query
-            cur = await conn.execute(rendered, args)
+            # One cursor per connection, kept: a new one per execute costs
+            # its making and its own lookups of the arguments' dumpers.
+            cur = pool.cursors.get(conn)
+            if cur is None:
+                cur = pool.cursors[conn] = conn.cursor()
+            await cur.execute(rendered, args)
             row = await cur.fetchone()
         finally:
             await pool.put(conn)
