@@ -26,10 +26,10 @@ runners on machines whose clocks differ still agree on who holds a thread.
 A commit, an acquisition, a renewal and a release are each **one
 statement**, one round trip: a function of the schema's
 (``pipeline_commit_v1``, ``pipeline_acquire_v1``, ...) that does all of the
-above in the statement's own transaction.  A function's name carries its version, so stores of two
-releases can share a schema, and a store opening a schema an earlier
-release made adds the functions it lacks (which needs the right to create
-them there, as creating the tables did).
+above in the statement's own transaction.  A function's name carries its
+version, so stores of two releases can share a schema, and a store opening
+a schema an earlier release made adds the functions it lacks (which needs
+the right to create them there, as creating the tables did).
 
 **A runner stopped inside a transaction** (SIGSTOP, a swapped-out VM, a
 debugger) would hold its thread's lock for as long as it stays stopped.
