@@ -317,6 +317,304 @@ async def test_postgres_commits_in_one_statement_on_an_older_schema(
         await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
 
 
+def _lease_row(url: str, schema: str, thread: str) -> tuple[Any, ...] | None:
+    """The thread's lease row as the table holds it (owner, token,
+    expires), read apart from any store."""
+    import psycopg  # noqa: PLC0415
+
+    from psycopg import sql  # noqa: PLC0415
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(
+            sql.SQL(
+                "SELECT owner, token, expires FROM {} WHERE thread_id = %s"
+            ).format(sql.Identifier(schema, "pipeline_leases")),
+            (thread,),
+        ).fetchone()
+
+
+@pytest.mark.postgres
+async def test_postgres_takes_leases_in_one_statement_on_an_older_schema(
+    postgres_url: str,
+) -> None:
+    """A schema the previous release made (its tables and commit function,
+    no lease functions), with a lease that release took, gets the lease
+    functions when a store opens it; the lease stays its holder's, and
+    the thread's records stay."""
+    import psycopg  # noqa: PLC0415
+
+    from psycopg import sql  # noqa: PLC0415
+
+    from pipeline.stores.postgres import (  # noqa: PLC0415
+        PostgresStore,
+        _Statements,
+    )
+
+    name = servers.namespace()
+    leases = sql.Identifier(name, "pipeline_leases")
+
+    def make() -> float:
+        """The previous release's schema, a record, and a live lease as
+        that release's acquisition wrote it; the server's clock."""
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name))
+            )
+            for statement in _Statements(name).tables:
+                conn.execute(statement)
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} VALUES "
+                    "('old', 0, NULL, '{{}}'::bytea, 'sum-0')"
+                ).format(sql.Identifier(name, "pipeline_checkpoints"))
+            )
+            row = conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (thread_id, owner, token, expires) "
+                    "VALUES ('old', 'before', 3, "
+                    "extract(epoch FROM clock_timestamp())::float8 + 600) "
+                    "RETURNING expires"
+                ).format(leases)
+            ).fetchone()
+            assert row is not None
+            return float(row[0])
+
+    def functions() -> tuple[Any, ...] | None:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            return conn.execute(
+                "SELECT to_regproc(%s), to_regproc(%s), to_regproc(%s)",
+                tuple(
+                    f"{name}.pipeline_{f}_v1"
+                    for f in ("acquire", "renew", "release")
+                ),
+            ).fetchone()
+
+    expires = await anyio.to_thread.run_sync(make)
+    assert None in (await anyio.to_thread.run_sync(functions) or (None,))
+    try:
+        async with PostgresStore(postgres_url, schema=name) as store:
+            assert None not in (
+                await anyio.to_thread.run_sync(functions) or (None,)
+            )
+            busy = await store.acquire("old", "after", ttl=60)
+            assert isinstance(busy.failure(), ThreadBusy)
+            held = Lease("old", "before", 3, expires)
+            again = (await store.acquire("old", "before", ttl=60)).unwrap()
+            assert (again.owner, again.token) == ("before", 3)
+            renewed = (await store.renew(held, ttl=60)).unwrap()
+            assert renewed.token == 3
+            out = await store.commit(
+                rec("old", 1), expected_head=0, lease=held
+            )
+            assert out == Success(None)
+            await store.release(held)
+            assert await anyio.to_thread.run_sync(
+                _lease_row, postgres_url, name, "old"
+            ) == ("before", 3, 0.0)
+            taken = (await store.acquire("old", "after", ttl=60)).unwrap()
+            assert (taken.owner, taken.token) == ("after", 4)
+            assert [r.version for r in await store.records("old")] == [0, 1]
+    finally:
+        await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
+
+
+_LeaseCase = tuple[tuple[str, int, bool] | None, str, str, int]
+"""The lease row before (none, or owner, token, live), the call, and the
+caller's owner and (to renew or release) token."""
+
+_LEASE_CASES = st.tuples(
+    st.none()
+    | st.tuples(st.sampled_from("ab"), st.integers(1, 3), st.booleans()),
+    st.sampled_from(("acquire", "renew", "release")),
+    st.sampled_from("ab"),
+    st.integers(1, 3),
+)
+
+
+def _put_lease_row(
+    url: str, schema: str, thread: str, row: tuple[str, int, bool] | None
+) -> float:
+    """Set the thread's lease row (a live one for ten minutes, a lapsed one
+    ten minutes ago); the server's clock."""
+    import psycopg  # noqa: PLC0415
+
+    from psycopg import sql  # noqa: PLC0415
+
+    leases = sql.Identifier(schema, "pipeline_leases")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(leases),
+            (thread,),
+        )
+        now = conn.execute(
+            "SELECT extract(epoch FROM clock_timestamp())::float8"
+        ).fetchone()
+        assert now is not None
+        if row is not None:
+            owner, token, live = row
+            conn.execute(
+                sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s)").format(
+                    leases
+                ),
+                (thread, owner, token, now[0] + (600 if live else -600)),
+            )
+        return float(now[0])
+
+
+async def _lease_call_as_decided(
+    url: str,
+    store: stores.CheckpointStore,
+    schema: str,
+    thread: str,
+    case: _LeaseCase,
+) -> None:
+    """One lease call on a row set up as *case* says: its answer and the
+    row it leaves are what ``take`` or ``holds`` decide on that row."""
+    from pipeline.stores import LeaseRow, holds, take  # noqa: PLC0415
+
+    before, op, owner, token = case
+    now = await anyio.to_thread.run_sync(
+        _put_lease_row, url, schema, thread, before
+    )
+    row = await anyio.to_thread.run_sync(_lease_row, url, schema, thread)
+    found = None if row is None else LeaseRow(*row)
+    mine = Lease(thread, owner, token, now + 5)
+    after = row  # unless the call changes it
+    if op == "acquire":
+        got = await store.acquire(thread, owner, ttl=60)
+        want = take(found, thread, owner, 60, now)
+        lease = got.value_or(None)
+        if isinstance(lease, Lease):
+            granted = want.unwrap()
+            assert (lease.owner, lease.token) == (granted.owner, granted.token)
+            assert now < lease.expires - 60 < now + 30
+            after = (owner, lease.token, lease.expires)
+        else:
+            busy = got.failure()
+            assert isinstance(busy, ThreadBusy)
+            assert isinstance(want.failure(), ThreadBusy)
+            assert 500 < busy.expires_in <= 600
+    elif op == "renew":
+        renewed = await store.renew(mine, ttl=60)
+        if holds(found, mine):
+            lease = renewed.unwrap()
+            assert (lease.owner, lease.token) == (owner, token)
+            after = (owner, token, lease.expires)
+        else:
+            assert isinstance(renewed.failure(), LeaseLost)
+    else:
+        await store.release(mine)
+        if holds(found, mine):
+            after = (owner, token, 0.0)
+    assert (
+        await anyio.to_thread.run_sync(_lease_row, url, schema, thread)
+        == after
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@settings(max_examples=20, deadline=None)
+@given(cases=st.lists(_LEASE_CASES, min_size=1, max_size=4))
+def test_postgres_lease_functions_decide_as_take_and_holds(
+    postgres_url: str, backend: str, cases: list[_LeaseCase]
+) -> None:
+    """Each lease function (one statement on the server) answers and
+    writes what ``take`` and ``holds`` decide on the row it found: the
+    same lease and token, ThreadBusy or LeaseLost when they say so, the
+    row written to match the answer, or left as it was."""
+
+    async def main() -> None:
+        name = servers.namespace()
+        try:
+            async with servers.postgres_store(
+                postgres_url, schema=name, drop=False
+            ) as store:
+                for i, case in enumerate(cases):
+                    await _lease_call_as_decided(
+                        postgres_url, store, name, f"t{i}", case
+                    )
+        finally:
+            await anyio.to_thread.run_sync(
+                servers.drop_schema, postgres_url, name
+            )
+
+    anyio.run(main, backend=backend)
+
+
+@pytest.mark.postgres
+async def test_postgres_lease_calls_run_again_on_a_broken_connection(
+    postgres_url: str,
+) -> None:
+    """A lease call whose pooled connection the server closed meanwhile
+    runs once more on a fresh one (each lease function can run twice with
+    the same outcome), as the several statements' transaction did."""
+    import psycopg  # noqa: PLC0415
+
+    name = servers.namespace()
+
+    def kill(pids: list[int]) -> None:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            for pid in pids:
+                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    async with servers.postgres_store(postgres_url, schema=name) as store:
+
+        async def idle_pids() -> list[int]:
+            await store.head("t")  # each pool of the store has a connection
+            return [
+                conn.info.backend_pid
+                for pool in store._pools.values()
+                for conn in pool._idle
+            ]
+
+        await anyio.to_thread.run_sync(kill, await idle_pids())
+        lease = (await store.acquire("t", "me", ttl=60)).unwrap()
+        await anyio.to_thread.run_sync(kill, await idle_pids())
+        renewed = (await store.renew(lease, ttl=60)).unwrap()
+        assert renewed.token == lease.token
+        await anyio.to_thread.run_sync(kill, await idle_pids())
+        await store.release(lease)
+        assert await anyio.to_thread.run_sync(
+            _lease_row, postgres_url, name, "t"
+        ) == ("me", lease.token, 0.0)
+
+
+@pytest.mark.postgres
+async def test_postgres_keeps_one_cursor_per_live_connection(
+    postgres_url: str,
+) -> None:
+    """The store's one-statement calls reuse one cursor per connection;
+    a connection the server closed goes with its cursor (its call raises,
+    as a commit whose connection broke does), and the next call runs on a
+    fresh connection with a fresh cursor."""
+    import psycopg  # noqa: PLC0415
+
+    def kill(pids: list[int]) -> None:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            for pid in pids:
+                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    async with servers.postgres_store(postgres_url) as store:
+        await store.commit(rec("t", 0), expected_head=None)
+        (pool,) = store._pools.values()
+        (conn, cur), *others = pool.cursors.items()
+        assert not others
+        for v in range(1, 4):
+            await store.commit(rec("t", v), expected_head=v - 1)
+        assert pool.cursors == {conn: cur}
+        await anyio.to_thread.run_sync(kill, [conn.info.backend_pid])
+        with pytest.raises(psycopg.OperationalError):
+            await store.commit(rec("t", 4), expected_head=3)
+        assert conn.closed
+        assert conn not in pool.cursors
+        await store.commit(rec("t", 4), expected_head=3)
+        assert await store.head("t") == 4
+        assert conn not in pool.cursors
+        assert len(pool.cursors) == 1
+        assert all(not c.closed for c in pool.cursors)
+
+
 @pytest.mark.slow
 @pytest.mark.postgres
 async def test_postgres_stores_create_one_schema_at_once(

@@ -23,6 +23,14 @@ guard: two records of one version can never both be stored.  Leases run on
 the **server's clock** (``clock_timestamp()``, read under the lock), so
 runners on machines whose clocks differ still agree on who holds a thread.
 
+A commit, an acquisition, a renewal and a release are each **one
+statement**, one round trip: a function of the schema's
+(``pipeline_commit_v1``, ``pipeline_acquire_v1``, ...) that does all of the
+above in the statement's own transaction.  A function's name carries its
+version, so stores of two releases can share a schema, and a store opening
+a schema an earlier release made adds the functions it lacks (which needs
+the right to create them there, as creating the tables did).
+
 **A runner stopped inside a transaction** (SIGSTOP, a swapped-out VM, a
 debugger) would hold its thread's lock for as long as it stays stopped.
 The server ends a transaction that idles longer than a lease lasts (at
@@ -63,14 +71,13 @@ import contextlib
 import math
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar, final
+from typing import Any, LiteralString, TypeVar, final
 
 import psycopg
 
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg_pool import PoolTimeout
-from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
@@ -90,9 +97,9 @@ __all__ = ("PostgresStore",)
 
 T = TypeVar("T")
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+_Cursor = psycopg.AsyncCursor[tuple[Any, ...]]
 
 _LOCK = sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))")
-_NOW = sql.SQL("extract(epoch FROM clock_timestamp())::float8")
 
 
 _COMMIT = "pipeline_commit_v1"
@@ -138,6 +145,83 @@ connection is in autocommit).  The name carries a version: a change of its
 body is a new function, so stores of two releases can share a schema."""
 
 
+_LEASE_FUNCTION = """
+CREATE OR REPLACE FUNCTION {name}({params})
+RETURNS TABLE (
+    row_owner text, row_token bigint, row_expires float8, server_now float8
+)
+LANGUAGE plpgsql VOLATILE AS $body$
+DECLARE
+    o text;
+    t bigint;
+    e float8;
+    n float8;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_lock, 0));
+    n := extract(epoch FROM clock_timestamp())::float8;
+    SELECT l.owner, l.token, l.expires INTO o, t, e
+    FROM {leases} AS l WHERE l.thread_id = p_thread;
+    {change}
+    RETURN QUERY SELECT o, t, e, n;
+END
+$body$
+"""
+"""A change of a thread's lease in one round trip, as its own transaction:
+the thread's lock, its lease row read on the server's clock, the change
+made if the store's decision (``take``, ``holds``) allows it.  It returns
+the row as it found it (nulls if none) and the clock, from which the caller
+makes its answer with that same decision (so the decision's Python is the
+answer's only source, and the SQL only repeats it to write)."""
+
+_LEASE_FUNCTIONS: tuple[
+    tuple[LiteralString, LiteralString, str, LiteralString], ...
+] = (
+    (
+        "pipeline_acquire_v1",
+        "p_thread text, p_lock text, p_owner text, p_ttl float8",
+        "text, text, text, double precision",
+        # take(): granted unless another owner's lease is live; the live
+        # owner keeps its token, anyone else gets the next one.
+        """IF o IS NULL OR e <= n OR o = p_owner THEN
+        INSERT INTO {leases} AS l (thread_id, owner, token, expires)
+        VALUES (
+            p_thread, p_owner,
+            CASE WHEN o = p_owner AND e > n THEN t
+                ELSE coalesce(t, 0) + 1 END,
+            n + p_ttl)
+        ON CONFLICT (thread_id) DO UPDATE SET owner = EXCLUDED.owner,
+            token = EXCLUDED.token, expires = EXCLUDED.expires;
+    END IF;""",
+    ),
+    (
+        "pipeline_renew_v1",
+        (
+            "p_thread text, p_lock text, p_owner text, p_token bigint, "
+            "p_ttl float8"
+        ),
+        "text, text, text, bigint, double precision",
+        # holds(): extended if still the caller's.
+        """IF o = p_owner AND t = p_token THEN
+        UPDATE {leases} AS l SET expires = n + p_ttl
+        WHERE l.thread_id = p_thread;
+    END IF;""",
+    ),
+    (
+        "pipeline_release_v1",
+        "p_thread text, p_lock text, p_owner text, p_token bigint",
+        "text, text, text, bigint",
+        # holds(): expired now if still the caller's (its token stays, for
+        # the next holder's to grow from).
+        """IF o = p_owner AND t = p_token THEN
+        UPDATE {leases} AS l SET expires = 0.0
+        WHERE l.thread_id = p_thread;
+    END IF;""",
+    ),
+)
+"""Each lease function (schema version 2): its name (with a version, as
+the commit function's), parameters, their types, and its change."""
+
+
 @final
 class _Statements:
     """The store's SQL, with its schema's tables in it."""
@@ -179,37 +263,51 @@ class _Statements:
                 commit=commit, ck=ck, leases=leases
             ),
         )
+        # Schema version 2: the lease's changes in one statement each.  A
+        # schema an earlier release made (version 1: no lease functions)
+        # gets them when a store of this release opens it.
+        self.lease_functions = tuple(
+            sql.SQL(_LEASE_FUNCTION).format(
+                name=sql.Identifier(schema, name),
+                params=sql.SQL(params),
+                leases=leases,
+                change=sql.SQL(change).format(leases=leases),
+            )
+            for name, params, _, change in _LEASE_FUNCTIONS
+        )
         self.names = (
             f"{_quote(schema)}.pipeline_checkpoints",
             f"{_quote(schema)}.pipeline_checkpoints_threads",
             f"{_quote(schema)}.pipeline_leases",
             f"{_quote(schema)}.pipeline_cache",
         )
-        self.function = f"{_quote(schema)}.{_COMMIT}({_COMMIT_ARGS})"
-        self.commit = sql.SQL(
-            "SELECT outcome, head FROM {}(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-        ).format(commit)
-        self.lease = sql.SQL(
-            "SELECT l.owner, l.token, l.expires, {} "
-            "FROM (VALUES (1)) AS one "
-            "LEFT JOIN {} AS l ON l.thread_id = %s"
-        ).format(_NOW, leases)
-        self.state = sql.SQL(
-            "SELECT (SELECT max(version) FROM {} WHERE thread_id = %(t)s), "
-            "l.owner, l.token, l.expires "
-            "FROM (VALUES (1)) AS one "
-            "LEFT JOIN {} AS l ON l.thread_id = %(t)s"
-        ).format(ck, leases)
-        self.insert = sql.SQL(
-            "INSERT INTO {} (thread_id, version, parent, data, checksum) "
-            "VALUES (%s, %s, %s, %s, %s)"
-        ).format(ck)
-        self.put_lease = sql.SQL(
-            "INSERT INTO {} (thread_id, owner, token, expires) "
-            "VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (thread_id) DO UPDATE SET owner = EXCLUDED.owner, "
-            "token = EXCLUDED.token, expires = EXCLUDED.expires"
-        ).format(leases)
+        self.functions = (
+            f"{_quote(schema)}.{_COMMIT}({_COMMIT_ARGS})",
+            *(
+                f"{_quote(schema)}.{name}({types})"
+                for name, _, types, _ in _LEASE_FUNCTIONS
+            ),
+        )
+        # The statements of one call each, by name (see PostgresStore._one).
+        self.calls: dict[str, sql.Composed] = {
+            "commit": sql.SQL(
+                "SELECT outcome, head FROM {}"
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            ).format(commit),
+            **{
+                name: sql.SQL("SELECT * FROM {}({})").format(
+                    sql.Identifier(schema, function),
+                    sql.SQL(", ").join(
+                        [sql.Placeholder()] * len(types.split(","))
+                    ),
+                )
+                for name, (function, _, types, _) in zip(
+                    ("acquire", "renew", "release"),
+                    _LEASE_FUNCTIONS,
+                    strict=True,
+                )
+            },
+        }
         self.records = sql.SQL(
             "SELECT version, parent, data, checksum FROM {} "
             "WHERE thread_id = %(t)s "
@@ -287,7 +385,8 @@ class _Pool:
     transaction is closed (the server rolls back what it left), and its
     place is free: the next caller connects afresh.  A caller finding all
     *size* in use waits for one, up to *timeout* seconds
-    (``PoolTimeout``).
+    (``PoolTimeout``).  *cursors* keeps a cursor per connection for the
+    store's one-statement calls, dropped with its connection.
     """
 
     __slots__ = (
@@ -297,6 +396,7 @@ class _Pool:
         "_idle",
         "_timeout",
         "_waiting",
+        "cursors",
     )
 
     def __init__(
@@ -313,6 +413,7 @@ class _Pool:
             collections.deque()
         )
         self._closed = False
+        self.cursors: dict[_Conn, _Cursor] = {}
 
     async def get(self) -> _Conn:
         """An idle connection, or a new one if there is room, or the next
@@ -359,6 +460,7 @@ class _Pool:
             self._closed
             or conn.pgconn.transaction_status != TransactionStatus.IDLE
         ):
+            self.cursors.pop(conn, None)
             await conn.close()
             self._free()
             return
@@ -397,6 +499,7 @@ class _Pool:
         """Close the idle connections (and those returned from now on)."""
         self._closed = True
         idle, self._idle = self._idle, []
+        self.cursors.clear()
         for conn in idle:
             await conn.close()
 
@@ -452,7 +555,7 @@ class PostgresStore(ServerStore):
         self._lease_ttl = check_lease_ttl(lease_ttl)
         self._sql = _Statements(schema)
         self._loop = None
-        self._commit_query: bytes | None = None
+        self._rendered: dict[str, bytes] = {}
         self._pools: dict[asyncio.AbstractEventLoop, _Pool] = {}
 
     @classmethod
@@ -521,8 +624,9 @@ class PostgresStore(ServerStore):
     async def _create_tables(self, conn: _Conn) -> None:
         cur = await conn.execute(
             "SELECT to_regclass(%s), to_regclass(%s), to_regclass(%s), "
-            "to_regclass(%s), to_regprocedure(%s)",
-            (*self._sql.names, self._sql.function),
+            "to_regclass(%s), to_regprocedure(%s), to_regprocedure(%s), "
+            "to_regprocedure(%s), to_regprocedure(%s)",
+            (*self._sql.names, *self._sql.functions),
         )
         found = await cur.fetchone()
         if found is not None and None not in found:
@@ -541,7 +645,7 @@ class PostgresStore(ServerStore):
                         sql.Identifier(self.schema)
                     )
                 )
-            for statement in self._sql.tables:
+            for statement in (*self._sql.tables, *self._sql.lease_functions):
                 await conn.execute(statement)
 
     async def _close(self) -> None:
@@ -560,20 +664,55 @@ class PostgresStore(ServerStore):
     async def _lock(self, conn: _Conn, thread_id: str) -> None:
         await conn.execute(_LOCK, (self._lock_key(thread_id),))
 
-    async def _lease(
-        self, conn: _Conn, thread_id: str
-    ) -> tuple[LeaseRow | None, float]:
-        cur = await conn.execute(self._sql.lease, (thread_id,))
-        row = await cur.fetchone()
+    async def _one(self, call: str, args: Sequence[object]) -> tuple[Any, ...]:
+        """The one row of one statement (a function's call, in autocommit:
+        its own transaction), on a connection of the running loop's pool.
+        *call* names the statement (see ``_Statements.calls``)."""
+        pool = self._pools[asyncio.get_running_loop()]
+        conn = await pool.get()  # no context manager: the hot path
+        try:
+            rendered = self._rendered.get(call)
+            if rendered is None:
+                # Rendered once: psycopg renders a composed query afresh on
+                # every execute, and caches the conversion of bytes.
+                query = self._sql.calls[call].as_bytes(conn)
+                rendered = self._rendered[call] = query
+            # One cursor per connection, kept: a new one per execute costs
+            # its making and its own lookups of the arguments' dumpers.
+            cur = pool.cursors.get(conn)
+            if cur is None:
+                cur = pool.cursors[conn] = conn.cursor()
+            await cur.execute(rendered, args)
+            row = await cur.fetchone()
+        finally:
+            await pool.put(conn)
         assert row is not None  # noqa: S101  # one row, always
-        owner, token, expires, now = row
-        return _lease_row(owner, token, expires), now
+        return row
 
-    async def _put_lease(self, conn: _Conn, lease: Lease) -> None:
-        await conn.execute(
-            self._sql.put_lease,
-            (lease.thread_id, lease.owner, lease.token, lease.expires),
-        )
+    async def _lease_call(
+        self, call: str, args: Sequence[object]
+    ) -> tuple[LeaseRow | None, float]:
+        """A lease function's call: the lease row it found, and the
+        server's clock.
+
+        The lease functions can run twice with the same outcome (a second
+        acquisition by the same owner finds its own live lease and keeps
+        its token; a renewal or release that landed still holds), so a
+        call whose connection broke, which may or may not have landed,
+        runs once more on a fresh connection, as a transaction that broke
+        before its end did when these were several statements.
+        """
+        for retry in (True, False):
+            try:
+                owner, token, expires, now = await self._one(call, args)
+            except PoolTimeout:
+                raise
+            except psycopg.OperationalError:
+                if not retry:
+                    raise
+            else:
+                return _lease_row(owner, token, expires), now
+        raise AssertionError  # pragma: no cover  # the loop returns or raises
 
     async def _locked(
         self, thread_id: str, work: Callable[[_Conn], Awaitable[T]]
@@ -615,32 +754,20 @@ class PostgresStore(ServerStore):
         # thread's lock, checks the lease and the head and inserts, in the
         # statement's own transaction (see _COMMIT_FUNCTION).
         thread = record.thread_id
-        pool = self._pools[asyncio.get_running_loop()]
-        conn = await pool.get()  # no context manager: the hot path
-        try:
-            query = self._commit_query
-            if query is None:
-                # Rendered once: psycopg renders a composed query afresh on
-                # every execute, and caches the conversion of bytes.
-                query = self._commit_query = self._sql.commit.as_bytes(conn)
-            cur = await conn.execute(
-                query,
-                (
-                    thread,
-                    self._lock_key(thread),
-                    record.version,
-                    record.parent,
-                    record.data,
-                    record.checksum,
-                    expected_head,
-                    None if lease is None else lease.owner,
-                    None if lease is None else lease.token,
-                ),
-            )
-            row = await cur.fetchone()
-        finally:
-            await pool.put(conn)
-        assert row is not None  # noqa: S101  # one row, always
+        row = await self._one(
+            "commit",
+            (
+                thread,
+                self._lock_key(thread),
+                record.version,
+                record.parent,
+                record.data,
+                record.checksum,
+                expected_head,
+                None if lease is None else lease.owner,
+                None if lease is None else lease.token,
+            ),
+        )
         outcome, head = row
         if outcome == "lease":
             return Failure(LeaseLost(thread))
@@ -708,37 +835,29 @@ class PostgresStore(ServerStore):
     async def _acquire(
         self, thread_id: str, owner: str, ttl: float
     ) -> Result[Lease, ThreadBusy]:
-        async def work(conn: _Conn) -> Result[Lease, ThreadBusy]:
-            row, now = await self._lease(conn, thread_id)
-            out = take(row, thread_id, owner, ttl, now)
-            if is_successful(out):
-                await self._put_lease(conn, out.unwrap())
-            return out
-
-        return await self._locked(thread_id, work)
+        # The function took the lease if take() grants it, on the row it
+        # found (see _ACQUIRE_FUNCTION): the answer is take()'s.
+        row, now = await self._lease_call(
+            "acquire",
+            (thread_id, self._lock_key(thread_id), owner, ttl),
+        )
+        return take(row, thread_id, owner, ttl, now)
 
     async def _renew(
         self, lease: Lease, ttl: float
     ) -> Result[Lease, LeaseLost]:
-        async def work(conn: _Conn) -> Result[Lease, LeaseLost]:
-            row, now = await self._lease(conn, lease.thread_id)
-            if not holds(row, lease):
-                return Failure(LeaseLost(lease.thread_id))
-            renewed = Lease(
-                lease.thread_id, lease.owner, lease.token, now + ttl
-            )
-            await self._put_lease(conn, renewed)
-            return Success(renewed)
-
-        return await self._locked(lease.thread_id, work)
+        thread = lease.thread_id
+        row, now = await self._lease_call(
+            "renew",
+            (thread, self._lock_key(thread), lease.owner, lease.token, ttl),
+        )
+        if not holds(row, lease):
+            return Failure(LeaseLost(thread))
+        return Success(Lease(thread, lease.owner, lease.token, now + ttl))
 
     async def _release(self, lease: Lease) -> None:
-        async def work(conn: _Conn) -> None:
-            row, _ = await self._lease(conn, lease.thread_id)
-            if holds(row, lease):
-                await self._put_lease(
-                    conn,
-                    Lease(lease.thread_id, lease.owner, lease.token, 0.0),
-                )
-
-        await self._locked(lease.thread_id, work)
+        thread = lease.thread_id
+        await self._lease_call(
+            "release",
+            (thread, self._lock_key(thread), lease.owner, lease.token),
+        )
