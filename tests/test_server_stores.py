@@ -5,6 +5,7 @@ every store passes.)"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import gc
@@ -956,7 +957,14 @@ def held_commits(
 
     async def held(*args: object) -> object:
         started.set()
-        await anyio.to_thread.run_sync(release.wait)
+        # Not anyio.to_thread: on the store's thread, the call carries its
+        # trio caller's context, and anyio would take the loop for trio's.
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # on trio itself (Redis)
+            await anyio.to_thread.run_sync(release.wait)
+        else:
+            await loop.run_in_executor(None, release.wait)
         return await original(*args)
 
     store._commit = held  # type: ignore[attr-defined]
