@@ -26,7 +26,7 @@ nitpicky = True
 nitpick_ignore_regex = [
     (
         r"py:.*",
-        r"(returns|collections|typing|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis|openai|anthropic|opentelemetry|temporalio|datetime|pathlib|contextvars|random|mcp|mcp_types)(\..*)?",
+        r"(returns|collections|typing|typing_extensions|anyio|attrs|pyrsistent|cattrs|types|hypothesis|tenacity|logging|psycopg|psycopg_pool|redis|openai|anthropic|opentelemetry|temporalio|datetime|pathlib|contextvars|random|mcp|mcp_types)(\..*)?",
     ),
     (
         r"py:.*",
