@@ -134,6 +134,7 @@ def test_a_reply_of_an_unknown_kind_is_refused() -> None:
             "unix:///run/redis.sock?db=4",
             _resp.Target(path="/run/redis.sock", db=4),
         ),
+        ("redis://limited@db.example/0", None),
         ("rediss://db.example:6380/0", None),
         ("redis://db.example/0?socket_timeout=1", None),
         ("redis://db.example/0?protocol=3", None),

@@ -59,7 +59,8 @@ _PLAIN: Final = frozenset(
 def target(url: str) -> Target | None:
     """Where *url* points, if this module can speak to it (a plain
     ``redis://`` or ``unix://`` URL, parsed by redis-py's own rules), else
-    None (TLS, or options in the query string)."""
+    None (TLS, options in the query string, or a user without a
+    password)."""
     kwargs: dict[str, Any] = dict(redis.asyncio.connection.parse_url(url))
     kind = kwargs.pop("connection_class", None)
     if kind not in {None, redis.asyncio.connection.UnixDomainSocketConnection}:
@@ -68,6 +69,11 @@ def target(url: str) -> Target | None:
         return None
     if (kind is None) == ("path" in kwargs):
         return None  # a socket path on TCP, or a socket without one
+    if kwargs.get("username") is not None and kwargs.get("password") is None:
+        # A user without a password: redis-py logs in as that user (with
+        # an empty password); kept on its client, so that both loops run
+        # as the same user.
+        return None
     return Target(**kwargs)
 
 
