@@ -16,17 +16,20 @@ import itertools
 import json
 import math
 import re
+import typing
 
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, TypeVar, get_args
 
 import attrs
+import cattrs
 
 from cattrs.errors import (
     CattrsError,
     ClassValidationError,
     ForbiddenExtraKeysError,
     IterableValidationError,
+    StructureHandlerNotFoundError,
 )
 from returns.result import Failure, Result, Success
 
@@ -46,6 +49,7 @@ __all__ = (
     "is_unicode",
     "names",
     "no_constant",
+    "readable",
     "unsendable",
 )
 
@@ -83,6 +87,34 @@ def names(keys: Sequence[str]) -> str:
     shown = safe[:MAX_PROBLEMS]
     hidden = len(shown) < len(keys)
     return str(shown) + (" and others" if hidden else "")
+
+
+def readable(converter: cattrs.Converter, kind: object, who: str) -> None:
+    """Refuse, before anything is asked, a *kind* that *converter* cannot
+    read any answer as: a name given as a string (``"int"``), ``object``,
+    a union whose members take the same kind of JSON value
+    (``A | dict[str, int]``: two objects).  *who* names the asking call.
+
+    Raises:
+        TypeError: naming *kind*, saying what to ask for instead.
+    """
+    if isinstance(kind, (str, typing.ForwardRef)):
+        msg = (
+            f"{who}: the answer's type is given as a string; give the "
+            "type itself (int, an attrs class, a Literal, ...)"
+        )
+        raise TypeError(msg)
+    try:
+        converter.get_structure_hook(kind)
+    except StructureHandlerNotFoundError:
+        msg = (
+            f"{who}: no answer can be read as {kind!r} (the converter has "
+            "no structure hook for it: e.g. object, or a union of two "
+            "types taking the same kind of JSON value, such as two "
+            "objects); ask for an attrs class, a Literal, a union of "
+            "kinds JSON tells apart, or register a hook"
+        )
+        raise TypeError(msg) from None
 
 
 def unsendable(value: object) -> str | None:

@@ -32,6 +32,7 @@ from ._context import Context, freeze
 from ._depth import RECORD_DEPTH, loads
 from ._message_structure import register_message_hooks
 from ._messages import FilePart, ImagePart, Message, Part, TextPart, ToolCall
+from ._unions import is_kind_union, kind_union_structure
 from .secrets import MARKER, Secret, is_secret_type, resolve, stored
 
 
@@ -396,6 +397,9 @@ def make_converter() -> cattrs.Converter:
         _keyed_not_by_str, lambda t: _keyed_unstructure(conv, t)
     )
     conv.register_structure_hook(type(None), _none)
+    conv.register_structure_hook_factory(
+        is_kind_union, lambda t: kind_union_structure(conv, t)
+    )
     conv.register_unstructure_hook(float, _finite)
 
     def pvector_structure(t: Any) -> Callable[[Any, Any], Any]:

@@ -31,6 +31,7 @@ import attrs
 
 from returns.result import Failure, Result, Success
 
+from .._decode import readable
 from .._depth import loads
 from .._serde import canonical, checksum
 from .._step import STEP, Later
@@ -825,10 +826,20 @@ async def _gate(
     )
     state = snap.state
     try:
+        converter = machine.codec.converter
         decision = await decide(
             gates,
-            Transition(snap.node, snap.next, state, snap.step, answer),
+            Transition(
+                snap.node,
+                snap.next,
+                state,
+                snap.step,
+                answer,
+                converter=converter,
+            ),
         )
+        if isinstance(decision, Interrupt) and decision.kind is not None:
+            readable(converter, decision.kind, "Interrupt()")
         if (
             answer is not None
             and isinstance(decision, Interrupt)
@@ -837,7 +848,7 @@ async def _gate(
             and decision.question == pending.question
         ):
             if fresh:
-                typed = decision.structure(machine.codec.converter, answer)
+                typed = decision.structure(converter, answer)
                 if decision.apply is not None:
                     state = decision.apply(state, typed)
             decision = Continue()

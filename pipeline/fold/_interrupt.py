@@ -32,7 +32,7 @@ import cattrs
 
 from typing_extensions import TypeForm
 
-from .._decode import DECODE_ERRORS, explain
+from .._decode import DECODE_ERRORS, explain, readable
 from .._depth import loads
 from .._serde import canonical, checksum
 from ..errors import InvalidAnswer, NestedTooDeeply, NotCheckpointed, Suspended
@@ -126,7 +126,10 @@ async def interrupt(
             *kind* (naming the fields and types, never the values); the
             thread waits at the same question again.
         NotCheckpointed: called outside the step of a checkpointed run.
-        TypeError: *payload* cannot be stored as JSON.
+        TypeError: *payload* cannot be stored as JSON, or no answer can
+            be read as *kind* (a type named by a string, ``object``, a
+            union of two types taking the same kind of JSON value): said
+            when asked, never after the thread waits.
         Suspended: the question is recorded and the run pauses (the
             engine catches it; never catch it yourself).
 
@@ -154,6 +157,7 @@ async def checked_interrupt(
     if boundary is None:
         raise NotCheckpointed(question)
     converter = boundary.converter
+    readable(converter, kind, "interrupt()")
     stored = _stored(converter, payload)
     key = boundary.question_key(checksum(canonical([question, stored]))[:16])
     docs = boundary.docs(key)

@@ -29,6 +29,7 @@ from typing_extensions import TypeForm
 from typing_extensions import TypeVar as TypeVar_
 
 from .._serde import canonical, checksum
+from .._writable import writable_twin
 from ..errors import InvalidAnswer
 
 
@@ -295,20 +296,9 @@ class Snapshot(Generic[S_co]):
         return built
 
 
-_Building: type[Any] = type(
-    "_Building",
-    (Snapshot,),
-    {
-        "__slots__": (),
-        "__setattr__": object.__setattr__,
-        "__delattr__": object.__delattr__,
-    },
-)
-"""A :class:`Snapshot` being built by :meth:`Snapshot.successor`: its
-slots, writable (Snapshot's own ``__setattr__`` refuses every store), so
-each store is one specialized bytecode instead of a call.  It adds no
-slot, so an instance becomes a Snapshot by assigning ``__class__``; none
-is seen before that."""
+_Building = writable_twin(Snapshot)
+"""A :class:`Snapshot` being built by :meth:`Snapshot.successor` (see
+:mod:`pipeline._writable`)."""
 
 
 # -- hooks ------------------------------------------------------------------
@@ -468,10 +458,17 @@ class Transition(Generic[S_co]):
     state: S_co
     step: int
     answer: object = None
+    converter: cattrs.Converter | None = attrs.field(
+        default=None, kw_only=True, eq=False, repr=False
+    )
+    """The run's converter, which :meth:`answer_as` reads the answer with
+    (``None``: a fresh :func:`~pipeline.fold.make_converter`'s)."""
 
     def answer_as(self, kind: TypeForm[A]) -> A | None:
         """The answer as a *kind* (an attrs class, a ``Literal``, ``int``,
-        ...), structured strictly; ``None`` if there is none.
+        ...), structured strictly by the run's converter (the one a
+        typed :class:`Interrupt` checks answers with); ``None`` if there
+        is none.
 
         Answers are stored as JSON (``resume(..., answer=Approval(...))``
         stores the approval's fields), so a gate declares the type it
@@ -480,17 +477,22 @@ class Transition(Generic[S_co]):
         Raises:
             InvalidAnswer: the answer does not fit *kind* (the message names
                 the type and the fields that do not fit, never the answer).
+            TypeError: no answer can be read as *kind* (a type named by a
+                string, ``object``, a union of two types taking the same
+                kind of JSON value).
         """
         if self.answer is None:
             return None
-        from .._decode import explain  # noqa: PLC0415
-        from .._serde import STRUCTURE_ERRORS, make_converter  # noqa: PLC0415
+        from .._decode import DECODE_ERRORS, explain, readable  # noqa: PLC0415
+        from .._serde import make_converter  # noqa: PLC0415
 
+        converter = (
+            make_converter() if self.converter is None else self.converter
+        )
+        readable(converter, kind, "Transition.answer_as()")
         try:
-            return make_converter().structure(
-                self.answer, cast("type[A]", kind)
-            )
-        except STRUCTURE_ERRORS as exc:
+            return converter.structure(self.answer, cast("type[A]", kind))
+        except DECODE_ERRORS as exc:
             raise InvalidAnswer(kind, "; ".join(explain(exc, kind))) from None
 
 

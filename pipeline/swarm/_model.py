@@ -15,6 +15,7 @@ from pyrsistent import PMap, PVector, pvector
 from .._context import Context, Metadata, metadata_from_json, to_metadata
 from .._fields import APPEND_ONLY, READ_BACK
 from .._messages import Message
+from .._writable import writable_twin
 
 
 if TYPE_CHECKING:
@@ -175,20 +176,9 @@ class SwarmState(Generic[T_co]):
         return grown
 
 
-_Growing: type[Any] = type(
-    "_Growing",
-    (SwarmState,),
-    {
-        "__slots__": (),
-        "__setattr__": object.__setattr__,
-        "__delattr__": object.__delattr__,
-    },
-)
-"""A :class:`SwarmState` being built by :meth:`SwarmState.grown`: its
-slots, writable (the frozen class refuses every store), so each store is
-one specialized bytecode instead of a call.  It adds no slot, so an
-instance becomes a SwarmState by assigning ``__class__``; none is seen
-before that."""
+_Growing = writable_twin(SwarmState)
+"""A :class:`SwarmState` being built by :meth:`SwarmState.grown` (see
+:mod:`pipeline._writable`)."""
 
 
 @final

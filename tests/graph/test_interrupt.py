@@ -3,7 +3,8 @@ item 1), in graph nodes, on every store."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 import attrs
 import pytest
@@ -632,3 +633,90 @@ async def test_a_question_typed_by_a_union_or_a_literal(
         done = (await g.resume(store, "t", answer=7, gates=[pick])).unwrap()
         assert done.status is Status.DONE
         assert done.state.amount == 7
+
+
+async def test_a_union_told_apart_by_the_json_kind_of_the_answer(
+    make_store: StoreFactory,
+) -> None:
+    """``Approval | list[str]``: cattrs has no hook for a union holding an
+    array type, but an object and an array are told apart by the answer
+    itself; one of neither kind is refused without its value."""
+
+    @handler(name="ask")
+    async def ask(s: Order) -> Result[Order, object]:
+        got = await interrupt(
+            "approve, or list the notes", Approval | list[str]
+        )
+        note = got.note if isinstance(got, Approval) else ",".join(got)
+        return Success(attrs.evolve(s, log=s.log.append(note)))
+
+    g = graph.builder(Order).node("ask", ask).entry("ask").edge("ask", END)
+    built = g.build()
+    async with make_store() as store:
+        for thread, answer, note in (
+            ("a", {"approved": True, "note": "ok"}, "ok"),
+            ("b", ["x", "y"], "x,y"),
+        ):
+            await built.run(Order(), store=store, thread_id=thread)
+            with pytest.raises(InvalidAnswer) as caught:
+                await built.resume(store, thread, answer="SECRET-text")
+            assert "SECRET" not in str(caught.value)
+            assert "an object (Approval) or an array" in str(caught.value)
+            done = (await built.resume(store, thread, answer=answer)).unwrap()
+            assert done.status is Status.DONE
+            assert list(done.state.log) == [note]
+
+
+async def test_a_type_no_answer_fits_is_refused_when_asked(
+    make_store: StoreFactory,
+) -> None:
+    """``Approval | dict[str, int]`` (two objects cattrs cannot tell apart),
+    ``object`` and a type named by a string would make a thread that no
+    answer resumes: ``interrupt``, a gate's ``Interrupt`` and
+    ``Transition.answer_as`` refuse them with a ``TypeError`` when asked,
+    and nothing waits."""
+    unreadable: list[Any] = [Approval | dict[str, int], object, "int"]
+    for n, kind in enumerate(unreadable):
+        built = _asking(kind)
+        async with make_store() as store:
+            with pytest.raises(TypeError, match=r"interrupt\(\)"):
+                await built.run(Order(), store=store, thread_id=f"t{n}")
+            loaded = await built.load(store, f"t{n}")
+            assert not isinstance(loaded, Success) or (
+                loaded.unwrap().pending is None
+            )
+            with pytest.raises(TypeError, match=r"Interrupt\(\)"):
+                await built.run(
+                    Order(),
+                    store=store,
+                    thread_id=f"u{n}",
+                    gates=[_gate(kind)],
+                )
+        with pytest.raises(TypeError, match=r"answer_as\(\)"):
+            Transition(None, ("ask",), Order(), 0, {"a": 1}).answer_as(kind)
+
+
+def _asking(kind: Any) -> Graph[Order, object]:
+    """One node asking a question whose answer is a *kind*."""
+
+    @handler(name="ask")
+    async def ask(s: Order) -> Result[Order, object]:
+        await interrupt("which?", kind)
+        return Success(s)
+
+    return (
+        graph.builder(Order)
+        .node("ask", ask)
+        .entry("ask")
+        .edge("ask", END)
+        .build()
+    )
+
+
+def _gate(kind: Any) -> Callable[[Transition[Order]], Awaitable[Decision]]:
+    """A gate asking, before any node, for an answer of *kind*."""
+
+    async def gate(t: Transition[Order]) -> Decision:
+        return Interrupt("which?", kind)
+
+    return gate

@@ -1,0 +1,126 @@
+"""Unions told apart by the JSON kind of the value (``pipeline._unions``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+import cattrs
+import pytest
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline._decode import DECODE_ERRORS, explain
+from pipeline._serde import make_converter
+from pipeline._unions import is_kind_union
+
+
+@attrs.frozen
+class Plan:
+    """An object member."""
+
+    steps: int
+
+
+@attrs.frozen
+class Other:
+    """A second object member."""
+
+    name: str
+
+
+_CONVERTER = make_converter()
+_PLAN_OR_LIST: Any = Plan | list[int]
+
+_UNIONS: list[tuple[Any, st.SearchStrategy[Any]]] = [
+    (
+        Plan | list[int],
+        st.builds(Plan, st.integers()) | st.lists(st.integers()),
+    ),
+    (
+        list[str] | dict[str, int] | None,
+        st.lists(st.text())
+        | st.dictionaries(st.text(), st.integers())
+        | st.none(),
+    ),
+    (
+        Literal["skip"] | list[Plan] | int,
+        st.just("skip")
+        | st.lists(st.builds(Plan, st.integers()))
+        | st.integers(),
+    ),
+    (
+        tuple[int, str] | Plan | bool,
+        st.tuples(st.integers(), st.text())
+        | st.builds(Plan, st.integers())
+        | st.booleans(),
+    ),
+]
+
+
+@given(data=st.data())
+def test_a_value_comes_back_as_the_member_its_kind_names(
+    data: st.DataObject,
+) -> None:
+    """Each member takes another kind of JSON value, so a value's JSON
+    comes back as itself: the one member of its kind."""
+    for union, values in _UNIONS:
+        assert is_kind_union(union)
+        value = data.draw(values)
+        back = _CONVERTER.structure(_CONVERTER.unstructure(value), union)
+        assert back == value
+        assert type(back) is type(value)
+
+
+@given(
+    value=st.text()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.booleans()
+)
+def test_a_value_of_no_members_kind_is_refused_without_it(
+    value: object,
+) -> None:
+    """``Plan | list[int]`` takes an object or an array; anything else
+    is refused, the explanation naming the kinds, not the value."""
+    with pytest.raises(DECODE_ERRORS) as caught:
+        _CONVERTER.structure(value, _PLAN_OR_LIST)
+    said = "; ".join(explain(caught.value, Plan | list[int]))
+    assert said == "expected an object (Plan) or an array"
+
+
+def test_a_member_that_does_not_fit_names_where() -> None:
+    """The member the kind names structures the value: its own problems
+    are reported with their paths."""
+    with pytest.raises(DECODE_ERRORS) as caught:
+        _CONVERTER.structure([1, "x"], _PLAN_OR_LIST)
+    assert explain(caught.value, Plan | list[int]) == [
+        "expected an integer at $[1]"
+    ]
+
+
+@pytest.mark.parametrize(
+    "union",
+    [int | str, Plan | None, list[int] | None, Plan | Other, Plan | int],
+)
+def test_unions_cattrs_reads_stay_its_own(union: Any) -> None:
+    """Scalars, ``T | None`` and attrs classes alone are cattrs' own
+    business: not claimed."""
+    assert not is_kind_union(union)
+    _CONVERTER.get_structure_hook(union)
+
+
+@pytest.mark.parametrize(
+    "union",
+    [
+        Plan | dict[str, int],
+        list[int] | tuple[str, ...],
+        list[int] | Plan | frozenset[str],
+    ],
+)
+def test_members_sharing_a_kind_are_not_guessed_between(union: Any) -> None:
+    """Two members taking the same kind (two objects, two arrays, two
+    numbers): no hook, rather than a guess."""
+    assert not is_kind_union(union)
+    with pytest.raises(cattrs.errors.StructureHandlerNotFoundError):
+        _CONVERTER.get_structure_hook(union)
