@@ -131,8 +131,8 @@ async def resume(
         target = await _thread_target(settings, store, thread_id, ref)
         answer: object = None
         if answer_text is not None:
-            answer = await checked_answer(
-                settings, store, target, thread_id, answer_text
+            answer, question = await checked_answer(
+                settings, store, target, thread_id, answer_text, question
             )
         obj = target.obj
 

@@ -133,16 +133,20 @@ async def checked_answer(
     target: Target,
     thread_id: str,
     text: str,
-) -> object:
+    question: str | None,
+) -> tuple[object, str | None]:
     """*text* as the answer to the question *thread_id* waits on (JSON
     when it parses as JSON, else the text), or a usage error when it is
     malformed or the thread waits for no answer (``pipeline answer`` and
-    the web UI's form)."""
+    the web UI's form); with the id of the *question* it answers (``null``
+    answers ``None`` only for a named question: see ``resume``)."""
     answer = parse_answer(text)
     loaded = await target.obj.load(store, thread_id)
     snap = found(loaded, thread_id, settings)
     await _check_waiting(settings, store, target, snap)
-    return answer
+    if answer is None and question is None:
+        question = snap.question_id
+    return answer, question
 
 
 async def _check_waiting(
@@ -228,8 +232,8 @@ def refused_answer(
 
 def parse_answer(text: str) -> object:
     """An answer is JSON when it parses as JSON, else the text itself
-    (``pipeline answer t1 yes`` answers ``"yes"``, ``NaN`` ``"NaN"``).
-    ``null`` is refused: a resume given no answer (``None``) asks again."""
+    (``pipeline answer t1 yes`` answers ``"yes"``, ``NaN`` ``"NaN"``,
+    ``null`` ``None``)."""
     try:
         value = parse_json(text)
     except json.JSONDecodeError:  # not JSON: the text
@@ -240,12 +244,6 @@ def parse_answer(text: str) -> object:
                 f"malformed answer: {exc}", hint=exc.hint
             ) from None
     else:
-        if value is None:
-            raise UserError(
-                "malformed answer: null is no answer (the question would "
-                "be asked again)",
-                hint="answer a value; quote the text null as '\"null\"'",
-            )
         return value
     try:
         text.encode()

@@ -798,7 +798,9 @@ async def answer_post(ui: UI, request: Request) -> str:
         )
     author = _author(form.get("author", ""))
     question = form.get("question") or None  # several may wait: which one
-    answer = await checked_answer(ui.settings, store, target, tid, text)
+    answer, question = await checked_answer(
+        ui.settings, store, target, tid, text, question
+    )
     await _resume(
         ui, target, tid, answer=answer, question=question, author=author
     )

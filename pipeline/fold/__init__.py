@@ -51,6 +51,7 @@ from ._model import Snapshot as Snapshot
 from ._model import Status as Status
 from ._model import Stop as Stop
 from ._model import Transition as Transition
+from ._model import kept_answer as kept_answer
 from ._runnable import Building as Building
 from ._runnable import FoldFailure as FoldFailure
 from ._runnable import MachineBase as MachineBase
@@ -97,6 +98,7 @@ __all__ = (
     "enter",
     "fingerprint",
     "handler_call",
+    "kept_answer",
     "leave",
     "make_converter",
     "new_thread",

@@ -66,6 +66,7 @@ from ._journal import (
 )
 from ._model import (
     NO_PROGRESS,
+    NULL_ANSWER,
     Continue,
     Decision,
     Gate,
@@ -76,6 +77,8 @@ from ._model import (
     Status,
     Stop,
     Transition,
+    given,
+    kept_answer,
 )
 
 
@@ -269,8 +272,8 @@ async def run_machine(
             pending = restored.pending
             if restored.status is Status.INTERRUPTED:
                 answer = boundary.answer
-            elif pending is not None and pending.answered:
-                answer = pending.answer  # checked and committed before
+            else:
+                answer = kept_answer(pending)  # checked and committed before
             if answer is None:
                 snap = _running(restored)
             else:
@@ -394,7 +397,7 @@ async def resume(
             parent=snap.version,
             status=Status.RUNNING,
             pending=attrs.evolve(
-                chosen, answer=stored, answered=True, waiting=others
+                chosen, answer=given(stored), answered=True, waiting=others
             ),
             author=author,
         )
@@ -407,10 +410,7 @@ async def resume(
         pending = snap.pending
     elif snap.status is not Status.RUNNING:
         snap = _still_waiting(snap)
-    if pending is not None and pending.answered:
-        answer = pending.answer
-    else:
-        answer = None
+    answer = kept_answer(pending)
     if snap.status is not Status.RUNNING:
         snap = _running(snap)
     return await drive(
@@ -503,6 +503,8 @@ def stored_answer(codec: Codec[Any], answer: object) -> object:
 
     .. versionadded:: 0.1.0
     """
+    if answer is NULL_ANSWER:
+        return answer
     try:
         stored = codec.converter.unstructure(answer)
         back = loads(canonical(stored), "the answer")
@@ -834,7 +836,7 @@ async def _gate(
                 snap.next,
                 state,
                 snap.step,
-                answer,
+                given(answer),
                 converter=converter,
             ),
         )
@@ -848,7 +850,7 @@ async def _gate(
             and decision.question == pending.question
         ):
             if fresh:
-                typed = decision.structure(converter, answer)
+                typed = decision.structure(converter, given(answer))
                 if decision.apply is not None:
                     state = decision.apply(state, typed)
             decision = Continue()
@@ -865,7 +867,7 @@ async def _gate(
             parent=snap.version,
             state=state,
             status=Status.RUNNING,
-            pending=attrs.evolve(pending, answer=answer, answered=True),
+            pending=attrs.evolve(pending, answer=given(answer), answered=True),
             author=author,
         )
         committed = await journal.commit(answered)

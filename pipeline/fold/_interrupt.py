@@ -38,6 +38,7 @@ from .._serde import canonical, checksum
 from ..errors import InvalidAnswer, NestedTooDeeply, NotCheckpointed, Suspended
 from ..secrets import MARKER, is_secret_type
 from ._journal import current_boundary, suspension
+from ._model import given
 
 
 A = TypeVar("A")
@@ -173,7 +174,7 @@ async def checked_interrupt(
     ):
         # This question paused the run, and the run was resumed with an
         # answer: checked first, then kept (later questions replay it).
-        answer = boundary.answer
+        answer = given(boundary.answer)
         try:
             typed = _typed(_by_reference(converter), answer, kind, check)
         except InvalidAnswer:

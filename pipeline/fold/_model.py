@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
     Any,
+    Final,
     Generic,
     TypeAlias,
     TypeVar,
@@ -73,6 +74,40 @@ class Status(enum.StrEnum):
 
 _RUNNING = Status.RUNNING
 _DONE = Status.DONE
+
+
+@final
+class _NullAnswer:
+    """``None`` given as an answer on purpose: ``resume(answer=None,
+    question=ID)`` (``answer=None`` alone means no answer).  The run
+    carries this marker where it carries an answer; records, gates and
+    :func:`pipeline.interrupt` see ``None`` (:func:`given`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NULL_ANSWER"
+
+
+NULL_ANSWER: Final = _NullAnswer()
+"""The answer ``None``, given on purpose (see :class:`_NullAnswer`)."""
+
+
+def given(answer: object) -> object:
+    """*answer* as it was given (:data:`NULL_ANSWER` is ``None``)."""
+    return None if answer is NULL_ANSWER else answer
+
+
+def kept_answer(pending: Pending | None) -> object:
+    """The answer *pending* was answered with, as a run carries it
+    (``None``: not answered; an answered ``None`` is
+    ``NULL_ANSWER``: ``None`` given on purpose).
+
+    .. versionadded:: 0.1.0
+    """
+    if pending is None or not pending.answered:
+        return None
+    return NULL_ANSWER if pending.answer is None else pending.answer
 
 
 @final

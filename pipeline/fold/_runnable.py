@@ -53,7 +53,7 @@ from ._engine import (
     Migration,
     checked_author,
 )
-from ._model import Gate, Observer, Snapshot
+from ._model import NULL_ANSWER, Gate, Observer, Snapshot
 
 
 FoldFailure: TypeAlias = (
@@ -385,13 +385,13 @@ class Runnable(Threads[S], Generic[S, L, F_co, M]):
         waits at none, is :class:`~pipeline.failures.StaleAnswer` and
         nothing runs.  A stopped thread stays stopped: its stop is returned
         and nothing runs (fork it, or resume an earlier version, to go on).
+
+        ``answer=None`` alone resumes without an answer (after a crash, or
+        to ask again); with *question* it answers ``None`` (an ``int |
+        None`` question's "none").
         """
         if question is not None and answer is None:
-            msg = (
-                "resume(question=...) names the question an answer is for: "
-                "give the answer too"
-            )
-            raise TypeError(msg)
+            answer = NULL_ANSWER  # None for that question, on purpose
         limits = self._checked(store, limits)
         author = checked_author(author)
         if traced_by_default():  # a global provider, no scope: trace it

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         Status,
         Transition,
         drive,
+        kept_answer,
     )
     from ._failures import Kinds
     from ._hosted import Hosted, hosting
@@ -427,9 +428,7 @@ class PipelineWorkflow:
         hooks: Hooks[Any],
         snap: Snapshot[Any],
     ) -> SnapshotDoc:
-        answer: object = None
-        if snap.pending is not None and snap.pending.answered:
-            answer = snap.pending.answer
+        answer = kept_answer(snap.pending)
         machine.stepped = self._settle
         while True:
             try:
@@ -508,7 +507,7 @@ class PipelineWorkflow:
             pending=attrs.evolve(snap.pending, answer=stored, answered=True),
         )
         self._current = answered
-        return answered, stored
+        return answered, kept_answer(answered.pending)  # None too is an answer
 
     @workflow.query(name=SNAPSHOT)
     def snapshot(self) -> SnapshotDoc:

@@ -218,3 +218,25 @@ two_asks = (
     .build()
 )
 """Two fan-out branches that each ask: both wait at once."""
+
+
+@attrs.frozen
+class Limit:
+    """A limit a human may leave out."""
+
+    limit: int | None = -1
+
+
+@handler(name="ask_limit")
+async def ask_limit(s: Limit) -> Result[Limit, str]:
+    return Success(Limit(await interrupt("limit?", int | None)))
+
+
+optional = (
+    g.builder(Limit)
+    .node("ask", ask_limit)
+    .entry("ask")
+    .edge("ask", END)
+    .build()
+)
+"""One question whose answer may be null."""

@@ -1102,3 +1102,24 @@ def test_records_of_an_older_release_still_show(tmp_path: Path) -> None:
         None,
     )
     assert head["state"]["sent"] is True
+
+
+@pytest.mark.slow
+def test_null_answers_an_optional_question(tmp_path: Path, store: str) -> None:
+    """``pipeline answer T null`` answers ``None`` (an ``int | None``
+    question's none), rather than resuming without an answer."""
+    ran = cli(
+        "run",
+        f"{FLOWS}:optional",
+        "--input",
+        "{}",
+        "--store",
+        store,
+        "--thread",
+        "t",
+        cwd=tmp_path,
+    )
+    assert ran.returncode == ExitCode.PAUSED, ran.stderr
+    answered = cli("answer", "t", "null", "--store", store, cwd=tmp_path)
+    assert answered.returncode == ExitCode.OK, answered.stderr
+    assert json.loads(answered.stdout) == {"limit": None}

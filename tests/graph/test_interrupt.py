@@ -720,3 +720,71 @@ def _gate(kind: Any) -> Callable[[Transition[Order]], Awaitable[Decision]]:
         return Interrupt("which?", kind)
 
     return gate
+
+
+async def test_none_is_an_answer_when_the_question_is_named(
+    make_store: StoreFactory,
+) -> None:
+    """``resume(answer=None)`` alone resumes without an answer (the same
+    question waits); with ``question=`` it answers ``None``: an
+    ``int | None`` question inside a node, and a gate's typed
+    ``Interrupt``, both take it, and it is kept for good (a replay of the
+    node sees ``None`` again, without asking)."""
+    seen: list[int | None] = []
+
+    @handler(name="count")
+    async def count(s: Order) -> Result[Order, object]:
+        many = await interrupt("how many?", int | None)
+        seen.append(many)
+        more = await interrupt("and then?", int)
+        return Success(attrs.evolve(s, amount=(many or 0) + more))
+
+    async def gate(t: Transition[Order]) -> Decision:
+        if t.targets != ("count",):
+            return Continue()
+        return Interrupt("limit?", int | None)
+
+    g = (
+        graph.builder(Order)
+        .node("count", count)
+        .entry("count")
+        .edge("count", END)
+        .build()
+    )
+    async with make_store() as store:
+        paused = (
+            await g.run(Order(), store=store, thread_id="t", gates=[gate])
+        ).unwrap()
+        assert paused.pending is not None
+        assert paused.pending.question == "limit?"
+        again = (
+            await g.resume(store, "t", answer=None, gates=[gate])
+        ).unwrap()
+        assert again.pending is not None
+        assert again.pending.question == "limit?"
+        asked = (
+            await g.resume(
+                store,
+                "t",
+                answer=None,
+                question=again.question_id,
+                gates=[gate],
+            )
+        ).unwrap()
+        assert asked.pending is not None
+        assert asked.pending.question == "how many?"
+        then = (
+            await g.resume(
+                store,
+                "t",
+                answer=None,
+                question=asked.question_id,
+                gates=[gate],
+            )
+        ).unwrap()
+        assert then.pending is not None
+        assert then.pending.question == "and then?"
+        done = (await g.resume(store, "t", answer=5, gates=[gate])).unwrap()
+        assert done.status is Status.DONE
+        assert done.state.amount == 5
+        assert seen == [None, None]  # the replay read the kept None

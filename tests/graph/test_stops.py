@@ -4,7 +4,6 @@ items 3 and 4), on every store."""
 from __future__ import annotations
 
 import attrs
-import pytest
 
 from returns.result import Failure
 
@@ -242,8 +241,9 @@ async def test_gate_stop_and_limit_are_records(
 
 
 async def test_answer_needs_one_pending_question() -> None:
-    """resume(question=...) without an answer is a usage error; an answer
-    to a running thread is StaleAnswer and commits nothing."""
+    """resume(question=...) without an answer answers None, and a thread
+    that waits at no question refuses it; an answer to a running thread is
+    StaleAnswer and commits nothing."""
     g = linear(Runs(), 3)
     store = stores.MemoryStore()
     await g.run(
@@ -253,8 +253,8 @@ async def test_answer_needs_one_pending_question() -> None:
         limits=graph.GraphLimits(max_steps=1),
     )
     stop = (await g.load(store, "t")).unwrap()
-    with pytest.raises(TypeError, match="give the answer too"):
-        await g.resume(store, "t", question="1-abc")
+    null = await g.resume(store, "t", question="1-abc")
+    assert null == Failure(StaleAnswer("t", "1-abc", None, "stopped"))
     out = await g.resume(store, "t", version=stop.parent, answer="yes")
     assert out == Failure(StaleAnswer("t", None, None, "running"))
     assert await store.head("t") == stop.version

@@ -551,3 +551,19 @@ def mapped(
         fail_fast=fail_fast,
         name=name,
     )
+
+
+def limited(t: Tally, limit: int | None) -> Tally:
+    """The answer, applied: a note naming the limit (or none)."""
+    return attrs.evolve(t, notes=t.notes.append(f"limit {limit}"))
+
+
+async def optional_gate(t: Transition[Tally]) -> Decision:
+    """Ask before ``publish`` for a limit that may be none (``None``)."""
+    if t.targets != ("publish",):
+        return Continue()
+    return Interrupt("limit?", int | None, apply=limited)
+
+
+OPTIONAL = approval_graph("optional-limit", optional_gate)
+"""Draft, then publish behind a question whose answer may be ``None``."""

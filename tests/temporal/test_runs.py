@@ -37,6 +37,7 @@ from tests.temporal.graphs import (
     GUARDED,
     HUGE,
     NESTED,
+    OPTIONAL,
     RELAY,
     TYPED,
     Approval,
@@ -463,3 +464,26 @@ async def test_a_state_that_cannot_be_sent_is_refused_at_start(
     with pytest.raises(ValueError, match="count") as caught:
         await Runs(client, task_queue=queue).start(g, bad)
     assert "sk-secret" not in str(caught.value)
+
+
+async def test_none_answers_an_optional_question_on_temporal(
+    client: Client, queue: str
+) -> None:
+    """``run.answer(None)`` answers ``None`` (an ``int | None`` question's
+    none): the run goes on with it applied, as ``resume(answer=None,
+    question=...)`` does in process."""
+    runs = Runs(client, task_queue=queue)
+    async with worker(client, [OPTIONAL], task_queue=queue):
+        run = await runs.start(OPTIONAL, Tally())
+        (await run.paused()).unwrap()
+        (await run.answer(None)).unwrap()
+        final = (await run.result()).unwrap()
+    store = MemoryStore()
+    paused = (await OPTIONAL.run(Tally(), store=store, thread_id="t")).unwrap()
+    local = (
+        await OPTIONAL.resume(
+            store, "t", answer=None, question=paused.question_id
+        )
+    ).unwrap()
+    assert final.state == local.state
+    assert final.state.notes == pvector(["limit None"])
