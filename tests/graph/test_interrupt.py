@@ -788,3 +788,57 @@ async def test_none_is_an_answer_when_the_question_is_named(
         assert done.status is Status.DONE
         assert done.state.amount == 5
         assert seen == [None, None]  # the replay read the kept None
+
+
+@attrs.frozen
+class Limits:
+    """Two limits, each asked by its own fan-out branch."""
+
+    a: int | None = -1
+    b: int | None = -1
+
+
+def _asking_apart() -> Graph[Limits, object]:
+    """start, then two branches that each ask for a limit or none."""
+
+    @handler(name="start")
+    async def start(p: Limits) -> Result[Limits, object]:
+        return Success(p)
+
+    @handler(name="ask_a")
+    async def ask_a(p: Limits) -> Result[Limits, object]:
+        return Success(attrs.evolve(p, a=await interrupt("a?", int | None)))
+
+    @handler(name="ask_b")
+    async def ask_b(p: Limits) -> Result[Limits, object]:
+        return Success(attrs.evolve(p, b=await interrupt("b?", int | None)))
+
+    return (
+        graph.builder(Limits)
+        .node("start", start)
+        .node("ask_a", ask_a)
+        .node("ask_b", ask_b)
+        .entry("start")
+        .fan_out("start", ["ask_a", "ask_b"], join=END)
+        .build()
+    )
+
+
+async def test_none_answers_one_of_two_waiting_branches(
+    make_store: StoreFactory,
+) -> None:
+    """Two fan-out branches wait at once: ``None`` answers the one its
+    ``question=`` names, and the other keeps waiting for its own."""
+    g = _asking_apart()
+    async with make_store() as store:
+        both = (await g.run(Limits(), store=store, thread_id="t")).unwrap()
+        by_text = {p.question: qid for qid, p in both.questions.items()}
+        one = (
+            await g.resume(store, "t", answer=None, question=by_text["a?"])
+        ).unwrap()
+        assert [p.question for p in one.questions.values()] == ["b?"]
+        done = (
+            await g.resume(store, "t", answer=3, question=by_text["b?"])
+        ).unwrap()
+        assert done.status is Status.DONE
+        assert done.state == Limits(a=None, b=3)
