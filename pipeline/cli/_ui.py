@@ -877,7 +877,7 @@ async def _resume(
     from ..errors import InvalidAnswer  # noqa: PLC0415
 
     try:
-        if answer is None:
+        if answer is None and question is None:  # no answer: run on
             result = await target.obj.resume(ui.opened(), tid)
         else:
             result = await target.obj.resume(

@@ -566,3 +566,49 @@ def test_a_store_file_removed_or_replaced_is_refused(
     with TestClient(app(str(db)), backend=backend) as client:
         still = client.get("/thread", params={"id": "t1"}).text
         assert "status <b>interrupted</b>" in still
+
+
+async def _seed_optional(path: Path, thread: str) -> None:
+    """A thread paused at an ``int | None`` question."""
+    async with SQLiteStore(path) as store:
+        snap = flows.optional.start(flows.Limit(), thread_id=thread)
+        done = await flows.optional.fold(snap, store=store)
+        assert done.unwrap().pending is not None
+        await note_target(store, thread, "tests.cli.flows:optional")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_null_in_the_answer_form_answers_none(
+    db: Path, backend: Backend
+) -> None:
+    """``null`` in the form answers ``None`` (an optional question's none),
+    with or without the question's id in the form."""
+    for thread, named in (("o1", True), ("o2", False)):
+        anyio.run(_seed_optional, db, thread)
+        with TestClient(
+            app(str(db), writes=True), backend=backend, follow_redirects=False
+        ) as client:
+            page = client.get("/thread", params={"id": thread}).text
+            seen = re.search(r"name='seen' value='([^']+)'", page)
+            question = re.search(r"name='question' value='([^']+)'", page)
+            assert seen is not None
+            assert question is not None
+            form = {
+                "csrf": csrf(page),
+                "id": thread,
+                "seen": seen.group(1),
+                "answer": "null",
+            }
+            if named:
+                form["question"] = question.group(1)
+            done = client.post("/answer", data=form)
+            assert done.status_code == 303, done.text
+            after = client.get("/thread", params={"id": thread}).text
+            assert "status <b>done</b>" in after
+
+        async def limit(thread: str = thread) -> object:
+            async with SQLiteStore(db) as store:
+                snap = (await flows.optional.load(store, thread)).unwrap()
+                return snap.state.limit
+
+        assert anyio.run(limit) is None
