@@ -206,8 +206,9 @@ def same_message(stored: Any, live: Any) -> bool:
     # Typed object: what a field holds at run time is what is checked.
     live_role: object = live.role
     live_content: object = live.content
+    live_calls: object = live.tool_calls
     # Written out, but for the optional texts: this runs for every message
-    # of every commit.
+    # of every commit (a message without calls, most, tests no call list).
     return (
         type(live_role) is Role
         and (role is live_role or _role(role) is live_role)
@@ -220,7 +221,12 @@ def same_message(stored: Any, live: Any) -> bool:
         and live.parts == ()
         and type(parts) is list
         and not parts
-        and _same_calls(get("tool_calls", _NO_KEY), live.tool_calls)
+        and type(live_calls) is tuple
+        and (
+            _same_calls(get("tool_calls"), live_calls)
+            if live_calls
+            else _no_calls(get("tool_calls", _NO_KEY))
+        )
         and (
             live.usage is None
             if usage is None
@@ -256,30 +262,40 @@ def same_usage(stored: Any, live: Any) -> bool:
     )
 
 
-def _same_calls(stored: Any, live: Any) -> bool:
-    if type(live) is not tuple:
-        return False
-    if stored is _NO_KEY:
-        return live == ()
+def _no_calls(stored: Any) -> bool:
+    """Whether stored tool calls read back as none: absent, or empty."""
+    return stored is _NO_KEY or (type(stored) is list and not stored)
+
+
+def _same_calls(stored: Any, live: tuple[Any, ...]) -> bool:
+    """Whether stored tool calls read back as *live*'s (not empty)."""
     if type(stored) is not list or len(stored) != len(live):
         return False
-    for s, c in zip(stored, live, strict=True):
-        if type(c) is not ToolCall or type(s) is not dict:
+    for s, c in zip(stored, live):  # noqa: B905  # lengths equal (above)
+        if (
+            type(c) is not ToolCall
+            or type(s) is not dict
+            or not _CALL_KEYS.issuperset(s)
+        ):
             return False
-        id_ = s.get("id")
-        name = s.get("name")
-        arguments = s.get("arguments", "{}")
+        get = s.get
+        id_ = get("id")
+        name = get("name")
+        arguments = get("arguments", "{}")
+        # Typed object: what a field holds at run time is what is checked.
+        live_id: object = c.id
+        live_name: object = c.name
+        live_arguments: object = c.arguments
         if not (
-            _CALL_KEYS.issuperset(s)
-            and type(id_) is str
+            type(id_) is str
             and type(name) is str
             and type(arguments) is str
-            and type(c.id) is str
-            and type(c.name) is str
-            and type(c.arguments) is str
-            and id_ == c.id
-            and name == c.name
-            and arguments == c.arguments
+            and type(live_id) is str
+            and type(live_name) is str
+            and type(live_arguments) is str
+            and id_ == live_id
+            and name == live_name
+            and arguments == live_arguments
         ):
             return False
     return True

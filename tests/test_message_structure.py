@@ -190,6 +190,85 @@ def test_same_message_agrees_with_reading_back(
         pytest.fail("a plain message just written was not recognised")
 
 
+_call_changes = st.one_of(
+    st.just({}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "tool_calls": st.one_of(
+                st.lists(_calls, max_size=2), _scalars, st.just([])
+            ),
+            "parts": st.one_of(st.just([]), _scalars),
+        },
+    ),
+)
+
+
+@given(
+    live=_live_messages,
+    change=_call_changes,
+    drop_calls=st.booleans(),
+    json_first=st.booleans(),
+)
+def test_same_message_agrees_on_tool_calls(
+    live: Message,
+    change: dict[str, object],
+    drop_calls: bool,
+    json_first: bool,
+) -> None:
+    """The comparison in place of a message's tool calls (none, absent,
+    empty, or one per call) says "equal" only where the generated hook
+    reads the stored message back equal, and refuses what does not read
+    back equal (another call, a call too many or too few, a wrong kind)."""
+    doc = CONV.unstructure(live)
+    if json_first:
+        doc = json.loads(canonical(doc))
+    if drop_calls:
+        doc.pop("tool_calls")
+    doc.update(change)
+    verdict = same_message(doc, live)
+    outcome = _general(GENERAL_MESSAGE, doc, Message)
+    back_equal = (
+        outcome[0] == "ok"
+        and outcome[1] == live
+        and type(outcome[1]) is Message
+    )
+    if verdict:
+        assert back_equal
+    elif (
+        not change and not live.parts and not (drop_calls and live.tool_calls)
+    ):
+        pytest.fail("a plain message just written was not recognised")
+
+
+def test_a_call_that_does_not_read_back_is_refused() -> None:
+    """A stored call of another kind, or one call short, fails in place."""
+    live = Message.assistant(
+        "", tool_calls=(ToolCall("c", "echo", "{}"), ToolCall("d", "f"))
+    )
+    doc = CONV.unstructure(live)
+    assert same_message(doc, live)
+    short = {**doc, "tool_calls": doc["tool_calls"][:1]}
+    assert not same_message(short, live)
+    wrong = {
+        **doc,
+        "tool_calls": [
+            {**doc["tool_calls"][0], "id": 7},
+            doc["tool_calls"][1],
+        ],
+    }
+    assert not same_message(wrong, live)
+    for key in ("id", "name", "arguments"):
+        other = {**doc["tool_calls"][1], key: "other"}
+        changed = {**doc, "tool_calls": [doc["tool_calls"][0], other]}
+        assert not same_message(changed, live)
+    assert not same_message({**doc, "tool_calls": []}, live)
+    no_calls = Message.assistant("x")
+    assert not same_message(
+        {**CONV.unstructure(no_calls), "tool_calls": None}, no_calls
+    )
+
+
 @given(
     live=st.builds(Usage, st.integers(-2, 9), st.integers(-2, 9)),
     doc=_usages,
