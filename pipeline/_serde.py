@@ -18,6 +18,7 @@ import typing
 import weakref
 
 from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, Final, Literal, get_args, get_origin
 
 import attrs
@@ -31,7 +32,15 @@ from pyrsistent import PMap, PVector, pmap, pvector
 from ._context import Context, freeze
 from ._depth import RECORD_DEPTH, loads
 from ._message_structure import register_message_hooks
-from ._messages import FilePart, ImagePart, Message, Part, TextPart, ToolCall
+from ._messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ToolCall,
+    Usage,
+)
 from ._unions import is_kind_union, kind_union_structure
 from .secrets import MARKER, Secret, is_secret_type, resolve, stored
 
@@ -498,6 +507,7 @@ def make_converter() -> cattrs.Converter:
     conv.register_unstructure_hook_factory(is_secret_type, lambda _: stored)
     conv.register_unstructure_hook(Context, context_unstructure)
     conv.register_unstructure_hook(Message, _message_unstructure)
+    conv.register_unstructure_hook(Usage, _usage_unstructure)
     conv.register_structure_hook_func(_is_part, part_structure)
     conv.register_unstructure_hook_func(_is_part_type, part_unstructure)
     conv.register_structure_hook(Context, context_structure)
@@ -509,14 +519,18 @@ def _message_unstructure(m: Message) -> dict[str, Any]:
     """A message as cattrs would unstructure it, without its generic cost
     (messages are most of what checkpoints hold); *agent* only when set."""
     usage = m.usage
+    calls = m.tool_calls
     out = {
         "role": m.role,
         "content": m.content,
         "name": m.name,
+        # Most messages call no tool: no comprehension to run for them.
         "tool_calls": [
             {"id": c.id, "name": c.name, "arguments": c.arguments}
-            for c in m.tool_calls
-        ],
+            for c in calls
+        ]
+        if calls
+        else [],
         "tool_call_id": m.tool_call_id,
         "usage": None
         if usage is None
@@ -530,6 +544,32 @@ def _message_unstructure(m: Message) -> dict[str, Any]:
     if m.parts:
         out["parts"] = [part_unstructure(p) for p in m.parts]
     return out
+
+
+def _usage_unstructure(u: Usage) -> dict[str, Any]:
+    """Usage as cattrs' generated hook writes it (its two counts, as they
+    are), without that hook's cost; and known to write no part."""
+    return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
+
+
+def _always(value: object) -> bool:
+    del value
+    return True
+
+
+def _has_no_parts(m: object) -> bool:
+    return type(m) is Message and not m.parts
+
+
+NO_PART_UNLESS: Final[Mapping[object, Callable[[Any], bool]]] = (
+    MappingProxyType(
+        {_message_unstructure: _has_no_parts, _usage_unstructure: _always}
+    )
+)
+"""For an unstructure hook of ours: whether a value it writes reaches no
+part (so no :data:`SINK` is read): a message only through its parts, and
+usage never.  A hook not here may reach one (a part's own hook, a user's
+hook, a container's hook that dispatches on what it holds)."""
 
 
 def _is_part(t: Any) -> bool:

@@ -68,6 +68,7 @@ from returns.result import Failure, Result, Success
 from .._depth import RECORD_DEPTH, check_depth, depth_of
 from .._fields import APPEND_ONLY, LINEAGE, extends
 from .._serde import (
+    NO_PART_UNLESS,
     ORJSON_WITHIN_RECORD_DEPTH,
     SINK,
     SOURCE,
@@ -300,13 +301,21 @@ class Codec(Generic[S]):
             and self._fields is not None
         ):
             return self._document(snap, parent, progress, inherit), None
-        if self._plain and type(snap.state) is self._cls:
-            # A value written as itself (an int, a string) holds no part:
-            # no sink, no context variable.
+        if (
+            self._plain
+            and parent is not None
+            and type(snap.state) is self._cls
+        ):
+            # A value written as itself (an int, a string), or by a hook
+            # that reaches no part for it (a message without parts,
+            # usage), holds no part: no sink, no context variable.  (Not
+            # a root record: once per thread, it writes every field, and
+            # one kind that may hold a part would stop every later try.)
             doc = self._document(snap, parent, progress, inherit, plain=True)
-            if doc is not _NOT_PLAIN:
+            if doc is _NOT_PLAIN:
+                self._plain = False
+            elif doc is not _NOT_NOW:
                 return doc, None
-            self._plain = False
         sink = BlobSink(parent.state if parent is not None else None)
         token = SINK.set(sink)
         try:
@@ -332,10 +341,14 @@ class Codec(Generic[S]):
         that nested folds appended since *parent* (or their whole chains in
         a root record).  Without it the record starts afresh.  Raises what
         unstructuring raises for a value that cannot be stored (see
-        :meth:`seal` for the checked way).  *plain*: only if every value
-        it writes is written as itself (an int, a string, a bool or
-        ``None`` whose hook is cattrs' ``identity``), else
-        :data:`_NOT_PLAIN` (written with no sink).
+        :meth:`seal` for the checked way).  *plain*: only if no value it
+        writes can reach a part (an int, a string, a bool or ``None``
+        whose hook is cattrs' ``identity``; a value whose hook is one of
+        :data:`~pipeline._serde.NO_PART_UNLESS` and passes its test; at
+        most :data:`_FEW` new items of a log), else :data:`_NOT_PLAIN`
+        (a value of another kind: the codec stops trying) or
+        :data:`_NOT_NOW` (this record may: a message with parts, a long
+        log); written with no sink.
         """
         # The state's parts first: a plain document gives up there, before
         # anything else (the clock) is read.
@@ -366,7 +379,11 @@ class Codec(Generic[S]):
                 else:
                     base = 0
                 if plain:
-                    return _NOT_PLAIN
+                    items = self._plain_items(value, base)
+                    if isinstance(items, dict):  # why not: not plain
+                        return items
+                    logs[name] = [base, items]
+                    continue
                 logs[name] = [
                     base,
                     [hook_of(v.__class__)(v) for v in value[base:]],
@@ -381,7 +398,11 @@ class Codec(Generic[S]):
                 if plain and not (
                     hook is identity and type(value) in _SCALARS
                 ):
-                    return _NOT_PLAIN
+                    test = _no_part_unless(hook)
+                    if test is None:
+                        return _NOT_PLAIN
+                    if not test(value):
+                        return _NOT_NOW
                 changed[name] = value if hook is identity else hook(value)
         if changed:
             doc["state"] = changed
@@ -389,6 +410,27 @@ class Codec(Generic[S]):
             doc["logs"] = logs
         _envelope(doc, snap, parent, progress, inherit)
         return doc
+
+    def _plain_items(self, log: PVector[Any], base: int) -> list[Any] | Doc:
+        """A log's items from *base* on, written, if none can reach a
+        part (see :meth:`_document`'s *plain*); else why not."""
+        if len(log) - base > _FEW:
+            return _NOT_NOW  # testing each item would cost more
+        hook_of = self._hook_of
+        tests = NO_PART_UNLESS
+        items: list[Any] = []
+        for v in log[base:]:
+            hook = hook_of(v.__class__)
+            try:
+                test = tests.get(hook)
+            except TypeError:  # not hashable: none of ours
+                test = None
+            if test is None:
+                return _NOT_PLAIN
+            if not test(v):
+                return _NOT_NOW
+            items.append(hook(v))
+        return items
 
     def _grown(
         self, name: str, before: PVector[Any], value: PVector[Any], state: Any
@@ -1076,7 +1118,25 @@ _NONE: Mapping[str, Any] = MappingProxyType({})
 
 _NOT_PLAIN: Doc = {}
 """What :meth:`Codec._document` returns, asked for a plain document, when
-a value is not written as itself."""
+a value is of a kind that may reach a part (the codec stops trying)."""
+
+_NOT_NOW: Doc = {}
+"""What it returns when this record may reach a part (a message with
+parts, a long log), though its kinds of value need not."""
+
+_FEW = 8
+"""The most new items of a log a plain document tests one by one (a
+sink costs about as much as testing this many)."""
+
+
+def _no_part_unless(hook: object) -> Callable[[Any], bool] | None:
+    """The test for a value *hook* writes reaching no part (see
+    :data:`~pipeline._serde.NO_PART_UNLESS`); ``None``: it may."""
+    try:
+        return NO_PART_UNLESS.get(hook)
+    except TypeError:  # not hashable: none of ours
+        return None
+
 
 _SCALARS = frozenset({int, str, bool, type(None)})
 """Types whose values, unstructured by ``identity``, are JSON as they are

@@ -71,20 +71,32 @@ _CHANGES = st.fixed_dictionaries(
 _ITSELF = {int, str, bool, type(None)}  # float: checked finite on the way
 
 
+def seal_both(
+    fast: Codec[Any],
+    slow: Codec[Any],
+    snap: fold.Snapshot[Any],
+    parent: fold.Snapshot[Any] | None,
+    inherit: bool,
+) -> tuple[object, object]:
+    """*snap* sealed by *fast* trying the plain way (no sink) and by
+    *slow* never trying it, at the same time."""
+    fast._plain = True
+    slow._plain = False
+    token = CLOCK.set(lambda: T0)
+    try:
+        one = fast.seal(snap, parent, None, inherit=inherit)
+        other = slow.seal(snap, parent, None, inherit=inherit)
+    finally:
+        CLOCK.reset(token)
+    return one, other
+
+
 def _seal_both(
     snap: fold.Snapshot[Scalars],
     parent: fold.Snapshot[Scalars] | None,
     inherit: bool,
 ) -> tuple[object, object]:
-    _FAST._plain = True
-    _SLOW._plain = False
-    token = CLOCK.set(lambda: T0)
-    try:
-        fast = _FAST.seal(snap, parent, None, inherit=inherit)
-        slow = _SLOW.seal(snap, parent, None, inherit=inherit)
-    finally:
-        CLOCK.reset(token)
-    return fast, slow
+    return seal_both(_FAST, _SLOW, snap, parent, inherit)
 
 
 @given(_STATES, _CHANGES, st.booleans())
