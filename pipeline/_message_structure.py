@@ -203,6 +203,7 @@ def same_message(stored: Any, live: Any) -> bool:
     content = get("content", "")
     usage = get("usage")
     parts = get("parts", _NO_PARTS)
+    calls = get("tool_calls", _NO_KEY)
     # Typed object: what a field holds at run time is what is checked.
     live_role: object = live.role
     live_content: object = live.content
@@ -223,9 +224,9 @@ def same_message(stored: Any, live: Any) -> bool:
         and not parts
         and type(live_calls) is tuple
         and (
-            _same_calls(get("tool_calls"), live_calls)
+            _same_calls(calls, live_calls)
             if live_calls
-            else _no_calls(get("tool_calls", _NO_KEY))
+            else calls is _NO_KEY or (type(calls) is list and not calls)
         )
         and (
             live.usage is None
@@ -260,11 +261,6 @@ def same_usage(stored: Any, live: Any) -> bool:
         and i == live.input_tokens
         and n == live.output_tokens
     )
-
-
-def _no_calls(stored: Any) -> bool:
-    """Whether stored tool calls read back as none: absent, or empty."""
-    return stored is _NO_KEY or (type(stored) is list and not stored)
 
 
 def _same_calls(stored: Any, live: tuple[Any, ...]) -> bool:

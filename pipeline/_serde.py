@@ -18,7 +18,6 @@ import typing
 import weakref
 
 from collections.abc import Callable, Iterator, Mapping
-from types import MappingProxyType
 from typing import Any, Final, Literal, get_args, get_origin
 
 import attrs
@@ -552,24 +551,19 @@ def _usage_unstructure(u: Usage) -> dict[str, Any]:
     return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
 
 
-def _always(value: object) -> bool:
-    del value
-    return True
-
-
 def _has_no_parts(m: object) -> bool:
     return type(m) is Message and not m.parts
 
 
-NO_PART_UNLESS: Final[Mapping[object, Callable[[Any], bool]]] = (
-    MappingProxyType(
-        {_message_unstructure: _has_no_parts, _usage_unstructure: _always}
-    )
-)
-"""For an unstructure hook of ours: whether a value it writes reaches no
-part (so no :data:`SINK` is read): a message only through its parts, and
-usage never.  A hook not here may reach one (a part's own hook, a user's
-hook, a container's hook that dispatches on what it holds)."""
+NO_PART_UNLESS: Final[Mapping[object, Callable[[Any], bool] | None]] = {
+    _message_unstructure: _has_no_parts,
+    _usage_unstructure: None,
+}
+"""For an unstructure hook of ours, whether a value it writes reaches no
+part (so no :data:`SINK` is read): a message's when it has no parts
+(the test), usage's never (``None``).  A hook not here may reach one (a
+part's own hook, a user's hook, a container's hook that dispatches on
+what it holds).  A plain dict: read once or more per record."""
 
 
 def _is_part(t: Any) -> bool:
