@@ -379,7 +379,9 @@ class Codec(Generic[S]):
                 else:
                     base = 0
                 if plain:
-                    items = self._plain_items(value, base)
+                    if len(value) - base > _FEW:
+                        return _NOT_NOW  # testing each would cost more
+                    items = self._plain_written(value[base:])
                     if isinstance(items, dict):  # why not: not plain
                         return items
                     logs[name] = [base, items]
@@ -395,18 +397,15 @@ class Codec(Generic[S]):
                 or (type(value) is type(before) and value == before)
             ):
                 hook = hook_of(value.__class__)
-                if plain and not (
-                    hook is identity and type(value) in _SCALARS
-                ):
-                    try:
-                        test = NO_PART_UNLESS.get(hook, _MAY)
-                    except TypeError:  # not hashable: none of ours
-                        return _NOT_PLAIN
-                    if test is _MAY:
-                        return _NOT_PLAIN
-                    if test is not None and not test(value):
-                        return _NOT_NOW
-                changed[name] = value if hook is identity else hook(value)
+                if hook is identity and type(value) in _SCALARS:
+                    changed[name] = value
+                elif plain:
+                    written = self._plain_written((value,))
+                    if isinstance(written, dict):  # why not: not plain
+                        return written
+                    changed[name] = written[0]
+                else:
+                    changed[name] = value if hook is identity else hook(value)
         if changed:
             doc["state"] = changed
         if logs:
@@ -414,15 +413,13 @@ class Codec(Generic[S]):
         _envelope(doc, snap, parent, progress, inherit)
         return doc
 
-    def _plain_items(self, log: PVector[Any], base: int) -> list[Any] | Doc:
-        """A log's items from *base* on, written, if none can reach a
-        part (see :meth:`_document`'s *plain*); else why not."""
-        if len(log) - base > _FEW:
-            return _NOT_NOW  # testing each item would cost more
+    def _plain_written(self, values: Sequence[Any]) -> list[Any] | Doc:
+        """*values* written, if none can reach a part (see
+        :meth:`_document`'s *plain*); else why not."""
         hook_of = self._hook_of
         tests = NO_PART_UNLESS
         items: list[Any] = []
-        for v in log[base:]:
+        for v in values:
             hook = hook_of(v.__class__)
             try:
                 test = tests.get(hook, _MAY)
