@@ -519,17 +519,22 @@ def _message_unstructure(m: Message) -> dict[str, Any]:
     (messages are most of what checkpoints hold); *agent* only when set."""
     usage = m.usage
     calls = m.tool_calls
+    # Most messages call no tool or one: no comprehension to run for them.
+    if not calls:
+        written: list[dict[str, str]] = []
+    elif len(calls) == 1:
+        c = calls[0]
+        written = [{"id": c.id, "name": c.name, "arguments": c.arguments}]
+    else:
+        written = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments}
+            for c in calls
+        ]
     out = {
         "role": m.role,
         "content": m.content,
         "name": m.name,
-        # Most messages call no tool: no comprehension to run for them.
-        "tool_calls": [
-            {"id": c.id, "name": c.name, "arguments": c.arguments}
-            for c in calls
-        ]
-        if calls
-        else [],
+        "tool_calls": written,
         "tool_call_id": m.tool_call_id,
         "usage": None
         if usage is None
