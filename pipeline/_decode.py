@@ -149,20 +149,29 @@ def is_unicode(text: str) -> bool:
     return unicode_safe(text) is text
 
 
-def explain(exc: BaseException, annotation: Any, path: str = "$") -> list[str]:
+def explain(
+    exc: BaseException, annotation: Any, path: str = "$", *, keys: bool = True
+) -> list[str]:
     """What did not fit, and where: paths and expected types, no values
     (cattrs' own texts quote the value: they are not used).  At most
     :data:`MAX_PROBLEMS` entries, the last saying that there are more, so
-    the text is short whatever the value's size, and does not tell it."""
+    the text is short whatever the value's size, and does not tell it.
+    *keys*: unknown keys are named (as far as :func:`names` shows them: a
+    model fixes its call by them); else the fields expected are (a
+    human's answer, where a key may be anything pasted)."""
     found = list(
-        itertools.islice(_explain(exc, annotation, path), MAX_PROBLEMS + 1)
+        itertools.islice(
+            _explain(exc, annotation, path, keys), MAX_PROBLEMS + 1
+        )
     )
     if len(found) > MAX_PROBLEMS:
         found[MAX_PROBLEMS - 1 :] = ["and other problems"]
     return found
 
 
-def _explain(exc: BaseException, annotation: Any, path: str) -> Iterator[str]:
+def _explain(
+    exc: BaseException, annotation: Any, path: str, keys: bool
+) -> Iterator[str]:
     # A generator: a value with a million problems is not walked past the
     # few that are shown.
     if isinstance(exc, IterableValidationError):
@@ -170,24 +179,31 @@ def _explain(exc: BaseException, annotation: Any, path: str) -> Iterator[str]:
         for sub, note in with_notes:
             # Indices are positions; mapping keys are the model's data.
             step = f"[{note.index}]" if isinstance(note.index, int) else "[…]"
-            yield from _explain(sub, note.type, path + step)
+            yield from _explain(sub, note.type, path + step, keys)
         if without:
             yield _expected(annotation, path)
     elif isinstance(exc, ClassValidationError):
         by_field, rest = exc.group_exceptions()
         for sub, field in by_field:
-            yield from _explain(sub, field.type, f"{path}.{field.name}")
+            yield from _explain(sub, field.type, f"{path}.{field.name}", keys)
         for sub in rest:
-            yield from _explain(sub, annotation, path)
+            yield from _explain(sub, annotation, path, keys)
     elif isinstance(exc, ForbiddenExtraKeysError):
-        extra = names(list(exc.extra_fields))
-        yield f"unknown field(s) {extra}{_at(path)}"
+        yield _unknown(exc, path, keys)
     elif isinstance(exc, KeyError):
         yield f"a required field is missing{_at(path)}"
     elif isinstance(said := getattr(exc, "explained", None), str):
         yield f"{said}{_at(path)}"  # an error that says what it wants
     else:
         yield _expected(annotation, path)
+
+
+def _unknown(exc: ForbiddenExtraKeysError, path: str, keys: bool) -> str:
+    """Unknown keys: named (see :func:`names`), or the fields expected."""
+    if keys:
+        return f"unknown field(s) {names(list(exc.extra_fields))}{_at(path)}"
+    known = [f.name for f in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+    return f"unknown field(s){_at(path)}: expected only {known}"
 
 
 def _expected(t: Any, path: str) -> str:

@@ -237,7 +237,9 @@ def _typed(
     try:
         typed = converter.structure(answer, cast("type[A]", kind))
     except DECODE_ERRORS as exc:
-        raise InvalidAnswer(kind, "; ".join(explain(exc, kind))) from None
+        raise InvalidAnswer(
+            kind, "; ".join(explain(exc, kind, keys=False))
+        ) from None
     if check is not None:
         check(typed)
     return typed

@@ -466,7 +466,7 @@ class Interrupt(Generic[SI, AI]):
             return converter.structure(answer, cast("type[AI]", self.kind))
         except DECODE_ERRORS as exc:
             raise InvalidAnswer(
-                self.kind, "; ".join(explain(exc, self.kind))
+                self.kind, "; ".join(explain(exc, self.kind, keys=False))
             ) from None
 
 
@@ -528,7 +528,9 @@ class Transition(Generic[S_co]):
         try:
             return converter.structure(self.answer, cast("type[A]", kind))
         except DECODE_ERRORS as exc:
-            raise InvalidAnswer(kind, "; ".join(explain(exc, kind))) from None
+            raise InvalidAnswer(
+                kind, "; ".join(explain(exc, kind, keys=False))
+            ) from None
 
 
 Gate: TypeAlias = Callable[[Transition[S]], Awaitable[Decision]]

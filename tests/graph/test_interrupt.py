@@ -223,7 +223,8 @@ async def test_a_gates_answer_as_names_the_field_too(
             )
         text = str(caught.value)
         assert "$.approved" in text
-        assert "extra" in text
+        assert "unknown field(s): expected only ['approved', 'note']" in text
+        assert "extra" not in text  # what the human typed, key or value
         assert "SECRET" not in text
         again = (await g.load(store, "t")).unwrap()
         assert again.status is Status.INTERRUPTED
@@ -248,6 +249,14 @@ async def test_invalid_answer_names_the_field_and_asks_again(
         assert "Approval" in text
         assert "SECRET" not in text
         assert caught.value.kind is Approval
+        # A key is what the human typed too (a pasted token, say): the
+        # fields expected are named instead.
+        with pytest.raises(InvalidAnswer) as caught:
+            await g.resume(
+                store, "t", answer={"approved": True, "sk-SECRET-key": 1}
+            )
+        assert "SECRET" not in str(caught.value)
+        assert "expected only ['approved', 'note']" in str(caught.value)
         again = (await g.load(store, "t")).unwrap()
         assert again.status is Status.INTERRUPTED
         assert again.pending is not None
