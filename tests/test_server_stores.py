@@ -1344,6 +1344,58 @@ def test_postgres_pool_serves_every_caller_within_its_size(
     anyio.run(main, backend="asyncio")
 
 
+@pytest.mark.parametrize("ending", ["value", "error", "closed"])
+def test_the_bridge_wakes_its_caller_from_the_task_itself(ending: str) -> None:
+    """The store's thread wakes a caller from its call's task, at the end
+    of the task's last step (not from its done callbacks, a turn of the
+    loop later), with the work's value, its error, or (the loop shutting
+    down, the task cancelled) an error saying the store was closed."""
+    import asyncio  # noqa: PLC0415
+
+    from pipeline.stores._bridge import _Call  # noqa: PLC0415
+
+    woken: list[tuple[bool, object, object]] = []
+
+    async def main() -> None:
+        started = asyncio.Event()
+
+        async def work() -> int:
+            if ending == "error":
+                raise KeyError("k")
+            if ending == "closed":
+                started.set()
+                await asyncio.Event().wait()  # until cancelled
+            return 7
+
+        def wake(then: Callable[[], object]) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            woken.append((task.done(), call.result, call.error))
+            then()
+
+        call: _Call[int] = _Call(work, wake)
+        task = asyncio.get_running_loop().create_task(call.run())
+        if ending == "closed":
+            await started.wait()
+            task.cancel()
+        await asyncio.wait((task,))
+        assert call.event.is_set()
+        assert task.cancelled() == (ending == "closed")
+        if not task.cancelled():
+            assert task.result() is None  # the error is the caller's
+
+    asyncio.run(main())
+    ((done, result, error),) = woken
+    assert not done  # woken from the task's own step
+    if ending == "value":
+        assert (result, error) == (7, None)
+    elif ending == "error":
+        assert isinstance(error, KeyError)
+    else:
+        assert isinstance(error, RuntimeError)
+        assert "closed" in str(error)
+
+
 def test_postgres_pool_times_out_when_every_connection_is_in_use() -> None:
     """A caller finding all the pool's connections in use waits for one no
     longer than the pool's timeout (``PoolTimeout``), and the pool goes
