@@ -69,6 +69,7 @@ import asyncio
 import collections
 import contextlib
 import math
+import select
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, LiteralString, TypeVar, final
@@ -372,6 +373,21 @@ async def _configure(conn: _Conn, *, stall: float) -> None:
     )
 
 
+def _readable(conn: _Conn) -> bool:
+    """Whether an idle *conn* has something to read: the server ended it
+    (or sent what it sends unasked, rarely: the connection is dropped
+    either way and the next one made afresh)."""
+    fd = conn.pgconn.socket
+    if _poll is None:  # Windows: select() takes any socket there
+        return bool(select.select((fd,), (), (), 0)[0])
+    poll = _poll()  # no descriptor limit (select's is 1024); no syscall
+    poll.register(fd, select.POLLIN)
+    return bool(poll.poll(0))
+
+
+_poll = getattr(select, "poll", None)
+
+
 @final
 class _Pool:
     """The connections of one event loop: the idle ones in a list, up to
@@ -383,7 +399,11 @@ class _Pool:
     and a store's first connection, which checks its tables, stays as the
     pool's.  A connection that comes back broken, closed or inside a
     transaction is closed (the server rolls back what it left), and its
-    place is free: the next caller connects afresh.  A caller finding all
+    place is free: the next caller connects afresh.  So is an idle one the
+    server closed meanwhile (``pg_terminate_backend``, a restart,
+    ``idle_session_timeout``), found before it is handed out: an idle
+    connection has nothing to read, and one the server ended has its
+    goodbye (an error, then the end of the stream) waiting.  A caller finding all
     *size* in use waits for one, up to *timeout* seconds
     (``PoolTimeout``).  *cursors* keeps a cursor per connection for the
     store's one-statement calls, dropped with its connection.
@@ -415,43 +435,67 @@ class _Pool:
         self._closed = False
         self.cursors: dict[_Conn, _Cursor] = {}
 
-    async def get(self) -> _Conn:
+    async def get(self, *, fresh: bool = False) -> _Conn:
         """An idle connection, or a new one if there is room, or the next
-        one returned."""
-        if self._idle:
-            return self._idle.pop()
+        one returned.  *fresh*: a new connection (in an idle one's place
+        if need be), for a call to run again after its connection broke.
+        """
+        if idle := self._idle:
+            if not fresh and not _readable(idle[-1]):
+                return idle.pop()  # the common case, inline
+            if conn := await self._take_idle(fresh):
+                return conn
         if self._count > 0:
             self._count -= 1
-        else:
-            waiter: asyncio.Future[_Conn | None] = (
-                asyncio.get_running_loop().create_future()
-            )
-            self._waiting.append(waiter)
-            try:
-                conn = await asyncio.wait_for(waiter, self._timeout)
-            except BaseException as exc:
-                # Cancelled or timed out, perhaps just after a connection
-                # (or a place) was handed over: pass it on, or it is lost.
-                if waiter.done() and not waiter.cancelled():
-                    given = waiter.result()
-                    if given is None:
-                        self._free()
-                    else:
-                        self._hand_on(given)
-                else:
-                    waiter.cancel()
-                if isinstance(exc, TimeoutError):
-                    msg = f"no connection free after {self._timeout} s"
-                    raise PoolTimeout(msg) from None
-                raise
-            if conn is not None:
-                return conn
-            # A place was freed for this caller: connect in it.
+        elif conn := await self._wait():
+            return conn
+        # A place is free for this caller: connect in it.
         try:
             return await self._connect()
         except BaseException:
             self._free()
             raise
+
+    async def _wait(self) -> _Conn | None:
+        """The next connection returned, or None if its place was freed
+        instead (the caller connects in it)."""
+        waiter: asyncio.Future[_Conn | None] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._waiting.append(waiter)
+        try:
+            return await asyncio.wait_for(waiter, self._timeout)
+        except BaseException as exc:
+            # Cancelled or timed out, perhaps just after a connection
+            # (or a place) was handed over: pass it on, or it is lost.
+            if waiter.done() and not waiter.cancelled():
+                given = waiter.result()
+                if given is None:
+                    self._free()
+                else:
+                    self._hand_on(given)
+            else:
+                waiter.cancel()
+            if isinstance(exc, TimeoutError):
+                msg = f"no connection free after {self._timeout} s"
+                raise PoolTimeout(msg) from None
+            raise
+
+    async def _take_idle(self, fresh: bool) -> _Conn | None:
+        """An idle connection the server has not ended, if any (none if
+        *fresh*: then one idle connection makes room for a new one).
+        Those it ended are closed, their places free."""
+        idle = self._idle
+        while idle:
+            conn = idle.pop()
+            if not fresh and not _readable(conn):
+                return conn
+            self._count += 1
+            self.cursors.pop(conn, None)
+            await conn.close()
+            if fresh:
+                break
+        return None
 
     async def put(self, conn: _Conn) -> None:
         """Take *conn* back: to a waiting caller, to the idle list, or
@@ -487,9 +531,10 @@ class _Pool:
         self._count += 1
 
     @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[_Conn]:
-        """A connection for the block, returned after it."""
-        conn = await self.get()
+    async def connection(self, *, fresh: bool = False) -> AsyncIterator[_Conn]:
+        """A connection for the block (see :meth:`get`), returned after
+        it."""
+        conn = await self.get(fresh=fresh)
         try:
             yield conn
         finally:
@@ -653,10 +698,12 @@ class PostgresStore(ServerStore):
         if pool is not None:
             await pool.close()
 
-    def _connection(self) -> contextlib.AbstractAsyncContextManager[_Conn]:
+    def _connection(
+        self, *, fresh: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[_Conn]:
         # The pool of the loop this runs on (the home loop's, or the
         # store's thread's).
-        return self._pools[asyncio.get_running_loop()].connection()
+        return self._pools[asyncio.get_running_loop()].connection(fresh=fresh)
 
     def _lock_key(self, thread_id: str) -> str:
         return f"{self.schema}/{thread_id}"
@@ -664,12 +711,15 @@ class PostgresStore(ServerStore):
     async def _lock(self, conn: _Conn, thread_id: str) -> None:
         await conn.execute(_LOCK, (self._lock_key(thread_id),))
 
-    async def _one(self, call: str, args: Sequence[object]) -> tuple[Any, ...]:
+    async def _one(
+        self, call: str, args: Sequence[object], *, fresh: bool = False
+    ) -> tuple[Any, ...]:
         """The one row of one statement (a function's call, in autocommit:
-        its own transaction), on a connection of the running loop's pool.
-        *call* names the statement (see ``_Statements.calls``)."""
+        its own transaction), on a connection of the running loop's pool
+        (a new one if *fresh*).  *call* names the statement (see
+        ``_Statements.calls``)."""
         pool = self._pools[asyncio.get_running_loop()]
-        conn = await pool.get()  # no context manager: the hot path
+        conn = await pool.get(fresh=fresh)  # no context manager: hot path
         try:
             rendered = self._rendered.get(call)
             if rendered is None:
@@ -704,7 +754,9 @@ class PostgresStore(ServerStore):
         """
         for retry in (True, False):
             try:
-                owner, token, expires, now = await self._one(call, args)
+                owner, token, expires, now = await self._one(
+                    call, args, fresh=not retry
+                )
             except PoolTimeout:
                 raise
             except psycopg.OperationalError:
@@ -731,7 +783,10 @@ class PostgresStore(ServerStore):
             sent = False
             try:
                 conn: _Conn
-                async with self._connection() as conn, conn.transaction():
+                async with (
+                    self._connection(fresh=not retry) as conn,
+                    conn.transaction(),
+                ):
                     await self._lock(conn, thread_id)
                     out = await work(conn)
                     sent = True
