@@ -21,6 +21,7 @@ the codes).
 
 from __future__ import annotations
 
+import os
 import socket
 
 from dataclasses import dataclass
@@ -104,6 +105,24 @@ def replies() -> hiredis.Reader:
     )
 
 
+def _unreachable(place: str, error: OSError) -> str:
+    """Why *place* could not be reached, as redis-py words it (``Error 111
+    connecting to host:port. Connection refused.``).  anyio's TCP connect
+    raises an ``OSError`` of its own, without an errno, when every address
+    failed: the cause named is then the first failure's, in the words of
+    the system (or anyio's own words, if it gave none)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno is not None:
+            why = os.strerror(seen.errno)
+            return f"Error {seen.errno} connecting to {place}. {why}."
+        if isinstance(seen, BaseExceptionGroup) and seen.exceptions:
+            seen = seen.exceptions[0]
+        else:
+            seen = seen.__cause__
+    return f"Error connecting to {place}. {error}."
+
+
 def _broken() -> redis.exceptions.ConnectionError:
     return redis.exceptions.ConnectionError("Connection closed by server.")
 
@@ -139,8 +158,9 @@ class Connection:
                 stream = await anyio.connect_tcp(where.host, where.port)
         except OSError as e:
             place = where.path or f"{where.host}:{where.port}"
-            msg = f"Error {e.errno} connecting to {place}. {e.strerror}."
-            raise redis.exceptions.ConnectionError(msg) from e
+            raise redis.exceptions.ConnectionError(
+                _unreachable(place, e)
+            ) from e
         conn = cls(stream)
         try:
             if where.password is not None:
