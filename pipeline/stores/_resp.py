@@ -21,6 +21,7 @@ the codes).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 
@@ -250,3 +251,179 @@ class Connection:
     def abandon(self) -> None:
         """Close its socket from any thread (its loop may be gone)."""
         self._socket.close()
+
+
+@final
+class _Replies(asyncio.Protocol):
+    """What an asyncio connection's socket gives: fed to its reader as it
+    comes (in the loop's own callback), waking the command waiting."""
+
+    __slots__ = ("expired", "lost", "replies", "transport", "waiter")
+
+    def __init__(self) -> None:
+        self.replies = replies()
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.lost = False
+        self.expired = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)  # noqa: S101  # a stream's
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.replies.feed(data)
+        self.wake()
+
+    def eof_received(self) -> bool:
+        self.lost = True
+        self.wake()
+        return False  # close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        del exc
+        self.lost = True
+        self.wake()
+
+    def check(self) -> None:
+        """Raise if the connection broke, or the command's time is up."""
+        if self.lost:
+            raise _broken()
+        if self.expired:
+            msg = "Timeout reading from the server"
+            raise redis.exceptions.TimeoutError(msg)
+
+    def expire(self) -> None:
+        """The command's time is up (a timer of the loop's)."""
+        self.expired = True
+        self.wake()
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+@final
+class LoopConnection:
+    """One connection to the server on an asyncio loop (the one that
+    opened it): the loop reads the socket as bytes come (a protocol of its
+    own, no stream in between), and a command waits for its whole reply,
+    one wake-up per reply.  The same commands and replies as
+    :class:`Connection` (trio's)."""
+
+    __slots__ = ("_loop", "_protocol", "_transport")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, protocol: _Replies
+    ) -> None:
+        assert protocol.transport is not None  # noqa: S101  # connected
+        self._loop = loop
+        self._protocol = protocol
+        self._transport = protocol.transport
+
+    @classmethod
+    async def open(cls, where: Target, bound: float) -> LoopConnection:
+        """A connection to *where*, logged in and on its database, each
+        step within *bound* seconds.
+
+        Raises:
+            redis.exceptions.ConnectionError: The server cannot be reached.
+            redis.exceptions.TimeoutError: Not within *bound* seconds.
+            redis.exceptions.ResponseError: It refused the login or the
+                database (``AuthenticationError``, ...).
+        """
+        loop = asyncio.get_running_loop()
+        place = where.path or f"{where.host}:{where.port}"
+        try:
+            async with asyncio.timeout(bound):
+                if where.path is not None:
+                    _, protocol = await loop.create_unix_connection(
+                        _Replies, where.path
+                    )
+                else:
+                    _, protocol = await loop.create_connection(
+                        _Replies, where.host, where.port
+                    )
+        except TimeoutError:
+            msg = f"Timeout connecting to {place}."
+            raise redis.exceptions.TimeoutError(msg) from None
+        except OSError as e:
+            raise redis.exceptions.ConnectionError(
+                _unreachable(place, e)
+            ) from e
+        conn = cls(loop, protocol)
+        try:
+            if where.password is not None:
+                try:
+                    await conn.ask(
+                        ("AUTH", where.username or "default", where.password),
+                        bound=bound,
+                    )
+                except redis.exceptions.AuthenticationWrongNumberOfArgsError:
+                    await conn.ask(("AUTH", where.password), bound=bound)
+            if where.db:
+                await conn.ask(("SELECT", where.db), bound=bound)
+        except BaseException:
+            conn.abandon()
+            raise
+        return conn
+
+    def usable(self) -> bool:
+        """Whether the server has not closed this idle connection (nor sent
+        anything on it), as far as the loop has seen: does not wait."""
+        protocol = self._protocol
+        return not (protocol.lost or protocol.replies.has_data())
+
+    async def ask(
+        self,
+        command: tuple[str | int | bytes, ...],
+        *,
+        bound: float,
+        held: list[asyncio.CancelledError] | None = None,
+    ) -> Any:
+        """*command*'s reply, within *bound* seconds.
+
+        Cancelled (asyncio's ``task.cancel()``, which anyio's shield does
+        not hold back) while it waits: a command of a write (given a list
+        to put the cancellation in, *held*) goes on until its reply is
+        whole, and the write raises the cancellation once it is whole, so
+        the connection stays in step; any other stops at once (then the
+        caller must drop the connection: a reply may be on its way).
+
+        Raises:
+            redis.exceptions.ResponseError: The server answered an error.
+            redis.exceptions.ConnectionError: The connection broke.
+            redis.exceptions.TimeoutError: No reply within *bound*.
+        """
+        protocol = self._protocol
+        protocol.check()
+        self._transport.write(pack(command))
+        timer = self._loop.call_later(bound, protocol.expire)
+        try:
+            reply = await self._reply(held)
+        finally:
+            protocol.waiter = None
+            timer.cancel()
+        if isinstance(reply, redis.exceptions.RedisError):
+            raise reply
+        return reply
+
+    async def _reply(self, held: list[asyncio.CancelledError] | None) -> Any:
+        """The next reply, whole (see ``ask``)."""
+        protocol = self._protocol
+        reader = protocol.replies
+        while (reply := reader.gets()) is _NOT_YET:
+            protocol.check()
+            waiter = protocol.waiter = self._loop.create_future()
+            try:
+                await waiter
+            except asyncio.CancelledError as e:
+                if held is None:
+                    raise
+                held.append(e)  # the write's reply is still waited for
+        return reply
+
+    def abandon(self) -> None:
+        """Close it at once (on its loop's thread)."""
+        self._transport.abort()

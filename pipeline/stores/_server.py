@@ -373,10 +373,10 @@ class ServerStore:
             raise RuntimeError(msg)
         home = self._home
         here = _asyncio_loop()
+        if self._native and (here is None or here is home):
+            return await self._here(work, shield=shield)
         if home is not None and here is home:
             return await self._at_home(home, work, shield=shield)
-        if here is None and self._native:
-            return await self._here(work, shield=shield)
         loop = self._loop
         if loop is None:
             loop = self._start_thread()
