@@ -1,13 +1,16 @@
-"""Redis's wire protocol (RESP2) over an anyio stream: the Redis store's
-connections for callers on trio.
+"""Redis's wire protocol (RESP2) on the caller's own loop: the Redis store's
+connections for callers on trio (:class:`Connection`) and on the asyncio
+loop it was opened on (:class:`LoopConnection`).
 
 redis-py's async client runs on asyncio only, so a trio caller of the Redis
 store would otherwise hand every command to an asyncio loop in another
 thread and wait to be woken: two wake-ups across threads per command, more
-than the rest of a commit costs.  The store's commands are few and plain
-(``EVALSHA``, ``LRANGE``, ``GET``, ...), so on trio it speaks the protocol
-itself, over the caller's own loop: a command is packed into one write, its
-answer parsed from what the socket returned.  Only plain URLs are spoken
+than the rest of a commit costs.  On asyncio, its client would run each
+call in a task of its own (so that a caller's cancellation does not cut a
+write in two): two of a commit's four turns of the loop.  The store's
+commands are few and plain (``EVALSHA``, ``LRANGE``, ``GET``, ...), so it
+speaks the protocol itself, in the caller's own task: a command is packed
+into one write, its answer parsed from what the socket returned.  Only plain URLs are spoken
 this way (``redis://`` or ``unix://`` with a database, a user and a
 password); any other (TLS, options in the query string) keeps the thread
 (see :func:`target`).

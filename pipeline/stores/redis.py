@@ -32,18 +32,20 @@ could be refused as a conflict with itself): it raises, and the commit may
 or may not have landed; read the thread's head to know.
 
 **asyncio and trio.** redis-py's async client runs on asyncio only, and its
-connections belong to one event loop.  The store runs the calls made on the
-asyncio loop it was opened on there, with connections of that loop.  On
-trio it speaks Redis's protocol itself, on the caller's loop (see
-:mod:`pipeline.stores._resp`): no thread, and no hop between threads per
-command (which cost more than the rest of a commit).  A URL it does not
-speak itself (TLS, options in the query string), and callers on other
-asyncio loops or threads, go as the PostgreSQL store's do (see
+connections belong to one event loop.  For a plain URL, the store speaks
+Redis's protocol itself (see :mod:`pipeline.stores._resp`), in the caller's
+own task, on trio and on the asyncio loop it was opened on: no thread, no
+hop between threads (which cost more than the rest of a commit), and no
+task per call.  A URL it does not speak itself (TLS, options in the query
+string, a user without a password) keeps redis-py's client: on the loop it
+was opened on, each call a task of its own; and callers on other asyncio
+loops or threads go as the PostgreSQL store's do (see
 :mod:`pipeline.stores.postgres`) to an asyncio loop of its own, in a daemon
 thread, with a client of its own.  Either way, a caller's cancellation
-never interrupts a write in flight: a cancelled writer waits for its
-script's answer (each command bounded), then raises; a cancelled reader
-stops at once (on trio, dropping the connection it was reading from).
+(anyio's, or asyncio's own ``task.cancel()``) never interrupts a write in
+flight: a cancelled writer waits for its script's answer (each command
+bounded), then raises; a cancelled reader stops at once, dropping the
+connection it was reading from (never kept with a reply nobody read).
 """
 
 from __future__ import annotations
