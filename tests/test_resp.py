@@ -147,3 +147,29 @@ def test_only_plain_urls_are_spoken(
     """TLS and options in the query string keep redis-py's client (on the
     store's thread, for trio callers)."""
     assert _resp.target(url) == target
+
+
+async def test_an_unreachable_server_is_named_with_its_cause(
+    anyio_backend: str, tmp_path: Any
+) -> None:
+    """A refused connection names the place, the errno and the system's
+    reason, as redis-py's client does (anyio's own error for a failed TCP
+    connect carries no errno: never ``Error None ... None.``)."""
+    import errno  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    del anyio_backend
+    missing = str(tmp_path / "missing.sock")
+    for where, place, code in (
+        (
+            _resp.Target(host="127.0.0.1", port=1),
+            "127.0.0.1:1",
+            errno.ECONNREFUSED,
+        ),
+        (_resp.Target(path=missing), missing, errno.ENOENT),
+    ):
+        with pytest.raises(redis.exceptions.ConnectionError) as caught:
+            await _resp.Connection.open(where)
+        assert str(caught.value) == (
+            f"Error {code} connecting to {place}. {os.strerror(code)}."
+        )

@@ -1134,6 +1134,28 @@ async def test_a_natively_cancelled_writer_goes_on_once_its_write_is_whole(
 
     del anyio_backend
     kind, url = server
+    if kind == "redis":
+        # Redis runs the commit in its caller's own task (it speaks to its
+        # server on the home loop itself): held in flight, its answer on
+        # the way.
+        async with (
+            held_answers(url) as (proxy, switch, held),
+            servers.redis_store(proxy) as store,
+        ):
+            switch(True)
+            task = asyncio.ensure_future(
+                store.commit(rec("t", 0), expected_head=None)
+            )
+            await held.wait()
+            task.cancel()
+            for _ in range(20):  # the writer sees its cancellation
+                await asyncio.sleep(0)
+            assert not task.done()  # and still waits for its write
+            switch(False)
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert await store.head("t") == 0
+        return
     async with servers.open_store(kind, url, servers.namespace()) as store:
         with held_commits(store) as (started, release):
             task = asyncio.ensure_future(
@@ -1533,13 +1555,15 @@ async def test_redis_replaces_connections_the_server_closed(
         # Each idle connection, and its check: the loop's view (asyncio),
         # or a look at the socket (trio, see pipeline.stores._resp).
         async def usable(conn: object) -> bool:
-            if isinstance(conn, _resp.Connection):
+            if isinstance(conn, _resp.Connection | _resp.LoopConnection):
                 return conn.usable()
             assert isinstance(conn, AbstractConnection)
             return await redis_store._usable(conn)
 
-        idle = [c for conns in store._idle.values() for c in conns] + [
-            w for wires in store._wires.values() for w in wires
+        idle = [
+            *(c for conns in store._idle.values() for c in conns),
+            *(w for wires in store._wires.values() for w in wires),
+            *store._here_wires,
         ]
         assert idle
         with redis.Redis.from_url(redis_url) as other:
@@ -1804,3 +1828,105 @@ async def test_redis_closes_the_connections_of_trio_runs_that_ended(
         assert all(seen[0] not in ws for ws in store._wires.values())
         assert seen[0]._socket.fileno() == -1  # closed
         assert await store.head("t") == 0
+
+
+async def _in_step(store: stores.CheckpointStore, big: list[Record]) -> None:
+    """Every connection the store kept answers its own commands: the big
+    thread's records come whole and in order, and a probe reads back what
+    was just written (a connection out of step would give an earlier
+    reply)."""
+    assert list(await store.records("big")) == big
+    for probe in ("p0", "p1", "p2"):
+        head = await store.head(probe)
+        version = 0 if head is None else head + 1
+        assert await store.commit(rec(probe, version), expected_head=head) == (
+            Success(None)
+        )
+        assert await store.head(probe) == version
+        assert list(await store.records("big")) == big
+
+
+@pytest.mark.redis
+async def test_redis_cancelled_at_any_instant_leaves_no_connection_out_of_step(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """Readers (of replies long enough to come in many pieces) and writers
+    cancelled after every number of the loop's turns, by anyio's scopes on
+    both backends, and on asyncio also by ``task.cancel()`` and
+    ``asyncio.wait_for``: a reader stops, a writer's commit lands whole or
+    not at all (once started on asyncio's home loop, it lands), and no
+    connection is kept with a reply nobody read."""
+    big = [rec("big", v, b"[" + b"7," * 150_000 + b"7]") for v in range(3)]
+    async with servers.redis_store(redis_url) as store:
+        for record in big:
+            head = None if record.version == 0 else record.version - 1
+            assert await store.commit(record, expected_head=head) == (
+                Success(None)
+            )
+        for turns in range(40):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(store.records, "big")
+                tg.start_soon(store.head, "big")
+                tg.start_soon(
+                    functools.partial(
+                        store.commit, rec(f"s{turns}", 0), expected_head=None
+                    )
+                )
+                for _ in range(turns):
+                    await anyio.lowlevel.checkpoint()
+                tg.cancel_scope.cancel()
+            assert await store.head(f"s{turns}") in {None, 0}
+            await _in_step(store, big)
+        if anyio_backend != "asyncio":
+            return
+        for turns in range(40):
+            tasks = [
+                asyncio.ensure_future(store.records("big")),
+                asyncio.ensure_future(
+                    store.commit(rec(f"n{turns}", 0), expected_head=None)
+                ),
+            ]
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            # Started (asyncio runs tasks in order), the commit landed.
+            assert await store.head(f"n{turns}") == (0 if turns else None)
+            await _in_step(store, big)
+        for wait in (0.0, 0.0001, 0.0003, 0.001, 0.002, 0.005, 0.01):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(store.records("big"), wait)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    store.commit(rec(f"w{wait}", 0), expected_head=None), wait
+                )
+            assert await store.head(f"w{wait}") in {None, 0}
+            await _in_step(store, big)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_redis_natively_cancelled_writer_opening_a_connection_lands(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """A writer on the home loop with no idle connection, cancelled by
+    ``task.cancel()`` while its new connection opens: the connection opens
+    all the same, the commit lands, then the writer raises
+    ``CancelledError``."""
+    from pipeline.stores import redis as redis_store  # noqa: PLC0415
+
+    del anyio_backend
+    async with servers.redis_store(redis_url) as store:
+        assert isinstance(store, redis_store.RedisStore)
+        redis_store._abandon(store._here_wires)
+        task = asyncio.ensure_future(
+            store.commit(rec("t", 0), expected_head=None)
+        )
+        await asyncio.sleep(0)  # it starts, and waits for its connection
+        assert not store._here_wires
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await store.head("t") == 0
+        assert len(store._here_wires) == 1  # kept: its reply was read

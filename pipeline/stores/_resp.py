@@ -1,13 +1,16 @@
-"""Redis's wire protocol (RESP2) over an anyio stream: the Redis store's
-connections for callers on trio.
+"""Redis's wire protocol (RESP2) on the caller's own loop: the Redis store's
+connections for callers on trio (:class:`Connection`) and on the asyncio
+loop it was opened on (:class:`LoopConnection`).
 
 redis-py's async client runs on asyncio only, so a trio caller of the Redis
 store would otherwise hand every command to an asyncio loop in another
 thread and wait to be woken: two wake-ups across threads per command, more
-than the rest of a commit costs.  The store's commands are few and plain
-(``EVALSHA``, ``LRANGE``, ``GET``, ...), so on trio it speaks the protocol
-itself, over the caller's own loop: a command is packed into one write, its
-answer parsed from what the socket returned.  Only plain URLs are spoken
+than the rest of a commit costs.  On asyncio, its client would run each
+call in a task of its own (so that a caller's cancellation does not cut a
+write in two): two of a commit's four turns of the loop.  The store's
+commands are few and plain (``EVALSHA``, ``LRANGE``, ``GET``, ...), so it
+speaks the protocol itself, in the caller's own task: a command is packed
+into one write, its answer parsed from what the socket returned.  Only plain URLs are spoken
 this way (``redis://`` or ``unix://`` with a database, a user and a
 password); any other (TLS, options in the query string) keeps the thread
 (see :func:`target`).
@@ -21,6 +24,8 @@ the codes).
 
 from __future__ import annotations
 
+import asyncio
+import os
 import socket
 
 from dataclasses import dataclass
@@ -104,6 +109,24 @@ def replies() -> hiredis.Reader:
     )
 
 
+def _unreachable(place: str, error: OSError) -> str:
+    """Why *place* could not be reached, as redis-py words it (``Error 111
+    connecting to host:port. Connection refused.``).  anyio's TCP connect
+    raises an ``OSError`` of its own, without an errno, when every address
+    failed: the cause named is then the first failure's, in the words of
+    the system (or anyio's own words, if it gave none)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno is not None:
+            why = os.strerror(seen.errno)
+            return f"Error {seen.errno} connecting to {place}. {why}."
+        if isinstance(seen, BaseExceptionGroup) and seen.exceptions:
+            seen = seen.exceptions[0]
+        else:
+            seen = seen.__cause__
+    return f"Error connecting to {place}. {error}."
+
+
 def _broken() -> redis.exceptions.ConnectionError:
     return redis.exceptions.ConnectionError("Connection closed by server.")
 
@@ -139,8 +162,9 @@ class Connection:
                 stream = await anyio.connect_tcp(where.host, where.port)
         except OSError as e:
             place = where.path or f"{where.host}:{where.port}"
-            msg = f"Error {e.errno} connecting to {place}. {e.strerror}."
-            raise redis.exceptions.ConnectionError(msg) from e
+            raise redis.exceptions.ConnectionError(
+                _unreachable(place, e)
+            ) from e
         conn = cls(stream)
         try:
             if where.password is not None:
@@ -230,3 +254,179 @@ class Connection:
     def abandon(self) -> None:
         """Close its socket from any thread (its loop may be gone)."""
         self._socket.close()
+
+
+@final
+class _Replies(asyncio.Protocol):
+    """What an asyncio connection's socket gives: fed to its reader as it
+    comes (in the loop's own callback), waking the command waiting."""
+
+    __slots__ = ("expired", "lost", "replies", "transport", "waiter")
+
+    def __init__(self) -> None:
+        self.replies = replies()
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.lost = False
+        self.expired = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)  # noqa: S101  # a stream's
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.replies.feed(data)
+        self.wake()
+
+    def eof_received(self) -> bool:
+        self.lost = True
+        self.wake()
+        return False  # close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        del exc
+        self.lost = True
+        self.wake()
+
+    def check(self) -> None:
+        """Raise if the connection broke, or the command's time is up."""
+        if self.lost:
+            raise _broken()
+        if self.expired:
+            msg = "Timeout reading from the server"
+            raise redis.exceptions.TimeoutError(msg)
+
+    def expire(self) -> None:
+        """The command's time is up (a timer of the loop's)."""
+        self.expired = True
+        self.wake()
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+@final
+class LoopConnection:
+    """One connection to the server on an asyncio loop (the one that
+    opened it): the loop reads the socket as bytes come (a protocol of its
+    own, no stream in between), and a command waits for its whole reply,
+    one wake-up per reply.  The same commands and replies as
+    :class:`Connection` (trio's)."""
+
+    __slots__ = ("_loop", "_protocol", "_transport")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, protocol: _Replies
+    ) -> None:
+        assert protocol.transport is not None  # noqa: S101  # connected
+        self._loop = loop
+        self._protocol = protocol
+        self._transport = protocol.transport
+
+    @classmethod
+    async def open(cls, where: Target, bound: float) -> LoopConnection:
+        """A connection to *where*, logged in and on its database, each
+        step within *bound* seconds.
+
+        Raises:
+            redis.exceptions.ConnectionError: The server cannot be reached.
+            redis.exceptions.TimeoutError: Not within *bound* seconds.
+            redis.exceptions.ResponseError: It refused the login or the
+                database (``AuthenticationError``, ...).
+        """
+        loop = asyncio.get_running_loop()
+        place = where.path or f"{where.host}:{where.port}"
+        try:
+            async with asyncio.timeout(bound):
+                if where.path is not None:
+                    _, protocol = await loop.create_unix_connection(
+                        _Replies, where.path
+                    )
+                else:
+                    _, protocol = await loop.create_connection(
+                        _Replies, where.host, where.port
+                    )
+        except TimeoutError:
+            msg = f"Timeout connecting to {place}."
+            raise redis.exceptions.TimeoutError(msg) from None
+        except OSError as e:
+            raise redis.exceptions.ConnectionError(
+                _unreachable(place, e)
+            ) from e
+        conn = cls(loop, protocol)
+        try:
+            if where.password is not None:
+                try:
+                    await conn.ask(
+                        ("AUTH", where.username or "default", where.password),
+                        bound=bound,
+                    )
+                except redis.exceptions.AuthenticationWrongNumberOfArgsError:
+                    await conn.ask(("AUTH", where.password), bound=bound)
+            if where.db:
+                await conn.ask(("SELECT", where.db), bound=bound)
+        except BaseException:
+            conn.abandon()
+            raise
+        return conn
+
+    def usable(self) -> bool:
+        """Whether the server has not closed this idle connection (nor sent
+        anything on it), as far as the loop has seen: does not wait."""
+        protocol = self._protocol
+        return not (protocol.lost or protocol.replies.has_data())
+
+    async def ask(
+        self,
+        command: tuple[str | int | bytes, ...],
+        *,
+        bound: float,
+        held: list[asyncio.CancelledError] | None = None,
+    ) -> Any:
+        """*command*'s reply, within *bound* seconds.
+
+        Cancelled (asyncio's ``task.cancel()``, which anyio's shield does
+        not hold back) while it waits: a command of a write (given a list
+        to put the cancellation in, *held*) goes on until its reply is
+        whole, and the write raises the cancellation once it is whole, so
+        the connection stays in step; any other stops at once (then the
+        caller must drop the connection: a reply may be on its way).
+
+        Raises:
+            redis.exceptions.ResponseError: The server answered an error.
+            redis.exceptions.ConnectionError: The connection broke.
+            redis.exceptions.TimeoutError: No reply within *bound*.
+        """
+        protocol = self._protocol
+        protocol.check()
+        self._transport.write(pack(command))
+        timer = self._loop.call_later(bound, protocol.expire)
+        try:
+            reply = await self._reply(held)
+        finally:
+            protocol.waiter = None
+            timer.cancel()
+        if isinstance(reply, redis.exceptions.RedisError):
+            raise reply
+        return reply
+
+    async def _reply(self, held: list[asyncio.CancelledError] | None) -> Any:
+        """The next reply, whole (see ``ask``)."""
+        protocol = self._protocol
+        reader = protocol.replies
+        while (reply := reader.gets()) is _NOT_YET:
+            protocol.check()
+            waiter = protocol.waiter = self._loop.create_future()
+            try:
+                await waiter
+            except asyncio.CancelledError as e:
+                if held is None:
+                    raise
+                held.append(e)  # the write's reply is still waited for
+        return reply
+
+    def abandon(self) -> None:
+        """Close it at once (on its loop's thread)."""
+        self._transport.abort()

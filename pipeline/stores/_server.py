@@ -12,8 +12,9 @@ of its own, started by the first such call: a store used only at home
 starts none), whose client ``_connect`` makes on its first call; opened on
 trio, the store has no home and runs ``_open`` there.  A store whose client
 also runs on trio (``_native``: Redis, see :mod:`pipeline.stores._resp`)
-runs trio's calls on the caller's own loop instead, and opening on trio
-starts no thread.  Either way a call is
+runs trio's calls, and its home loop's, in the caller's own task instead
+(its commands hold asyncio's own cancellation back themselves), and
+opening on trio starts no thread.  Either way a call is
 a task the caller's cancellation never reaches (a transaction is never
 left half-done): a cancelled writer waits for its write, shielded for a
 bounded time, then raises; a cancelled reader stops waiting at once.
@@ -123,9 +124,9 @@ class ServerStore:
     _closing = False
     _opened = False
     _native = False
-    """Whether the store's client runs on trio too: its trio callers run
-    their calls on their own loop (see ``_here``), and opening on trio
-    starts no thread."""
+    """Whether the store's client runs on trio too: its trio callers, and
+    its home loop's, run their calls in their own task (see ``_here``), and
+    opening on trio starts no thread."""
 
     if TYPE_CHECKING:  # what each store supplies
 
@@ -373,10 +374,10 @@ class ServerStore:
             raise RuntimeError(msg)
         home = self._home
         here = _asyncio_loop()
+        if self._native and (here is None or here is home):
+            return await self._here(work, shield=shield)
         if home is not None and here is home:
             return await self._at_home(home, work, shield=shield)
-        if here is None and self._native:
-            return await self._here(work, shield=shield)
         loop = self._loop
         if loop is None:
             loop = self._start_thread()
@@ -422,14 +423,16 @@ class ServerStore:
     async def _here(
         work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
     ) -> T:
-        """``work()`` on the caller's own (trio) loop, for a store whose
-        client runs there (``_native``): no hop between threads.
+        """``work()`` in the caller's own task (on trio, or on the home
+        loop), for a store whose client runs there (``_native``): no hop
+        between threads, no task per call.
 
-        A writer is shielded from cancellation until its write is whole
-        (stored or refused), then raises if it was cancelled, as at home;
-        the store bounds each of the write's commands, so the shield is
-        bounded too.  A cancelled reader stops at once (the store drops the
-        connection it was reading from).
+        A writer is shielded from anyio's cancellation until its write is
+        whole (stored or refused), then raises if it was cancelled, as at
+        home; the store bounds each of the write's commands, so the shield
+        is bounded too, and holds asyncio's own ``task.cancel()`` back
+        itself (no shield of anyio's can).  A cancelled reader stops at
+        once (the store drops the connection it was reading from).
         """
         if not shield:
             return await work()

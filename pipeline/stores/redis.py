@@ -32,18 +32,20 @@ could be refused as a conflict with itself): it raises, and the commit may
 or may not have landed; read the thread's head to know.
 
 **asyncio and trio.** redis-py's async client runs on asyncio only, and its
-connections belong to one event loop.  The store runs the calls made on the
-asyncio loop it was opened on there, with connections of that loop.  On
-trio it speaks Redis's protocol itself, on the caller's loop (see
-:mod:`pipeline.stores._resp`): no thread, and no hop between threads per
-command (which cost more than the rest of a commit).  A URL it does not
-speak itself (TLS, options in the query string), and callers on other
-asyncio loops or threads, go as the PostgreSQL store's do (see
+connections belong to one event loop.  For a plain URL, the store speaks
+Redis's protocol itself (see :mod:`pipeline.stores._resp`), in the caller's
+own task, on trio and on the asyncio loop it was opened on: no thread, no
+hop between threads (which cost more than the rest of a commit), and no
+task per call.  A URL it does not speak itself (TLS, options in the query
+string, a user without a password) keeps redis-py's client: on the loop it
+was opened on, each call a task of its own; and callers on other asyncio
+loops or threads go as the PostgreSQL store's do (see
 :mod:`pipeline.stores.postgres`) to an asyncio loop of its own, in a daemon
 thread, with a client of its own.  Either way, a caller's cancellation
-never interrupts a write in flight: a cancelled writer waits for its
-script's answer (each command bounded), then raises; a cancelled reader
-stops at once (on trio, dropping the connection it was reading from).
+(anyio's, or asyncio's own ``task.cancel()``) never interrupts a write in
+flight: a cancelled writer waits for its script's answer (each command
+bounded), then raises; a cancelled reader stops at once, dropping the
+connection it was reading from (never kept with a reply nobody read).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ import hashlib
 import math
 import weakref
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar, final
 
 import orjson
@@ -81,6 +83,7 @@ from ._server import ServerStore
 __all__ = ("RedisStore",)
 
 T = TypeVar("T")
+W = TypeVar("W", _resp.Connection, _resp.LoopConnection)
 
 # KEYS: records, lease, threads.  ARGV: thread id, expected head (-1: none),
 # version, the record's bytes, "1" if fenced by a lease, its owner, token.
@@ -204,10 +207,51 @@ async def _bounded(command: Awaitable[T]) -> T:
         raise redis.exceptions.TimeoutError(msg) from None
 
 
-def _abandon(wires: list[_resp.Connection]) -> None:
-    """Close *wires* (idle connections of a trio run that may be over)."""
+def _abandon(
+    wires: list[_resp.Connection] | list[_resp.LoopConnection],
+) -> None:
+    """Close *wires* (idle connections of a trio run that may be over, or of
+    the loop closing the store)."""
     while wires:
         wires.pop().abandon()
+
+
+async def _opened_anyway(
+    where: _resp.Target, held: list[asyncio.CancelledError]
+) -> _resp.LoopConnection:
+    """A new connection to *where* for a write, opened even if the caller
+    is cancelled (by asyncio's ``task.cancel()``) meanwhile: the
+    cancellation goes in *held*, for the write to raise once it is whole.
+    The opening is a task of its own, so a cancellation does not cut it (a
+    connection is opened seldom: the task's turns of the loop do not
+    count)."""
+    opening = asyncio.get_running_loop().create_task(
+        _resp.LoopConnection.open(where, _TIMEOUT)
+    )
+    while not opening.done():
+        try:
+            await asyncio.wait((opening,))
+        except asyncio.CancelledError as e:
+            held.append(e)
+    return opening.result()
+
+
+async def _written(
+    write: Callable[[list[asyncio.CancelledError]], Awaitable[T]],
+) -> T:
+    """``write(held)``'s outcome, then the cancellation its commands held
+    back (see ``RedisStore._ask_home``), if any: raised once the write is
+    whole (stored or refused), as the store's shield does for anyio's."""
+    held: list[asyncio.CancelledError] = []
+    try:
+        out = await write(held)
+    except BaseException:
+        if held:
+            raise held[0] from None
+        raise
+    if held:
+        raise held[0]
+    return out
 
 
 def _on_asyncio() -> asyncio.AbstractEventLoop | None:
@@ -315,6 +359,11 @@ class RedisStore(ServerStore):
         the run is over (its token collected)."""
         self._target = _resp.target(url)
         self._native = self._target is not None
+        self._here_loop: asyncio.AbstractEventLoop | None = None
+        """The asyncio loop the store speaks to its server on itself (the
+        loop it was opened on, for a URL it speaks: see _ask_home)."""
+        self._here_wires: list[_resp.LoopConnection] = []
+        """That loop's idle connections."""
         self._shas: dict[str, str] = dict(_SHAS)
 
     @classmethod
@@ -350,8 +399,12 @@ class RedisStore(ServerStore):
         # stays, for the first command).  The scripts are called by their
         # digest and loaded on first use (see _run), once per server rather
         # than once per store.
-        if _on_asyncio() is not None:
-            await self._connect_client()
+        loop = _on_asyncio()
+        if loop is not None:
+            if self._native:
+                self._here_loop = loop
+            else:
+                await self._connect_client()
         await self._ask("PING")
 
     async def _connect(self) -> None:
@@ -381,6 +434,8 @@ class RedisStore(ServerStore):
         loop = _on_asyncio()
         if loop is None:
             return
+        if loop is self._here_loop:
+            _abandon(self._here_wires)
         client = self._clients.pop(loop, None)
         for conn in self._idle.pop(loop, ()):
             await conn.disconnect()
@@ -396,16 +451,23 @@ class RedisStore(ServerStore):
         conn: AbstractConnection = pool.make_connection()  # type: ignore[no-untyped-call]
         return conn
 
-    async def _ask(self, *command: str | int | bytes) -> Any:
+    async def _ask(
+        self,
+        *command: str | int | bytes,
+        held: list[asyncio.CancelledError] | None = None,
+    ) -> Any:
         # Every command goes over a connection of the store's own, taken
         # from the loop's idle list: a send and a read, without the
         # client's pool lock, health check, retry wrapper and events (half
         # the Python calls of a commit).  A connection that failed (broken,
         # timed out, interrupted) is dropped; one whose command the server
         # refused (an error reply) is fine.
+        # A command given *held* is a write's: see _ask_home.
         loop = _on_asyncio()
         if loop is None:
             return await self._ask_here(command)
+        if loop is self._here_loop:
+            return await self._ask_home(command, held)
         idle = self._idle[loop]
         conn = None
         while idle:
@@ -467,6 +529,50 @@ class RedisStore(ServerStore):
         self._idle_again(idle, wire)
         return out
 
+    async def _ask_home(
+        self,
+        command: tuple[str | int | bytes, ...],
+        held: list[asyncio.CancelledError] | None,
+    ) -> Any:
+        """*command*'s answer on the asyncio loop the store was opened on,
+        over a connection of the store's own (see
+        :mod:`pipeline.stores._resp`): inline, in the caller's task, with the
+        same bound and the same rules for failed connections as ``_ask``.
+
+        The caller's task runs the command, so asyncio's own
+        ``task.cancel()`` reaches it (anyio's are held back by the store's
+        shield): a command of a write (given *held*, see ``_written``) then
+        waits for its answer (and for its connection, if it needs a new
+        one) and the write goes on, raising the cancellation once whole; a
+        connection left with an answer on its way is dropped, never kept
+        out of step.
+        """
+        where = self._target
+        assert where is not None  # noqa: S101  # _here_loop is set only then
+        idle = self._here_wires
+        wire = None
+        while idle:
+            wire = idle.pop()
+            if wire.usable():
+                break
+            wire.abandon()
+            wire = None
+        try:
+            if wire is None and held is not None:
+                wire = await _opened_anyway(where, held)
+            elif wire is None:
+                wire = await _resp.LoopConnection.open(where, _TIMEOUT)
+            out = await wire.ask(command, bound=_TIMEOUT, held=held)
+        except ResponseError:
+            self._idle_again(idle, wire)
+            raise
+        except BaseException:
+            if wire is not None:
+                wire.abandon()
+            raise
+        self._idle_again(idle, wire)
+        return out
+
     def _run_wires(self) -> list[_resp.Connection]:
         """The running trio run's idle connections (closed when the run is
         over: a store may outlive many runs)."""
@@ -479,9 +585,7 @@ class RedisStore(ServerStore):
             weakref.finalize(run, _abandon, idle)
         return idle
 
-    def _idle_again(
-        self, idle: list[_resp.Connection], wire: _resp.Connection | None
-    ) -> None:
+    def _idle_again(self, idle: list[W], wire: W | None) -> None:
         """Keep *wire* for the next command, unless the store is closing."""
         if wire is None:
             return
@@ -493,18 +597,23 @@ class RedisStore(ServerStore):
     async def _run(
         self, name: str, keys: list[str], *args: str | int | bytes
     ) -> Any:
-        """Script *name*'s answer, loading it if the server lacks it."""
-        try:
-            return await self._ask(
-                "EVALSHA", self._shas[name], len(keys), *keys, *args
-            )
-        except NoScriptError:
-            # The server restarted, or flushed its scripts: load it.
-            sha = await self._ask("SCRIPT", "LOAD", _SCRIPTS[name])
-            self._shas[name] = _bytes(sha).decode()
-            return await self._ask(
-                "EVALSHA", self._shas[name], len(keys), *keys, *args
-            )
+        """Script *name*'s answer, loading it if the server lacks it (one
+        write: see ``_written``)."""
+
+        async def run(held: list[asyncio.CancelledError]) -> Any:
+            command = ("EVALSHA", self._shas[name], len(keys), *keys, *args)
+            try:
+                return await self._ask(*command, held=held)
+            except NoScriptError:
+                # The server restarted, or flushed its scripts: load it.
+                sha = await self._ask(
+                    "SCRIPT", "LOAD", _SCRIPTS[name], held=held
+                )
+                self._shas[name] = _bytes(sha).decode()
+                command = ("EVALSHA", self._shas[name], *command[2:])
+                return await self._ask(*command, held=held)
+
+        return await _written(run)
 
     async def _commit(
         self, record: Record, expected_head: int | None, lease: Lease | None
@@ -625,12 +734,14 @@ class RedisStore(ServerStore):
         expires = None if ttl is None else now + ttl
         blob = orjson.dumps([expires, sha]) + b"\n" + value
         name = f"{self.prefix}:cache:{key}"
-        if ttl is None:
-            await self._ask("SET", name, blob)
-        else:
-            await self._ask(
-                "SET", name, blob, "PX", max(1, math.ceil(ttl * 1000))
-            )
+        command: tuple[str | int | bytes, ...] = ("SET", name, blob)
+        if ttl is not None:
+            command = (*command, "PX", max(1, math.ceil(ttl * 1000)))
+
+        async def put(held: list[asyncio.CancelledError]) -> None:
+            await self._ask(*command, held=held)
+
+        await _written(put)
 
     async def _release(self, lease: Lease) -> None:
         await self._run(
