@@ -900,7 +900,7 @@ def test_extras_are_named_when_missing(
         ("pipeline.stores.postgres", "psycopg", "postgres"),
         ("pipeline.stores.redis", "redis", "redis"),
     ):
-        monkeypatch.delitem(sys.modules, module)
+        monkeypatch.delitem(sys.modules, module, raising=False)
         monkeypatch.setitem(sys.modules, library, None)
         with pytest.raises(ImportError, match=rf"pipeline\[{extra}\]"):
             importlib.import_module(module)
