@@ -77,6 +77,15 @@ def current_boundary() -> Boundary | None:
     return boundary
 
 
+def known_fresh() -> bool:
+    """Whether the step in flight is known to be fresh (see
+    :attr:`Boundary.fresh`) without making its boundary: a journaled
+    fold's step not yet looked at, that started with no answer to deliver
+    and nothing saved (nothing it does later can change that)."""
+    out: Any = _BOUNDARY.get()
+    return type(out) is Later and out.made is None and out.fresh
+
+
 def enter(boundary: Boundary | None) -> contextvars.Token[Boundary | None]:
     """Make *boundary* current (undo with :func:`leave`).
 
