@@ -54,8 +54,8 @@ from .fold import (
     Status,
     ambient,
     current_boundary,
+    known_fresh,
 )
-from .fold._journal import known_fresh
 from .models._types import (
     ModelDelta,
     ModelResponse,

@@ -12,8 +12,7 @@ from returns.result import Failure, Result, Success
 
 from pipeline import Graph, graph, handler, interrupt, stores
 from pipeline._step import STEP, Later, current_step
-from pipeline.fold import Boundary, current_boundary
-from pipeline.fold._journal import known_fresh
+from pipeline.fold import Boundary, current_boundary, known_fresh
 from pipeline.graph import END
 from tests.graph.helpers import Counted
 
