@@ -81,7 +81,10 @@ def known_fresh() -> bool:
     """Whether the step in flight is known to be fresh (see
     :attr:`Boundary.fresh`) without making its boundary: a journaled
     fold's step not yet looked at, that started with no answer to deliver
-    and nothing saved (nothing it does later can change that)."""
+    and nothing saved (nothing it does later can change that).
+
+    .. versionadded:: 0.1.0
+    """
     out: Any = _BOUNDARY.get()
     return type(out) is Later and out.made is None and out.fresh
 
