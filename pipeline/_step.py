@@ -93,10 +93,15 @@ class Later:
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_make", "made")
+    __slots__ = ("_make", "fresh", "made")
 
-    def __init__(self, make: Callable[[], Step]) -> None:
+    def __init__(
+        self, make: Callable[[], Step], *, fresh: bool = False
+    ) -> None:
         self._make = make
+        self.fresh = fresh
+        """Whether the step, made, is known to be fresh (nothing asked in
+        it can be answered: see ``Boundary.fresh``); ``False``: ask it."""
         self.made: Step | None = None
         """The step, once made."""
 

@@ -54,6 +54,7 @@ from .fold import (
     Status,
     ambient,
     current_boundary,
+    known_fresh,
 )
 from .models._types import (
     ModelDelta,
@@ -520,9 +521,13 @@ class Loop:
         if offload is not None:
             hook = _around(hook, offload.tools(self.agent, self.tools))
         # The turn's, in a checkpointed run: only ever inside an enclosing
-        # step (a run outside any has no journal to enter one).
+        # step (a run outside any has no journal to enter one); not made
+        # for a turn known to be fresh with nothing approved (no wrapper).
         boundary = (
-            current_boundary() if self.env.boundary is not None else None
+            current_boundary()
+            if self.env.boundary is not None
+            and (approved or not known_fresh())
+            else None
         )
         # In a fresh attempt of a turn (no answer to deliver, nothing
         # saved) no call can get an answer nor find a kept result: no

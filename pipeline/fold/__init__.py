@@ -38,6 +38,7 @@ from ._journal import Journal as Journal
 from ._journal import branch_key as branch_key
 from ._journal import current_boundary as current_boundary
 from ._journal import enter as enter
+from ._journal import known_fresh as known_fresh
 from ._journal import leave as leave
 from ._model import Continue as Continue
 from ._model import Decision as Decision
@@ -99,6 +100,7 @@ __all__ = (
     "fingerprint",
     "handler_call",
     "kept_answer",
+    "known_fresh",
     "leave",
     "make_converter",
     "new_thread",

@@ -473,19 +473,27 @@ class Codec(Generic[S]):
         progress: Progress | None = None,
         *,
         inherit: bool = False,
+        encode: bool = True,
     ) -> tuple[Doc, bytes] | InvalidState:
         """*snap*'s document and bytes, checked: what is written decodes
         back to the live state, field by field; else why not.  (Not a
         ``Result``: this is on every record's path.)  *inherit*: as for
-        :meth:`document`."""
+        :meth:`document`.  Without *encode* (a nested fold's document,
+        which the enclosing record holds and writes), no bytes (``b""``)
+        and the document checked as orjson writes it: the caller must
+        write it inside a record orjson wrote exactly (see
+        :meth:`seal_progress`), or seal it again with *encode*."""
         node = snap.node or "<start>"
         try:
             doc, sink = self._with_blobs(snap, parent, progress, inherit)
-            data, exact = canonical_exact(doc)
-            # What a reader would refuse is not written (orjson refuses to
-            # write it: its bytes need no count).
-            if not (exact and ORJSON_WITHIN_RECORD_DEPTH):
-                check_depth(data, "the record", RECORD_DEPTH)
+            if encode:
+                data, exact = canonical_exact(doc)
+                # What a reader would refuse is not written (orjson refuses
+                # to write it: its bytes need no count).
+                if not (exact and ORJSON_WITHIN_RECORD_DEPTH):
+                    check_depth(data, "the record", RECORD_DEPTH)
+            else:
+                data, exact = b"", True
         except ENCODE_ERRORS as exc:  # NestedTooDeeply included
             return self._diagnose(snap, node, exc)
         checked = doc
@@ -523,6 +531,7 @@ class Codec(Generic[S]):
         pending: Pending | None,
         *,
         inherit: bool = False,
+        exact: bool = False,
     ) -> tuple[Doc, bytes] | None:
         """:meth:`seal` of a progress record after *last*: the snapshot
         *last* is, with *progress* (what nested folds appended), *author*
@@ -533,7 +542,10 @@ class Codec(Generic[S]):
         a document that cannot be written, which :meth:`seal` explains).
 
         The same document and bytes as :meth:`seal`'s for that snapshot
-        (a property test compares them)."""
+        (a property test compares them).  With *exact*, ``None`` too when
+        orjson did not write it (its bytes might not read back as the
+        document: nested documents sealed without *encode* were checked
+        as orjson writes them)."""
         if self._fields is None or type(last.state) is not self._cls:
             return None
         # _document's envelope for it: the same next, node, join and
@@ -557,8 +569,10 @@ class Codec(Generic[S]):
             doc["pending"] = _pending_doc(pending)
         doc["in"] = {k: list(v) for k, v in progress.items()}
         try:
-            data, exact = canonical_exact(doc)
-            if not (exact and ORJSON_WITHIN_RECORD_DEPTH):  # as in seal
+            data, wrote = canonical_exact(doc)
+            if exact and not wrote:
+                return None
+            if not (wrote and ORJSON_WITHIN_RECORD_DEPTH):  # as in seal
                 check_depth(data, "the record", RECORD_DEPTH)
         except ENCODE_ERRORS:
             return None

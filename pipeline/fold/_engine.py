@@ -714,7 +714,9 @@ async def _drive(
             # Made only if the step looks at it (a nested fold, a question
             # asked) or it raised: most steps never do.
             later = Later(
-                partial(_boundary, journal, snap, inner_answer, author)
+                partial(_boundary, journal, snap, inner_answer, author),
+                # What Boundary.fresh will say, known without making it.
+                fresh=inner_answer is None and not snap.progress,
             )
             head = journal.head
             token = STEP.set(later)

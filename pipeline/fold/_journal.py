@@ -77,6 +77,18 @@ def current_boundary() -> Boundary | None:
     return boundary
 
 
+def known_fresh() -> bool:
+    """Whether the step in flight is known to be fresh (see
+    :attr:`Boundary.fresh`) without making its boundary: a journaled
+    fold's step not yet looked at, that started with no answer to deliver
+    and nothing saved (nothing it does later can change that).
+
+    .. versionadded:: 0.1.0
+    """
+    out: Any = _BOUNDARY.get()
+    return type(out) is Later and out.made is None and out.fresh
+
+
 def enter(boundary: Boundary | None) -> contextvars.Token[Boundary | None]:
     """Make *boundary* current (undo with :func:`leave`).
 
@@ -487,6 +499,16 @@ def _by_prefix(saved: Progress) -> dict[str, dict[str, tuple[Any, ...]]]:
     return index
 
 
+def _waiting(last: Snapshot[Any]) -> Pending | None:
+    """The questions a progress record after *last* keeps: those other
+    branches or items wait at stay so until answered, whatever the step
+    commits meanwhile."""
+    pending = last.pending
+    if pending is not None and not pending.waiting:
+        return None
+    return pending
+
+
 class Journal(Generic[S]):
     """Commits a fold's snapshots as records, each a delta on the last.
 
@@ -532,6 +554,28 @@ class Journal(Generic[S]):
         records may have moved the head since the step started).  A
         ``Failure`` if the store refused it.
         """
+        snap, last, version = self._placed(snap)
+        sealed = self.codec.seal(snap, last, progress, inherit=self.inherit)
+        if type(sealed) is not tuple:
+            return Failure(sealed)
+        doc, data = sealed
+        failed = await self.write(snap, doc, data)
+        if failed is not None:
+            return failed
+        # No await between the write and this: a cancellation cannot leave
+        # the journal behind its store.
+        self.last = snap
+        self.head = version
+        if type(self).written is not Journal.written:  # not a no-op
+            await self.written(snap)
+        return snap
+
+    def _placed(
+        self, snap: Snapshot[S]
+    ) -> tuple[Snapshot[S], Snapshot[S] | None, int]:
+        """*snap* as the next record (its version and parent set to follow
+        the last record, an edit it inherited dropped), the snapshot it is
+        a delta against, and its version."""
         last = self.last if self.head is not None else None
         version = 0 if self.head is None else self.head + 1
         parent = None
@@ -568,20 +612,7 @@ class Journal(Generic[S]):
                 origin=snap.origin,  # a fork's, on every record of it
                 edit=snap.edit,
             )
-        sealed = self.codec.seal(snap, last, progress, inherit=self.inherit)
-        if type(sealed) is not tuple:
-            return Failure(sealed)
-        doc, data = sealed
-        failed = await self.write(snap, doc, data)
-        if failed is not None:
-            return failed
-        # No await between the write and this: a cancellation cannot leave
-        # the journal behind its store.
-        self.last = snap
-        self.head = version
-        if type(self).written is not Journal.written:  # not a no-op
-            await self.written(snap)
-        return snap
+        return snap, last, version
 
     async def written(self, snap: Snapshot[S]) -> None:
         """Called once *snap* was committed (events, say)."""
@@ -630,12 +661,14 @@ class Journal(Generic[S]):
         progress: Progress,
         author: str,
         pending: Pending | None,
+        exact: bool = False,
     ) -> Failure[Any] | _General | None:
         """Commit a progress record whose snapshot would repeat *last*
         (its state, step and node: see :meth:`Codec.seal_progress`) without
         building that snapshot: ``None`` once committed, a ``Failure``, or
-        :data:`_GENERAL` to take the general way (this journal has none)."""
-        del last, progress, author, pending
+        :data:`_GENERAL` to take the general way (this journal has none).
+        *exact*: as for :meth:`Codec.seal_progress`."""
+        del last, progress, author, pending, exact
         return _GENERAL
 
     async def _progress(
@@ -649,9 +682,7 @@ class Journal(Generic[S]):
             last = self.last
             assert last is not None  # noqa: S101  # a step has a start
             state = boundary.track() if boundary.track else last.state
-            pending = last.pending
-            if pending is not None and not pending.waiting:
-                pending = None
+            pending = _waiting(last)
             if state is last.state and last.edit is None:
                 repeated = await self.repeat(last, progress, author, pending)
                 if not isinstance(repeated, _General):
@@ -718,6 +749,7 @@ class ThreadJournal(Journal[S]):
         progress: Progress,
         author: str,
         pending: Pending | None,
+        exact: bool = False,
     ) -> Failure[Any] | _General | None:
         """See :meth:`Journal.repeat`: the record is written as
         :meth:`commit` would write that snapshot's, and ``last`` stays the
@@ -728,7 +760,7 @@ class ThreadJournal(Journal[S]):
         if head is None:
             return _GENERAL
         sealed = self.codec.seal_progress(
-            last, progress, author, pending, inherit=self.inherit
+            last, progress, author, pending, inherit=self.inherit, exact=exact
         )
         if sealed is None:
             return _GENERAL
@@ -743,6 +775,27 @@ class ThreadJournal(Journal[S]):
         if self.sink is not None:
             await self.sink(CheckpointSaved(last.thread_id, version))
         return None
+
+    async def hold(
+        self, boundary: Boundary, key: str, doc: Doc, author: str
+    ) -> Failure[Any] | _General | None:
+        """Commit a progress record of *boundary*'s step holding *doc* (a
+        nested fold's record, sealed without its own bytes: see
+        :meth:`Codec.seal`) under *key*, as :meth:`repeat` writes one:
+        ``None`` once committed, a ``Failure``, or :data:`_GENERAL` when
+        that record cannot be written so (a tracked state, an edit, bytes
+        orjson did not write), and nothing was."""
+        if boundary.track is not None:
+            return _GENERAL
+        if self._lock is None:
+            self._lock = anyio.Lock(fast_acquire=True)
+        async with self._lock:
+            last = self.last
+            if last is None or last.edit is not None:
+                return _GENERAL
+            return await self.repeat(
+                last, {key: (doc,)}, author, _waiting(last), exact=True
+            )
 
     async def _store(
         self, thread_id: str, version: int, parent: int | None, data: bytes
@@ -806,6 +859,43 @@ class NestedJournal(Journal[S]):
         elif snap.status is Status.STOPPED:
             self.boundary.stop(snap.reason)
         return await self.boundary.save(self.key, doc, snap.author)
+
+    async def commit(
+        self, snap: Snapshot[S], progress: Progress | None = None
+    ) -> Snapshot[S] | Failure[Any]:
+        """See :meth:`Journal.commit`.  A record the enclosing thread's
+        next progress record holds as it is (a running or finished fold's,
+        in a step of a store's thread: an agent's turn) is sealed once:
+        its document checked, not encoded on its own (those bytes were
+        thrown away), and written inside that record
+        (:meth:`ThreadJournal.hold`).  Where it cannot be, the general
+        way seals it again, encoded."""
+        root = self.boundary._root
+        outer = root._journal
+        if (
+            type(outer) is not ThreadJournal
+            or progress is not None
+            or snap.status is Status.INTERRUPTED
+            or snap.status is Status.STOPPED
+        ):
+            return await super().commit(snap, progress)
+        placed, last, version = self._placed(snap)
+        sealed = self.codec.seal(
+            placed, last, None, inherit=self.inherit, encode=False
+        )
+        if type(sealed) is not tuple:
+            return Failure(sealed)
+        full = self.boundary._prefix + self.key
+        held = await outer.hold(root, full, sealed[0], placed.author)
+        if type(held) is _General:
+            return await super().commit(snap)
+        if held is not None:
+            return held
+        root.touched.add(full)  # as Boundary.save does
+        # No await between the write and this (see Journal.commit).
+        self.last = placed
+        self.head = version
+        return placed
 
     async def ensure(self) -> Failure[Any] | None:
         """See :meth:`Journal.ensure`: the enclosing fold's (asked of its

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import anyio
 import attrs
+import pytest
 
 from returns.result import Failure, Result, Success
 
-from pipeline import Graph, graph, handler, stores
+from pipeline import Graph, graph, handler, interrupt, stores
 from pipeline._step import STEP, Later, current_step
-from pipeline.fold import Boundary, current_boundary
+from pipeline.fold import Boundary, current_boundary, known_fresh
 from pipeline.graph import END
 from tests.graph.helpers import Counted
 
@@ -97,3 +98,33 @@ async def test_a_failing_step_that_did_not_look_fails_as_before() -> None:
     assert type(out) is Failure
     assert out.failure() == "no"
     assert len(await store.records("t")) == 1  # the admission record only
+
+
+async def test_a_step_known_fresh_is_fresh() -> None:
+    """``known_fresh`` (asked before the boundary is made, as an agent's
+    turn asks it) says what the boundary made then says: a first attempt
+    is fresh; one with an answer to deliver, or answers saved, is not."""
+    seen: list[tuple[bool, bool]] = []
+    crash = [True]
+
+    @handler(name="a")
+    async def a(s: Counted) -> Result[Counted, str]:
+        known = known_fresh()
+        boundary = current_boundary()
+        assert boundary is not None
+        seen.append((known, boundary.fresh))
+        n = await interrupt("how many?", int)
+        if crash.pop() if crash else False:
+            msg = "the process dies here"
+            raise RuntimeError(msg)
+        return Success(attrs.evolve(s, count=n))
+
+    g = graph.builder(Counted).node("a", a).entry("a").edge("a", END).build()
+    store = stores.MemoryStore()
+    first = (await g.run(Counted(), store=store, thread_id="t")).unwrap()
+    assert first.pending is not None
+    with pytest.raises(RuntimeError, match="dies"):
+        await g.resume(store, "t", answer=3)
+    done = (await g.resume(store, "t")).unwrap()  # the answer replays
+    assert done.state.count == 3
+    assert seen == [(True, True), (False, False), (False, False)]
