@@ -685,13 +685,14 @@ async def test_postgres_replaces_connections_the_server_ended(
             lambda: store.delete("t"),
             lambda: g.run(0, store=store, thread_id="run"),
         ]
+        pids: list[int] = []
         for call in calls:
             pids = await _idle_pids(store, 4)
             assert len(pids) >= 4
             await anyio.to_thread.run_sync(_terminate, postgres_url, pids)
             out = await call()
             assert not isinstance(out, Exception)
-        assert (await g.run(0, store=store, thread_id="run2")).unwrap()
+        assert (await g.run(0, store=store, thread_id="run2")).unwrap().done
         live = [c for pool in store._pools.values() for c in pool._idle]
         assert all(c.info.backend_pid not in pids for c in live)
 
@@ -1349,7 +1350,7 @@ def test_postgres_pool_serves_every_caller_within_its_size(
                 if broken:
                     conn.pgconn.transaction_status = TransactionStatus.UNKNOWN
                 await pool.put(conn)  # type: ignore[arg-type]
-                idle = any(c is conn for c in pool._idle)
+                idle = any(id(c) == id(conn) for c in pool._idle)
                 if next(returns) in ending and idle:
                     conn.end()  # while it is idle in the pool
 
