@@ -41,7 +41,14 @@ from ._messages import (
     Usage,
 )
 from ._unions import is_kind_union, kind_union_structure
-from .secrets import MARKER, Secret, is_secret_type, resolve, stored
+from .secrets import (
+    BY_VALUE,
+    MARKER,
+    Secret,
+    is_secret_type,
+    resolve,
+    stored,
+)
 
 
 __all__ = (
@@ -498,7 +505,7 @@ def make_converter() -> cattrs.Converter:
                 return Secret(conv.structure(resolve(ref), inner), ref=ref)
             # A value given in the clear (a model's tool argument): wrapped
             # at once, so that it travels on as a secret.
-            return Secret(conv.structure(value, inner), ref="argument")
+            return Secret(conv.structure(value, inner), ref=BY_VALUE)
 
         return structure
 

@@ -34,10 +34,12 @@ import traceback
 import types
 import typing
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import (
     TYPE_CHECKING,
     Any,
+    Final,
     Generic,
     NoReturn,
     SupportsIndex,
@@ -59,9 +61,11 @@ from .errors import ConstructionError
 T_co = TypeVar("T_co", covariant=True)
 
 __all__ = (
+    "BY_VALUE",
     "MARKER",
     "Resolver",
     "environment",
+    "given_by_value",
     "holds_secret",
     "is_secret_type",
     "redact",
@@ -259,6 +263,55 @@ def reset_resolver(token: contextvars.Token[Resolver]) -> None:
 def stored(secret: Secret[Any]) -> dict[str, str]:
     """A secret's stored form."""
     return {MARKER: secret.ref}
+
+
+@final
+class _ByValue(str):
+    """The reference of a secret given by value (its type tells it from
+    any reference data could name)."""
+
+    __slots__ = ()
+
+
+BY_VALUE: Final[str] = _ByValue("argument")
+"""The reference a secret given in the clear gets (a model's tool argument,
+wrapped at once so that it travels on as a secret): see
+:func:`given_by_value`."""
+
+
+def given_by_value(value: object) -> str | None:
+    """Where in *value* (a structured value: attrs instances, sequences,
+    sets and mappings, at any depth) a :class:`Secret` was given in the
+    clear, as a path (``$.pin``, ``$[0].pin``); ``None`` if nowhere.  An
+    answer or an input must carry its secrets as references: one given in
+    the clear would be stored in the clear.
+
+    .. versionadded:: 0.1.0
+    """
+    stack: list[tuple[object, str]] = [(value, "$")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, Secret):
+            if type(item.ref) is _ByValue:
+                return path
+        elif isinstance(item, (str, bytes, int, float)) or item is None:
+            continue
+        elif attrs.has(cls := type(item)):
+            stack.extend(
+                (getattr(item, f.name), f"{path}.{f.name}")
+                for f in attrs.fields(cls)
+            )
+        elif isinstance(item, Mapping):
+            stack.extend((k, f"{path}[…]") for k in item)  # pyright: ignore[reportUnknownVariableType]
+            stack.extend((v, f"{path}[…]") for v in item.values())  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
+        elif isinstance(item, (list, tuple, Sequence)):
+            stack.extend(
+                (v, f"{path}[{i}]")
+                for i, v in enumerate(item)  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+            )
+        elif isinstance(item, (set, frozenset, AbstractSet)):
+            stack.extend((v, f"{path}[…]") for v in item)  # pyright: ignore[reportUnknownVariableType]
+    return None
 
 
 def holds_secret(t: object) -> bool:

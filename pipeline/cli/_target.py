@@ -270,38 +270,19 @@ def as_context(target: Target, value: object) -> object:
     return _structure(target, value, Context, "a Context")
 
 
-class SecretByValue(ValueError):
-    """A secret given by value on the command line: refused (it would show
-    in the shell's history and the process list, and no resolver could
-    give it back when the thread is loaded)."""
-
-
-def _by_reference(converter: cattrs.Converter) -> cattrs.Converter:
-    """*converter*, taking secrets only as references,
-    ``{"$secret": "REF"}`` (resolved by the resolver in force)."""
-    from ..secrets import MARKER, is_secret_type  # noqa: PLC0415
-
-    strict = converter.copy()
-
-    def factory(t: Any) -> Callable[[Any, Any], Any]:
-        hook = converter.get_structure_hook(t)
-
-        def structure(value: Any, _: Any) -> Any:
-            if isinstance(value, dict) and set(value) == {MARKER}:
-                return hook(value, t)
-            raise SecretByValue
-
-        return structure
-
-    strict.register_structure_hook_factory(is_secret_type, factory)
-    return strict
-
-
 def _structure(target: Target, value: object, kind: Any, name: str) -> object:
     from cattrs.errors import BaseValidationError  # noqa: PLC0415
 
+    from ..secrets import given_by_value  # noqa: PLC0415
+
     try:
-        return _by_reference(target.converter).structure(value, kind)
+        out = target.converter.structure(value, kind)
+        where = given_by_value(out)
+        if where is None:
+            return out
+        where = (
+            f'{_BY_VALUE}: give its reference, {{"$secret": REF}} @ {where}'
+        )
     except BaseValidationError as exc:
         where = "; ".join(
             cattrs.transform_error(exc, format_exception=_expected)
@@ -337,8 +318,6 @@ def _expected(exc: BaseException, kind: type | None) -> str:
     """One failure, without the value (it may be a secret)."""
     from ..errors import SecretUnresolved  # noqa: PLC0415
 
-    if isinstance(exc, SecretByValue):
-        return f'{_BY_VALUE}: give its reference, {{"$secret": REF}}'
     if isinstance(exc, SecretUnresolved):
         return f"secret {exc.ref!r} {UNRESOLVED}"  # a reference, no value
     if isinstance(exc, KeyError):

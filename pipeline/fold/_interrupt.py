@@ -36,7 +36,7 @@ from .._decode import DECODE_ERRORS, explain, readable
 from .._depth import loads
 from .._serde import canonical, checksum
 from ..errors import InvalidAnswer, NestedTooDeeply, NotCheckpointed, Suspended
-from ..secrets import MARKER, is_secret_type
+from ..secrets import given_by_value, holds_secret
 from ._journal import current_boundary, suspension
 from ._model import given
 
@@ -176,7 +176,7 @@ async def checked_interrupt(
         # answer: checked first, then kept (later questions replay it).
         answer = given(boundary.answer)
         try:
-            typed = _typed(_by_reference(converter), answer, kind, check)
+            typed = _typed(converter, answer, kind, check, fresh=True)
         except InvalidAnswer:
             boundary.hold()  # the run asks this question again
             raise
@@ -233,43 +233,26 @@ def _typed(
     answer: object,
     kind: TypeForm[A],
     check: Callable[[A], None] | None = None,
+    *,
+    fresh: bool = False,
 ) -> A:
+    """*answer* as a *kind*; a *fresh* one (not stored yet) takes its
+    ``Secret`` fields only as references (``{"$secret": REF}``): one given
+    in the clear would be stored in the clear (answers are records)."""
     try:
         typed = converter.structure(answer, cast("type[A]", kind))
     except DECODE_ERRORS as exc:
         raise InvalidAnswer(
             kind, "; ".join(explain(exc, kind, keys=False))
         ) from None
+    if fresh and holds_secret(kind) and (where := given_by_value(typed)):
+        raise InvalidAnswer(kind, f"{_BY_VALUE} at {where}")
     if check is not None:
         check(typed)
     return typed
 
 
-class _SecretByValue(ValueError):
-    """A ``Secret`` field of an answer given in the clear."""
-
-    explained = 'a secret given by value (give a reference: {"$secret": REF})'
-
-
-def _by_reference(converter: cattrs.Converter) -> cattrs.Converter:
-    """*converter*, taking a fresh answer's ``Secret`` fields only as
-    references (``{"$secret": REF}``): one given in the clear would be
-    stored in the clear (answers are records).  Answers stored before are
-    read back with *converter* itself."""
-    strict = converter.copy()
-
-    def factory(t: Any) -> Callable[[Any, Any], Any]:
-        hook = converter.get_structure_hook(t)
-
-        def structure(value: Any, _: Any) -> Any:
-            if not (isinstance(value, dict) and set(value) == {MARKER}):
-                raise _SecretByValue
-            return hook(value, t)
-
-        return structure
-
-    strict.register_structure_hook_factory(is_secret_type, factory)
-    return strict
+_BY_VALUE = 'a secret given by value (give a reference: {"$secret": REF})'
 
 
 def _stored(converter: cattrs.Converter, payload: object) -> object:

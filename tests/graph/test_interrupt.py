@@ -25,6 +25,7 @@ from pipeline.fold import (
 )
 from pipeline.graph import END
 from pipeline.secrets import Secret
+from pipeline.stores import MemoryStore
 from pipeline.testing import Reply, ScriptedModel
 from tests.servers import StoreFactory
 
@@ -851,3 +852,53 @@ async def test_none_answers_one_of_two_waiting_branches(
         ).unwrap()
         assert done.status is Status.DONE
         assert done.state == Limits(a=None, b=3)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        Pin | list[str],
+        list[Pin],
+        tuple[Pin, int],
+        PVector[Pin],
+        dict[int, Pin],
+        dict[str, Secret[str]] | int,
+    ],
+    ids=["kind-union", "list", "tuple", "pvector", "int-keys", "dict-of"],
+)
+async def test_a_secret_given_by_value_is_refused_wherever_it_sits(
+    kind: Any,
+) -> None:
+    """However the answer's type holds a ``Secret`` (in a union, a list, a
+    tuple, a persistent vector, a mapping), one given in the clear is
+    refused and never stored, though the run's converter made its hooks
+    for the type when the question was asked."""
+    clear: object = (
+        {"7": "1234-sk-canary"}
+        if kind == dict[str, Secret[str]] | int
+        else {"ok": True, "pin": "1234-sk-canary"}
+    )
+    if kind in (list[Pin], PVector[Pin]):
+        clear = [clear]
+    elif kind == tuple[Pin, int]:
+        clear = [clear, 1]
+    elif kind == dict[int, Pin]:
+        clear = {"1": clear}
+
+    @handler(name="ask")
+    async def ask(s: Order) -> Result[Order, object]:
+        await interrupt("pin?", kind)
+        return Success(s)
+
+    g = graph.builder(Order).node("ask", ask).entry("ask").edge("ask", END)
+    built = g.build()
+    store = MemoryStore()  # (asking made the run converter's hooks)
+    await built.run(Order(), store=store, thread_id="t")
+    head = await store.head("t")
+    with pytest.raises(InvalidAnswer) as caught:
+        await built.resume(store, "t", answer=clear)
+    assert "a secret given by value" in str(caught.value)
+    assert "sk-canary" not in str(caught.value)
+    assert await store.head("t") == head
+    records = await store.records("t")
+    assert not any(b"sk-canary" in r.data for r in records)
