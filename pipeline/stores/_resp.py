@@ -39,6 +39,8 @@ import redis.exceptions
 
 from redis._parsers import BaseParser
 
+from ._poll import readable
+
 
 _CHUNK: Final = 65536
 
@@ -376,7 +378,12 @@ class LoopConnection:
         """Whether the server has not closed this idle connection (nor sent
         anything on it), as far as the loop has seen: does not wait."""
         protocol = self._protocol
-        return not (protocol.lost or protocol.replies.has_data())
+        if protocol.lost or protocol.replies.has_data():
+            return False
+        # What the loop has not read yet (the server closed it a moment
+        # ago, say): a look at the socket itself, as trio's does.
+        sock = self._transport.get_extra_info("socket")
+        return sock is not None and not readable(sock.fileno())
 
     async def ask(
         self,
@@ -400,6 +407,7 @@ class LoopConnection:
             redis.exceptions.TimeoutError: No reply within *bound*.
         """
         protocol = self._protocol
+        protocol.expired = False  # a timer of an earlier command's, fired
         protocol.check()
         self._transport.write(pack(command))
         timer = self._loop.call_later(bound, protocol.expire)

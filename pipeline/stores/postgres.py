@@ -69,7 +69,6 @@ import asyncio
 import collections
 import contextlib
 import math
-import select
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, LiteralString, TypeVar, final
@@ -82,6 +81,7 @@ from psycopg_pool import PoolTimeout
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
+from ._poll import readable
 from ._protocol import (
     DEFAULT_LEASE_TTL,
     Lease,
@@ -377,15 +377,7 @@ def _readable(conn: _Conn) -> bool:
     """Whether an idle *conn* has something to read: the server ended it
     (or sent what it sends unasked, rarely: the connection is dropped
     either way and the next one made afresh)."""
-    fd = conn.pgconn.socket
-    if _poll is None:  # Windows: select() takes any socket there
-        return bool(select.select((fd,), (), (), 0)[0])
-    poll = _poll()  # no descriptor limit (select's is 1024); no syscall
-    poll.register(fd, select.POLLIN)
-    return bool(poll.poll(0))
-
-
-_poll = getattr(select, "poll", None)
+    return readable(conn.pgconn.socket)
 
 
 @final
