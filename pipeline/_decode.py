@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import re
+import types
 import typing
 
 from collections.abc import Iterator, Sequence
@@ -104,6 +105,15 @@ def readable(converter: cattrs.Converter, kind: object, who: str) -> None:
             "type itself (int, an attrs class, a Literal, ...)"
         )
         raise TypeError(msg)
+    # ``T | None`` has cattrs' hook whether or not T has one: T is asked.
+    members = typing.get_args(kind) if _is_union(kind) else ()
+    if type(None) in members:
+        rest = tuple(m for m in members if m is not type(None))
+        readable(
+            converter,
+            rest[0] if len(rest) == 1 else typing.Union[rest],  # noqa: UP007  # built at run time
+            who,
+        )
     try:
         converter.get_structure_hook(kind)
     except StructureHandlerNotFoundError:
@@ -115,6 +125,11 @@ def readable(converter: cattrs.Converter, kind: object, who: str) -> None:
             "kinds JSON tells apart, or register a hook"
         )
         raise TypeError(msg) from None
+
+
+def _is_union(t: object) -> bool:
+    origin = typing.get_origin(t)
+    return origin is typing.Union or origin is types.UnionType
 
 
 def unsendable(value: object) -> str | None:

@@ -145,6 +145,17 @@ async def checked_answer(
     snap = found(loaded, thread_id, settings)
     await _check_waiting(settings, store, target, snap)
     if answer is None and question is None:
+        # null answers None; which question, when several wait, the
+        # human says (as for any answer: see StaleAnswer).
+        if len(snap.questions) != 1:
+            from ..failures import StaleAnswer  # noqa: PLC0415
+
+            stale = StaleAnswer(
+                thread_id, None, ", ".join(snap.questions), str(snap.status)
+            )
+            refused = failure_error(stale, settings)
+            assert refused is not None  # noqa: S101  # a StaleAnswer's
+            raise refused
         question = snap.question_id
     return answer, question
 

@@ -516,15 +516,16 @@ class Transition(Generic[S_co]):
                 string, ``object``, a union of two types taking the same
                 kind of JSON value).
         """
-        if self.answer is None:
-            return None
         from .._decode import DECODE_ERRORS, explain, readable  # noqa: PLC0415
         from .._serde import make_converter  # noqa: PLC0415
 
         converter = (
             make_converter() if self.converter is None else self.converter
         )
+        # Before any answer: a gate asks only once it found none.
         readable(converter, kind, "Transition.answer_as()")
+        if self.answer is None:
+            return None
         try:
             return converter.structure(self.answer, cast("type[A]", kind))
         except DECODE_ERRORS as exc:

@@ -56,10 +56,11 @@ def test_questions_of_branches_are_listed_and_answered_by_id(
     threads = cli("threads", "--store", store, cwd=tmp_path)
     assert "interrupted (2 questions)" in threads.stdout
 
-    unnamed = cli("answer", "t", "1", "--store", store, cwd=tmp_path)
-    assert unnamed.returncode == ExitCode.USAGE
-    assert ids["a?"] in unnamed.stderr
-    assert ids["b?"] in unnamed.stderr
+    for answer in ("1", "null"):  # null too: never the first one's
+        unnamed = cli("answer", "t", answer, "--store", store, cwd=tmp_path)
+        assert unnamed.returncode == ExitCode.USAGE
+        assert ids["a?"] in unnamed.stderr
+        assert ids["b?"] in unnamed.stderr
 
     first = cli(
         "answer", "t", "2", "--question", ids["b?"], "--store", store,

@@ -4,7 +4,7 @@ item 1), in graph nodes, on every store."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import attrs
 import pytest
@@ -685,7 +685,15 @@ async def test_a_type_no_answer_fits_is_refused_when_asked(
     answer resumes: ``interrupt``, a gate's ``Interrupt`` and
     ``Transition.answer_as`` refuse them with a ``TypeError`` when asked,
     and nothing waits."""
-    unreadable: list[Any] = [Approval | dict[str, int], object, "int"]
+    unreadable: list[Any] = [
+        Approval | dict[str, int],
+        object,
+        "int",
+        # T | None has cattrs' Optional hook, whether or not T has one:
+        Approval | dict[str, int] | None,
+        Optional["int"],  # a string inside: the point
+        list[Approval | dict[str, int]] | None,
+    ]
     for n, kind in enumerate(unreadable):
         built = _asking(kind)
         async with make_store() as store:
@@ -702,8 +710,10 @@ async def test_a_type_no_answer_fits_is_refused_when_asked(
                     thread_id=f"u{n}",
                     gates=[_gate(kind)],
                 )
-        with pytest.raises(TypeError, match=r"answer_as\(\)"):
-            Transition(None, ("ask",), Order(), 0, {"a": 1}).answer_as(kind)
+        for answer in ({"a": 1}, None):  # asked before any answer too
+            t = Transition(None, ("ask",), Order(), 0, answer)
+            with pytest.raises(TypeError, match=r"answer_as\(\)"):
+                t.answer_as(kind)
 
 
 def _asking(kind: Any) -> Graph[Order, object]:
