@@ -242,6 +242,14 @@ class Codec(Generic[S]):
         self._fields: tuple[str, ...] | None = (
             tuple(f.name for f in self._plan.fields) if self._plan else None
         )
+        # Fields a reader takes a log for (declared PVector, or Any): a
+        # vector in any other field (``PVector[int] | None``) is written
+        # whole, as its declared type reads it back.
+        self._logged: frozenset[str] = (
+            frozenset(f.name for f in self._plan.fields if f.item is not None)
+            if self._plan
+            else frozenset()
+        )
         declared = attrs.fields(cls) if attrs.has(cls) else ()
         self._trusted = frozenset(
             f.name for f in declared if f.metadata.get(APPEND_ONLY)
@@ -369,7 +377,8 @@ class Codec(Generic[S]):
         for name in fields:
             value = getattr(state, name)
             before = getattr(old, name) if old is not None else _ABSENT
-            if type(value) in _VECTORS:  # not isinstance: an ABC, slow
+            if type(value) in _VECTORS and name in self._logged:
+                # (type(), not isinstance: an ABC, slow.)
                 if type(before) in _VECTORS and self._grown(
                     name, before, value, state
                 ):
@@ -399,6 +408,13 @@ class Codec(Generic[S]):
                 hook = hook_of(value.__class__)
                 if hook is identity and type(value) in _SCALARS:
                     changed[name] = value
+                elif type(value) in _VECTORS:
+                    # A vector in a field that is not a log (``PVector[T]
+                    # | None``): written whole, as a list, which the field's
+                    # type reads back (the vector's own class has no hook).
+                    if plain:
+                        return _NOT_PLAIN
+                    changed[name] = self.converter.unstructure(value, PVector)
                 elif plain:
                     written = self._plain_written((value,))
                     if isinstance(written, dict):  # why not: not plain
