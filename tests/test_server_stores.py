@@ -701,7 +701,7 @@ async def test_postgres_replaces_connections_the_server_ended(
 async def test_postgres_runs_a_lease_call_again_on_a_new_connection(
     postgres_url: str,
 ) -> None:
-    """A lease call, or a transaction under a thread's lock, whose
+    """A lease call, a transaction under a thread's lock, or a read, whose
     connection broke runs once more on a new connection, not on another
     idle one the server may have ended too."""
     async with servers.postgres_store(postgres_url) as store:
@@ -709,6 +709,9 @@ async def test_postgres_runs_a_lease_call_again_on_a_new_connection(
             lambda: store.acquire("t", "me", ttl=60),
             lambda: store.renew(Lease("t", "me", 1, 0.0), ttl=60),
             lambda: store.release(Lease("t", "me", 1, 0.0)),
+            lambda: store.head("t"),
+            lambda: store.records("t"),
+            lambda: store.threads(),
             lambda: store.delete("t"),
         ):
             pids = await _idle_pids(store, 4)

@@ -841,34 +841,53 @@ class PostgresStore(ServerStore):
         async with self._connection() as conn:
             await conn.execute(self._sql.cache_put, (key, expires, sha, value))
 
+    async def _read(self, read: Callable[[_Conn], Awaitable[T]]) -> T:
+        """*read* (statements that change nothing) on a pooled connection;
+        once more on a fresh one if that connection broke (the server
+        ended it a moment before the pool could tell: a read is always
+        safe to run again)."""
+        for retry in (True, False):
+            try:
+                async with self._connection(fresh=not retry) as conn:
+                    return await read(conn)
+            except PoolTimeout:
+                raise
+            except psycopg.OperationalError:
+                if not retry:
+                    raise
+        raise AssertionError  # pragma: no cover  # the loop returns or raises
+
     async def _records(
         self, thread_id: str, upto: int | None
     ) -> Sequence[Record]:
-        conn: _Conn
-        async with self._connection() as conn:
+        async def read(conn: _Conn) -> list[Any]:
             cur = await conn.execute(
                 self._sql.records, {"t": thread_id, "upto": upto}, binary=True
             )
-            rows = await cur.fetchall()
+            return await cur.fetchall()
+
+        rows = await self._read(read)
         return tuple(
             Record(thread_id, version, parent, bytes(data), checksum)
             for version, parent, data, checksum in rows
         )
 
     async def _head(self, thread_id: str) -> int | None:
-        conn: _Conn
-        async with self._connection() as conn:
+        async def read(conn: _Conn) -> Any:
             cur = await conn.execute(self._sql.head, (thread_id,))
-            row = await cur.fetchone()
+            return await cur.fetchone()
+
+        row = await self._read(read)
         assert row is not None  # noqa: S101  # an aggregate: one row
         head: int | None = row[0]
         return head
 
     async def _threads(self) -> Sequence[str]:
-        conn: _Conn
-        async with self._connection() as conn:
+        async def read(conn: _Conn) -> list[Any]:
             cur = await conn.execute(self._sql.threads)
-            rows = await cur.fetchall()
+            return await cur.fetchall()
+
+        rows = await self._read(read)
         # Python's order (code points), not the database's collation.
         return sorted(str(thread) for (thread,) in rows)
 
