@@ -26,6 +26,7 @@ what the model sent.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import hmac
 import json
@@ -280,8 +281,9 @@ wrapped at once so that it travels on as a secret): see
 
 
 def given_by_value(value: object) -> str | None:
-    """Where in *value* (a structured value: attrs instances, sequences,
-    sets and mappings, at any depth) a :class:`Secret` was given in the
+    """Where in *value* (a structured value: attrs instances, dataclasses,
+    sequences (named tuples too), sets and mappings (typed dicts too), at
+    any depth) a :class:`Secret` was given in the
     clear, as a path (``$.pin``, ``$[0].pin``); ``None`` if nowhere.  An
     answer or an input must carry its secrets as references: one given in
     the clear would be stored in the clear.
@@ -300,6 +302,11 @@ def given_by_value(value: object) -> str | None:
             stack.extend(
                 (getattr(item, f.name), f"{path}.{f.name}")
                 for f in attrs.fields(cls)
+            )
+        elif dataclasses.is_dataclass(item):
+            stack.extend(
+                (getattr(item, f.name), f"{path}.{f.name}")
+                for f in dataclasses.fields(item)
             )
         elif isinstance(item, Mapping):
             stack.extend((k, f"{path}[…]") for k in item)  # pyright: ignore[reportUnknownVariableType]

@@ -36,7 +36,7 @@ from .._decode import DECODE_ERRORS, explain, readable
 from .._depth import loads
 from .._serde import canonical, checksum
 from ..errors import InvalidAnswer, NestedTooDeeply, NotCheckpointed, Suspended
-from ..secrets import given_by_value, holds_secret
+from ..secrets import given_by_value
 from ._journal import current_boundary, suspension
 from ._model import given
 
@@ -245,7 +245,7 @@ def _typed(
         raise InvalidAnswer(
             kind, "; ".join(explain(exc, kind, keys=False))
         ) from None
-    if fresh and holds_secret(kind) and (where := given_by_value(typed)):
+    if fresh and (where := given_by_value(typed)):  # whatever *kind* says
         raise InvalidAnswer(kind, f"{_BY_VALUE} at {where}")
     if check is not None:
         check(typed)

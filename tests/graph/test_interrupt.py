@@ -3,8 +3,10 @@ item 1), in graph nodes, on every store."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, TypedDict
 
 import attrs
 import pytest
@@ -559,6 +561,21 @@ class Pin:
     pin: Secret[str] | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class DataPin:
+    """The same, as a dataclass."""
+
+    ok: bool
+    pin: Secret[str] | None = None
+
+
+class TypedPin(TypedDict):
+    """The same, as a typed dict."""
+
+    ok: bool
+    pin: Secret[str] | None
+
+
 async def test_a_secret_in_an_answer_is_taken_by_reference_only(
     make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -873,8 +890,19 @@ async def test_none_answers_one_of_two_waiting_branches(
         PVector[Pin],
         dict[int, Pin],
         dict[str, Secret[str]] | int,
+        DataPin,
+        TypedPin,
     ],
-    ids=["kind-union", "list", "tuple", "pvector", "int-keys", "dict-of"],
+    ids=[
+        "kind-union",
+        "list",
+        "tuple",
+        "pvector",
+        "int-keys",
+        "dict-of",
+        "dataclass",
+        "typeddict",
+    ],
 )
 async def test_a_secret_given_by_value_is_refused_wherever_it_sits(
     kind: Any,
