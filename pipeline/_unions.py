@@ -131,6 +131,16 @@ def kind_union_structure(
     """Structures a value as the one member of *t* taking its kind."""
     split = _split(t)
     assert split is not None  # noqa: S101  # is_kind_union said so
+    for kinds, member in split:
+        if (
+            _OBJECT in kinds
+            and attrs.has(member)
+            and not _as_object(conv, member)
+        ):
+            # A hook of the user's may write it as anything (an array,
+            # say): its kind is not known, so the union is not split.
+            msg = f"{member!r} has a hook of its own: its JSON kind is unknown"
+            raise cattrs.errors.StructureHandlerNotFoundError(msg, type_=t)
     by_kind = {kind: member for kinds, member in split for kind in kinds}
 
     def structure(value: Any, _: Any) -> Any:
@@ -142,3 +152,22 @@ def kind_union_structure(
         return conv.structure(value, member)
 
     return structure
+
+
+def _as_object(conv: cattrs.Converter, cls: type) -> bool:
+    """Whether *conv* reads and writes the attrs class *cls* as an object:
+    its hooks are the ones cattrs generates for attrs classes, or ours."""
+    return all(
+        _generated_or_ours(hook)
+        for hook in (
+            conv.get_structure_hook(cls),
+            conv.get_unstructure_hook(cls),
+        )
+    )
+
+
+def _generated_or_ours(hook: object) -> bool:
+    code = getattr(hook, "__code__", None)
+    if code is not None and code.co_filename.startswith("<cattrs generated"):
+        return True
+    return str(getattr(hook, "__module__", "")).startswith("pipeline.")

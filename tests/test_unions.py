@@ -124,3 +124,15 @@ def test_members_sharing_a_kind_are_not_guessed_between(union: Any) -> None:
     assert not is_kind_union(union)
     with pytest.raises(cattrs.errors.StructureHandlerNotFoundError):
         _CONVERTER.get_structure_hook(union)
+
+
+def test_a_class_with_hooks_of_its_own_has_no_known_kind() -> None:
+    """An attrs class the user's converter writes otherwise (here as an
+    array, ``[steps]``) may be of any kind: a union holding it is not split
+    by kind (no hook, rather than a list for a Plan)."""
+    conv = make_converter()
+    conv.register_unstructure_hook(Plan, lambda p: [p.steps])
+    conv.register_structure_hook(Plan, lambda v, _: Plan(v[0]))
+    with pytest.raises(cattrs.errors.StructureHandlerNotFoundError):
+        conv.get_structure_hook(Plan | list[int])
+    assert _CONVERTER.structure([3], _PLAN_OR_LIST) == [3]  # generated: known
