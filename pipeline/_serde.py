@@ -56,6 +56,7 @@ __all__ = (
     "canonical",
     "canonical_exact",
     "checksum",
+    "keyed_not_by_str",
     "make_converter",
     "safe_call",
     "unicode_safe",
@@ -316,7 +317,7 @@ def _enum_unstructure(value: enum.Enum) -> Any:
     return value.value
 
 
-def _keyed_not_by_str(t: Any) -> bool:
+def keyed_not_by_str(t: Any) -> bool:
     """A mapping type whose keys are not strings (JSON keys are)."""
     origin = get_origin(t)
     if origin not in (dict, Mapping, typing.Mapping):
@@ -406,10 +407,10 @@ def make_converter() -> cattrs.Converter:
         _is_enum, lambda _: _enum_unstructure
     )
     conv.register_structure_hook_factory(
-        _keyed_not_by_str, lambda t: _keyed_structure(conv, t)
+        keyed_not_by_str, lambda t: _keyed_structure(conv, t)
     )
     conv.register_unstructure_hook_factory(
-        _keyed_not_by_str, lambda t: _keyed_unstructure(conv, t)
+        keyed_not_by_str, lambda t: _keyed_unstructure(conv, t)
     )
     conv.register_structure_hook(type(None), _none)
     conv.register_structure_hook_factory(

@@ -245,6 +245,12 @@ class Codec(Generic[S]):
         # Fields a reader takes a log for (declared PVector, or Any): a
         # vector in any other field (``PVector[int] | None``) is written
         # whole, as its declared type reads it back.
+        # Fields written by their declared type (see FieldPlan.unstructure).
+        self._declared: dict[str, Callable[[Any], Any]] = {
+            f.name: f.unstructure
+            for f in (self._plan.fields if self._plan else ())
+            if f.unstructure is not None
+        }
         self._logged: frozenset[str] = (
             frozenset(f.name for f in self._plan.fields if f.item is not None)
             if self._plan
@@ -408,6 +414,10 @@ class Codec(Generic[S]):
                 hook = hook_of(value.__class__)
                 if hook is identity and type(value) in _SCALARS:
                     changed[name] = value
+                elif type(value) is dict and name in self._declared:
+                    if plain:
+                        return _NOT_PLAIN
+                    changed[name] = self._declared[name](value)
                 elif type(value) in _VECTORS:
                     # A vector in a field that is not a log (``PVector[T]
                     # | None``): written whole, as a list, which the field's

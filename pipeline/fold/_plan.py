@@ -22,6 +22,7 @@ from pyrsistent import PVector
 
 from .._fields import FORMER_FIELDS, READ_BACK
 from .._message_structure import same_for
+from .._serde import keyed_not_by_str
 
 
 Structure = Callable[[Any], Any]
@@ -37,7 +38,10 @@ class FieldPlan:
     item.  *same* and *same_item*, when set, tell whether a stored field
     or item reads back equal to a live one without building it (plain
     messages and usage: see :func:`pipeline._message_structure.same_for`);
-    a commit's check asks them first.
+    a commit's check asks them first.  *unstructure*, when set, writes the
+    field by its declared type, where the hook of the value's own class
+    would not do (a dict whose keys are not strings, ``dict[Color, int]``:
+    the plain dict's hook would keep its keys as they are).
     """
 
     name: str
@@ -47,6 +51,7 @@ class FieldPlan:
     expected: str
     same: Same | None = None
     same_item: Same | None = None
+    unstructure: Callable[[Any], Any] | None = None
 
 
 @final
@@ -130,6 +135,9 @@ def _field(
         type_name(hint),
         same_for(hook, hint),
         same_item,
+        converter.get_unstructure_hook(hint)
+        if keyed_not_by_str(hint)
+        else None,
     )
 
 
