@@ -911,6 +911,8 @@ class Codec(Generic[S]):
                 return CheckpointDecodeError(f"$.logs.{name}", "malformed log")
             base, items = log
             prior = values.get(name, _EMPTY)
+            if type(prior) not in _VECTORS:  # None, say: a log starts anew
+                prior = _EMPTY
             if not 0 <= base <= len(prior):
                 return CheckpointDecodeError(
                     f"$.logs.{name}",

@@ -104,6 +104,19 @@ def plan_for(state_type: Any, converter: cattrs.Converter) -> Plan | None:
     return Plan(cls, tuple(fields), {f.name: f for f in fields}, formerly)
 
 
+def _vector_in(hint: Any) -> Any:
+    """The persistent-vector type *hint* is (``PVector[T]``), or holds as
+    the one vector of a union (``PVector[T] | None``): such a field is a
+    log whenever it holds a vector; else ``None``."""
+    if hint is PVector or get_origin(hint) is PVector:
+        return hint
+    if get_origin(hint) in (typing.Union, types.UnionType):
+        vectors = [a for a in get_args(hint) if _vector_in(a) is not None]
+        if len(vectors) == 1:
+            return vectors[0]
+    return None
+
+
 def _field(
     name: str, alias: str, hint: Any, converter: cattrs.Converter
 ) -> FieldPlan:
@@ -113,8 +126,9 @@ def _field(
     # back as they were stored.
     item: Structure | None = _as_is if hint is Any else None
     same_item = None
-    if hint is PVector or get_origin(hint) is PVector:
-        args = get_args(hint)
+    vector = _vector_in(hint)
+    if vector is not None:
+        args = get_args(vector)
         item_type = args[0] if args else Any
         item_hook = converter.get_structure_hook(item_type)
 

@@ -1,12 +1,11 @@
 """Fields written by their declared type where the value's own class
 would not do.
 
-A persistent vector in a field that is not a log (``PVector[T] | None``,
-``PVector[T] | int``) is written whole, read back as its declared type: a
-field declared ``PVector[T]`` (or ``Any``) is stored as a log, item by
-item, and a reader takes a log for no other field (a vector in an
-optional field was written as a log all the same: the run's records were
-committed, then no load, history or resume could read them).  A dict
+A field whose type holds one persistent vector (``PVector[T] | None``,
+``PVector[T] | int``) is a log while it holds a vector, item by item, as
+a ``PVector[T]`` field is (a reader took a log for no such field: the
+run's records were committed, then no load, history or resume could read
+them).  A dict
 whose keys are not strings (``dict[Color, int]``) is written by its
 declared type's hook, keys as JSON texts (the plain dict's hook kept the
 keys as they were, and no record could be written).
@@ -127,3 +126,36 @@ async def test_a_dict_keyed_by_enums_or_tuples_round_trips(
         states = [s.state for s in (await g.history(store, "t")).unwrap()]
         assert states[-1] == done.state
         assert all(type(k) is tuple for k in states[-1].by_spot)
+
+
+@handler(name="toggle")
+async def toggle(s: Notes) -> Result[Notes, object]:
+    seen = None if s.n % 3 == 2 else (s.seen or pvector()).append(s.n)
+    return Success(attrs.evolve(s, seen=seen, n=s.n + 1))
+
+
+async def test_an_optional_log_that_goes_none_and_back_round_trips(
+    make_store: StoreFactory,
+) -> None:
+    """An optional log field is a log while it holds a vector (records hold
+    only what each step appended), ``None`` in between, then a log that
+    starts anew: every version reads back as it was."""
+    g = (
+        graph.builder(Notes)
+        .node("toggle", toggle)
+        .entry("toggle")
+        .route(
+            "toggle",
+            lambda s: "toggle" if s.n < 7 else END,
+            to=["toggle", END],
+        )
+        .build()
+    )
+    async with make_store() as store:
+        done = (await g.run(Notes(), store=store, thread_id="t")).unwrap()
+        states = [s.state for s in (await g.history(store, "t")).unwrap()]
+        expected = [Notes()]
+        for _ in range(7):
+            expected.append((await toggle(expected[-1])).unwrap())
+        assert states == expected
+        assert done.state == expected[-1]
