@@ -105,17 +105,12 @@ def readable(converter: cattrs.Converter, kind: object, who: str) -> None:
             "type itself (int, an attrs class, a Literal, ...)"
         )
         raise TypeError(msg)
-    # ``T | None`` has cattrs' hook whether or not T has one: T is asked.
-    members = typing.get_args(kind) if _is_union(kind) else ()
-    if type(None) in members:
-        rest = tuple(m for m in members if m is not type(None))
-        readable(
-            converter,
-            rest[0] if len(rest) == 1 else typing.Union[rest],  # noqa: UP007  # built at run time
-            who,
-        )
     try:
         converter.get_structure_hook(kind)
+        # ``T | None`` has cattrs' hook whether or not T has one, at any
+        # depth (an item, a field): each such T is asked too.
+        for rest in _optionals(kind):
+            converter.get_structure_hook(rest)
     except StructureHandlerNotFoundError:
         msg = (
             f"{who}: no answer can be read as {kind!r} (the converter has "
@@ -125,6 +120,40 @@ def readable(converter: cattrs.Converter, kind: object, who: str) -> None:
             "kinds JSON tells apart, or register a hook"
         )
         raise TypeError(msg) from None
+
+
+def _optionals(kind: object) -> Iterator[Any]:
+    """The ``T`` of every ``T | None`` in *kind* (itself, its arguments,
+    an attrs class's fields, at any depth).
+
+    Raises:
+        StructureHandlerNotFoundError: a type named by a string inside.
+    """
+    seen: set[int] = set()
+    stack = [kind]
+    while stack:
+        t = stack.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        if isinstance(t, (str, typing.ForwardRef)):
+            msg = "a type named by a string"
+            raise StructureHandlerNotFoundError(msg, type_=type(t))
+        args = typing.get_args(t)
+        if _is_union(t) and type(None) in args:
+            rest = tuple(m for m in args if m is not type(None))
+            yield rest[0] if len(rest) == 1 else typing.Union[rest]  # noqa: UP007  # built at run time
+        if typing.get_origin(t) is typing.Annotated:
+            args = args[:1]
+        elif typing.get_origin(t) is typing.Literal:
+            args = ()
+        stack.extend(args)
+        if isinstance(t, type) and attrs.has(t):
+            try:
+                hints = typing.get_type_hints(t)
+            except (NameError, TypeError):
+                continue  # cattrs says, when it makes the class's hook
+            stack.extend(hints.values())
 
 
 def _is_union(t: object) -> bool:

@@ -710,6 +710,8 @@ async def test_a_type_no_answer_fits_is_refused_when_asked(
         Approval | dict[str, int] | None,
         Optional["int"],  # a string inside: the point
         list[Approval | dict[str, int]] | None,
+        list[Approval | dict[str, int] | None],  # at any depth too
+        list[object | None],
     ]
     for n, kind in enumerate(unreadable):
         built = _asking(kind)
