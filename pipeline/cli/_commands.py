@@ -442,6 +442,15 @@ async def fork(
                 thread_id,
                 settings,
             )
+            if len(source.questions) > 1:
+                raise UserError(
+                    f"thread {thread_id!r} waits at {len(source.questions)} "
+                    "questions: --answer would not say which one; nothing "
+                    "was forked",
+                    hint="fork without --answer, then `pipeline answer NEW "
+                    "ANSWER --question ID` (`pipeline show NEW` lists the "
+                    "ids)",
+                )
             if source.question_id is None:
                 at = "" if version is None else f" at version {version}"
                 raise UserError(

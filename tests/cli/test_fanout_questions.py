@@ -56,6 +56,14 @@ def test_questions_of_branches_are_listed_and_answered_by_id(
     threads = cli("threads", "--store", store, cwd=tmp_path)
     assert "interrupted (2 questions)" in threads.stdout
 
+    forked = cli(
+        "fork", "t", "--to", "t2", "--answer", "1", "--store", store,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert forked.returncode == ExitCode.USAGE  # which question? not said
+    assert "waits at 2 questions" in forked.stderr
+    assert "nothing was forked" in forked.stderr
+
     for answer in ("1", "null"):  # null too: never the first one's
         unnamed = cli("answer", "t", answer, "--store", store, cwd=tmp_path)
         assert unnamed.returncode == ExitCode.USAGE
