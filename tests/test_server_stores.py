@@ -711,7 +711,7 @@ async def test_postgres_runs_a_lease_call_again_on_a_new_connection(
             lambda: store.release(Lease("t", "me", 1, 0.0)),
             lambda: store.head("t"),
             lambda: store.records("t"),
-            lambda: store.threads(),
+            store.threads,
             lambda: store.delete("t"),
         ):
             pids = await _idle_pids(store, 4)
