@@ -12,6 +12,7 @@ value; these do not.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -109,7 +110,7 @@ def readable(converter: cattrs.Converter, kind: object, who: str) -> None:
         converter.get_structure_hook(kind)
         # ``T | None`` has cattrs' hook whether or not T has one, at any
         # depth (an item, a field): each such T is asked too.
-        for rest in _optionals(kind):
+        for rest in _optionals_of(kind):
             converter.get_structure_hook(rest)
     except StructureHandlerNotFoundError:
         msg = (
@@ -120,6 +121,20 @@ def readable(converter: cattrs.Converter, kind: object, who: str) -> None:
             "kinds JSON tells apart, or register a hook"
         )
         raise TypeError(msg) from None
+
+
+def _optionals_of(kind: object) -> tuple[Any, ...]:
+    """:func:`_optionals`, remembered per type (a gate's ``answer_as`` asks
+    at every transition)."""
+    try:
+        return _remembered_optionals(kind)
+    except TypeError:  # an unhashable type form: not remembered
+        return tuple(_optionals(kind))
+
+
+@functools.lru_cache(maxsize=256)
+def _remembered_optionals(kind: object) -> tuple[Any, ...]:
+    return tuple(_optionals(kind))
 
 
 def _optionals(kind: object) -> Iterator[Any]:
