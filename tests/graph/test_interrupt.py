@@ -14,7 +14,16 @@ import pytest
 from pyrsistent import PVector, pvector
 from returns.result import Result, Success
 
-from pipeline import Agent, Context, Graph, Message, graph, handler, interrupt
+from pipeline import (
+    Agent,
+    Context,
+    Graph,
+    Handler,
+    Message,
+    graph,
+    handler,
+    interrupt,
+)
 from pipeline.errors import InvalidAnswer, NotCheckpointed, Suspended
 from pipeline.failures import EditRefused, StaleAnswer
 from pipeline.fold import (
@@ -844,19 +853,19 @@ def _asking_apart() -> Graph[Limits, object]:
     async def start(p: Limits) -> Result[Limits, object]:
         return Success(p)
 
-    @handler(name="ask_a")
-    async def ask_a(p: Limits) -> Result[Limits, object]:
-        return Success(attrs.evolve(p, a=await interrupt("a?", int | None)))
+    def asking(field: str) -> Handler[Limits, Limits, object]:
+        @handler(name=f"ask_{field}")
+        async def ask(p: Limits) -> Result[Limits, object]:
+            got = await interrupt(f"{field}?", int | None)
+            return Success(attrs.evolve(p, **{field: got}))
 
-    @handler(name="ask_b")
-    async def ask_b(p: Limits) -> Result[Limits, object]:
-        return Success(attrs.evolve(p, b=await interrupt("b?", int | None)))
+        return ask
 
     return (
         graph.builder(Limits)
         .node("start", start)
-        .node("ask_a", ask_a)
-        .node("ask_b", ask_b)
+        .node("ask_a", asking("a"))
+        .node("ask_b", asking("b"))
         .entry("start")
         .fan_out("start", ["ask_a", "ask_b"], join=END)
         .build()
