@@ -38,7 +38,7 @@ from returns.result import Failure, Result, Success
 from ._depth import MAX_DEPTH, check_depth
 from ._schema import schema_for
 from ._serde import STRUCTURE_ERRORS, make_converter, unicode_safe
-from .errors import ConstructionError, NestedTooDeeply
+from .errors import ConstructionError, NestedTooDeeply, SecretUnresolved
 
 
 __all__ = (
@@ -300,7 +300,13 @@ def _explain(
     elif isinstance(exc, ForbiddenExtraKeysError):
         yield _unknown(exc, path, keys)
     elif isinstance(exc, KeyError):
-        yield f"a required field is missing{_at(path)}"
+        # SecretUnresolved is a KeyError too, but the field is there.
+        what = (
+            "a secret reference no resolver knows"
+            if isinstance(exc, SecretUnresolved)
+            else "a required field is missing"
+        )
+        yield f"{what}{_at(path)}"
     elif isinstance(said := getattr(exc, "explained", None), str):
         yield f"{said}{_at(path)}"  # an error that says what it wants
     else:
@@ -325,6 +331,8 @@ def _at(path: str) -> str:
 
 def describe(t: Any) -> str:
     """A type in the words of its JSON schema."""
+    while hasattr(t, "__supertype__"):  # a NewType: what it stands for
+        t = t.__supertype__
     try:
         schema = schema_for(t) if t is not None else {}
     except ConstructionError:
@@ -340,7 +348,7 @@ def describe(t: Any) -> str:
         if kind == "object" and isinstance(t, type) and attrs.has(t):
             return f"{label} ({t.__name__})"
         return label
-    if "anyOf" in schema:
+    if "anyOf" in schema or (not schema and _is_union(t)):
         return " or ".join(describe(a) for a in get_args(t))
     return "a valid value"
 

@@ -26,6 +26,7 @@ import cattrs
 import orjson
 
 from cattrs.cols import is_any_set, is_sequence, list_structure_factory
+from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.preconf.json import make_converter as _json_converter
 from pyrsistent import PMap, PVector, pmap, pvector
 
@@ -393,12 +394,41 @@ def _keyed_structure(
             msg = f"expected an object, got {type(value).__name__}"
             raise TypeError(msg)
         out = {}
-        for k, v in value.items():
-            raw = loads(k, "a mapping key") if isinstance(k, str) else k
-            out[conv.structure(raw, key_type)] = conv.structure(v, value_type)
+        for at, (k, v) in enumerate(value.items()):
+            try:
+                raw = loads(k, "a mapping key") if isinstance(k, str) else k
+                key = conv.structure(raw, key_type)
+            except STRUCTURE_ERRORS:
+                raise BadKey(at, key_type) from None
+            try:
+                out[key] = conv.structure(v, value_type)
+            except STRUCTURE_ERRORS as exc:
+                # Where: a mapping's value (the key is not quoted).
+                exc.add_note(
+                    IterableValidationNote("a mapping value", "…", value_type)
+                )
+                msg = "a mapping value does not fit"
+                # (cattrs' own signature; pyright reads ExceptionGroup's.)
+                raise IterableValidationError(msg, [exc], t) from None  # pyright: ignore[reportCallIssue]
         return out
 
     return structure
+
+
+class BadKey(ValueError):
+    """A key of a mapping keyed by something else than strings does not
+    fit: named by its position, never quoted (:attr:`explained` is what
+    :func:`pipeline._decode.explain` says)."""
+
+    def __init__(self, at: int, key_type: Any) -> None:
+        name = getattr(key_type, "__qualname__", None)
+        kind = name if isinstance(key_type, type) and name else str(key_type)
+        self.explained = (
+            f"the key at position {at} is not a {kind}: the keys of this "
+            'object are JSON texts (the string a is written "\\"a\\"", '
+            'the number 1 "1")'
+        )
+        super().__init__(self.explained)
 
 
 def _keyed_unstructure(conv: cattrs.Converter, t: Any) -> Callable[[Any], Any]:
