@@ -399,7 +399,7 @@ def _keyed_structure(
                 raw = loads(k, "a mapping key") if isinstance(k, str) else k
                 key = conv.structure(raw, key_type)
             except STRUCTURE_ERRORS:
-                raise BadKey(at, key_type) from None
+                raise _BadKey(at, key_type) from None
             try:
                 out[key] = conv.structure(v, value_type)
             except STRUCTURE_ERRORS as exc:
@@ -415,7 +415,7 @@ def _keyed_structure(
     return structure
 
 
-class BadKey(ValueError):
+class _BadKey(ValueError):
     """A key of a mapping keyed by something else than strings does not
     fit: named by its position, never quoted (:attr:`explained` is what
     :func:`pipeline._decode.explain` says)."""
