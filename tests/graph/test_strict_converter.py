@@ -19,7 +19,15 @@ import pytest
 
 from returns.result import Result, Success
 
-from pipeline import Agent, Graph, graph, handler, interrupt, swarm
+from pipeline import (
+    Agent,
+    Graph,
+    Handler,
+    graph,
+    handler,
+    interrupt,
+    swarm,
+)
 from pipeline.errors import InvalidAnswer
 from pipeline.fold import (
     Continue,
@@ -43,10 +51,14 @@ async def ask(s: Count) -> Result[Count, str]:
     return Success(Count(repr(await interrupt("how many?", int))))
 
 
-def _asking(converter: cattrs.Converter | None) -> Graph[Count, str]:
+def _asking(
+    converter: cattrs.Converter | None,
+    node: Handler[Count, Count, str] = ask,
+) -> Graph[Count, str]:
+    """One node, *node* (``ask`` for an int), built with *converter*."""
     return (
         graph.builder(Count)
-        .node("n", ask)
+        .node("n", node)
         .entry("n")
         .edge("n", END)
         .build(converter=converter)
@@ -153,13 +165,7 @@ async def test_answers_read_strictly_with_the_users_hooks(
             store, "t", answer=12, question=paused.question_id
         )
         assert done.unwrap().state.out == "12"
-        cents = (
-            graph.builder(Count)
-            .node("n", ask_cents)
-            .entry("n")
-            .edge("n", END)
-            .build(converter=_money())
-        )
+        cents = _asking(_money(), ask_cents)
         paused = (
             await cents.run(Count(), store=store, thread_id="c")
         ).unwrap()
@@ -193,13 +199,7 @@ async def test_a_gates_answer_as_reads_strictly_with_the_run_converter(
     async def done_(s: Count) -> Result[Count, str]:
         return Success(s)
 
-    g = (
-        graph.builder(Count)
-        .node("n", done_)
-        .entry("n")
-        .edge("n", END)
-        .build(converter=_money())
-    )
+    g = _asking(_money(), done_)
     async with make_store() as store:
         paused = (
             await g.run(Count(), store=store, thread_id="t", gates=[gate])
