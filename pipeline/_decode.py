@@ -38,7 +38,7 @@ from returns.result import Failure, Result, Success
 from ._depth import MAX_DEPTH, check_depth
 from ._schema import schema_for
 from ._serde import STRUCTURE_ERRORS, make_converter, unicode_safe
-from .errors import ConstructionError, NestedTooDeeply
+from .errors import ConstructionError, NestedTooDeeply, SecretUnresolved
 
 
 __all__ = (
@@ -52,6 +52,7 @@ __all__ = (
     "names",
     "no_constant",
     "readable",
+    "strict",
     "unsendable",
 )
 
@@ -121,6 +122,55 @@ def readable(converter: cattrs.Converter, kind: object, who: str) -> None:
             "kinds JSON tells apart, or register a hook"
         )
         raise TypeError(msg) from None
+
+
+@attrs.frozen
+class _Probe:
+    """An attrs class only :func:`strict` reads (no user hook knows it)."""
+
+    n: int
+
+
+_LENIENT: tuple[tuple[object, Any, str], ...] = (
+    (3.7, int, "3.7 as an int"),
+    ("12", int, '"12" as an int'),
+    (True, int, "true as an int"),
+    (True, float, "true as a float"),
+    ("1.5", float, '"1.5" as a float'),
+    (1, str, "1 as a str"),
+    (1, bool, "1 as a bool"),
+    ("ab", list[str], "a string as a list of its characters"),
+    ({"n": 1, "extra": 2}, _Probe, "an object with an unknown key"),
+)
+"""Values a strict converter refuses as these types (see
+:func:`~pipeline.fold.make_converter`), which a plain
+``cattrs.Converter()`` coerces; and what taking each means."""
+
+
+def strict(converter: cattrs.Converter, who: str) -> None:
+    """Refuse a *converter* that reads leniently (``3.7`` as the ``int``
+    3, ``"12"`` as 12, unknown keys dropped): answers and checkpoints are
+    read with it, and the docs promise they are read strictly.  A
+    converter from :func:`~pipeline.fold.make_converter`, with the user's
+    own hooks registered on it, reads strictly.  *who* names the
+    parameter (``"build(converter=...)"``).
+
+    Raises:
+        TypeError: naming *who* and the probe it took (our values, never
+            the user's), saying how to make a strict converter.
+    """
+    for value, kind, taken in _LENIENT:
+        try:
+            converter.structure(value, kind)
+        except DECODE_ERRORS:
+            continue
+        msg = (
+            f"{who}: the converter reads leniently (it takes {taken}, as a "
+            "plain cattrs.Converter() does), and answers and checkpoints "
+            "are read strictly: start from pipeline.fold.make_converter() "
+            "and register your hooks on it"
+        )
+        raise TypeError(msg)
 
 
 def _optionals_of(kind: object) -> tuple[Any, ...]:
@@ -250,7 +300,13 @@ def _explain(
     elif isinstance(exc, ForbiddenExtraKeysError):
         yield _unknown(exc, path, keys)
     elif isinstance(exc, KeyError):
-        yield f"a required field is missing{_at(path)}"
+        # SecretUnresolved is a KeyError too, but the field is there.
+        what = (
+            "a secret reference no resolver knows"
+            if isinstance(exc, SecretUnresolved)
+            else "a required field is missing"
+        )
+        yield f"{what}{_at(path)}"
     elif isinstance(said := getattr(exc, "explained", None), str):
         yield f"{said}{_at(path)}"  # an error that says what it wants
     else:
@@ -275,6 +331,8 @@ def _at(path: str) -> str:
 
 def describe(t: Any) -> str:
     """A type in the words of its JSON schema."""
+    while hasattr(t, "__supertype__"):  # a NewType: what it stands for
+        t = t.__supertype__
     try:
         schema = schema_for(t) if t is not None else {}
     except ConstructionError:
@@ -290,7 +348,7 @@ def describe(t: Any) -> str:
         if kind == "object" and isinstance(t, type) and attrs.has(t):
             return f"{label} ({t.__name__})"
         return label
-    if "anyOf" in schema:
+    if "anyOf" in schema or (not schema and _is_union(t)):
         return " or ".join(describe(a) for a in get_args(t))
     return "a valid value"
 

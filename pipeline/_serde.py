@@ -14,6 +14,7 @@ import enum
 import hashlib
 import json
 import math
+import types
 import typing
 import weakref
 
@@ -25,6 +26,7 @@ import cattrs
 import orjson
 
 from cattrs.cols import is_any_set, is_sequence, list_structure_factory
+from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.preconf.json import make_converter as _json_converter
 from pyrsistent import PMap, PVector, pmap, pvector
 
@@ -56,6 +58,7 @@ __all__ = (
     "canonical",
     "canonical_exact",
     "checksum",
+    "holds_keyed",
     "keyed_not_by_str",
     "make_converter",
     "safe_call",
@@ -326,6 +329,60 @@ def keyed_not_by_str(t: Any) -> bool:
     return len(args) == 2 and args[0] is not str and args[0] is not Any
 
 
+def holds_keyed(t: Any) -> bool:
+    """*t* is, or holds in its arguments (a union's member, a list's item,
+    a mapping's value, at any depth), a mapping keyed by something else
+    than strings: a value of it must be written by this type's hooks, as
+    its own class's (``dict``, ``list``) would keep the keys as they are.
+    An attrs class's fields are not looked into: its hook writes each by
+    its declared type."""
+    stack = [t]
+    while stack:
+        t = stack.pop()
+        if keyed_not_by_str(t):
+            return True
+        origin = get_origin(t)
+        if origin is Literal:
+            continue
+        args = get_args(t)
+        stack.extend(args[:1] if origin is typing.Annotated else args)
+    return False
+
+
+def _is_keyed_union(t: Any) -> bool:
+    origin = get_origin(t)
+    return (origin is typing.Union or origin is types.UnionType) and any(
+        holds_keyed(m) for m in get_args(t)
+    )
+
+
+def _keyed_union_unstructure(
+    conv: cattrs.Converter, t: Any
+) -> Callable[[Any], Any]:
+    """A value of a union holding a non-str-keyed mapping
+    (``dict[Color, int] | None``, ``list[dict[Color, int]] | int``) is
+    written by the member its class is, as that member: cattrs would
+    write it by its own class (``dict``), keys as they are."""
+    members = [(m, _class_of(m)) for m in get_args(t) if holds_keyed(m)]
+
+    def unstructure(value: Any) -> Any:
+        for member, cls in members:
+            if cls is not None and isinstance(value, cls):
+                return conv.unstructure(value, member)
+        return conv.unstructure(value)
+
+    return unstructure
+
+
+def _class_of(t: Any) -> type | None:
+    """The class a value of *t* is an instance of (``dict`` for
+    ``dict[Color, int]``), if there is one."""
+    while get_origin(t) is typing.Annotated:
+        t = get_args(t)[0]
+    cls = get_origin(t) or t
+    return cls if isinstance(cls, type) else None
+
+
 def _keyed_structure(
     conv: cattrs.Converter, t: Any
 ) -> Callable[[Any, Any], Any]:
@@ -337,12 +394,41 @@ def _keyed_structure(
             msg = f"expected an object, got {type(value).__name__}"
             raise TypeError(msg)
         out = {}
-        for k, v in value.items():
-            raw = loads(k, "a mapping key") if isinstance(k, str) else k
-            out[conv.structure(raw, key_type)] = conv.structure(v, value_type)
+        for at, (k, v) in enumerate(value.items()):
+            try:
+                raw = loads(k, "a mapping key") if isinstance(k, str) else k
+                key = conv.structure(raw, key_type)
+            except STRUCTURE_ERRORS:
+                raise _BadKey(at, key_type) from None
+            try:
+                out[key] = conv.structure(v, value_type)
+            except STRUCTURE_ERRORS as exc:
+                # Where: a mapping's value (the key is not quoted).
+                exc.add_note(
+                    IterableValidationNote("a mapping value", "…", value_type)
+                )
+                msg = "a mapping value does not fit"
+                # (cattrs' own signature; pyright reads ExceptionGroup's.)
+                raise IterableValidationError(msg, [exc], t) from None  # pyright: ignore[reportCallIssue]
         return out
 
     return structure
+
+
+class _BadKey(ValueError):
+    """A key of a mapping keyed by something else than strings does not
+    fit: named by its position, never quoted (:attr:`explained` is what
+    :func:`pipeline._decode.explain` says)."""
+
+    def __init__(self, at: int, key_type: Any) -> None:
+        name = getattr(key_type, "__qualname__", None)
+        kind = name if isinstance(key_type, type) and name else str(key_type)
+        self.explained = (
+            f"the key at position {at} is not a {kind}: the keys of this "
+            'object are JSON texts (the string a is written "\\"a\\"", '
+            'the number 1 "1")'
+        )
+        super().__init__(self.explained)
 
 
 def _keyed_unstructure(conv: cattrs.Converter, t: Any) -> Callable[[Any], Any]:
@@ -412,6 +498,9 @@ def make_converter() -> cattrs.Converter:
     conv.register_unstructure_hook_factory(
         keyed_not_by_str, lambda t: _keyed_unstructure(conv, t)
     )
+    conv.register_unstructure_hook_factory(
+        _is_keyed_union, lambda t: _keyed_union_unstructure(conv, t)
+    )
     conv.register_structure_hook(type(None), _none)
     conv.register_structure_hook_factory(
         is_kind_union, lambda t: kind_union_structure(conv, t)
@@ -452,14 +541,19 @@ def make_converter() -> cattrs.Converter:
 
         return structure
 
+    def pmap_unstructure(t: Any) -> Callable[[Any], Any]:
+        args = get_args(t)
+        val = args[1] if len(args) == 2 else Any
+        return lambda value: {
+            k: conv.unstructure(v, val) for k, v in value.items()
+        }
+
     conv.register_structure_hook_factory(_is_pvector, pvector_structure)
     conv.register_unstructure_hook_factory(_is_pvector, pvector_unstructure)
     conv.register_structure_hook_factory(_is_pmap, pmap_structure)
     conv.register_unstructure_hook_factory(
         _is_pmap,
-        lambda _: (
-            lambda value: {k: conv.unstructure(v) for k, v in value.items()}
-        ),
+        pmap_unstructure,
     )
 
     def context_unstructure(ctx: Context) -> dict[str, Any]:

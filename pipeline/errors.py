@@ -41,6 +41,9 @@ The hierarchy::
 
 from __future__ import annotations
 
+import types
+import typing
+
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, final
 
@@ -224,11 +227,25 @@ class InvalidAnswer(ValueError):
     """
 
     def __init__(self, kind: object, problems: str = "") -> None:
-        name = getattr(kind, "__qualname__", None) or str(kind)
-        text = f"the answer is not a {name}"
+        text = f"the answer is not a {_type_name(kind)}"
         super().__init__(f"{text}: {problems}" if problems else text)
         self.kind = kind
         self.problems = problems
+
+
+def _type_name(kind: object) -> str:
+    """A class or a NewType by its name, a union by its members
+    (``Literal['skip'] | None``), any other type by what it says
+    (``dict[Color, int]``): their ``__qualname__`` would be ``dict``,
+    ``Union``, ``Optional``."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(m) for m in typing.get_args(kind))
+    if kind is None or kind is type(None):
+        return "None"
+    name = getattr(kind, "__qualname__", None)
+    if name and (isinstance(kind, type) or hasattr(kind, "__supertype__")):
+        return str(name)
+    return str(kind).replace("typing.", "")
 
 
 @final

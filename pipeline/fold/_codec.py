@@ -77,6 +77,7 @@ from .._serde import (
     canonical,
     canonical_exact,
     digest,
+    holds_keyed,
     large_parts,
     make_converter,
 )
@@ -251,6 +252,17 @@ class Codec(Generic[S]):
             for f in (self._plan.fields if self._plan else ())
             if f.unstructure is not None
         }
+        # A state stored whole, written by its declared type likewise.
+        self._whole: Callable[[Any], Any] = (
+            self.converter.get_unstructure_hook(state_type)
+            if holds_keyed(state_type)
+            else self.converter.unstructure
+        )
+        self._declared_items: dict[str, Callable[[Any], Any]] = {
+            f.name: f.unstructure_item
+            for f in (self._plan.fields if self._plan else ())
+            if f.unstructure_item is not None
+        }
         self._logged: frozenset[str] = (
             frozenset(f.name for f in self._plan.fields if f.item is not None)
             if self._plan
@@ -270,7 +282,9 @@ class Codec(Generic[S]):
         # Whether a record may be written without a blob sink: until a
         # state of this codec holds a value not written as itself (a
         # part, a message, a log), after which it never tries again.
-        self._plain = self._fields is not None
+        # (Never for a log of keyed mappings: its items go by their
+        # declared type's hook.)
+        self._plain = self._fields is not None and not self._declared_items
 
     # -- encoding -----------------------------------------------------------
 
@@ -371,7 +385,7 @@ class Codec(Generic[S]):
         fields = self._fields if type(state) is self._cls else None
         old = parent.state if parent is not None else None
         if fields is None:
-            doc["whole"] = self.converter.unstructure(state)
+            doc["whole"] = self._whole(state)
             fields = ()
         elif parent is not None and state is old:
             fields = ()  # unchanged: a progress record, say
@@ -401,10 +415,7 @@ class Codec(Generic[S]):
                         return items
                     logs[name] = [base, items]
                     continue
-                logs[name] = [
-                    base,
-                    [hook_of(v.__class__)(v) for v in value[base:]],
-                ]
+                logs[name] = [base, self._items_written(name, value[base:])]
             elif before is _ABSENT or not (
                 value is before
                 # Same type too: True == 1, but a bool where an int was is
@@ -414,7 +425,7 @@ class Codec(Generic[S]):
                 hook = hook_of(value.__class__)
                 if hook is identity and type(value) in _SCALARS:
                     changed[name] = value
-                elif type(value) is dict and name in self._declared:
+                elif name in self._declared:
                     if plain:
                         return _NOT_PLAIN
                     changed[name] = self._declared[name](value)
@@ -438,6 +449,16 @@ class Codec(Generic[S]):
             doc["logs"] = logs
         _envelope(doc, snap, parent, progress, inherit)
         return doc
+
+    def _items_written(self, name: str, values: Sequence[Any]) -> list[Any]:
+        """A log's new items as written: by their own class's hook, or by
+        their declared type's (a log of mappings keyed by something else
+        than strings, see :attr:`FieldPlan.unstructure_item`)."""
+        write = self._declared_items.get(name)
+        if write is None:
+            hook_of = self._hook_of
+            return [hook_of(v.__class__)(v) for v in values]
+        return [write(v) for v in values]
 
     def _plain_written(self, values: Sequence[Any]) -> list[Any] | Doc:
         """*values* written, if none can reach a part (see

@@ -502,8 +502,8 @@ class Transition(Generic[S_co]):
     def answer_as(self, kind: TypeForm[A]) -> A | None:
         """The answer as a *kind* (an attrs class, a ``Literal``, ``int``,
         ...), structured strictly by the run's converter (the one a
-        typed :class:`Interrupt` checks answers with); ``None`` if there
-        is none.
+        typed :class:`Interrupt` checks answers with, which ``build()``
+        checked reads strictly); ``None`` if there is none.
 
         Answers are stored as JSON (``resume(..., answer=Approval(...))``
         stores the approval's fields), so a gate declares the type it

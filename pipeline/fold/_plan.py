@@ -22,7 +22,7 @@ from pyrsistent import PVector
 
 from .._fields import FORMER_FIELDS, READ_BACK
 from .._message_structure import same_for
-from .._serde import keyed_not_by_str
+from .._serde import holds_keyed
 
 
 Structure = Callable[[Any], Any]
@@ -40,8 +40,10 @@ class FieldPlan:
     messages and usage: see :func:`pipeline._message_structure.same_for`);
     a commit's check asks them first.  *unstructure*, when set, writes the
     field by its declared type, where the hook of the value's own class
-    would not do (a dict whose keys are not strings, ``dict[Color, int]``:
-    the plain dict's hook would keep its keys as they are).
+    would not do (a dict whose keys are not strings, ``dict[Color, int]``,
+    also in a union or a container, ``list[dict[Color, int]] | None``:
+    the plain dict's hook would keep its keys as they are);
+    *unstructure_item* writes a log's item so.
     """
 
     name: str
@@ -52,6 +54,7 @@ class FieldPlan:
     same: Same | None = None
     same_item: Same | None = None
     unstructure: Callable[[Any], Any] | None = None
+    unstructure_item: Callable[[Any], Any] | None = None
 
 
 @final
@@ -126,11 +129,14 @@ def _field(
     # back as they were stored.
     item: Structure | None = _as_is if hint is Any else None
     same_item = None
+    write_item = None
     vector = _vector_in(hint)
     if vector is not None:
         args = get_args(vector)
         item_type = args[0] if args else Any
         item_hook = converter.get_structure_hook(item_type)
+        if holds_keyed(item_type):
+            write_item = converter.get_unstructure_hook(item_type)
 
         def one(value: Any, t: Any = item_type) -> Any:
             return item_hook(value, t)
@@ -149,9 +155,8 @@ def _field(
         type_name(hint),
         same_for(hook, hint),
         same_item,
-        converter.get_unstructure_hook(hint)
-        if keyed_not_by_str(hint)
-        else None,
+        converter.get_unstructure_hook(hint) if holds_keyed(hint) else None,
+        write_item,
     )
 
 

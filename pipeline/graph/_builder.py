@@ -12,6 +12,7 @@ import attrs
 import cattrs
 
 from .._context import Context
+from .._decode import strict
 from .._handler import Handler
 from .._messages import Message
 from ..errors import ConstructionError, GraphDefects
@@ -247,13 +248,19 @@ class GraphBuilder(Building[S, GraphLimits], Generic[S, E_co]):
         behaviour changes in a way old checkpoints must not resume across.
         *name* is the graph's name as a handler (in reprs, failure paths,
         and as the key of its progress inside another checkpointed run).
-        *converter* writes and reads checkpoints of the state: start from
-        :func:`~pipeline.fold.make_converter` and register hooks for field
-        types it does not know (see the checkpoints docs).
+        *converter* writes and reads checkpoints of the state, and reads
+        answers: start from :func:`~pipeline.fold.make_converter` and
+        register hooks for field types it does not know (see the
+        checkpoints docs); one that reads leniently is refused.
 
         Raises:
+            TypeError: *converter* reads leniently (a plain
+                ``cattrs.Converter()``: see
+                :func:`~pipeline.fold.make_converter`).
             GraphDefects: listing every structural defect found, at once.
         """
+        if converter is not None:
+            strict(converter, "build(converter=...)")
         limits = GraphLimits() if self._limits is None else self._limits
         plan = Plan(self._nodes, self._edges, self._entry, limits)
         found = defects(plan)

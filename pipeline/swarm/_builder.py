@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 import attrs
 import cattrs
 
+from .._decode import strict
 from ..errors import SwarmDefects
 from ..fold import Building, Gate
 from ._checks import Plan, defects
@@ -98,8 +99,13 @@ class SwarmBuilder(Building[SwarmState[T], SwarmLimits], Generic[T]):
         (start from :func:`~pipeline.fold.make_converter`).
 
         Raises:
+            TypeError: *converter* reads leniently (a plain
+                ``cattrs.Converter()``: see
+                :func:`~pipeline.fold.make_converter`).
             SwarmDefects: listing every structural defect found, at once.
         """
+        if converter is not None:
+            strict(converter, "build(converter=...)")
         found = defects(Plan(self._members, self._entry))
         if found:
             raise SwarmDefects(found)
