@@ -147,7 +147,12 @@ def kind_union_structure(
         kind = _VALUE_KINDS.get(type(value))
         member = by_kind.get(kind) if kind is not None else None
         if member is None:
-            msg = f"no member of the union takes a {kind or 'value'}"
+            # "expected ...": a message the codec shows as it is (it names
+            # the kind, never the value).
+            msg = (
+                "expected a member of the union, got a value of kind "
+                f"{kind or 'none of theirs'}"
+            )
             raise _NoMember(msg)
         return conv.structure(value, member)
 

@@ -10,10 +10,14 @@ import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
+from returns.result import Result, Success
 
+from pipeline import graph, handler
 from pipeline._decode import DECODE_ERRORS, explain
 from pipeline._serde import make_converter
 from pipeline._unions import is_kind_union
+from pipeline.failures import InvalidState
+from pipeline.stores import MemoryStore
 
 
 @attrs.frozen
@@ -136,3 +140,35 @@ def test_a_class_with_hooks_of_its_own_has_no_known_kind() -> None:
     with pytest.raises(cattrs.errors.StructureHandlerNotFoundError):
         conv.get_structure_hook(Plan | list[int])
     assert _CONVERTER.structure([3], _PLAN_OR_LIST) == [3]  # generated: known
+
+
+@attrs.frozen
+class _Either:
+    """A state whose field is a kind union."""
+
+    x: int | list[int] = 0
+
+
+async def test_a_state_value_of_no_members_kind_is_refused_by_kind() -> None:
+    """A state holding ``True`` in an ``int | list[int]`` field is not
+    stored; the reason names the kind found, not a private error class,
+    and never the value."""
+
+    @handler(name="flip")
+    async def flip(_: _Either) -> Result[_Either, object]:
+        return Success(_Either(x=True))
+
+    g = (
+        graph.builder(_Either)
+        .node("flip", flip)
+        .entry("flip")
+        .edge("flip", graph.END)
+        .build()
+    )
+    out = await g.run(_Either(), store=MemoryStore(), thread_id="t")
+    failure = out.failure()
+    assert isinstance(failure, InvalidState)
+    assert failure.reason == (
+        "expected a member of the union, got a value of kind bool"
+    )
+    assert "True" not in str(failure)
