@@ -44,6 +44,7 @@ from returns.result import Result
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
 from ._bridge import SHIELD_BOUND, LoopThread
+from ._firm import held_back
 from ._protocol import Lease, Record
 
 
@@ -127,6 +128,15 @@ class ServerStore:
     """Whether the store's client runs on trio too: its trio callers, and
     its home loop's, run their calls in their own task (see ``_here``), and
     opening on trio starts no thread."""
+    _native_all = True
+    """Whether every call of a ``_native`` store runs so; else only the hot
+    ones (commit, head and the lease's), the others (and opening on trio)
+    as for a store that is not native (PostgreSQL: see
+    :mod:`pipeline.stores._pq`)."""
+    _firm = False
+    """Whether a native store's writes on its home loop run held back from
+    asyncio's own cancellation by :func:`~pipeline.stores._firm.held_back`
+    (else its commands hold it back themselves: Redis)."""
 
     if TYPE_CHECKING:  # what each store supplies
 
@@ -205,7 +215,7 @@ class ServerStore:
             raise RuntimeError(msg)
         home = _asyncio_loop()
         loop = None
-        if home is None and not self._native:  # trio: on the thread
+        if home is None and not (self._native and self._native_all):
             loop = LoopThread(f"pipeline:{self!r}")  # its thread's name
             try:
                 await loop.run(self._open, shield=True)
@@ -283,6 +293,7 @@ class ServerStore:
         return await self._call(
             functools.partial(self._commit, record, expected_head, lease),
             shield=True,
+            hot=True,
         )
 
     async def records(
@@ -298,7 +309,7 @@ class ServerStore:
     async def head(self, thread_id: str) -> int | None:
         """See :meth:`~pipeline.stores.CheckpointStore.head`."""
         return await self._call(
-            functools.partial(self._head, thread_id), shield=False
+            functools.partial(self._head, thread_id), shield=False, hot=True
         )
 
     async def threads(self) -> Sequence[str]:
@@ -320,6 +331,7 @@ class ServerStore:
         return await self._call(
             functools.partial(self._acquire, thread_id, owner, ttl),
             shield=True,
+            hot=True,
         )
 
     async def renew(
@@ -328,12 +340,14 @@ class ServerStore:
         """See :meth:`~pipeline.stores.CheckpointStore.renew` (on the
         server's clock)."""
         return await self._call(
-            functools.partial(self._renew, lease, ttl), shield=True
+            functools.partial(self._renew, lease, ttl), shield=True, hot=True
         )
 
     async def release(self, lease: Lease) -> None:
         """See :meth:`~pipeline.stores.CheckpointStore.release`."""
-        await self._call(functools.partial(self._release, lease), shield=True)
+        await self._call(
+            functools.partial(self._release, lease), shield=True, hot=True
+        )
 
     async def cache_get(
         self, key: str, now: float, /
@@ -360,7 +374,11 @@ class ServerStore:
         )
 
     async def _call(
-        self, work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
+        self,
+        work: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        shield: bool,
+        hot: bool = False,
     ) -> T:
         if not self._opened:
             kind = type(self).__name__
@@ -374,7 +392,11 @@ class ServerStore:
             raise RuntimeError(msg)
         home = self._home
         here = _asyncio_loop()
-        if self._native and (here is None or here is home):
+        if (
+            self._native
+            and (hot or self._native_all)
+            and (here is None or here is home)
+        ):
             return await self._here(work, shield=shield)
         if home is not None and here is home:
             return await self._at_home(home, work, shield=shield)
@@ -419,9 +441,8 @@ class ServerStore:
                     await asyncio.wait((task,))
             raise
 
-    @staticmethod
     async def _here(
-        work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
+        self, work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
     ) -> T:
         """``work()`` in the caller's own task (on trio, or on the home
         loop), for a store whose client runs there (``_native``): no hop
@@ -438,7 +459,10 @@ class ServerStore:
             return await work()
         out: list[T] = []  # (a scope may swallow what it ends: no local)
         with anyio.CancelScope(shield=True):
-            out.append(await work())
+            if self._firm and _asyncio_loop() is not None:
+                out.append(await held_back(work()))
+            else:
+                out.append(await work())
         await anyio.lowlevel.checkpoint_if_cancelled()
         return out[0]
 
