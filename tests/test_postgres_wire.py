@@ -414,3 +414,37 @@ def test_held_back_holds_task_cancel_until_the_end() -> None:
             await held_back(fails())
 
     asyncio.run(main())
+
+
+@pytest.mark.postgres
+async def test_postgres_native_write_waits_for_the_pool_within_its_timeout(
+    postgres_url: str, anyio_backend: str
+) -> None:
+    """A write on the native path finding every connection in use waits no
+    longer than the pool's timeout (``PoolTimeout``), though it runs held
+    back from asyncio's cancellation; the pool goes on serving."""
+    from psycopg_pool import PoolTimeout  # noqa: PLC0415
+
+    from pipeline.stores.postgres import PostgresStore, _trio_run  # noqa: PLC0415
+
+    name = servers.namespace()
+    try:
+        async with PostgresStore(
+            postgres_url, schema=name, pool_size=1, pool_timeout=0.05
+        ) as store:
+            where = (
+                _trio_run()
+                if anyio_backend == "trio"
+                else asyncio.get_running_loop()
+            )
+            pool = store._pools[where]
+            held = await pool.get()
+            with pytest.raises(PoolTimeout):
+                await store.commit(rec("t", 0), expected_head=None)
+            await pool.put(held)
+            assert await store.commit(
+                rec("t", 0), expected_head=None
+            ) == Success(None)
+            assert await store.head("t") == 0
+    finally:
+        await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)

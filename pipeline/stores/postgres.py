@@ -460,11 +460,11 @@ class _Pool:
         waiter = _Waiter()
         self._waiting.append(waiter)
         try:
-            with anyio.fail_after(self._timeout):
-                await waiter.event.wait()
-        except BaseException as exc:
-            # Cancelled or timed out, perhaps just after a connection
-            # (or a place) was handed over: pass it on, or it is lost.
+            if await waiter.wait(self._timeout):
+                return waiter.given
+        except BaseException:
+            # Cancelled, perhaps just after a connection (or a place) was
+            # handed over: pass it on, or it is lost.
             if waiter.done:
                 if waiter.given is None:
                     self._free()
@@ -472,11 +472,10 @@ class _Pool:
                     self._hand_on(waiter.given)
             else:
                 waiter.done = True  # gone: skipped by the hand-overs
-            if isinstance(exc, TimeoutError):
-                msg = f"no connection free after {self._timeout} s"
-                raise PoolTimeout(msg) from None
             raise
-        return waiter.given
+        waiter.done = True  # timed out: skipped by the hand-overs
+        msg = f"no connection free after {self._timeout} s"
+        raise PoolTimeout(msg)
 
     async def _take_idle(self, fresh: bool) -> _Conn | None:
         """An idle connection the server has not ended, if any (none if
@@ -562,19 +561,48 @@ class _Pool:
 
 @final
 class _Waiter:
-    """A caller waiting for a connection (or a place to make one in)."""
+    """A caller waiting for a connection (or a place to make one in).
 
-    __slots__ = ("done", "event", "given")
+    On asyncio it waits on a future and a timer of the loop's, not on a
+    cancel scope's deadline: a write's wait runs held back from asyncio's
+    cancellation (see :mod:`pipeline.stores._firm`), which would hold such
+    a deadline back too."""
+
+    __slots__ = ("_wake", "done", "given")
 
     def __init__(self) -> None:
-        self.event = anyio.Event()
         self.given: _Conn | None = None
         self.done = False
+        self._wake: Callable[[], object] | None = None
 
     def give(self, conn: _Conn | None) -> None:
         self.done = True
         self.given = conn
-        self.event.set()
+        if self._wake is not None:
+            self._wake()
+
+    async def wait(self, seconds: float) -> bool:
+        """Until given (True), or for *seconds* (False)."""
+        loop = _asyncio_loop()
+        if loop is None:  # trio
+            event = anyio.Event()
+            self._wake = event.set
+            with anyio.move_on_after(seconds):
+                await event.wait()
+            return self.done
+        future = loop.create_future()
+        self._wake = functools.partial(_settle, future)
+        timer = loop.call_later(seconds, _settle, future)
+        try:
+            await future
+        finally:
+            timer.cancel()
+        return self.done
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 @final
@@ -835,7 +863,9 @@ class PostgresStore(ServerStore):
             wire = pool.cursors.get(conn)
             if wire is None:
                 wire = pool.cursors[conn] = _pq.Wire(conn)
-            row = await wire.row(*rendered, args, loop=loop, firm=write)
+            row = await wire.row(
+                *rendered, args, loop=loop, firm=write and loop is self._home
+            )
         finally:
             await pool.put(conn)
         assert row is not None  # noqa: S101  # one row, always
