@@ -14,7 +14,9 @@ trio, the store has no home and runs ``_open`` there.  A store whose client
 also runs on trio (``_native``: Redis, see :mod:`pipeline.stores._resp`)
 runs trio's calls, and its home loop's, in the caller's own task instead
 (its commands hold asyncio's own cancellation back themselves), and
-opening on trio starts no thread.  Either way a call is
+opening on trio starts no thread; PostgreSQL does so for its hot calls
+only (``_native_all``), its writes held back by
+:func:`~pipeline.stores._firm.held_back` (``_firm``).  Either way a call is
 a task the caller's cancellation never reaches (a transaction is never
 left half-done): a cancelled writer waits for its write, shielded for a
 bounded time, then raises; a cancelled reader stops waiting at once.

@@ -39,18 +39,23 @@ wait no longer than that.  When the stopped runner wakes up, its
 transaction is gone and nothing of it was stored; it runs once more on a
 fresh connection and finds its lease taken over (``LeaseLost``).
 
-**asyncio and trio.** psycopg's async API runs on asyncio only, and a pool
-belongs to the event loop that opened it.  Opened on an asyncio loop, the
-store opens its pool there and runs the calls made on that loop there, each
-as a task of its own (no hop between threads: a commit costs one round trip
-and little else).  Callers on trio, or on other loops or threads, hand their
-work to an asyncio loop of the store's own, in a daemon thread, with a pool
-of its own opened on their first call, and are woken in their own loop when
-it is done (one hop between threads per call).  So one store serves asyncio
-and trio alike, and a caller's cancellation (anyio's, or asyncio's native
-``task.cancel()``) never reaches the database work: a transaction that
-started runs to its end on its connection, and the connection goes back to
-the pool idle (see :mod:`pipeline.stores._server`).
+**asyncio and trio.** The hot calls (a commit, a head, a lease call: one
+statement each) run in the caller's own task, on the asyncio loop the store
+was opened on and natively on trio: spoken through libpq
+(:mod:`pipeline.stores._pq`) on connections psycopg made and configured,
+with no task per call and no hop between threads.  A pool belongs to the
+loop (or trio run) that uses it (see ``_Pools``); a trio run's connections
+are made on the store's thread, once each.  The other calls (records,
+threads, delete, the cache) and the opening on trio use psycopg's async
+API: on the home loop, each as a task of its own; from trio, or from other
+loops or threads, on an asyncio loop of the store's own, in a daemon
+thread, with a pool of its own (one hop between threads per call).  A
+caller's cancellation (anyio's, or asyncio's native ``task.cancel()``)
+never cuts a write: a write in the caller's task holds it back until its
+reply is in (:mod:`pipeline.stores._firm`), then raises; one in a task of
+its own runs to its end there.  A cancelled read stops at once, and a
+connection left half-read is dropped, never returned to the pool (see
+:mod:`pipeline.stores._server`).
 """
 
 from __future__ import annotations
