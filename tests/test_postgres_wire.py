@@ -448,3 +448,24 @@ async def test_postgres_native_write_waits_for_the_pool_within_its_timeout(
             assert await store.head("t") == 0
     finally:
         await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
+
+
+@pytest.mark.postgres
+async def test_postgres_prepares_again_a_statement_the_server_dropped(
+    postgres_url: str,
+) -> None:
+    """A statement the server no longer has prepared (``DEALLOCATE``,
+    ``DISCARD ALL`` by a proxy) is prepared again and run: nothing ran the
+    first time, so the call is whole once."""
+    from psycopg import pq  # noqa: PLC0415
+
+    async with servers.postgres_store(postgres_url) as store:
+        await store.commit(rec("t", 0), expected_head=None)
+        (conn,) = [c for p in store._pools.values() for c in p._idle]
+        result = conn.pgconn.exec_(b"DEALLOCATE pipeline_commit")
+        assert result.status == pq.ExecStatus.COMMAND_OK
+        assert await store.commit(rec("t", 1), expected_head=0) == Success(
+            None
+        )
+        assert await store.head("t") == 1
+        assert [c for p in store._pools.values() for c in p._idle] == [conn]
