@@ -53,7 +53,7 @@ from ._protocol import Lease, Record
 T = TypeVar("T")
 
 
-def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+def asyncio_loop() -> asyncio.AbstractEventLoop | None:
     """The caller's asyncio loop, or None (on trio)."""
     try:
         return asyncio.get_running_loop()
@@ -215,7 +215,7 @@ class ServerStore:
         if self._opened:
             msg = f"{self!r} was opened already"
             raise RuntimeError(msg)
-        home = _asyncio_loop()
+        home = asyncio_loop()
         loop = None
         if home is None and not (self._native and self._native_all):
             loop = LoopThread(f"pipeline:{self!r}")  # its thread's name
@@ -251,7 +251,7 @@ class ServerStore:
         with anyio.CancelScope(shield=True):
             try:
                 if home is not None:
-                    if _asyncio_loop() is home:
+                    if asyncio_loop() is home:
                         await self._close_home()
                     elif home.is_running():
                         done = asyncio.run_coroutine_threadsafe(
@@ -266,7 +266,7 @@ class ServerStore:
                 # home loop's client: a second aclose() is a no-op.
                 if self._loop is not None:
                     await self._loop.close(self._close)
-                elif self._native and _asyncio_loop() is None:
+                elif self._native and asyncio_loop() is None:
                     await self._close()
 
     async def _close_home(self) -> None:
@@ -393,7 +393,7 @@ class ServerStore:
             msg = "the store is closed"
             raise RuntimeError(msg)
         home = self._home
-        here = _asyncio_loop()
+        here = asyncio_loop()
         if (
             self._native
             and (hot or self._native_all)
@@ -461,7 +461,7 @@ class ServerStore:
             return await work()
         out: list[T] = []  # (a scope may swallow what it ends: no local)
         with anyio.CancelScope(shield=True):
-            if self._firm and _asyncio_loop() is not None:
+            if self._firm and asyncio_loop() is not None:
                 out.append(await held_back(work()))
             else:
                 out.append(await work())

@@ -101,7 +101,7 @@ from ._protocol import (
     holds,
     take,
 )
-from ._server import ServerStore, _asyncio_loop
+from ._server import ServerStore, asyncio_loop
 
 
 __all__ = ("PostgresStore",)
@@ -588,7 +588,7 @@ class _Waiter:
 
     async def wait(self, seconds: float) -> bool:
         """Until given (True), or for *seconds* (False)."""
-        loop = _asyncio_loop()
+        loop = asyncio_loop()
         if loop is None:  # trio
             event = anyio.Event()
             self._wake = event.set
@@ -822,7 +822,7 @@ class PostgresStore(ServerStore):
             first, self._first = self._first, None
         if first is not None:
             await first.close()
-        loop = _asyncio_loop()
+        loop = asyncio_loop()
         if loop is not None and loop in self._pools:
             await self._pools.pop(loop).close()
 
@@ -854,7 +854,7 @@ class PostgresStore(ServerStore):
         names the statement (see ``_Statements.calls``, ``_hot``); a
         *write* on asyncio waits on firm futures (it runs held back from
         asyncio's cancellation: see :mod:`pipeline.stores._firm`)."""
-        loop = _asyncio_loop()
+        loop = asyncio_loop()
         pool = self._pools[_trio_run() if loop is None else loop]
         conn = await pool.get(fresh=fresh)  # no context manager: hot path
         try:
