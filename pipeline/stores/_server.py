@@ -14,7 +14,9 @@ trio, the store has no home and runs ``_open`` there.  A store whose client
 also runs on trio (``_native``: Redis, see :mod:`pipeline.stores._resp`)
 runs trio's calls, and its home loop's, in the caller's own task instead
 (its commands hold asyncio's own cancellation back themselves), and
-opening on trio starts no thread.  Either way a call is
+opening on trio starts no thread; PostgreSQL does so for its hot calls
+only (``_native_all``), its writes held back by
+:func:`~pipeline.stores._firm.held_back` (``_firm``).  Either way a call is
 a task the caller's cancellation never reaches (a transaction is never
 left half-done): a cancelled writer waits for its write, shielded for a
 bounded time, then raises; a cancelled reader stops waiting at once.
@@ -44,13 +46,14 @@ from returns.result import Result
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
 from ._bridge import SHIELD_BOUND, LoopThread
+from ._firm import held_back
 from ._protocol import Lease, Record
 
 
 T = TypeVar("T")
 
 
-def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+def asyncio_loop() -> asyncio.AbstractEventLoop | None:
     """The caller's asyncio loop, or None (on trio)."""
     try:
         return asyncio.get_running_loop()
@@ -127,6 +130,15 @@ class ServerStore:
     """Whether the store's client runs on trio too: its trio callers, and
     its home loop's, run their calls in their own task (see ``_here``), and
     opening on trio starts no thread."""
+    _native_all = True
+    """Whether every call of a ``_native`` store runs so; else only the hot
+    ones (commit, head and the lease's), the others (and opening on trio)
+    as for a store that is not native (PostgreSQL: see
+    :mod:`pipeline.stores._pq`)."""
+    _firm = False
+    """Whether a native store's writes on its home loop run held back from
+    asyncio's own cancellation by :func:`~pipeline.stores._firm.held_back`
+    (else its commands hold it back themselves: Redis)."""
 
     if TYPE_CHECKING:  # what each store supplies
 
@@ -203,9 +215,9 @@ class ServerStore:
         if self._opened:
             msg = f"{self!r} was opened already"
             raise RuntimeError(msg)
-        home = _asyncio_loop()
+        home = asyncio_loop()
         loop = None
-        if home is None and not self._native:  # trio: on the thread
+        if home is None and not (self._native and self._native_all):
             loop = LoopThread(f"pipeline:{self!r}")  # its thread's name
             try:
                 await loop.run(self._open, shield=True)
@@ -239,7 +251,7 @@ class ServerStore:
         with anyio.CancelScope(shield=True):
             try:
                 if home is not None:
-                    if _asyncio_loop() is home:
+                    if asyncio_loop() is home:
                         await self._close_home()
                     elif home.is_running():
                         done = asyncio.run_coroutine_threadsafe(
@@ -254,7 +266,7 @@ class ServerStore:
                 # home loop's client: a second aclose() is a no-op.
                 if self._loop is not None:
                     await self._loop.close(self._close)
-                elif self._native and _asyncio_loop() is None:
+                elif self._native and asyncio_loop() is None:
                     await self._close()
 
     async def _close_home(self) -> None:
@@ -283,6 +295,7 @@ class ServerStore:
         return await self._call(
             functools.partial(self._commit, record, expected_head, lease),
             shield=True,
+            hot=True,
         )
 
     async def records(
@@ -298,7 +311,7 @@ class ServerStore:
     async def head(self, thread_id: str) -> int | None:
         """See :meth:`~pipeline.stores.CheckpointStore.head`."""
         return await self._call(
-            functools.partial(self._head, thread_id), shield=False
+            functools.partial(self._head, thread_id), shield=False, hot=True
         )
 
     async def threads(self) -> Sequence[str]:
@@ -320,6 +333,7 @@ class ServerStore:
         return await self._call(
             functools.partial(self._acquire, thread_id, owner, ttl),
             shield=True,
+            hot=True,
         )
 
     async def renew(
@@ -328,12 +342,14 @@ class ServerStore:
         """See :meth:`~pipeline.stores.CheckpointStore.renew` (on the
         server's clock)."""
         return await self._call(
-            functools.partial(self._renew, lease, ttl), shield=True
+            functools.partial(self._renew, lease, ttl), shield=True, hot=True
         )
 
     async def release(self, lease: Lease) -> None:
         """See :meth:`~pipeline.stores.CheckpointStore.release`."""
-        await self._call(functools.partial(self._release, lease), shield=True)
+        await self._call(
+            functools.partial(self._release, lease), shield=True, hot=True
+        )
 
     async def cache_get(
         self, key: str, now: float, /
@@ -360,7 +376,11 @@ class ServerStore:
         )
 
     async def _call(
-        self, work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
+        self,
+        work: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        shield: bool,
+        hot: bool = False,
     ) -> T:
         if not self._opened:
             kind = type(self).__name__
@@ -373,8 +393,12 @@ class ServerStore:
             msg = "the store is closed"
             raise RuntimeError(msg)
         home = self._home
-        here = _asyncio_loop()
-        if self._native and (here is None or here is home):
+        here = asyncio_loop()
+        if (
+            self._native
+            and (hot or self._native_all)
+            and (here is None or here is home)
+        ):
             return await self._here(work, shield=shield)
         if home is not None and here is home:
             return await self._at_home(home, work, shield=shield)
@@ -419,9 +443,8 @@ class ServerStore:
                     await asyncio.wait((task,))
             raise
 
-    @staticmethod
     async def _here(
-        work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
+        self, work: Callable[[], Coroutine[Any, Any, T]], *, shield: bool
     ) -> T:
         """``work()`` in the caller's own task (on trio, or on the home
         loop), for a store whose client runs there (``_native``): no hop
@@ -438,7 +461,10 @@ class ServerStore:
             return await work()
         out: list[T] = []  # (a scope may swallow what it ends: no local)
         with anyio.CancelScope(shield=True):
-            out.append(await work())
+            if self._firm and asyncio_loop() is not None:
+                out.append(await held_back(work()))
+            else:
+                out.append(await work())
         await anyio.lowlevel.checkpoint_if_cancelled()
         return out[0]
 

@@ -39,18 +39,23 @@ wait no longer than that.  When the stopped runner wakes up, its
 transaction is gone and nothing of it was stored; it runs once more on a
 fresh connection and finds its lease taken over (``LeaseLost``).
 
-**asyncio and trio.** psycopg's async API runs on asyncio only, and a pool
-belongs to the event loop that opened it.  Opened on an asyncio loop, the
-store opens its pool there and runs the calls made on that loop there, each
-as a task of its own (no hop between threads: a commit costs one round trip
-and little else).  Callers on trio, or on other loops or threads, hand their
-work to an asyncio loop of the store's own, in a daemon thread, with a pool
-of its own opened on their first call, and are woken in their own loop when
-it is done (one hop between threads per call).  So one store serves asyncio
-and trio alike, and a caller's cancellation (anyio's, or asyncio's native
-``task.cancel()``) never reaches the database work: a transaction that
-started runs to its end on its connection, and the connection goes back to
-the pool idle (see :mod:`pipeline.stores._server`).
+**asyncio and trio.** The hot calls (a commit, a head, a lease call: one
+statement each) run in the caller's own task, on the asyncio loop the store
+was opened on and natively on trio: spoken through libpq
+(:mod:`pipeline.stores._pq`) on connections psycopg made and configured,
+with no task per call and no hop between threads.  A pool belongs to the
+loop (or trio run) that uses it (see ``_Pools``); a trio run's connections
+are made on the store's thread, once each.  The other calls (records,
+threads, delete, the cache) and the opening on trio use psycopg's async
+API: on the home loop, each as a task of its own; from trio, or from other
+loops or threads, on an asyncio loop of the store's own, in a daemon
+thread, with a pool of its own (one hop between threads per call).  A
+caller's cancellation (anyio's, or asyncio's native ``task.cancel()``)
+never cuts a write: a write in the caller's task holds it back until its
+reply is in (:mod:`pipeline.stores._firm`), then raises; one in a task of
+its own runs to its end there.  A cancelled read stops at once, and a
+connection left half-read is dropped, never returned to the pool (see
+:mod:`pipeline.stores._server`).
 """
 
 from __future__ import annotations
@@ -68,11 +73,15 @@ require(
 import asyncio
 import collections
 import contextlib
+import functools
 import math
+import threading
+import weakref
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, LiteralString, TypeVar, final
 
+import anyio
 import psycopg
 
 from psycopg import sql
@@ -81,6 +90,7 @@ from psycopg_pool import PoolTimeout
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
+from . import _pq
 from ._poll import readable
 from ._protocol import (
     DEFAULT_LEASE_TTL,
@@ -91,14 +101,13 @@ from ._protocol import (
     holds,
     take,
 )
-from ._server import ServerStore
+from ._server import ServerStore, asyncio_loop
 
 
 __all__ = ("PostgresStore",)
 
 T = TypeVar("T")
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
-_Cursor = psycopg.AsyncCursor[tuple[Any, ...]]
 
 _LOCK = sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))")
 
@@ -397,8 +406,12 @@ class _Pool:
     connection has nothing to read, and one the server ended has its
     goodbye (an error, then the end of the stream) waiting.  A caller finding all
     *size* in use waits for one, up to *timeout* seconds
-    (``PoolTimeout``).  *cursors* keeps a cursor per connection for the
-    store's one-statement calls, dropped with its connection.
+    (``PoolTimeout``).  *cursors* keeps what each connection needs for the
+    store's one-statement calls (its :class:`~pipeline.stores._pq.Wire`),
+    dropped with its connection.  It serves one asyncio loop or one trio
+    run (it waits with anyio's primitives), and its connections are closed
+    without waiting (``close`` awaits nothing), so a trio run's pool closes
+    them too.
     """
 
     __slots__ = (
@@ -421,11 +434,9 @@ class _Pool:
         self._count = size  # places left: connections not yet made
         self._timeout = timeout
         self._idle: list[_Conn] = []
-        self._waiting: collections.deque[asyncio.Future[_Conn | None]] = (
-            collections.deque()
-        )
+        self._waiting: collections.deque[_Waiter] = collections.deque()
         self._closed = False
-        self.cursors: dict[_Conn, _Cursor] = {}
+        self.cursors: dict[_Conn, _pq.Wire] = {}
 
     async def get(self, *, fresh: bool = False) -> _Conn:
         """An idle connection, or a new one if there is room, or the next
@@ -451,27 +462,25 @@ class _Pool:
     async def _wait(self) -> _Conn | None:
         """The next connection returned, or None if its place was freed
         instead (the caller connects in it)."""
-        waiter: asyncio.Future[_Conn | None] = (
-            asyncio.get_running_loop().create_future()
-        )
+        waiter = _Waiter()
         self._waiting.append(waiter)
         try:
-            return await asyncio.wait_for(waiter, self._timeout)
-        except BaseException as exc:
-            # Cancelled or timed out, perhaps just after a connection
-            # (or a place) was handed over: pass it on, or it is lost.
-            if waiter.done() and not waiter.cancelled():
-                given = waiter.result()
-                if given is None:
+            if await waiter.wait(self._timeout):
+                return waiter.given
+        except BaseException:
+            # Cancelled, perhaps just after a connection (or a place) was
+            # handed over: pass it on, or it is lost.
+            if waiter.done:
+                if waiter.given is None:
                     self._free()
                 else:
-                    self._hand_on(given)
+                    self._hand_on(waiter.given)
             else:
-                waiter.cancel()
-            if isinstance(exc, TimeoutError):
-                msg = f"no connection free after {self._timeout} s"
-                raise PoolTimeout(msg) from None
+                waiter.done = True  # gone: skipped by the hand-overs
             raise
+        waiter.done = True  # timed out: skipped by the hand-overs
+        msg = f"no connection free after {self._timeout} s"
+        raise PoolTimeout(msg)
 
     async def _take_idle(self, fresh: bool) -> _Conn | None:
         """An idle connection the server has not ended, if any (none if
@@ -507,18 +516,23 @@ class _Pool:
         it idle."""
         while self._waiting:
             waiter = self._waiting.popleft()
-            if not waiter.done():  # else it timed out or was cancelled
-                waiter.set_result(conn)
+            if not waiter.done:  # else it timed out or was cancelled
+                waiter.give(conn)
                 return
         self._idle.append(conn)
+
+    def adopt(self, conn: _Conn) -> None:
+        """Take *conn*, made elsewhere, as one of the pool's own."""
+        self._count -= 1
+        self._hand_on(conn)
 
     def _free(self) -> None:
         """A connection's place is free: for a waiting caller to connect
         in, else for the next."""
         while self._waiting:
             waiter = self._waiting.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+            if not waiter.done:
+                waiter.give(None)
                 return
         self._count += 1
 
@@ -539,6 +553,86 @@ class _Pool:
         self.cursors.clear()
         for conn in idle:
             await conn.close()
+
+    def abandon(self) -> None:
+        """Close the idle connections (and those returned from now on) from
+        any thread: their loop or run may be over."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        self.cursors.clear()
+        for conn in idle:
+            conn.pgconn.finish()
+
+
+@final
+class _Waiter:
+    """A caller waiting for a connection (or a place to make one in).
+
+    On asyncio it waits on a future and a timer of the loop's, not on a
+    cancel scope's deadline: a write's wait runs held back from asyncio's
+    cancellation (see :mod:`pipeline.stores._firm`), which would hold such
+    a deadline back too."""
+
+    __slots__ = ("_wake", "done", "given")
+
+    def __init__(self) -> None:
+        self.given: _Conn | None = None
+        self.done = False
+        self._wake: Callable[[], object] | None = None
+
+    def give(self, conn: _Conn | None) -> None:
+        self.done = True
+        self.given = conn
+        if self._wake is not None:
+            self._wake()
+
+    async def wait(self, seconds: float) -> bool:
+        """Until given (True), or for *seconds* (False)."""
+        loop = asyncio_loop()
+        if loop is None:  # trio
+            event = anyio.Event()
+            self._wake = event.set
+            with anyio.move_on_after(seconds):
+                await event.wait()
+            return self.done
+        future = loop.create_future()
+        self._wake = functools.partial(_settle, future)
+        timer = loop.call_later(seconds, _settle, future)
+        try:
+            await future
+        finally:
+            timer.cancel()
+        return self.done
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@final
+class _Pools(weakref.WeakKeyDictionary[object, _Pool]):
+    """The store's pool of each asyncio loop and each trio run, made on its
+    first use (by *make*); one whose loop or run is gone is closed with it
+    (the store keeps neither alive)."""
+
+    def __init__(self, make: Callable[[object], _Pool]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __getitem__(self, where: object) -> _Pool:
+        pool = self.get(where)
+        if pool is None:
+            pool = self[where] = self._make(where)
+            weakref.finalize(where, pool.abandon)
+        return pool
+
+
+def _trio_run() -> object:
+    """The running trio run (its token: one per run)."""
+    from trio.lowlevel import current_trio_token  # noqa: PLC0415  # on trio
+
+    return current_trio_token()
 
 
 @final
@@ -592,8 +686,13 @@ class PostgresStore(ServerStore):
         self._lease_ttl = check_lease_ttl(lease_ttl)
         self._sql = _Statements(schema)
         self._loop = None
-        self._rendered: dict[str, bytes] = {}
-        self._pools: dict[asyncio.AbstractEventLoop, _Pool] = {}
+        self._hot = {**self._sql.calls, "head": self._sql.head}
+        """The statements of the hot calls, by name (see ``_one``)."""
+        self._rendered: dict[str, tuple[bytes, bytes]] = {}
+        self._pools = _Pools(self._new_pool)
+        self._first: _Conn | None = None
+        """The connection that checked the tables, for the first pool."""
+        self._first_lock = threading.Lock()
 
     @classmethod
     async def connect(
@@ -625,25 +724,52 @@ class PostgresStore(ServerStore):
 
     # -- the loop's side -------------------------------------------------------
 
+    # The hot calls (commit, head, the lease's) run in the caller's own
+    # task, on its home loop or on trio (see _one); the others, and the
+    # opening on trio, as for a store that is not native.
+    _native = True
+    _native_all = False
+    _firm = True
+
     async def _open(self) -> None:
         # One connection checks the tables (a wrong address fails here) and
-        # stays as the pool's first.
-        pool = self._pool_here()
-        conn = await pool.get()
+        # stays as the first pool's (see _new_pool).
+        conn = await self._new_connection()
         try:
             await self._create_tables(conn)
-        finally:
-            await pool.put(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        self._first = conn
 
     async def _connect(self) -> None:
-        self._pool_here()  # connects on its first call
+        pass  # each loop's pool is made on its first use
 
-    def _pool_here(self) -> _Pool:
-        """A pool for the running loop, with no connection yet (closed by
-        _close)."""
-        pool = _Pool(self._new_connection, self._pool_size, self._timeout)
-        self._pools[asyncio.get_running_loop()] = pool
+    def _new_pool(self, where: object) -> _Pool:
+        """A pool for *where* (an asyncio loop, or a trio run whose
+        connections are made on the store's thread), with the connection
+        that checked the tables if it is the first."""
+        connect = (
+            self._new_connection
+            if isinstance(where, asyncio.AbstractEventLoop)
+            else self._made_on_thread
+        )
+        pool = _Pool(connect, self._pool_size, self._timeout)
+        with self._first_lock:
+            first, self._first = self._first, None
+        if first is not None:
+            pool.adopt(first)
         return pool
+
+    async def _made_on_thread(self) -> _Conn:
+        """A new connection for a trio run: made and configured by psycopg
+        on the store's thread (once per connection), then spoken to from
+        trio itself (see _one)."""
+        loop = self._loop or self._start_thread()
+        return await loop.run(
+            functools.partial(self._on_thread, self._new_connection),
+            shield=True,
+        )
 
     async def _new_connection(self) -> _Conn:
         conn = await psycopg.AsyncConnection.connect(
@@ -686,9 +812,19 @@ class PostgresStore(ServerStore):
                 await conn.execute(statement)
 
     async def _close(self) -> None:
-        pool = self._pools.pop(asyncio.get_running_loop(), None)
-        if pool is not None:
-            await pool.close()
+        # Every trio run's idle connections go with the first loop that
+        # closes (their runs may be over); a call in flight closes its own
+        # when it ends.
+        for where, pool in list(self._pools.items()):
+            if not isinstance(where, asyncio.AbstractEventLoop):
+                pool.abandon()
+        with self._first_lock:
+            first, self._first = self._first, None
+        if first is not None:
+            await first.close()
+        loop = asyncio_loop()
+        if loop is not None and loop in self._pools:
+            await self._pools.pop(loop).close()
 
     def _connection(
         self, *, fresh: bool = False
@@ -704,32 +840,63 @@ class PostgresStore(ServerStore):
         await conn.execute(_LOCK, (self._lock_key(thread_id),))
 
     async def _one(
-        self, call: str, args: Sequence[object], *, fresh: bool = False
+        self,
+        call: str,
+        args: Sequence[object],
+        *,
+        fresh: bool = False,
+        write: bool = False,
     ) -> tuple[Any, ...]:
         """The one row of one statement (a function's call, in autocommit:
-        its own transaction), on a connection of the running loop's pool
-        (a new one if *fresh*).  *call* names the statement (see
-        ``_Statements.calls``)."""
-        pool = self._pools[asyncio.get_running_loop()]
+        its own transaction; or a read), on a connection of the running
+        loop's (or trio run's) pool (a new one if *fresh*), spoken to in
+        the caller's own task (see :mod:`pipeline.stores._pq`).  *call*
+        names the statement (see ``_Statements.calls``, ``_hot``); a
+        *write* on asyncio waits on firm futures (it runs held back from
+        asyncio's cancellation: see :mod:`pipeline.stores._firm`)."""
+        loop = asyncio_loop()
+        pool = self._pools[_trio_run() if loop is None else loop]
         conn = await pool.get(fresh=fresh)  # no context manager: hot path
         try:
             rendered = self._rendered.get(call)
             if rendered is None:
-                # Rendered once: psycopg renders a composed query afresh on
-                # every execute, and caches the conversion of bytes.
-                query = self._sql.calls[call].as_bytes(conn)
-                rendered = self._rendered[call] = query
-            # One cursor per connection, kept: a new one per execute costs
-            # its making and its own lookups of the arguments' dumpers.
-            cur = pool.cursors.get(conn)
-            if cur is None:
-                cur = pool.cursors[conn] = conn.cursor()
-            await cur.execute(rendered, args)
-            row = await cur.fetchone()
+                # Rendered once, from the store's SQL (whose placeholders
+                # are psycopg's), numbered as libpq takes them.
+                query = _pq.numbered(self._hot[call].as_bytes(conn))
+                name = f"pipeline_{call}".encode()
+                rendered = self._rendered[call] = (name, query)
+            wire = pool.cursors.get(conn)
+            if wire is None:
+                wire = pool.cursors[conn] = _pq.Wire(conn)
+            row = await wire.row(
+                *rendered, args, loop=loop, firm=write and loop is self._home
+            )
         finally:
             await pool.put(conn)
         assert row is not None  # noqa: S101  # one row, always
         return row
+
+    async def _again(
+        self,
+        call: str,
+        args: Sequence[object],
+        *,
+        write: bool,
+    ) -> tuple[Any, ...]:
+        """``_one(call, args)``, once more on a fresh connection if its
+        connection broke: for a statement that can run twice with the same
+        outcome (a read; a lease call)."""
+        for retry in (True, False):
+            try:
+                return await self._one(
+                    call, args, fresh=not retry, write=write
+                )
+            except PoolTimeout:
+                raise
+            except psycopg.OperationalError:
+                if not retry:
+                    raise
+        raise AssertionError  # pragma: no cover  # the loop returns or raises
 
     async def _lease_call(
         self, call: str, args: Sequence[object]
@@ -744,19 +911,8 @@ class PostgresStore(ServerStore):
         runs once more on a fresh connection, as a transaction that broke
         before its end did when these were several statements.
         """
-        for retry in (True, False):
-            try:
-                owner, token, expires, now = await self._one(
-                    call, args, fresh=not retry
-                )
-            except PoolTimeout:
-                raise
-            except psycopg.OperationalError:
-                if not retry:
-                    raise
-            else:
-                return _lease_row(owner, token, expires), now
-        raise AssertionError  # pragma: no cover  # the loop returns or raises
+        owner, token, expires, now = await self._again(call, args, write=True)
+        return _lease_row(owner, token, expires), now
 
     async def _locked(
         self, thread_id: str, work: Callable[[_Conn], Awaitable[T]]
@@ -801,21 +957,18 @@ class PostgresStore(ServerStore):
         # thread's lock, checks the lease and the head and inserts, in the
         # statement's own transaction (see _COMMIT_FUNCTION).
         thread = record.thread_id
-        row = await self._one(
-            "commit",
-            (
-                thread,
-                self._lock_key(thread),
-                record.version,
-                record.parent,
-                record.data,
-                record.checksum,
-                expected_head,
-                None if lease is None else lease.owner,
-                None if lease is None else lease.token,
-            ),
+        args = (
+            thread,
+            self._lock_key(thread),
+            record.version,
+            record.parent,
+            record.data,
+            record.checksum,
+            expected_head,
+            None if lease is None else lease.owner,
+            None if lease is None else lease.token,
         )
-        outcome, head = row
+        outcome, head = await self._one("commit", args, write=True)
         if outcome == "lease":
             return Failure(LeaseLost(thread))
         if outcome == "head":
@@ -873,14 +1026,9 @@ class PostgresStore(ServerStore):
         )
 
     async def _head(self, thread_id: str) -> int | None:
-        async def read(conn: _Conn) -> Any:
-            cur = await conn.execute(self._sql.head, (thread_id,))
-            return await cur.fetchone()
-
-        row = await self._read(read)
-        assert row is not None  # noqa: S101  # an aggregate: one row
-        head: int | None = row[0]
-        return head
+        # A read: once more on a fresh connection if its connection broke.
+        (head,) = await self._again("head", (thread_id,), write=False)
+        return head  # type: ignore[no-any-return]
 
     async def _threads(self) -> Sequence[str]:
         async def read(conn: _Conn) -> list[Any]:
