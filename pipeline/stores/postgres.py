@@ -29,7 +29,11 @@ statement**, one round trip: a function of the schema's
 above in the statement's own transaction.  A function's name carries its
 version, so stores of two releases can share a schema, and a store opening
 a schema an earlier release made adds the functions it lacks (which needs
-the right to create them there, as creating the tables did).
+the right to create them there, as creating the tables did).  Every write
+waits for the disk (as the server's ``synchronous_commit`` says) except a
+release's, which the next durable write flushes with it (see
+``_LEASE_FUNCTIONS``: a server crash can forget only a release nothing
+durable came after, and the lease then lapses as its holder's would).
 
 **A runner stopped inside a transaction** (SIGSTOP, a swapped-out VM, a
 debugger) would hold its thread's lock for as long as it stays stopped.
