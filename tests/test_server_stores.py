@@ -605,6 +605,37 @@ async def test_postgres_release_leaves_its_connection_as_it_was(
         await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
 
 
+@pytest.mark.postgres
+async def test_postgres_leaves_plans_to_a_server_before_12(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server without ``plan_cache_mode`` (before PostgreSQL 12) is not
+    asked to set it: the store opens, commits and releases as before."""
+    from psycopg import sql  # noqa: PLC0415
+
+    from pipeline.stores import postgres  # noqa: PLC0415
+
+    monkeypatch.setattr(postgres, "_GENERIC_PLANS", 10**9)
+
+    async def mode() -> str:
+        pool = store._pools[asyncio.get_running_loop()]
+        conn = await pool.get()
+        try:
+            cur = await conn.execute(sql.SQL("SHOW plan_cache_mode"))
+            row = await cur.fetchone()
+            assert row is not None
+            return str(row[0])
+        finally:
+            await pool.put(conn)
+
+    async with servers.postgres_store(postgres_url) as store:
+        assert await store._call(mode, shield=True) == "auto"
+        lease = (await store.acquire("t", "me", ttl=60)).unwrap()
+        out = await store.commit(rec("t", 0), expected_head=None, lease=lease)
+        assert out == Success(None)
+        await store.release(lease)
+
+
 _LeaseCase = tuple[tuple[str, int, bool] | None, str, str, int]
 """The lease row before (none, or owner, token, live), the call, and the
 caller's owner and (to renew or release) token."""

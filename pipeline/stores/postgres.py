@@ -398,6 +398,10 @@ _STALL_FLOOR = 2.0
 """Seconds a transaction may idle at least, however short the leases."""
 
 
+_GENERIC_PLANS = 120000
+"""The first server version with ``plan_cache_mode`` (12)."""
+
+
 async def _configure(conn: _Conn, *, stall: float) -> None:
     # Each statement under the thread's lock must see what the previous
     # holder committed: read committed, whatever the server's default.
@@ -413,14 +417,20 @@ async def _configure(conn: _Conn, *, stall: float) -> None:
     # per connection, not afresh for each of their first five calls (a
     # custom plan each, then a generic one: every statement of ours looks
     # rows up by key, so the generic plan is the one the server keeps
-    # anyway; about 0.5 ms less per connection).
+    # anyway; about 0.5 ms less per connection; PostgreSQL 12 and later).
     # All in one round trip (no parameters: one simple query).
     await conn.execute(
         sql.SQL(
             "SET default_transaction_isolation = 'read committed'; "
-            "SET idle_in_transaction_session_timeout = {}; "
-            "SET plan_cache_mode = force_generic_plan"
-        ).format(sql.Literal(math.ceil(stall * 1000)))
+            "SET idle_in_transaction_session_timeout = {}{}"
+        ).format(
+            sql.Literal(math.ceil(stall * 1000)),
+            sql.SQL(
+                "; SET plan_cache_mode = force_generic_plan"
+                if conn.info.server_version >= _GENERIC_PLANS
+                else ""
+            ),
+        )
     )
 
 
