@@ -420,6 +420,222 @@ async def test_postgres_takes_leases_in_one_statement_on_an_older_schema(
         await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
 
 
+def _functions(url: str, schema: str, names: list[str]) -> list[bool]:
+    """Whether each of the schema's functions *names* exists."""
+    import psycopg  # noqa: PLC0415
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        found = [
+            conn.execute(
+                "SELECT to_regproc(%s) IS NOT NULL", (f"{schema}.{n}",)
+            ).fetchone()
+            for n in names
+        ]
+    return [row is not None and bool(row[0]) for row in found]
+
+
+_PREVIOUS_FUNCTIONS = [
+    "pipeline_commit_v1",
+    "pipeline_acquire_v1",
+    "pipeline_renew_v1",
+    "pipeline_release_v1",
+]
+"""The functions the previous release's stores call (schema version 2)."""
+
+
+@pytest.mark.postgres
+async def test_postgres_upgrades_the_previous_releases_schema(
+    postgres_url: str,
+) -> None:
+    """A schema the previous release made (schema version 2: no
+    pipeline_release_v2), with a thread and a live lease in it, gets the
+    new release function when a store of this release opens it; that
+    store commits and releases on it, and the previous release's calls
+    (its commit and release functions, still there) keep working beside
+    it."""
+    import psycopg  # noqa: PLC0415
+
+    from psycopg import sql  # noqa: PLC0415
+
+    name = servers.namespace()
+
+    def previous() -> None:
+        """The previous release's schema: this one's, without the new
+        release function."""
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP FUNCTION {}(text, text, text, bigint)").format(
+                    sql.Identifier(name, "pipeline_release_v2")
+                )
+            )
+
+    def old_store_calls(token: int) -> tuple[Any, ...]:
+        """What a store of the previous release sends: a commit and a
+        release, through the v1 functions."""
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            commit = conn.execute(
+                sql.SQL(
+                    "SELECT outcome, head FROM {}"
+                    "(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                ).format(sql.Identifier(name, "pipeline_commit_v1")),
+                ("t", f"{name}/t", 3, 2, b"{}", "sum-3", 2, "old", token),
+            ).fetchone()
+            conn.execute(
+                sql.SQL("SELECT * FROM {}(%s, %s, %s, %s)").format(
+                    sql.Identifier(name, "pipeline_release_v1")
+                ),
+                ("t", f"{name}/t", "old", token),
+            )
+            assert commit is not None
+            return tuple(commit)
+
+    try:
+        async with servers.postgres_store(
+            postgres_url, schema=name, drop=False
+        ) as made:
+            lease = (await made.acquire("t", "me", ttl=600)).unwrap()
+            await made.commit(rec("t", 0), expected_head=None, lease=lease)
+        await anyio.to_thread.run_sync(previous)
+        assert await anyio.to_thread.run_sync(
+            _functions, postgres_url, name, ["pipeline_release_v2"]
+        ) == [False]
+        async with servers.postgres_store(
+            postgres_url, schema=name, drop=False
+        ) as store:
+            assert (
+                await anyio.to_thread.run_sync(
+                    _functions,
+                    postgres_url,
+                    name,
+                    [*_PREVIOUS_FUNCTIONS, "pipeline_release_v2"],
+                )
+                == [True] * 5
+            )
+            busy = await store.acquire("t", "other", ttl=60)
+            assert isinstance(busy.failure(), ThreadBusy)
+            out = await store.commit(rec("t", 1), expected_head=0, lease=lease)
+            assert out == Success(None)
+            await store.release(lease)
+            assert await anyio.to_thread.run_sync(
+                _lease_row, postgres_url, name, "t"
+            ) == ("me", lease.token, 0.0)
+            # A store of the previous release takes the thread over.
+            old = (await store.acquire("t", "old", ttl=60)).unwrap()
+            await store.commit(rec("t", 2), expected_head=1, lease=old)
+            assert await anyio.to_thread.run_sync(
+                old_store_calls, old.token
+            ) == ("stored", 2)
+            assert await anyio.to_thread.run_sync(
+                _lease_row, postgres_url, name, "t"
+            ) == ("old", old.token, 0.0)
+            assert [r.version for r in await store.records("t")] == [
+                0,
+                1,
+                2,
+                3,
+            ]
+    finally:
+        await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
+
+
+@pytest.mark.postgres
+async def test_postgres_makes_a_schema_the_previous_release_opens(
+    postgres_url: str,
+) -> None:
+    """A schema this release made holds every function the previous
+    release's stores call, so they open it without creating anything."""
+    name = servers.namespace()
+    async with servers.postgres_store(postgres_url, schema=name):
+        assert (
+            await anyio.to_thread.run_sync(
+                _functions, postgres_url, name, _PREVIOUS_FUNCTIONS
+            )
+            == [True] * 4
+        )
+
+
+@pytest.mark.postgres
+async def test_postgres_release_leaves_its_connection_as_it_was(
+    postgres_url: str,
+) -> None:
+    """The store's connections plan its functions' statements once
+    (``plan_cache_mode``), read committed, and a release's commit that
+    does not wait for the disk changes only its own transaction: the
+    connection that ran it still commits synchronously."""
+    sep = "&" if "?" in postgres_url else "?"
+    url = f"{postgres_url}{sep}options=-c%20synchronous_commit%3Don"
+
+    async def settings() -> list[str]:
+        pool = store._pools[asyncio.get_running_loop()]
+        conn = await pool.get()
+        try:
+            out = []
+            for name in (
+                "synchronous_commit",
+                "plan_cache_mode",
+                "default_transaction_isolation",
+            ):
+                cur = await conn.execute(
+                    sql.SQL("SHOW {}").format(sql.Identifier(name))
+                )
+                row = await cur.fetchone()
+                assert row is not None
+                out.append(str(row[0]))
+            return out
+        finally:
+            await pool.put(conn)
+
+    from psycopg import sql  # noqa: PLC0415
+
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+
+    name = servers.namespace()
+    want = ["on", "force_generic_plan", "read committed"]
+    try:
+        async with PostgresStore(url, schema=name, pool_size=1) as store:
+            assert await store._call(settings, shield=True) == want
+            lease = (await store.acquire("t", "me", ttl=60)).unwrap()
+            await store.commit(rec("t", 0), expected_head=None, lease=lease)
+            await store.release(lease)
+            assert await store._call(settings, shield=True) == want
+            assert await anyio.to_thread.run_sync(
+                _lease_row, postgres_url, name, "t"
+            ) == ("me", lease.token, 0.0)
+    finally:
+        await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
+
+
+@pytest.mark.postgres
+async def test_postgres_leaves_plans_to_a_server_before_12(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server without ``plan_cache_mode`` (before PostgreSQL 12) is not
+    asked to set it: the store opens, commits and releases as before."""
+    from psycopg import sql  # noqa: PLC0415
+
+    from pipeline.stores import postgres  # noqa: PLC0415
+
+    monkeypatch.setattr(postgres, "_GENERIC_PLANS", 10**9)
+
+    async def mode() -> str:
+        pool = store._pools[asyncio.get_running_loop()]
+        conn = await pool.get()
+        try:
+            cur = await conn.execute(sql.SQL("SHOW plan_cache_mode"))
+            row = await cur.fetchone()
+            assert row is not None
+            return str(row[0])
+        finally:
+            await pool.put(conn)
+
+    async with servers.postgres_store(postgres_url) as store:
+        assert await store._call(mode, shield=True) == "auto"
+        lease = (await store.acquire("t", "me", ttl=60)).unwrap()
+        out = await store.commit(rec("t", 0), expected_head=None, lease=lease)
+        assert out == Success(None)
+        await store.release(lease)
+
+
 _LeaseCase = tuple[tuple[str, int, bool] | None, str, str, int]
 """The lease row before (none, or owner, token, live), the call, and the
 caller's owner and (to renew or release) token."""
