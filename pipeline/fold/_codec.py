@@ -435,7 +435,11 @@ class Codec(Generic[S]):
                 # a change (and one the check below refuses).
                 or (type(value) is type(before) and value == before)
             ):
-                proved = self._proved(name, (value,), proven)
+                proved = (
+                    self._proved(name, (value,), proven)
+                    if name in self._proofs
+                    else None  # a count, say: not a call per record
+                )
                 if proved is not None:
                     changed[name] = proved[0]
                     continue

@@ -409,7 +409,8 @@ class Boundary:
         """``None`` if work inside this step may start now (see
         :meth:`Journal.ensure`): folds nested in the step and the tool calls
         of its agents ask before each of theirs."""
-        return await self._journal.ensure()
+        asked = _lease_check(self._journal)
+        return None if asked is None else await asked.ensure()
 
     def pause(self, question: str, payload: Any = None) -> None:
         """Note that a nested fold (or :func:`pipeline.interrupt`) paused
@@ -900,7 +901,8 @@ class NestedJournal(Journal[S]):
     async def ensure(self) -> Failure[Any] | None:
         """See :meth:`Journal.ensure`: the enclosing fold's (asked of its
         journal, as :meth:`Boundary.ensure` does, one coroutine less)."""
-        return await self.boundary._journal.ensure()
+        asked = _lease_check(self.boundary._journal)
+        return None if asked is None else await asked.ensure()
 
     @classmethod
     def open(
@@ -938,6 +940,15 @@ class NestedJournal(Journal[S]):
         if type(restored) is not Success:
             return Failure(restored.failure())
         return Success(cls(boundary, key, codec, restored.unwrap()))
+
+
+def _lease_check(journal: Journal[Any]) -> Held | Journal[Any] | None:
+    """Whom to ask :meth:`Journal.ensure` of *journal*: a store thread's
+    lease itself (``None`` without one: nothing to check), else the
+    journal (one coroutine less per check: every turn asks twice)."""
+    if type(journal) is ThreadJournal:
+        return journal.held
+    return journal
 
 
 @final
