@@ -101,6 +101,12 @@ _SCHEMAS = frozenset({1, SCHEMA})
 Doc = dict[str, Any]
 """One record's parsed JSON document."""
 
+Memo = dict[int, tuple[Any, Callable[[Any], Any], Any]]
+"""Values a step's records proved (see :meth:`Codec.seal`): by ``id``, the
+value (kept alive, so that its id is not reused), the fused writer that
+proved it, and what that wrote (a value of a frozen type: the same
+document whenever it is written)."""
+
 CLOCK: contextvars.ContextVar[Callable[[], float]] = contextvars.ContextVar(
     "pipeline_commit_clock", default=time.time
 )
@@ -327,6 +333,7 @@ class Codec(Generic[S]):
         progress: Progress | None,
         inherit: bool = False,
         proven: list[str] | None = None,
+        memo: Memo | None = None,
     ) -> tuple[Doc, BlobSink | None]:
         """:meth:`document`, and the sink its large parts went to (``None``
         when the state is its parent's, or every value it writes is
@@ -338,7 +345,7 @@ class Codec(Generic[S]):
             and type(snap.state) is self._cls
             and self._fields is not None
         ):
-            doc = self._document(snap, parent, progress, inherit, proven)
+            doc = self._document(snap, parent, progress, inherit, proven, memo)
             return doc, None
         if (
             self._plain
@@ -351,7 +358,7 @@ class Codec(Generic[S]):
             # a root record: once per thread, it writes every field, and
             # one kind that may hold a part would stop every later try.)
             doc = self._document(
-                snap, parent, progress, inherit, proven, plain=True
+                snap, parent, progress, inherit, proven, memo, plain=True
             )
             if doc is _NOT_PLAIN:
                 self._plain = False
@@ -362,7 +369,7 @@ class Codec(Generic[S]):
         sink = BlobSink(parent.state if parent is not None else None)
         token = SINK.set(sink)
         try:
-            doc = self._document(snap, parent, progress, inherit, proven)
+            doc = self._document(snap, parent, progress, inherit, proven, memo)
         finally:
             SINK.reset(token)
         if sink.new:
@@ -376,6 +383,7 @@ class Codec(Generic[S]):
         progress: Progress | None = None,
         inherit: bool = False,
         proven: list[str] | None = None,
+        memo: Memo | None = None,
         *,
         plain: bool = False,
     ) -> Doc:
@@ -394,7 +402,7 @@ class Codec(Generic[S]):
         :data:`_NOT_NOW` (this record may: a message with parts, a long
         log); written with no sink.  *proven*, when given, gets the
         names of the fields whose new values a fused writer wrote and
-        proved (see :meth:`seal`).
+        proved (see :meth:`seal`, and for *memo*).
         """
         # The state's parts first: a plain document gives up there, before
         # anything else (the clock) is read.
@@ -425,7 +433,9 @@ class Codec(Generic[S]):
                         continue  # unchanged log
                 else:
                     base = 0
-                items = self._items(name, value[base:], proven, plain=plain)
+                items = self._items(
+                    name, value[base:], proven, memo, plain=plain
+                )
                 if isinstance(items, dict):  # why not: not plain
                     return items
                 logs[name] = [base, items]
@@ -486,13 +496,14 @@ class Codec(Generic[S]):
         name: str,
         new: PVector[Any],
         proven: list[str] | None,
+        memo: Memo | None,
         *,
         plain: bool,
     ) -> list[Any] | Doc:
         """The *new* items of log *name*, written (see :meth:`_document`:
         with *plain*, why not instead where one may reach a part)."""
         # Proven items hold no part: no sink, however many.
-        proved = self._proved(name, new, proven)
+        proved = self._proved(name, new, proven, memo)
         if proved is not None:
             return proved
         if plain:
@@ -502,13 +513,17 @@ class Codec(Generic[S]):
         return self._items_written(name, new)
 
     def _proved(
-        self, name: str, values: Sequence[Any], proven: list[str] | None
+        self,
+        name: str,
+        values: Sequence[Any],
+        proven: list[str] | None,
+        memo: Memo | None = None,
     ) -> list[Any] | None:
         """*values*, new in field *name*, written and proved by the
-        field's fused writer (see :meth:`seal`), *name* added to *proven*;
-        ``None`` if the field has none, *proven* is not asked for, or a
-        value is not proved (the general way then writes and checks
-        them all)."""
+        field's fused writer (see :meth:`seal`; those in *memo* proved by
+        that writer already), *name* added to *proven*; ``None`` if the
+        field has none, *proven* is not asked for, or a value is not
+        proved (the general way then writes and checks them all)."""
         proof = self._proofs.get(name) if proven is not None else None
         if proof is None:
             return None
@@ -516,11 +531,18 @@ class Codec(Generic[S]):
         hook, prove = proof
         items = []
         for v in values:
+            # This converter writes it with the hook the proof replaces.
             if hook_of(v.__class__) is not hook:
                 return None
+            known = None if memo is None else memo.get(id(v))
+            if known is not None and known[0] is v and known[1] is prove:
+                items.append(known[2])
+                continue
             written = prove(v)
             if written is None:
                 return None
+            if memo is not None:  # kept alive there: its id stays its own
+                memo[id(v)] = (v, prove, written)
             items.append(written)
         proven.append(name)  # type: ignore[union-attr]  # tested above
         return items
@@ -586,6 +608,7 @@ class Codec(Generic[S]):
         *,
         inherit: bool = False,
         encode: bool = True,
+        memo: Memo | None = None,
     ) -> tuple[Doc, bytes] | InvalidState:
         """*snap*'s document and bytes, checked: what is written decodes
         back to the live state, field by field; else why not.  (Not a
@@ -594,12 +617,20 @@ class Codec(Generic[S]):
         which the enclosing record holds and writes), no bytes (``b""``)
         and the document checked as orjson writes it: the caller must
         write it inside a record orjson wrote exactly (see
-        :meth:`seal_progress`), or seal it again with *encode*."""
+        :meth:`seal_progress`), or seal it again with *encode*.
+
+        Values of a log whose type a fused writer knows (messages, see
+        :func:`~pipeline._serde.proven_message`) are written and proved in
+        one pass, and not compared again.  *memo* (a step's: see
+        :class:`~pipeline.fold._journal.ThreadJournal`) holds the items its
+        records proved, by identity: an item found there is not proved
+        again (a node's record of the conversation its turns recorded),
+        and what this record proves is added."""
         node = snap.node or "<start>"
         proven: list[str] = []
         try:
             doc, sink = self._with_blobs(
-                snap, parent, progress, inherit, proven
+                snap, parent, progress, inherit, proven, memo
             )
             if encode:
                 data, exact = canonical_exact(doc)

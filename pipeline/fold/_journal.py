@@ -43,7 +43,7 @@ from ..errors import Suspended
 from ..events import CheckpointSaved
 from ..failures import ConcurrentModification, LeaseLost
 from ..stores import CheckpointStore, Held, Record, record_checksum
-from ._codec import Codec, Doc, check_document
+from ._codec import Codec, Doc, Memo, check_document
 from ._model import Pending, Progress, Snapshot, Status
 
 
@@ -516,7 +516,15 @@ class Journal(Generic[S]):
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_lock", "_repeated", "codec", "head", "last", "thread_id")
+    __slots__ = (
+        "_lock",
+        "_memo",
+        "_repeated",
+        "codec",
+        "head",
+        "last",
+        "thread_id",
+    )
 
     inherit = False
     """Whether ``last`` (the snapshot last committed) is always stored, as
@@ -535,6 +543,10 @@ class Journal(Generic[S]):
         self.last = last
         self.head = head
         self._lock: anyio.Lock | None = None
+        # What the records of the step in flight proved (its nested
+        # folds' records: see Codec.seal), for its own record; dropped by
+        # that record (the next commit), so it never outlives the step.
+        self._memo: Memo | None = None
         # The snapshot a progress record repeated, and that record's
         # version (see after()).
         self._repeated: tuple[Snapshot[S], int] | None = None
@@ -556,7 +568,12 @@ class Journal(Generic[S]):
         ``Failure`` if the store refused it.
         """
         snap, last, version = self._placed(snap)
-        sealed = self.codec.seal(snap, last, progress, inherit=self.inherit)
+        memo = self._memo
+        if memo is not None:  # the step's records end with this one
+            self._memo = None
+        sealed = self.codec.seal(
+            snap, last, progress, inherit=self.inherit, memo=memo
+        )
         if type(sealed) is not tuple:
             return Failure(sealed)
         doc, data = sealed
@@ -886,8 +903,11 @@ class NestedJournal(Journal[S]):
         ):
             return await super().commit(snap, progress)
         placed, last, version = self._placed(snap)
+        memo = outer._memo
+        if memo is None:
+            memo = outer._memo = {}
         sealed = self.codec.seal(
-            placed, last, None, inherit=self.inherit, encode=False
+            placed, last, None, inherit=self.inherit, encode=False, memo=memo
         )
         if type(sealed) is not tuple:
             return Failure(sealed)

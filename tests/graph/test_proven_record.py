@@ -13,12 +13,24 @@ from typing import Any
 
 import attrs
 import orjson
+import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
 from pyrsistent import pvector
 
-from pipeline import Context, ImagePart, Message, Role, ToolCall, Usage, fold
+from pipeline import (
+    Context,
+    ImagePart,
+    Message,
+    Role,
+    ToolCall,
+    Usage,
+    _turns,
+    fold,
+    stores,
+)
+from pipeline._message_structure import same_message
 from pipeline._serde import (
     _message_unstructure,
     _usage_unstructure,
@@ -29,7 +41,9 @@ from pipeline._serde import (
 )
 from pipeline._turns import Turns
 from pipeline.failures import InvalidState
+from pipeline.fold import _codec, _journal
 from pipeline.fold._codec import CLOCK, Codec
+from tests.graph.test_progress_record import _graph
 
 
 class _Text(str):
@@ -430,3 +444,151 @@ def test_each_odd_field_is_left_to_the_general_way() -> None:
         is None
     )
     assert proven_usage({"input_tokens": 1}) is None
+
+
+# -- the step's memo: what its turns proved, its own record does not prove
+# again --------------------------------------------------------------------
+
+
+def _turn_then_node(
+    before: list[Message], added: list[Message], memo: Any
+) -> tuple[object, object]:
+    """An agent's turn record of *added* (sealed as a nested record is,
+    with *memo*), then a graph's record of the conversation holding them,
+    with *memo*: the two seals' results."""
+    start = fold.Snapshot.first("t", Turns(pvector(before)), ("a",), "f")
+    turn = start.successor(Turns(pvector(before + added)), "a", ("a",))
+    ctx = Context.of(*before, run_id="r") if before else Context(run_id="r")
+    first = fold.Snapshot.first("t", ctx, ("a",), "f")
+    node = first.successor(ctx.append(*added), "a", ())
+    token = CLOCK.set(lambda: 1_700_000_000.0)
+    try:
+        one = _TURNS.seal(turn, start, None, encode=False, memo=memo)
+        other = _CONTEXT.seal(node, first, None, memo=memo)
+    finally:
+        CLOCK.reset(token)
+    return one, other
+
+
+@given(
+    before=st.lists(_plain_messages, max_size=3),
+    added=st.lists(_plain_messages | _nearly() | _messages, max_size=12),
+    stale=st.booleans(),
+)
+def test_a_memo_changes_no_record(
+    before: list[Message], added: list[Message], stale: bool
+) -> None:
+    """Property: a graph's record sealed with the memo its turn's record
+    filled is the record sealed without one (document and bytes, or the
+    same refusal); entries for other objects, or made by another proof,
+    are not taken for an item."""
+    memo: dict[int, Any] = {}
+    if stale and added:
+        # An entry under an item's id for another object, and one for the
+        # item itself by another proof: neither is its proof.
+        memo[id(added[0])] = (Message.user("other"), proven_message, {})
+        if len(added) > 1:
+            memo[id(added[1])] = (added[1], proven_usage, {})
+    one, node = _turn_then_node(before, added, memo)
+    _, alone = _turn_then_node(before, added, None)
+    _same(node, alone)
+    general = _general(Context)
+    ctx = Context.of(*before, run_id="r") if before else Context(run_id="r")
+    first = fold.Snapshot.first("t", ctx, ("a",), "f")
+    token = CLOCK.set(lambda: 1_700_000_000.0)
+    try:
+        slow = general.seal(
+            first.successor(ctx.append(*added), "a", ()), first
+        )
+    finally:
+        CLOCK.reset(token)
+    _same(node, slow)
+    if not isinstance(one, tuple) or not isinstance(node, tuple):
+        return
+    if not all(proven_message(m) is not None for m in added):
+        return  # the general way wrote them all (or the first ones only)
+    for m in added:  # each item is in the memo, as its proof wrote it
+        entry = memo[id(m)]
+        assert entry[0] is m
+        assert entry[1] is proven_message
+        assert entry[2] == _message_unstructure(m)
+
+
+def test_a_node_record_takes_what_its_turn_proved() -> None:
+    """The graph's record holds the very documents the turn's record
+    wrote for its messages (not proved again), and is the record sealed
+    without the memo, byte for byte."""
+    added = [
+        Message.assistant(
+            "", tool_calls=[ToolCall("c", "echo", "{}")], usage=Usage(1, 2)
+        ),
+        Message.tool("hi", tool_call_id="c", name="echo", agent="bench"),
+    ]
+    memo: dict[int, Any] = {}
+    turn, node = _turn_then_node([Message.user("go")], added, memo)
+    assert isinstance(turn, tuple)
+    assert isinstance(node, tuple)
+    turn_items = turn[0]["logs"]["messages"][1]
+    node_items = node[0]["logs"]["messages"][1]
+    assert all(a is b for a, b in zip(turn_items, node_items, strict=True))
+    _, alone = _turn_then_node([Message.user("go")], added, None)
+    assert node == alone
+
+
+async def test_a_run_proves_each_message_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a checkpointed agent node, each message is proved once: by the
+    turn's record that adds it (the node's own record takes it from the
+    step's memo); the records are those sealed without the memo, and no
+    memo outlives the step."""
+    proved: list[Message] = []
+
+    def counting(m: Any) -> Any:
+        proved.append(m)
+        return proven_message(m)
+
+    proof = (_message_unstructure, counting)
+    monkeypatch.setitem(_turns.CODEC._proofs, "messages", proof)
+    monkeypatch.setattr(
+        _codec, "PROOFS", {**_codec.PROOFS, same_message: proof}
+    )
+    journals: list[_journal.ThreadJournal[Any]] = []
+    made = _journal.ThreadJournal.__init__
+
+    def keep(self: Any, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        journals.append(self)
+
+    monkeypatch.setattr(_journal.ThreadJournal, "__init__", keep)
+    token = CLOCK.set(lambda: 1_700_000_000.0)
+    try:
+        with_memo = await _w7_records()
+        assert journals
+        assert all(j._memo is None for j in journals)
+        once = list(proved)
+        seal = Codec.seal
+
+        def no_memo(self: Any, *args: Any, memo: Any = None, **kw: Any) -> Any:
+            del memo
+            return seal(self, *args, **kw)
+
+        monkeypatch.setattr(Codec, "seal", no_memo)
+        proved.clear()
+        without = await _w7_records()
+    finally:
+        CLOCK.reset(token)
+    assert with_memo == without
+    # The user's message (the admission's), then two per turn and the
+    # answer: each once with the memo, the turns' twice without it.
+    assert len(once) == len({id(m) for m in once}) == 1 + 2 * 3 + 1
+    assert len(proved) == 1 + 2 * (2 * 3 + 1)
+
+
+async def _w7_records() -> list[Any]:
+    store = stores.MemoryStore()
+    out = await _graph(4).run(
+        Context.of(Message.user("go"), run_id="r"), store=store, thread_id="t"
+    )
+    assert out.unwrap().done
+    return list(await store.records("t"))
