@@ -7,8 +7,10 @@ document and bytes, or the same refusal, with the proofs and without."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -43,6 +45,7 @@ from pipeline._turns import Turns
 from pipeline.failures import InvalidState
 from pipeline.fold import _codec, _journal
 from pipeline.fold._codec import CLOCK, Codec
+from tests.graph.test_partless_record import _same
 from tests.graph.test_progress_record import _graph
 
 
@@ -255,16 +258,6 @@ def test_a_proved_usage_reads_back_as_itself(u: Usage) -> None:
     assert _shape(_read_back(written, Usage)) == _shape(u)
 
 
-def _same(one: object, other: object) -> None:
-    """The same document and bytes, or the same refusal."""
-    assert type(one) is type(other)
-    if isinstance(one, InvalidState):
-        assert isinstance(other, InvalidState)
-        assert (one.field, one.reason) == (other.field, other.reason)
-    else:
-        assert one == other
-
-
 def _general(state_type: type[Any]) -> Codec[Any]:
     """A codec that proves nothing (main's way: written, then checked)."""
     codec: Codec[Any] = Codec(state_type)
@@ -289,13 +282,20 @@ def _seal_both(
     plain: bool,
 ) -> tuple[object, object]:
     fast._plain = slow._plain = plain
-    token = CLOCK.set(lambda: 1_700_000_000.0)
-    try:
+    with _clock():
         one = fast.seal(snap, parent, None, inherit=inherit, encode=encode)
         other = slow.seal(snap, parent, None, inherit=inherit, encode=encode)
+    return one, other
+
+
+@contextlib.contextmanager
+def _clock() -> Iterator[None]:
+    """Records stamped at one known time (two seals compare equal)."""
+    token = CLOCK.set(lambda: 1_700_000_000.0)
+    try:
+        yield
     finally:
         CLOCK.reset(token)
-    return one, other
 
 
 @given(
@@ -461,12 +461,9 @@ def _turn_then_node(
     ctx = Context.of(*before, run_id="r") if before else Context(run_id="r")
     first = fold.Snapshot.first("t", ctx, ("a",), "f")
     node = first.successor(ctx.append(*added), "a", ())
-    token = CLOCK.set(lambda: 1_700_000_000.0)
-    try:
+    with _clock():
         one = _TURNS.seal(turn, start, None, encode=False, memo=memo)
         other = _CONTEXT.seal(node, first, None, memo=memo)
-    finally:
-        CLOCK.reset(token)
     return one, other
 
 
@@ -495,13 +492,10 @@ def test_a_memo_changes_no_record(
     general = _general(Context)
     ctx = Context.of(*before, run_id="r") if before else Context(run_id="r")
     first = fold.Snapshot.first("t", ctx, ("a",), "f")
-    token = CLOCK.set(lambda: 1_700_000_000.0)
-    try:
+    with _clock():
         slow = general.seal(
             first.successor(ctx.append(*added), "a", ()), first
         )
-    finally:
-        CLOCK.reset(token)
     _same(node, slow)
     if not isinstance(one, tuple) or not isinstance(node, tuple):
         return
@@ -561,8 +555,7 @@ async def test_a_run_proves_each_message_once(
         journals.append(self)
 
     monkeypatch.setattr(_journal.ThreadJournal, "__init__", keep)
-    token = CLOCK.set(lambda: 1_700_000_000.0)
-    try:
+    with _clock():
         with_memo = await _w7_records()
         assert journals
         assert all(j._memo is None for j in journals)
@@ -576,8 +569,6 @@ async def test_a_run_proves_each_message_once(
         monkeypatch.setattr(Codec, "seal", no_memo)
         proved.clear()
         without = await _w7_records()
-    finally:
-        CLOCK.reset(token)
     assert with_memo == without
     # The user's message (the admission's), then two per turn and the
     # answer: each once with the memo, the turns' twice without it.
