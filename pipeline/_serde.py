@@ -32,12 +32,17 @@ from pyrsistent import PMap, PVector, pmap, pvector
 
 from ._context import Context, freeze
 from ._depth import RECORD_DEPTH, loads
-from ._message_structure import register_message_hooks
+from ._message_structure import (
+    register_message_hooks,
+    same_message,
+    same_usage,
+)
 from ._messages import (
     FilePart,
     ImagePart,
     Message,
     Part,
+    Role,
     TextPart,
     ToolCall,
     Usage,
@@ -656,6 +661,102 @@ def _usage_unstructure(u: Usage) -> dict[str, Any]:
     """Usage as cattrs' generated hook writes it (its two counts, as they
     are), without that hook's cost; and known to write no part."""
     return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
+
+
+def proven_message(m: Any) -> dict[str, Any] | None:
+    """What :func:`_message_unstructure` writes for *m*, if a reader of a
+    ``Message`` field reads it back as a message equal to *m*, with the
+    same types all the way down; else ``None`` (the general way writes and
+    checks it).
+
+    Known from *m*'s types alone, tested while writing (one pass): *m*
+    exactly a :class:`Message` of no parts, its role a :class:`Role`, its
+    texts exactly ``str`` (or ``None`` where optional), its calls a tuple
+    of exact :class:`ToolCall` of exact ``str`` fields, its usage ``None``
+    or exact ``int`` counts.  Such a document holds only those ``str``,
+    ``int`` and ``None`` values, each read back as itself by the plain
+    hooks of :mod:`pipeline._message_structure` (which build the message
+    directly), so the decode-and-compare of the check has nothing left to
+    find.  Valid only inside a record that orjson writes exactly (a text
+    it cannot write, an integer past 64 bits, are refused there: the check
+    then reads back what the standard library wrote).  A property test
+    compares it with the general check.
+    """
+    if type(m) is not Message:
+        return None
+    # Typed object: what a field holds at run time is what is tested.
+    role: object = m.role
+    content: object = m.content
+    name: object = m.name
+    calls: object = m.tool_calls
+    call_id: object = m.tool_call_id
+    usage: object = m.usage
+    agent: object = m.agent
+    parts: object = m.parts
+    if not (
+        type(role) is Role
+        and type(content) is str
+        and (name is None or type(name) is str)
+        and (call_id is None or type(call_id) is str)
+        and (agent is None or type(agent) is str)
+        and type(parts) is tuple
+        and not parts
+        and type(calls) is tuple
+    ):
+        return None
+    written: list[dict[str, str]] = []
+    for c in calls:
+        if type(c) is not ToolCall:
+            return None
+        id_: object = c.id
+        tool: object = c.name
+        arguments: object = c.arguments
+        if not (
+            type(id_) is str and type(tool) is str and type(arguments) is str
+        ):
+            return None
+        written.append({"id": id_, "name": tool, "arguments": arguments})
+    if usage is None:
+        counts = None
+    else:
+        counts = proven_usage(usage)
+        if counts is None:
+            return None
+    out = {
+        "role": role,
+        "content": content,
+        "name": name,
+        "tool_calls": written,
+        "tool_call_id": call_id,
+        "usage": counts,
+    }
+    if agent is not None:
+        out["agent"] = agent
+    return out
+
+
+def proven_usage(u: Any) -> dict[str, Any] | None:
+    """:func:`proven_message` for usage: what :func:`_usage_unstructure`
+    writes, if its counts are exactly ``int`` (not ``bool``)."""
+    if type(u) is not Usage:
+        return None
+    i: object = u.input_tokens
+    n: object = u.output_tokens
+    if type(i) is int and type(n) is int:
+        return {"input_tokens": i, "output_tokens": n}
+    return None
+
+
+Proof = tuple[Callable[[Any], Any], Callable[[Any], dict[str, Any] | None]]
+
+PROOFS: Final[Mapping[object, Proof]] = {
+    same_message: (_message_unstructure, proven_message),
+    same_usage: (_usage_unstructure, proven_usage),
+}
+"""For a field read back by one of our hooks (its in-place comparison, see
+:func:`pipeline._message_structure.same_for`): the unstructure hook that
+must be the one writing its value, and the fused writer and proof that
+replaces writing then checking (see :func:`proven_message`)."""
 
 
 def _has_no_parts(m: object) -> bool:

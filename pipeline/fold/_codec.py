@@ -70,10 +70,12 @@ from .._fields import APPEND_ONLY, LINEAGE, extends
 from .._serde import (
     NO_PART_UNLESS,
     ORJSON_WITHIN_RECORD_DEPTH,
+    PROOFS,
     SINK,
     SOURCE,
     STRUCTURE_ERRORS,
     BlobSink,
+    Proof,
     canonical,
     canonical_exact,
     digest,
@@ -98,6 +100,12 @@ _SCHEMAS = frozenset({1, SCHEMA})
 
 Doc = dict[str, Any]
 """One record's parsed JSON document."""
+
+Memo = dict[int, tuple[Any, Callable[[Any], Any], Any]]
+"""Values a step's records proved (see :meth:`Codec.seal`): by ``id``, the
+value (kept alive, so that its id is not reused), the fused writer that
+proved it, and what that wrote (a value of a frozen type: the same
+document whenever it is written)."""
 
 CLOCK: contextvars.ContextVar[Callable[[], float]] = contextvars.ContextVar(
     "pipeline_commit_clock", default=time.time
@@ -279,6 +287,13 @@ class Codec(Generic[S]):
             if f.metadata.get(LINEAGE)
         }
         self._hook_of = _hooks_of(self.converter)
+        # Fields whose values a fused writer may prove (see seal): a log's
+        # items or the field's value read back by one of our hooks.
+        self._proofs: dict[str, Proof] = {}
+        for f in self._plan.fields if self._plan else ():
+            proof = PROOFS.get(f.same_item if f.item is not None else f.same)
+            if proof is not None:
+                self._proofs[f.name] = proof
         # Whether a record may be written without a blob sink: until a
         # state of this codec holds a value not written as itself (a
         # part, a message, a log), after which it never tries again.
@@ -317,6 +332,8 @@ class Codec(Generic[S]):
         parent: Snapshot[S] | None,
         progress: Progress | None,
         inherit: bool = False,
+        proven: list[str] | None = None,
+        memo: Memo | None = None,
     ) -> tuple[Doc, BlobSink | None]:
         """:meth:`document`, and the sink its large parts went to (``None``
         when the state is its parent's, or every value it writes is
@@ -328,7 +345,8 @@ class Codec(Generic[S]):
             and type(snap.state) is self._cls
             and self._fields is not None
         ):
-            return self._document(snap, parent, progress, inherit), None
+            doc = self._document(snap, parent, progress, inherit, proven, memo)
+            return doc, None
         if (
             self._plain
             and parent is not None
@@ -339,15 +357,19 @@ class Codec(Generic[S]):
             # usage), holds no part: no sink, no context variable.  (Not
             # a root record: once per thread, it writes every field, and
             # one kind that may hold a part would stop every later try.)
-            doc = self._document(snap, parent, progress, inherit, plain=True)
+            doc = self._document(
+                snap, parent, progress, inherit, proven, memo, plain=True
+            )
             if doc is _NOT_PLAIN:
                 self._plain = False
             elif doc is not _NOT_NOW:
                 return doc, None
+            if proven:
+                proven.clear()  # written again, below
         sink = BlobSink(parent.state if parent is not None else None)
         token = SINK.set(sink)
         try:
-            doc = self._document(snap, parent, progress, inherit)
+            doc = self._document(snap, parent, progress, inherit, proven, memo)
         finally:
             SINK.reset(token)
         if sink.new:
@@ -360,6 +382,8 @@ class Codec(Generic[S]):
         parent: Snapshot[S] | None,
         progress: Progress | None = None,
         inherit: bool = False,
+        proven: list[str] | None = None,
+        memo: Memo | None = None,
         *,
         plain: bool = False,
     ) -> Doc:
@@ -376,7 +400,9 @@ class Codec(Generic[S]):
         most :data:`_FEW` new items of a log), else :data:`_NOT_PLAIN`
         (a value of another kind: the codec stops trying) or
         :data:`_NOT_NOW` (this record may: a message with parts, a long
-        log); written with no sink.
+        log); written with no sink.  *proven*, when given, gets the
+        names of the fields whose new values a fused writer wrote and
+        proved (see :meth:`seal`, and for *memo*).
         """
         # The state's parts first: a plain document gives up there, before
         # anything else (the clock) is read.
@@ -407,21 +433,26 @@ class Codec(Generic[S]):
                         continue  # unchanged log
                 else:
                     base = 0
-                if plain:
-                    if len(value) - base > _FEW:
-                        return _NOT_NOW  # testing each would cost more
-                    items = self._plain_written(value[base:])
-                    if isinstance(items, dict):  # why not: not plain
-                        return items
-                    logs[name] = [base, items]
-                    continue
-                logs[name] = [base, self._items_written(name, value[base:])]
+                items = self._items(
+                    name, value[base:], proven, memo, plain=plain
+                )
+                if isinstance(items, dict):  # why not: not plain
+                    return items
+                logs[name] = [base, items]
             elif before is _ABSENT or not (
                 value is before
                 # Same type too: True == 1, but a bool where an int was is
                 # a change (and one the check below refuses).
                 or (type(value) is type(before) and value == before)
             ):
+                proved = (
+                    self._proved(name, (value,), proven)
+                    if name in self._proofs
+                    else None  # a count, say: not a call per record
+                )
+                if proved is not None:
+                    changed[name] = proved[0]
+                    continue
                 hook = hook_of(value.__class__)
                 if hook is identity and type(value) in _SCALARS:
                     changed[name] = value
@@ -459,6 +490,62 @@ class Codec(Generic[S]):
             hook_of = self._hook_of
             return [hook_of(v.__class__)(v) for v in values]
         return [write(v) for v in values]
+
+    def _items(
+        self,
+        name: str,
+        new: PVector[Any],
+        proven: list[str] | None,
+        memo: Memo | None,
+        *,
+        plain: bool,
+    ) -> list[Any] | Doc:
+        """The *new* items of log *name*, written (see :meth:`_document`:
+        with *plain*, why not instead where one may reach a part)."""
+        # Proven items hold no part: no sink, however many.
+        proved = self._proved(name, new, proven, memo)
+        if proved is not None:
+            return proved
+        if plain:
+            if len(new) > _FEW:
+                return _NOT_NOW  # testing each would cost more
+            return self._plain_written(new)
+        return self._items_written(name, new)
+
+    def _proved(
+        self,
+        name: str,
+        values: Sequence[Any],
+        proven: list[str] | None,
+        memo: Memo | None = None,
+    ) -> list[Any] | None:
+        """*values*, new in field *name*, written and proved by the
+        field's fused writer (see :meth:`seal`; those in *memo* proved by
+        that writer already), *name* added to *proven*; ``None`` if the
+        field has none, *proven* is not asked for, or a value is not
+        proved (the general way then writes and checks them all)."""
+        proof = self._proofs.get(name) if proven is not None else None
+        if proof is None:
+            return None
+        hook_of = self._hook_of
+        hook, prove = proof
+        items = []
+        for v in values:
+            # This converter writes it with the hook the proof replaces.
+            if hook_of(v.__class__) is not hook:
+                return None
+            known = None if memo is None else memo.get(id(v))
+            if known is not None and known[0] is v and known[1] is prove:
+                items.append(known[2])
+                continue
+            written = prove(v)
+            if written is None:
+                return None
+            if memo is not None:  # kept alive there: its id stays its own
+                memo[id(v)] = (v, prove, written)
+            items.append(written)
+        proven.append(name)  # type: ignore[union-attr]  # tested above
+        return items
 
     def _plain_written(self, values: Sequence[Any]) -> list[Any] | Doc:
         """*values* written, if none can reach a part (see
@@ -521,6 +608,7 @@ class Codec(Generic[S]):
         *,
         inherit: bool = False,
         encode: bool = True,
+        memo: Memo | None = None,
     ) -> tuple[Doc, bytes] | InvalidState:
         """*snap*'s document and bytes, checked: what is written decodes
         back to the live state, field by field; else why not.  (Not a
@@ -529,10 +617,21 @@ class Codec(Generic[S]):
         which the enclosing record holds and writes), no bytes (``b""``)
         and the document checked as orjson writes it: the caller must
         write it inside a record orjson wrote exactly (see
-        :meth:`seal_progress`), or seal it again with *encode*."""
+        :meth:`seal_progress`), or seal it again with *encode*.
+
+        Values of a log whose type a fused writer knows (messages, see
+        :func:`~pipeline._serde.proven_message`) are written and proved in
+        one pass, and not compared again.  *memo* (a step's: see
+        :class:`~pipeline.fold._journal.ThreadJournal`) holds the items its
+        records proved, by identity: an item found there is not proved
+        again (a node's record of the conversation its turns recorded),
+        and what this record proves is added."""
         node = snap.node or "<start>"
+        proven: list[str] = []
         try:
-            doc, sink = self._with_blobs(snap, parent, progress, inherit)
+            doc, sink = self._with_blobs(
+                snap, parent, progress, inherit, proven, memo
+            )
             if encode:
                 data, exact = canonical_exact(doc)
                 # What a reader would refuse is not written (orjson refuses
@@ -546,7 +645,9 @@ class Codec(Generic[S]):
         checked = doc
         if not exact:
             # The standard library wrote it (orjson refused: integer keys,
-            # say): check what a reader will see, not what was handed in.
+            # say): check what a reader will see, not what was handed in
+            # (the proofs hold for what orjson writes, so all of it).
+            proven = []
             try:
                 checked = json.loads(data, parse_constant=_no_constant)
             except ENCODE_ERRORS as exc:  # pragma: no cover  # we wrote it
@@ -554,7 +655,7 @@ class Codec(Generic[S]):
         if not ("state" in checked or "logs" in checked or "whole" in checked):
             return doc, data
         if sink is None or not sink.by_hash:  # no part by hash: no source
-            failure = self._check(checked, snap.state, node)
+            failure = self._check(checked, snap.state, node, proven)
         else:
             token = SOURCE.set(
                 _source(
@@ -563,7 +664,7 @@ class Codec(Generic[S]):
                 )
             )
             try:
-                failure = self._check(checked, snap.state, node)
+                failure = self._check(checked, snap.state, node, proven)
             finally:
                 SOURCE.reset(token)
         if failure is not None:
@@ -625,8 +726,15 @@ class Codec(Generic[S]):
             return None
         return doc, data
 
-    def _check(self, doc: Doc, state: Any, node: str) -> InvalidState | None:
-        """Whether *doc*'s state parts come back as *state*'s values."""
+    def _check(
+        self,
+        doc: Doc,
+        state: Any,
+        node: str,
+        proven: Sequence[str] = (),
+    ) -> InvalidState | None:
+        """Whether *doc*'s state parts come back as *state*'s values
+        (but for the fields in *proven*: their fused writer proved it)."""
         plan = self._plan
         if "whole" in doc or plan is None:
             if "whole" not in doc:
@@ -642,6 +750,8 @@ class Codec(Generic[S]):
         # A part the record does not hold costs no empty dict (and the
         # logs, most often absent, no lookup).
         for name, value in doc.get("state", _NONE).items():
+            if name in proven:
+                continue
             f = plan.by_name[name]
             live = getattr(state, name)
             # Plain messages and usage: compared where they are stored.
@@ -660,6 +770,8 @@ class Codec(Generic[S]):
         if "logs" not in doc:
             return None
         for name, (base, items) in doc["logs"].items():
+            if name in proven:
+                continue
             f = plan.by_name[name]
             live = getattr(state, name)
             item = f.item or (lambda v: v)
