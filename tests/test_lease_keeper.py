@@ -129,3 +129,56 @@ def test_a_runner_name_is_host_process_and_48_random_bits(
     # A forked child (another pid) names itself, not its parent.
     monkeypatch.setattr(os, "getpid", lambda: pid + 1)
     assert re.fullmatch(rf".*:{pid + 1}:[0-9a-f]{{12}}", _lease.owner())
+
+
+async def test_a_short_run_leaves_no_timer_behind() -> None:
+    """On asyncio the renewing task starts from a timer when the first
+    renewal is due; a run that ends sooner cancels the timer: well past
+    that time, nothing has renewed (a leftover timer would start a task in
+    a closed group)."""
+    store = Watched(ttl=0.3)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        return Success(4)
+
+    with anyio.fail_after(GUARD):
+        out = await stores.leased(store, "t", body)
+        await anyio.sleep(0.3)  # a third of the time to live, three times
+    assert out == Success(4)
+    assert store.renewals == 0
+    assert await free(store)
+
+
+@pytest.mark.parametrize("body_first", [True, False])
+async def test_a_renewing_task_started_as_the_run_ends(
+    monkeypatch: pytest.MonkeyPatch, anyio_backend: str, body_first: bool
+) -> None:
+    """The timer starts the renewing task in the same loop round as the
+    body ends, in either order: the run's result stands, the task ends
+    with the run (having renewed once if it ran first), the lease is
+    given up."""
+    store = Watched(ttl=0.3)
+    due = anyio.Event()
+    started = _lease._spawn_due
+
+    def spawn_due(tg: anyio.abc.TaskGroup, keep: _lease.Keeper) -> None:
+        if body_first:  # the body is woken before the task is started
+            due.set()
+        started(tg, keep)
+        due.set()
+
+    monkeypatch.setattr(_lease, "_spawn_due", spawn_due)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        if anyio_backend == "asyncio":
+            await due.wait()
+        else:  # trio starts the task with the run (it has no timer)
+            await store.reached.wait()
+        return Success(5)
+
+    with anyio.fail_after(GUARD):
+        out = await stores.leased(store, "t", body)
+    assert out == Success(5)
+    if anyio_backend == "asyncio":
+        assert store.renewals == (0 if body_first else 1)
+    assert await free(store)

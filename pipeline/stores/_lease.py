@@ -24,15 +24,18 @@ renews first, and a renewal that fails stops the run before the step.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
+import sys
 import time
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, final
 
 import anyio
+import anyio.abc
 
 from returns.result import Failure, Result, Success
 
@@ -162,36 +165,15 @@ async def leased(
     held = Held(store, acquired.unwrap(), ttl, since)
     result: Result[T, Any] | None = None
 
-    # The body's end wakes the renewing task, which then ends on its own
-    # (cheaper than cancelling it: ~100 calls a run); a renewal in flight
-    # then is cancelled, as before, not waited for.
-    ended = anyio.Event()
-    renewing = False
-
-    async def keep(scope: anyio.CancelScope) -> None:
-        nonlocal renewing
-        while True:
-            with anyio.move_on_after(ttl / 3):
-                await ended.wait()
-                return
-            if ended.is_set():  # the deadline and the end came together
-                return
-            sent = time.monotonic()
-            renewing = True
-            renewed = await store.renew(held.lease, ttl=ttl)
-            renewing = False
-            if type(renewed) is not Success:
-                held.lost = True
-                scope.cancel()
-                return
-            held.renewed(renewed.unwrap(), sent)
-
+    keeper = _Keeper(store, held, ttl)
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(keep, tg.cancel_scope)
-            result = await body(held)
-            ended.set()
-            if renewing:
+            timer = keeper.start(tg)
+            try:
+                result = await body(held)
+            finally:
+                keeper.stop(timer)
+            if keeper.renewing:  # cancelled, as before, not waited for
                 tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         raise collapse(group) from None
@@ -206,6 +188,106 @@ async def leased(
     # its last commit found the lease taken (a runner stopped between its
     # last commit and its return, whose thread another then found done).
     return result
+
+
+Keeper = Callable[[anyio.CancelScope, bool], Coroutine[Any, Any, None]]
+"""The renewing task: ``keep(scope, wait_first)``."""
+
+
+@final
+class _Keeper:
+    """The task that renews a run's lease every third of its time to live.
+
+    It starts when the first renewal is due: on asyncio a timer of the
+    event loop starts it then, so a run that ends sooner never pays for a
+    task (~50 us a run); trio has no timer but a task's, so there it
+    starts with the run and waits first.  The run's end wakes it and it
+    ends on its own (cheaper than cancelling it); a renewal in flight then
+    is cancelled by the run, as before, not waited for.
+    """
+
+    __slots__ = ("done", "ended", "held", "renewing", "store", "ttl")
+
+    def __init__(self, store: CheckpointStore, held: Held, ttl: float) -> None:
+        self.store = store
+        self.held = held
+        self.ttl = ttl
+        self.done = False
+        """Whether the run's body has ended."""
+        self.ended: anyio.Event | None = None
+        """Set at the body's end, once the task has started."""
+        self.renewing = False
+        """Whether a renewal is in flight."""
+
+    def start(self, tg: anyio.abc.TaskGroup) -> asyncio.TimerHandle | None:
+        """Start the task in *tg*, its first renewal due a third of the
+        time to live from now; on asyncio, return the timer that starts it
+        (for :meth:`stop` to cancel)."""
+        if _on_asyncio():
+            loop = asyncio.get_running_loop()
+            when = loop.time() + self.ttl / 3
+            return loop.call_at(when, _spawn_due, tg, self.keep)
+        tg.start_soon(self.keep, tg.cancel_scope, True)
+        return None
+
+    def stop(self, timer: asyncio.TimerHandle | None) -> None:
+        """The body has ended: the task must not start, or must end."""
+        self.done = True
+        if timer is not None:
+            timer.cancel()
+        if self.ended is not None:
+            self.ended.set()
+
+    async def keep(self, scope: anyio.CancelScope, wait_first: bool) -> None:
+        """Renew until the body ends; a lost lease cancels *scope*."""
+        ended = self.ended = anyio.Event()
+        held, ttl = self.held, self.ttl
+        while not self.done:
+            if wait_first:
+                with anyio.move_on_after(ttl / 3):
+                    await ended.wait()
+                    return
+                if ended.is_set():  # the deadline and the end came together
+                    return
+            wait_first = True
+            sent = time.monotonic()
+            self.renewing = True
+            renewed = await self.store.renew(held.lease, ttl=ttl)
+            self.renewing = False
+            if type(renewed) is not Success:
+                held.lost = True
+                scope.cancel()
+                return
+            held.renewed(renewed.unwrap(), sent)
+
+
+def _on_asyncio() -> bool:
+    """Whether this task runs on asyncio (anyio runs asyncio or trio)."""
+    if "trio" not in sys.modules:
+        return True
+    import sniffio  # noqa: PLC0415 (trio depends on it)
+
+    # trio names itself in sniffio's thread-local while it runs.
+    library = sniffio.thread_local.name or sniffio.current_async_library()
+    return library == "asyncio"
+
+
+def _spawn_due(tg: anyio.abc.TaskGroup, keep: Keeper) -> None:
+    """Start the renewing task, due at once (an asyncio timer's callback).
+
+    A callback runs in no task, where sniffio (if installed; anyio asks
+    it which library runs) cannot tell asyncio: it is told, for the spawn.
+    """
+    if "sniffio" not in sys.modules:
+        tg.start_soon(keep, tg.cancel_scope, False)
+        return
+    import sniffio  # noqa: PLC0415
+
+    token = sniffio.current_async_library_cvar.set("asyncio")
+    try:
+        tg.start_soon(keep, tg.cancel_scope, False)
+    finally:
+        sniffio.current_async_library_cvar.reset(token)
 
 
 async def _give_up(
