@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import re
 
+from typing import Any
+
 import anyio
 import pytest
 
-from returns.result import Result, Success
+from returns.result import Failure, Result, Success
 
 from pipeline import stores
 from pipeline.failures import LeaseLost
@@ -159,15 +161,17 @@ async def test_a_renewing_task_started_as_the_run_ends(
     given up."""
     store = Watched(ttl=0.3)
     due = anyio.Event()
-    started = _lease._spawn_due
+    start = _lease._Keeper._start
 
-    def spawn_due(tg: anyio.abc.TaskGroup, keep: _lease.Keeper) -> None:
+    def started(
+        keeper: _lease._Keeper, loop: Any, scope: anyio.CancelScope
+    ) -> None:
         if body_first:  # the body is woken before the task is started
             due.set()
-        started(tg, keep)
+        start(keeper, loop, scope)
         due.set()
 
-    monkeypatch.setattr(_lease, "_spawn_due", spawn_due)
+    monkeypatch.setattr(_lease._Keeper, "_start", started)
 
     async def body(held: stores.Held) -> Result[int, str]:
         if anyio_backend == "asyncio":
@@ -181,4 +185,78 @@ async def test_a_renewing_task_started_as_the_run_ends(
     assert out == Success(5)
     if anyio_backend == "asyncio":
         assert store.renewals == (0 if body_first else 1)
+    assert await free(store)
+
+
+class Taken(DelegatingStore):
+    """A memory store whose *at*-th renewal finds the lease taken (or,
+    with *fail*, raises): signalled by *reached*."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        super().__init__(stores.MemoryStore(lease_ttl=0.3))
+        self.fail = fail
+        self.reached = anyio.Event()
+
+    async def renew(
+        self, lease: stores.Lease, *, ttl: float
+    ) -> Result[stores.Lease, LeaseLost]:
+        del ttl  # never renewed
+        self.reached.set()
+        if self.fail:
+            raise OSError("the store is down")
+        return Failure(LeaseLost(lease.thread_id))
+
+
+async def test_a_lost_lease_cancels_a_long_step() -> None:
+    """The renewal finds the lease taken while a step runs: the step is
+    cancelled, the run ends in LeaseLost, nothing is left running."""
+    store = Taken()
+    cancelled = False
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        nonlocal cancelled
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            cancelled = True
+            raise
+        return Success(6)  # pragma: no cover
+
+    with anyio.fail_after(GUARD):
+        out = await stores.leased(store, "t", body)
+    assert out == Failure(LeaseLost("t"))
+    assert cancelled
+
+
+async def test_a_failing_renewal_stops_the_run_with_its_error() -> None:
+    store = Taken(fail=True)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        await anyio.sleep_forever()
+        return Success(7)  # pragma: no cover
+
+    with anyio.fail_after(GUARD), pytest.raises(OSError, match="down"):
+        await stores.leased(store, "t", body)
+    assert await free(store)
+
+
+async def test_a_run_cancelled_from_outside_waits_for_its_renewal() -> None:
+    """The caller cancels the run while a renewal is in flight: the
+    renewal is cancelled and has ended when the run has."""
+    store = Watched(ttl=0.3, stall=True)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        await anyio.sleep_forever()
+        return Success(8)  # pragma: no cover
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                await stores.leased(store, "t", body)
+
+            tg.start_soon(run)
+            await store.reached.wait()
+            tg.cancel_scope.cancel()
+    assert store.cancelled
     assert await free(store)

@@ -31,11 +31,10 @@ import socket
 import sys
 import time
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, final
 
 import anyio
-import anyio.abc
 
 from returns.result import Failure, Result, Success
 
@@ -167,14 +166,10 @@ async def leased(
 
     keeper = _Keeper(store, held, ttl)
     try:
-        async with anyio.create_task_group() as tg:
-            timer = keeper.start(tg)
-            try:
-                result = await body(held)
-            finally:
-                keeper.stop(timer)
-            if keeper.renewing:  # cancelled, as before, not waited for
-                tg.cancel_scope.cancel()
+        if _on_asyncio():
+            result = await keeper.on_timer(body)
+        else:
+            result = await keeper.in_group(body)
     except BaseExceptionGroup as group:
         raise collapse(group) from None
     finally:
@@ -190,23 +185,22 @@ async def leased(
     return result
 
 
-Keeper = Callable[[anyio.CancelScope, bool], Coroutine[Any, Any, None]]
-"""The renewing task: ``keep(scope, wait_first)``."""
-
-
 @final
 class _Keeper:
-    """The task that renews a run's lease every third of its time to live.
+    """The task that renews a run's lease every third of its time to live,
+    and the scope it cancels when a renewal finds the lease taken.
 
-    It starts when the first renewal is due: on asyncio a timer of the
-    event loop starts it then, so a run that ends sooner never pays for a
-    task (~50 us a run); trio has no timer but a task's, so there it
-    starts with the run and waits first.  The run's end wakes it and it
-    ends on its own (cheaper than cancelling it); a renewal in flight then
-    is cancelled by the run, as before, not waited for.
+    On asyncio the task starts only when the first renewal is due, from a
+    timer of the event loop, and the body runs in a cancel scope rather
+    than a task group: a run that ends sooner pays for neither a task nor
+    a group (~60 us a run).  trio has no timer but a task's, so there the
+    task starts with the run, in a task group, and waits first.  Either
+    way the body's end wakes the task and it ends on its own (cheaper
+    than cancelling it); a renewal in flight then is cancelled, as
+    before, not waited for; and the task never outlives the run.
     """
 
-    __slots__ = ("done", "ended", "held", "renewing", "store", "ttl")
+    __slots__ = ("done", "ended", "held", "renewing", "store", "task", "ttl")
 
     def __init__(self, store: CheckpointStore, held: Held, ttl: float) -> None:
         self.store = store
@@ -218,47 +212,102 @@ class _Keeper:
         """Set at the body's end, once the task has started."""
         self.renewing = False
         """Whether a renewal is in flight."""
+        self.task: asyncio.Task[None] | None = None
+        """On asyncio, the task, once its timer has started it."""
 
-    def start(self, tg: anyio.abc.TaskGroup) -> asyncio.TimerHandle | None:
-        """Start the task in *tg*, its first renewal due a third of the
-        time to live from now; on asyncio, return the timer that starts it
-        (for :meth:`stop` to cancel)."""
-        if _on_asyncio():
-            loop = asyncio.get_running_loop()
-            when = loop.time() + self.ttl / 3
-            return loop.call_at(when, _spawn_due, tg, self.keep)
-        tg.start_soon(self.keep, tg.cancel_scope, True)
+    async def in_group(
+        self, body: Callable[[Held], Awaitable[Result[T, Any]]]
+    ) -> Result[T, Any] | None:
+        """Run *body* beside the task, in a task group; ``None`` if the
+        task cancelled it."""
+        result: Result[T, Any] | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.keep, tg.cancel_scope, True)
+            try:
+                result = await body(self.held)
+            finally:
+                self.stop()
+            if self.renewing:  # cancelled, as before, not waited for
+                tg.cancel_scope.cancel()
+        return result
+
+    async def on_timer(
+        self, body: Callable[[Held], Awaitable[Result[T, Any]]]
+    ) -> Result[T, Any] | None:
+        """Run *body* in a cancel scope, the task started by an asyncio
+        timer when the first renewal is due; ``None`` if the task
+        cancelled it."""
+        loop = asyncio.get_running_loop()
+        with anyio.CancelScope() as scope:
+            timer = loop.call_at(
+                loop.time() + self.ttl / 3, self._start, loop, scope
+            )
+            try:
+                return await body(self.held)
+            finally:
+                timer.cancel()
+                self.stop()
+                if self.task is not None:
+                    await self._join(self.task)
         return None
 
-    def stop(self, timer: asyncio.TimerHandle | None) -> None:
-        """The body has ended: the task must not start, or must end."""
+    def _start(
+        self, loop: asyncio.AbstractEventLoop, scope: anyio.CancelScope
+    ) -> None:
+        """The timer's callback: start the task, its renewal due now."""
+        self.task = loop.create_task(self.keep(scope, False))
+
+    async def _join(self, task: asyncio.Task[None]) -> None:
+        """Wait for the task to end (a renewal in flight is cancelled),
+        whatever cancels the run meanwhile; raise what the task raised."""
+        if self.renewing:
+            task.cancel()
+        cancelled: BaseException | None = None
+        with anyio.CancelScope(shield=True):
+            while not task.done():
+                try:
+                    await asyncio.wait((task,))
+                except asyncio.CancelledError as exc:  # natively: stop it
+                    cancelled = exc
+                    task.cancel()
+        if cancelled is not None:
+            raise cancelled
+        failed = None if task.cancelled() else task.exception()
+        if failed is not None:
+            raise failed
+
+    def stop(self) -> None:
+        """The body has ended: the task must not renew again."""
         self.done = True
-        if timer is not None:
-            timer.cancel()
         if self.ended is not None:
             self.ended.set()
 
     async def keep(self, scope: anyio.CancelScope, wait_first: bool) -> None:
-        """Renew until the body ends; a lost lease cancels *scope*."""
+        """Renew until the body ends; a lost lease, or a store that
+        fails, cancels *scope* (the run)."""
         ended = self.ended = anyio.Event()
         held, ttl = self.held, self.ttl
-        while not self.done:
-            if wait_first:
-                with anyio.move_on_after(ttl / 3):
-                    await ended.wait()
+        try:
+            while not self.done:
+                if wait_first:
+                    with anyio.move_on_after(ttl / 3):
+                        await ended.wait()
+                        return
+                    if ended.is_set():  # the deadline and the end came
+                        return
+                wait_first = True
+                sent = time.monotonic()
+                self.renewing = True
+                renewed = await self.store.renew(held.lease, ttl=ttl)
+                self.renewing = False
+                if type(renewed) is not Success:
+                    held.lost = True
+                    scope.cancel()
                     return
-                if ended.is_set():  # the deadline and the end came together
-                    return
-            wait_first = True
-            sent = time.monotonic()
-            self.renewing = True
-            renewed = await self.store.renew(held.lease, ttl=ttl)
-            self.renewing = False
-            if type(renewed) is not Success:
-                held.lost = True
-                scope.cancel()
-                return
-            held.renewed(renewed.unwrap(), sent)
+                held.renewed(renewed.unwrap(), sent)
+        except Exception:
+            scope.cancel()  # as a task group would, for its own task
+            raise
 
 
 def _on_asyncio() -> bool:
@@ -270,24 +319,6 @@ def _on_asyncio() -> bool:
     # trio names itself in sniffio's thread-local while it runs.
     library = sniffio.thread_local.name or sniffio.current_async_library()
     return library == "asyncio"
-
-
-def _spawn_due(tg: anyio.abc.TaskGroup, keep: Keeper) -> None:
-    """Start the renewing task, due at once (an asyncio timer's callback).
-
-    A callback runs in no task, where sniffio (if installed; anyio asks
-    it which library runs) cannot tell asyncio: it is told, for the spawn.
-    """
-    if "sniffio" not in sys.modules:
-        tg.start_soon(keep, tg.cancel_scope, False)
-        return
-    import sniffio  # noqa: PLC0415
-
-    token = sniffio.current_async_library_cvar.set("asyncio")
-    try:
-        tg.start_soon(keep, tg.cancel_scope, False)
-    finally:
-        sniffio.current_async_library_cvar.reset(token)
 
 
 async def _give_up(
