@@ -169,7 +169,7 @@ async def leased(
         if _on_asyncio():
             result = await keeper.on_timer(body)
         else:
-            result = await keeper.in_group(body)
+            result = await keeper.in_nursery(body)
     except BaseExceptionGroup as group:
         raise collapse(group) from None
     finally:
@@ -215,20 +215,24 @@ class _Keeper:
         self.task: asyncio.Task[None] | None = None
         """On asyncio, the task, once its timer has started it."""
 
-    async def in_group(
+    async def in_nursery(
         self, body: Callable[[Held], Awaitable[Result[T, Any]]]
     ) -> Result[T, Any] | None:
-        """Run *body* beside the task, in a task group; ``None`` if the
+        """Run *body* beside the task, in a trio nursery (anyio's task
+        group on trio adds a scope and an event a task); ``None`` if the
         task cancelled it."""
+        import trio  # noqa: PLC0415 (only where trio runs)
+
         result: Result[T, Any] | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self.keep, tg.cancel_scope, True)
+        async with trio.open_nursery() as nursery:
+            scope = nursery.cancel_scope
+            nursery.start_soon(self.keep, scope.cancel, True)
             try:
                 result = await body(self.held)
             finally:
                 self.stop()
             if self.renewing:  # cancelled, as before, not waited for
-                tg.cancel_scope.cancel()
+                scope.cancel()
         return result
 
     async def on_timer(
@@ -255,7 +259,7 @@ class _Keeper:
         self, loop: asyncio.AbstractEventLoop, scope: anyio.CancelScope
     ) -> None:
         """The timer's callback: start the task, its renewal due now."""
-        self.task = loop.create_task(self.keep(scope, False))
+        self.task = loop.create_task(self.keep(scope.cancel, False))
 
     async def _join(self, task: asyncio.Task[None]) -> None:
         """Wait for the task to end (a renewal in flight is cancelled),
@@ -282,9 +286,11 @@ class _Keeper:
         if self.ended is not None:
             self.ended.set()
 
-    async def keep(self, scope: anyio.CancelScope, wait_first: bool) -> None:
+    async def keep(self, cancel: Callable[[], None], wait_first: bool) -> None:
         """Renew until the body ends; a lost lease, or a store that
-        fails, cancels *scope* (the run)."""
+        fails, *cancel*s the run."""
+        if self.done:  # the body ended before this task first ran
+            return
         ended = self.ended = anyio.Event()
         held, ttl = self.held, self.ttl
         try:
@@ -302,11 +308,11 @@ class _Keeper:
                 self.renewing = False
                 if type(renewed) is not Success:
                     held.lost = True
-                    scope.cancel()
+                    cancel()
                     return
                 held.renewed(renewed.unwrap(), sent)
         except Exception:
-            scope.cancel()  # as a task group would, for its own task
+            cancel()  # as a task group would, for its own task
             raise
 
 
