@@ -173,8 +173,7 @@ async def leased(
     except BaseExceptionGroup as group:
         raise collapse(group) from None
     finally:
-        with anyio.CancelScope(shield=True) as scope:
-            scope.deadline = anyio.current_time() + RELEASE_BOUND
+        with anyio.move_on_after(RELEASE_BOUND, shield=True):
             await store.release(held.lease)
     if result is None:  # cancelled: the renewing task found the lease lost
         return Failure(LeaseLost(thread_id))
