@@ -193,7 +193,7 @@ class _Keeper:
     timer of the event loop, and the body runs in a cancel scope rather
     than a task group: a run that ends sooner pays for neither a task nor
     a group (~60 us a run).  trio has no timer but a task's, so there the
-    task starts with the run, in a task group, and waits first.  Either
+    task starts with the run, in trio's own nursery, and waits first.  Either
     way the body's end wakes the task and it ends on its own (cheaper
     than cancelling it); a renewal in flight then is cancelled, as
     before, not waited for; and the task never outlives the run.
