@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import re
 
+from typing import Any
+
 import anyio
 import pytest
 
-from returns.result import Result, Success
+from returns.result import Failure, Result, Success
 
 from pipeline import stores
 from pipeline.failures import LeaseLost
@@ -129,3 +131,132 @@ def test_a_runner_name_is_host_process_and_48_random_bits(
     # A forked child (another pid) names itself, not its parent.
     monkeypatch.setattr(os, "getpid", lambda: pid + 1)
     assert re.fullmatch(rf".*:{pid + 1}:[0-9a-f]{{12}}", _lease.owner())
+
+
+async def test_a_short_run_leaves_no_timer_behind() -> None:
+    """On asyncio the renewing task starts from a timer when the first
+    renewal is due; a run that ends sooner cancels the timer: well past
+    that time, nothing has renewed (a leftover timer would start a task in
+    a closed group)."""
+    store = Watched(ttl=0.3)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        return Success(4)
+
+    with anyio.fail_after(GUARD):
+        out = await stores.leased(store, "t", body)
+        await anyio.sleep(0.3)  # a third of the time to live, three times
+    assert out == Success(4)
+    assert store.renewals == 0
+    assert await free(store)
+
+
+@pytest.mark.parametrize("body_first", [True, False])
+async def test_a_renewing_task_started_as_the_run_ends(
+    monkeypatch: pytest.MonkeyPatch, anyio_backend: str, body_first: bool
+) -> None:
+    """The timer starts the renewing task in the same loop round as the
+    body ends, in either order: the run's result stands, the task ends
+    with the run (having renewed once if it ran first), the lease is
+    given up."""
+    store = Watched(ttl=0.3)
+    due = anyio.Event()
+    start = _lease._Keeper._start
+
+    def started(
+        keeper: _lease._Keeper, loop: Any, scope: anyio.CancelScope
+    ) -> None:
+        if body_first:  # the body is woken before the task is started
+            due.set()
+        start(keeper, loop, scope)
+        due.set()
+
+    monkeypatch.setattr(_lease._Keeper, "_start", started)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        if anyio_backend == "asyncio":
+            await due.wait()
+        else:  # trio starts the task with the run (it has no timer)
+            await store.reached.wait()
+        return Success(5)
+
+    with anyio.fail_after(GUARD):
+        out = await stores.leased(store, "t", body)
+    assert out == Success(5)
+    if anyio_backend == "asyncio":
+        assert store.renewals == (0 if body_first else 1)
+    assert await free(store)
+
+
+class Taken(DelegatingStore):
+    """A memory store whose *at*-th renewal finds the lease taken (or,
+    with *fail*, raises): signalled by *reached*."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        super().__init__(stores.MemoryStore(lease_ttl=0.3))
+        self.fail = fail
+        self.reached = anyio.Event()
+
+    async def renew(
+        self, lease: stores.Lease, *, ttl: float
+    ) -> Result[stores.Lease, LeaseLost]:
+        del ttl  # never renewed
+        self.reached.set()
+        if self.fail:
+            raise OSError("the store is down")
+        return Failure(LeaseLost(lease.thread_id))
+
+
+async def test_a_lost_lease_cancels_a_long_step() -> None:
+    """The renewal finds the lease taken while a step runs: the step is
+    cancelled, the run ends in LeaseLost, nothing is left running."""
+    store = Taken()
+    cancelled = False
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        nonlocal cancelled
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            cancelled = True
+            raise
+        return Success(6)  # pragma: no cover
+
+    with anyio.fail_after(GUARD):
+        out = await stores.leased(store, "t", body)
+    assert out == Failure(LeaseLost("t"))
+    assert cancelled
+
+
+async def test_a_failing_renewal_stops_the_run_with_its_error() -> None:
+    store = Taken(fail=True)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        await anyio.sleep_forever()
+        return Success(7)  # pragma: no cover
+
+    with anyio.fail_after(GUARD), pytest.raises(OSError, match="down"):
+        await stores.leased(store, "t", body)
+    assert await free(store)
+
+
+async def test_a_run_cancelled_from_outside_waits_for_its_renewal() -> None:
+    """The caller cancels the run while a renewal is in flight: the
+    renewal is cancelled and has ended when the run has."""
+    store = Watched(ttl=0.3, stall=True)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        await anyio.sleep_forever()
+        return Success(8)  # pragma: no cover
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                await stores.leased(store, "t", body)
+
+            tg.start_soon(run)
+            await store.reached.wait()
+            tg.cancel_scope.cancel()
+    assert store.cancelled
+    assert await free(store)

@@ -134,14 +134,14 @@ class Boundary:
 
     __slots__ = (
         "_asked",
-        "_asker",
+        "_asker_",
         "_author",
         "_held",
         "_index",
         "_journal",
         "_order",
         "_prefix",
-        "_root",
+        "_root_",
         "_routed",
         "_scoped",
         "_starts",
@@ -170,12 +170,15 @@ class Boundary:
         self._journal = journal
         self._author = author
         self._prefix = prefix
-        self._root = root or self
+        # None for this boundary itself: a reference to itself would make
+        # every step's boundary (with its journal, store and records) a
+        # cycle only the garbage collector frees.
+        self._root_: Boundary | None = root
         self._up = up
         self._starts: dict[tuple[str, str], int] = {}
         self._asked: dict[str, int] = {}
         self._held = False
-        self._asker = self
+        self._asker_: Boundary | None = None
         self._order: tuple[int, ...] = ()
         self._scoped = False
         self._routed: tuple[str, object] | None = None
@@ -189,6 +192,17 @@ class Boundary:
         self.track: Callable[[], Any] | None = None
         self.asked: dict[str, tuple[tuple[int, ...], Pending]] = {}
         self.waiting: dict[str, Pending] = {}
+
+    @property
+    def _root(self) -> Boundary:
+        """The boundary of the step itself (this one, for the step)."""
+        return self._root_ or self
+
+    @property
+    def _asker(self) -> Boundary:
+        """The boundary whose question this one's nested folds ask (this
+        one, unless it shares its parent's: one question at a time)."""
+        return self._asker_ or self
 
     def open_scopes(self, pending: Pending | None) -> None:
         """Make the branches and items of this step (a thread's own) ask
@@ -217,7 +231,7 @@ class Boundary:
     def apart(self) -> bool:
         """Whether this boundary is a branch or item that asks apart from
         its siblings (see :meth:`open_scopes`)."""
-        return self._asker is self and self._root is not self
+        return self._asker_ is None and self._root_ is not None
 
     def child(self, key: str, order: int) -> Boundary:
         """The boundary of the fan-out branch or ``map_reduce`` item whose
@@ -234,7 +248,7 @@ class Boundary:
         out = Boundary(self._journal, saved, answer, prefix, root=root)
         out._order = (*self._order, order)
         if not root._scoped:
-            out._asker = self._asker  # one question at a time in the step
+            out._asker_ = self._asker  # one question at a time in the step
         return out
 
     def may_wait(self) -> bool:
@@ -347,7 +361,7 @@ class Boundary:
 
         .. versionadded:: 0.1.0
         """
-        return self.answer is None and not self._root.saved
+        return self.answer is None and not (self._root_ or self).saved
 
     def asking(self) -> bool:
         """Whether a question is pending in this attempt of the step (one
@@ -382,7 +396,7 @@ class Boundary:
         this is on every nested record's path).
         """
         full = self._prefix + key
-        root = self._root
+        root = self._root_ or self
         journal = root._journal
         if type(journal).save_progress is Journal.save_progress:
             # One coroutine less on every nested record's path.

@@ -7,8 +7,6 @@ import time
 from collections.abc import Sequence
 from typing import final
 
-import attrs
-
 from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
@@ -118,7 +116,9 @@ class MemoryStore:
         """See :meth:`~pipeline.stores.CheckpointStore.renew`."""
         if not holds(self._leases.get(lease.thread_id), lease):
             return Failure(LeaseLost(lease.thread_id))
-        renewed = attrs.evolve(lease, expires=time.time() + ttl)
+        renewed = Lease(
+            lease.thread_id, lease.owner, lease.token, time.time() + ttl
+        )
         self._leases[lease.thread_id] = LeaseRow(
             lease.owner, lease.token, renewed.expires
         )
@@ -129,4 +129,6 @@ class MemoryStore:
         row = self._leases.get(lease.thread_id)
         if holds(row, lease):
             assert row is not None  # noqa: S101  # holds
-            self._leases[lease.thread_id] = attrs.evolve(row, expires=0.0)
+            # The row given up (expired now), built directly: attrs.evolve
+            # looks the class's fields up at every call.
+            self._leases[lease.thread_id] = LeaseRow(row.owner, row.token, 0.0)
