@@ -231,6 +231,7 @@ async def test_postgres_cancelled_while_connecting(
 
         # The pool of this loop or run is made on the first call, with no
         # connection: the commit's is made then.
+        assert store._first is not None
         await store._first.close()
         store._first = None
         setattr(store, attr, connect)
@@ -251,6 +252,7 @@ async def test_postgres_cancelled_while_connecting(
             task.cancel()  # asyncio's own
             return await original()
 
+        assert store._first is not None
         await store._first.close()
         store._first = None
         store._new_connection = natively  # type: ignore[method-assign]
