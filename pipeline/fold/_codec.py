@@ -804,7 +804,15 @@ class Codec(Generic[S]):
             back = structure(stored)
         except STRUCTURE_ERRORS as exc:
             return InvalidState(node, where, expected, _reason(exc))
-        if back is live or (back == live and type(back) is type(live)):
+        if back is live or (
+            # Equal scalars of one type are the same value; anything else
+            # may hold a look-alike (a str subclass in a message, an int
+            # subclass in a count) that compares equal and reads back as
+            # another type: compared all the way down.
+            type(live) in _EXACT_SCALARS
+            and type(back) is type(live)
+            and back == live
+        ):
             return None
         if alike(self.converter, back, live):
             return None
@@ -1315,6 +1323,8 @@ _MAY = _may
 
 
 _SCALARS = frozenset({int, str, bool, type(None)})
+_EXACT_SCALARS = frozenset({int, str, bool, float, bytes, type(None)})
+"""Types whose equal values of one type are the same value (no parts)."""
 """Types whose values, unstructured by ``identity``, are JSON as they are
 (and hold no part).  Not ``float``: the house converter checks it is
 finite on the way out."""

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pyrsistent import pvector
+from returns.result import Result, Success
 
 from pipeline import (
     Context,
@@ -31,6 +32,8 @@ from pipeline import (
     _serde,
     _turns,
     fold,
+    graph,
+    handler,
     stores,
 )
 from pipeline._message_structure import same_message
@@ -365,9 +368,9 @@ def test_a_graph_record_seals_as_without_proofs(
 
 def test_a_proof_skips_the_check_only_for_what_it_proved() -> None:
     """A message of exact types is not compared again; one holding a
-    ``str`` subclass is (the general way, which accepts it as main does:
-    it compares equal, and reads back as a ``str``); a ``bool`` count is
-    refused, naming the item."""
+    ``str`` subclass is (the general way), and refused, naming the item:
+    it compares equal but reads back as a ``str``; a ``bool`` count is
+    refused too."""
     first = fold.Snapshot.first("t", Turns(), ("a",), "f")
     compared: list[object] = []
     plan = _TURNS._plan
@@ -390,7 +393,9 @@ def test_a_proof_skips_the_check_only_for_what_it_proved() -> None:
         assert compared == []
         odd = Message.user(_Text("hi"))
         snap = first.successor(Turns(pvector([plain, odd])), "a", ("a",))
-        assert not isinstance(codec.seal(snap, first), InvalidState)
+        looks_alike = codec.seal(snap, first)
+        assert isinstance(looks_alike, InvalidState)
+        assert looks_alike.field == "messages[1]"
         assert compared == [plain, odd]
         wrong = _forced(Usage, input_tokens=True, output_tokens=0)
         used = Message.assistant("x", usage=wrong)
@@ -586,3 +591,59 @@ async def _w7_records() -> list[Any]:
     )
     assert out.unwrap().done
     return list(await store.records("t"))
+
+
+class _Count(int):
+    """An int look-alike."""
+
+
+_LOOK_ALIKES: dict[str, Any] = {
+    "content": {"content": _Text("hi")},
+    "name": {"name": _Text("n")},
+    "role": {"role": "assistant"},
+    "usage": {
+        "usage": _forced(Usage, input_tokens=_Count(3), output_tokens=1)
+    },
+    "arguments": {
+        "tool_calls": (
+            _forced(ToolCall, id="c", name="f", arguments=_Text("{}")),
+        )
+    },
+}
+
+
+@pytest.mark.parametrize("where", sorted(_LOOK_ALIKES))
+async def test_a_look_alike_in_a_message_is_refused(where: str) -> None:
+    """A message holding a value that compares equal to what a reader
+    reads back, but is of another type (a ``str`` or ``int`` subclass, a
+    role given as a plain string), is not stored: the check compares the
+    types all the way down, not only the field's."""
+    odd = _forced(
+        Message,
+        **{
+            **attrs.asdict(Message.assistant("x"), recurse=False),
+            **_LOOK_ALIKES[where],
+        },
+    )
+
+    @handler(name="add")
+    async def add(c: Context) -> Result[Context, object]:
+        return Success(c.append(odd))
+
+    g = (
+        graph.builder(Context)
+        .node("add", add)
+        .entry("add")
+        .edge("add", graph.END)
+        .build()
+    )
+    store = stores.MemoryStore()
+    out = await g.run(
+        Context.of(Message.user("go")), store=store, thread_id="t"
+    )
+    refused = out.failure()
+    assert isinstance(refused, InvalidState)
+    assert refused.field == "messages[1]"
+    assert (
+        await store.head("t") == 0
+    )  # the admission only: nothing of the step
