@@ -450,6 +450,21 @@ def _readable(conn: _Conn) -> bool:
     return readable(conn.pgconn.socket)
 
 
+async def _twice(attempt: Callable[[bool], Awaitable[T]]) -> T:
+    """``attempt(False)``, then ``attempt(True)`` (on a fresh connection)
+    if its connection broke: for work that can run twice with the same
+    outcome.  A pool that timed out is not retried."""
+    for retry in (True, False):
+        try:
+            return await attempt(not retry)
+        except PoolTimeout:
+            raise
+        except psycopg.OperationalError:
+            if not retry:
+                raise
+    raise AssertionError  # pragma: no cover  # the loop returns or raises
+
+
 @final
 class _Pool:
     """The connections of one event loop: the idle ones in a list, up to
@@ -945,17 +960,9 @@ class PostgresStore(ServerStore):
         """``_one(call, args)``, once more on a fresh connection if its
         connection broke: for a statement that can run twice with the same
         outcome (a read; a lease call)."""
-        for retry in (True, False):
-            try:
-                return await self._one(
-                    call, args, fresh=not retry, write=write
-                )
-            except PoolTimeout:
-                raise
-            except psycopg.OperationalError:
-                if not retry:
-                    raise
-        raise AssertionError  # pragma: no cover  # the loop returns or raises
+        return await _twice(
+            lambda fresh: self._one(call, args, fresh=fresh, write=write)
+        )
 
     async def _lease_call(
         self, call: str, args: Sequence[object]
@@ -1058,16 +1065,12 @@ class PostgresStore(ServerStore):
         once more on a fresh one if that connection broke (the server
         ended it a moment before the pool could tell: a read is always
         safe to run again)."""
-        for retry in (True, False):
-            try:
-                async with self._connection(fresh=not retry) as conn:
-                    return await read(conn)
-            except PoolTimeout:
-                raise
-            except psycopg.OperationalError:
-                if not retry:
-                    raise
-        raise AssertionError  # pragma: no cover  # the loop returns or raises
+
+        async def attempt(fresh: bool) -> T:
+            async with self._connection(fresh=fresh) as conn:
+                return await read(conn)
+
+        return await _twice(attempt)
 
     async def _records(
         self, thread_id: str, upto: int | None
