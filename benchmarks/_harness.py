@@ -49,29 +49,21 @@ class Settings:
     backend: str
 
 
-def measure(
+def _timer(
     workload: str,
     variant: str,
     impl: str,
     *,
     size: int,
-    unit: str,
     run: Callable[[], Awaitable[Any]],
     expected: object,
     settings: Settings,
-) -> Case:
-    """Time *run* (checking its result) and return the median case.
-
-    Small sizes repeat the run inside one timing so that each timing covers
-    at least *min_units* units: per-unit figures stay above timer noise.
-    """
-    reps, min_units, backend = (
-        settings.reps,
-        settings.min_units,
-        settings.backend,
-    )
-    per_run_units = size
-    inner = max(1, min_units // max(per_run_units, 1))
+) -> Callable[[], Awaitable[float]]:
+    """One timing of *run*: seconds per run, after a warm-up run whose
+    result is checked.  Small sizes repeat the run inside one timing so
+    that each timing covers at least *min_units* units: per-unit figures
+    stay above timer noise."""
+    inner = max(1, settings.min_units // max(size, 1))
 
     async def timed() -> float:
         result = await run()  # warm-up, and check the work was done
@@ -86,6 +78,17 @@ def measure(
             await run()
         return (time.perf_counter() - start) / inner
 
+    return timed
+
+
+def _peak(
+    run: Callable[[], Awaitable[Any]], size: int, backend: str
+) -> int | None:
+    """The peak of traced memory over one run (``None`` past 100,000
+    units: tracing them would take too long)."""
+    if size > 100_000:
+        return None
+
     async def peak() -> int:
         gc.collect()
         tracemalloc.start()
@@ -95,8 +98,18 @@ def measure(
         finally:
             tracemalloc.stop()
 
-    times = [anyio.run(timed, backend=backend) for _ in range(reps)]
-    peak_bytes = anyio.run(peak, backend=backend) if size <= 100_000 else None
+    return anyio.run(peak, backend=backend)
+
+
+def _case(
+    workload: str,
+    variant: str,
+    impl: str,
+    size: int,
+    unit: str,
+    times: list[float],
+    peak_bytes: int | None,
+) -> Case:
     median = statistics.median(times)
     return Case(
         workload,
@@ -104,12 +117,92 @@ def measure(
         impl,
         size,
         unit,
-        reps,
+        len(times),
         median,
-        median / per_run_units * 1e6,
+        median / size * 1e6,
         None,
         peak_bytes,
     )
+
+
+def measure(
+    workload: str,
+    variant: str,
+    impl: str,
+    *,
+    size: int,
+    unit: str,
+    run: Callable[[], Awaitable[Any]],
+    expected: object,
+    settings: Settings,
+) -> Case:
+    """Time *run* (checking its result) and return the median case."""
+    timed = _timer(
+        workload,
+        variant,
+        impl,
+        size=size,
+        run=run,
+        expected=expected,
+        settings=settings,
+    )
+    backend = settings.backend
+    times = [anyio.run(timed, backend=backend) for _ in range(settings.reps)]
+    return _case(
+        workload, variant, impl, size, unit, times, _peak(run, size, backend)
+    )
+
+
+def measure_pair(
+    workload: str,
+    variant: str,
+    *,
+    size: int,
+    unit: str,
+    baseline: Callable[[], Awaitable[Any]],
+    ours: Callable[[], Awaitable[Any]],
+    expected: object,
+    settings: Settings,
+) -> tuple[Case, Case]:
+    """The baseline's case and ours, timed in turn: each repetition times
+    both, the first of them alternating (baseline first, then ours first),
+    so that a drift of the machine (a disk's flushes, another process)
+    weighs on both sides alike.  The medians are of each side's timings."""
+    timers = {
+        impl: _timer(
+            workload,
+            variant,
+            impl,
+            size=size,
+            run=run,
+            expected=expected,
+            settings=settings,
+        )
+        for impl, run in (("baseline", baseline), ("pipeline", ours))
+    }
+    backend = settings.backend
+    times: dict[str, list[float]] = {"baseline": [], "pipeline": []}
+    for rep in range(settings.reps):
+        order = (
+            ("baseline", "pipeline")
+            if rep % 2 == 0
+            else ("pipeline", "baseline")
+        )
+        for impl in order:
+            times[impl].append(anyio.run(timers[impl], backend=backend))
+    base, mine = (
+        _case(
+            workload,
+            variant,
+            impl,
+            size,
+            unit,
+            times[impl],
+            _peak(run, size, backend),
+        )
+        for impl, run in (("baseline", baseline), ("pipeline", ours))
+    )
+    return base, mine
 
 
 def table(cases: list[Case]) -> str:

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import anyio
 
-from benchmarks._harness import Case, Settings, measure
+from benchmarks._harness import Case, Settings, measure_pair
 from benchmarks.w_graph import Counter, chain_graph
 from pipeline.stores import CheckpointStore
 from tests import servers
@@ -35,6 +35,8 @@ THREADS = 100
 """W9: concurrent threads of a NODES-node chain."""
 NODES = 10
 PAYLOAD = b'{"n":1}' * 30
+W5_REPS = 11
+"""W5's timings per side, in turn with the baseline's (see _cases)."""
 
 
 _runs = itertools.count()
@@ -165,29 +167,33 @@ def _server(kind: str) -> Iterator[str]:
 
 def _cases(kind: str, url: str, name: str, settings: Settings) -> list[Case]:
     plain = _plain_postgres if kind == "postgres" else _plain_redis
-    w5 = ("W5", f"chain-{kind}", STEPS, "step")
-    w9 = ("W9", f"{kind}-threads", THREADS * NODES, "node commit")
+    # W5's runs are short and bound by the disk's flushes, whose cost
+    # drifts: more repetitions, each side's in turn with the other's.
+    w5 = ("W5", f"chain-{kind}", STEPS, "step", W5_REPS)
+    w9 = (
+        "W9",
+        f"{kind}-threads",
+        THREADS * NODES,
+        "node commit",
+        settings.reps,
+    )
     out: list[Case] = []
-    for (workload, variant, size, unit), ours in (
+    for (workload, variant, size, unit, reps), ours in (
         (w5, _w5_ours(kind, url, name)),
         (w9, _w9_ours(kind, url, name)),
     ):
-        for impl, run in (
-            ("baseline", plain(url, name, size)),
-            ("pipeline", ours),
-        ):
-            out.append(
-                measure(
-                    workload,
-                    variant,
-                    impl,
-                    size=size,
-                    unit=unit,
-                    run=run,
-                    expected=size,
-                    settings=settings,
-                )
+        out.extend(
+            measure_pair(
+                workload,
+                variant,
+                size=size,
+                unit=unit,
+                baseline=plain(url, name, size),
+                ours=ours,
+                expected=size,
+                settings=Settings(reps, 1, settings.backend),
             )
+        )
     return out
 
 
