@@ -421,7 +421,13 @@ class LoopConnection:
         return reply
 
     async def _reply(self, held: list[asyncio.CancelledError] | None) -> Any:
-        """The next reply, whole (see ``ask``)."""
+        """The next reply, whole (see ``ask``).
+
+        A write's (given *held*) goes on once cancelled, the rest of its
+        wait under anyio's shield: anyio asks a cancelled task again at
+        every turn of the loop (a write that only caught each would keep
+        the loop turning until its reply came), and no shield is entered
+        for a write nobody cancels."""
         protocol = self._protocol
         reader = protocol.replies
         while (reply := reader.gets()) is _NOT_YET:
@@ -433,6 +439,8 @@ class LoopConnection:
                 if held is None:
                     raise
                 held.append(e)  # the write's reply is still waited for
+                with anyio.CancelScope(shield=True):
+                    return await self._reply(held)
         return reply
 
     def abandon(self) -> None:

@@ -37,6 +37,7 @@ import functools
 import threading
 
 from collections.abc import Callable, Coroutine, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import anyio
@@ -51,6 +52,14 @@ from ._protocol import Lease, Record
 
 
 T = TypeVar("T")
+
+
+@functools.cache
+def _trio() -> ModuleType:
+    """trio, imported once a store is called on it."""
+    import trio  # noqa: PLC0415  # only on trio
+
+    return trio
 
 
 def asyncio_loop() -> asyncio.AbstractEventLoop | None:
@@ -137,8 +146,9 @@ class ServerStore:
     :mod:`pipeline.stores._pq`)."""
     _firm = False
     """Whether a native store's writes on its home loop run held back from
-    asyncio's own cancellation by :func:`~pipeline.stores._firm.held_back`
-    (else its commands hold it back themselves: Redis)."""
+    asyncio's own cancellation by :func:`~pipeline.stores._firm.held_back`,
+    under anyio's shield (else its commands hold back every cancellation
+    themselves, anyio's included: Redis)."""
 
     if TYPE_CHECKING:  # what each store supplies
 
@@ -450,21 +460,32 @@ class ServerStore:
         loop), for a store whose client runs there (``_native``): no hop
         between threads, no task per call.
 
-        A writer is shielded from anyio's cancellation until its write is
-        whole (stored or refused), then raises if it was cancelled, as at
-        home; the store bounds each of the write's commands, so the shield
-        is bounded too, and holds asyncio's own ``task.cancel()`` back
-        itself (no shield of anyio's can).  A cancelled reader stops at
-        once (the store drops the connection it was reading from).
+        A writer goes on until its write is whole (stored or refused),
+        then raises if it was cancelled, as at home; the store bounds each
+        of the write's commands, so the wait is bounded too.  On trio, a
+        shield of trio's own holds the cancellation back (anyio's, on trio,
+        is that and a layer more).  On asyncio, anyio's cancellation is
+        asyncio's ``task.cancel()``, which no shield of anyio's holds back:
+        a ``_firm`` store's write runs under anyio's shield and
+        :func:`~pipeline.stores._firm.held_back`; any other's commands hold
+        back every cancellation themselves (Redis's: see its
+        ``_written``), so no scope is entered for a write that is not
+        cancelled (anyio's cost more than the rest of the call).  A
+        cancelled reader stops at once (the store drops the connection it
+        was reading from).
         """
         if not shield:
             return await work()
         out: list[T] = []  # (a scope may swallow what it ends: no local)
-        with anyio.CancelScope(shield=True):
-            if self._firm and asyncio_loop() is not None:
-                out.append(await held_back(work()))
-            else:
+        if asyncio_loop() is None:
+            with _trio().CancelScope(shield=True):
                 out.append(await work())
+            await _trio().lowlevel.checkpoint_if_cancelled()
+            return out[0]
+        if not self._firm:
+            return await work()
+        with anyio.CancelScope(shield=True):
+            out.append(await held_back(work()))
         await anyio.lowlevel.checkpoint_if_cancelled()
         return out[0]
 

@@ -64,6 +64,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar, final
 
+import anyio
 import orjson
 import redis.asyncio
 import redis.exceptions
@@ -228,11 +229,17 @@ async def _opened_anyway(
     opening = asyncio.get_running_loop().create_task(
         _resp.LoopConnection.open(where, _TIMEOUT)
     )
-    while not opening.done():
-        try:
-            await asyncio.wait((opening,))
-        except asyncio.CancelledError as e:
-            held.append(e)
+    try:
+        await asyncio.wait((opening,))
+    except asyncio.CancelledError as e:
+        held.append(e)
+        # The rest under anyio's shield (see LoopConnection._reply).
+        with anyio.CancelScope(shield=True):
+            while not opening.done():
+                try:
+                    await asyncio.wait((opening,))
+                except asyncio.CancelledError as again:
+                    held.append(again)
     return opening.result()
 
 
@@ -241,7 +248,8 @@ async def _written(
 ) -> T:
     """``write(held)``'s outcome, then the cancellation its commands held
     back (see ``RedisStore._ask_home``), if any: raised once the write is
-    whole (stored or refused), as the store's shield does for anyio's."""
+    whole (stored or refused).  On the store's home loop this is what holds
+    back anyio's cancellation too (see ``ServerStore._here``)."""
     held: list[asyncio.CancelledError] = []
     try:
         out = await write(held)
@@ -539,13 +547,13 @@ class RedisStore(ServerStore):
         :mod:`pipeline.stores._resp`): inline, in the caller's task, with the
         same bound and the same rules for failed connections as ``_ask``.
 
-        The caller's task runs the command, so asyncio's own
-        ``task.cancel()`` reaches it (anyio's are held back by the store's
-        shield): a command of a write (given *held*, see ``_written``) then
+        The caller's task runs the command, so a cancellation reaches it
+        (asyncio's own ``task.cancel()``, and anyio's, which is that on
+        asyncio): a command of a write (given *held*, see ``_written``) then
         waits for its answer (and for its connection, if it needs a new
-        one) and the write goes on, raising the cancellation once whole; a
-        connection left with an answer on its way is dropped, never kept
-        out of step.
+        one), the rest of that wait under anyio's shield, and the write goes
+        on, raising the cancellation once whole; a connection left with an
+        answer on its way is dropped, never kept out of step.
         """
         where = self._target
         assert where is not None  # noqa: S101  # _here_loop is set only then
