@@ -1314,6 +1314,48 @@ def held_commits(
         del store._commit  # type: ignore[attr-defined]
 
 
+async def _redis_writer_cancelled_on_asyncio(url: str) -> None:
+    """A Redis writer on asyncio cancelled by anyio while its commit's
+    answer is on the way (see the test below)."""
+    # Redis holds a write's cancellation back in its commands, not
+    # around them: the answer is held on the way, the command sent.
+    async with (
+        held_answers(url) as (proxy, switch, answer_held),
+        servers.redis_store(proxy) as store,
+    ):
+        outcome: list[object] = []
+        scope = anyio.CancelScope()
+
+        async def writer() -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            with scope:
+                try:
+                    await store.commit(rec("t", 0), expected_head=None)
+                    outcome.append("returned")
+                except anyio.get_cancelled_exc_class():
+                    # Asked a few times, not at every turn of the
+                    # loop (the test's twenty turns below would ask
+                    # twenty more): the rest of the wait was shielded.
+                    outcome.append(("cancelled", task.cancelling() <= 5))
+                    raise
+
+        switch(True)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(writer)
+            await answer_held.wait()
+            scope.cancel()
+            for _ in range(20):  # the writer sees its cancellation
+                await anyio.lowlevel.checkpoint()
+            assert outcome == []  # and still waits for its write
+            switch(False)
+        assert outcome == [("cancelled", True)]
+        assert await store.head("t") == 0
+        assert await store.commit(rec("t", 1), expected_head=0) == Success(
+            None
+        )
+
+
 async def test_a_cancelled_writer_goes_on_once_its_write_is_whole(
     server: Server, anyio_backend: str
 ) -> None:
@@ -1323,38 +1365,7 @@ async def test_a_cancelled_writer_goes_on_once_its_write_is_whole(
     thread, or on trio itself for Redis.)"""
     kind, url = server
     if kind == "redis" and anyio_backend == "asyncio":
-        # Redis holds a write's cancellation back in its commands, not
-        # around them: the answer is held on the way, the command sent.
-        async with (
-            held_answers(url) as (proxy, switch, answer_held),
-            servers.redis_store(proxy) as store,
-        ):
-            outcome: list[object] = []
-            scope = anyio.CancelScope()
-
-            async def writer() -> None:
-                with scope:
-                    try:
-                        await store.commit(rec("t", 0), expected_head=None)
-                        outcome.append("returned")
-                    except anyio.get_cancelled_exc_class():
-                        outcome.append("cancelled")
-                        raise
-
-            switch(True)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(writer)
-                await answer_held.wait()
-                scope.cancel()
-                for _ in range(20):  # the writer sees its cancellation
-                    await anyio.lowlevel.checkpoint()
-                assert outcome == []  # and still waits for its write
-                switch(False)
-            assert outcome == ["cancelled"]
-            assert await store.head("t") == 0
-            assert await store.commit(
-                rec("t", 1), expected_head=0
-            ) == Success(None)
+        await _redis_writer_cancelled_on_asyncio(url)
         return
     async with servers.open_store(kind, url, servers.namespace()) as store:
         assert (store._home is not None) is (anyio_backend == "asyncio")

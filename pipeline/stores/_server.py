@@ -464,15 +464,19 @@ class ServerStore:
         then raises if it was cancelled, as at home; the store bounds each
         of the write's commands, so the wait is bounded too.  On trio, a
         shield of trio's own holds the cancellation back (anyio's, on trio,
-        is that and a layer more).  On asyncio, anyio's cancellation is
-        asyncio's ``task.cancel()``, which no shield of anyio's holds back:
-        a ``_firm`` store's write runs under anyio's shield and
-        :func:`~pipeline.stores._firm.held_back`; any other's commands hold
-        back every cancellation themselves (Redis's: see its
-        ``_written``), so no scope is entered for a write that is not
-        cancelled (anyio's cost more than the rest of the call).  A
-        cancelled reader stops at once (the store drops the connection it
-        was reading from).
+        is that and a layer more).  On asyncio, anyio cancels a task with
+        ``task.cancel()``, asking again at every turn of the loop unless
+        the task is shielded; no shield of anyio's holds back asyncio's own
+        ``task.cancel()``.  A ``_firm`` store's write runs under anyio's
+        shield and :func:`~pipeline.stores._firm.held_back` (a write
+        waiting on a firm future cannot enter a shield once cancelled: it
+        is told only when the answer comes, and anyio would keep the loop
+        turning until then).  Any other's commands hold back every
+        cancellation themselves, the rest of a cancelled command's wait
+        under anyio's shield (Redis's: see its ``_written``), so no scope
+        is entered for a write nobody cancels (anyio's costs more than the
+        rest of such a call).  A cancelled reader stops at once (the store
+        drops the connection it was reading from).
         """
         if not shield:
             return await work()
