@@ -1400,6 +1400,43 @@ async def test_a_cancelled_writer_goes_on_once_its_write_is_whole(
         assert not is_successful(out)
 
 
+@contextlib.asynccontextmanager
+async def _commit_on_hold(
+    url: str, query: str = ""
+) -> AsyncIterator[
+    tuple[stores.CheckpointStore, asyncio.Future[Any], Callable[[bool], None]]
+]:
+    """A Redis store (on *url* through a proxy, with *query*), its commit
+    of record 0 in flight as a task, its answer held on the way; and the
+    proxy's switch."""
+    async with (
+        held_answers(url) as (proxy, switch, answer_held),
+        servers.redis_store(proxy + query) as store,
+    ):
+        assert store._native is (not query)
+        switch(True)
+        task: asyncio.Future[Any] = asyncio.ensure_future(
+            store.commit(rec("t", 0), expected_head=None)
+        )
+        await answer_held.wait()
+        yield store, task, switch
+
+
+async def _cancelled_natively(url: str, query: str, *, times: int) -> None:
+    """The commit of :func:`_commit_on_hold` cancelled *times* times by
+    ``task.cancel()``: it waits until whole, then raises; it is stored."""
+    async with _commit_on_hold(url, query) as (store, task, switch):
+        for _ in range(times):
+            task.cancel()
+            for _ in range(20):  # the writer sees its cancellation
+                await asyncio.sleep(0)
+            assert not task.done()  # and still waits for its write
+        switch(False)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await store.head("t") == 0
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_natively_cancelled_writer_goes_on_once_its_write_is_whole(
     server: Server, anyio_backend: str
@@ -1415,23 +1452,7 @@ async def test_a_natively_cancelled_writer_goes_on_once_its_write_is_whole(
         # Redis runs the commit in its caller's own task (it speaks to its
         # server on the home loop itself): held in flight, its answer on
         # the way.
-        async with (
-            held_answers(url) as (proxy, switch, held),
-            servers.redis_store(proxy) as store,
-        ):
-            switch(True)
-            task = asyncio.ensure_future(
-                store.commit(rec("t", 0), expected_head=None)
-            )
-            await held.wait()
-            task.cancel()
-            for _ in range(20):  # the writer sees its cancellation
-                await asyncio.sleep(0)
-            assert not task.done()  # and still waits for its write
-            switch(False)
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            assert await store.head("t") == 0
+        await _cancelled_natively(url, "", times=1)
         return
     async with servers.open_store(kind, url, servers.namespace()) as store:
         with held_commits(store) as (started, release):
@@ -1447,6 +1468,46 @@ async def test_a_natively_cancelled_writer_goes_on_once_its_write_is_whole(
             with pytest.raises(asyncio.CancelledError):
                 await task
         assert await store.head("t") == 0
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_writer_cancelled_twice_goes_on_once_its_write_is_whole(
+    redis_url: str, anyio_backend: str
+) -> None:
+    """A writer cancelled twice by asyncio's own ``task.cancel()`` while
+    its commit is in flight, on each path of the home loop (the store's
+    own connections, and redis-py's client in a task of its own for a URL
+    the store does not speak itself): it waits until the commit is whole
+    however often it is cancelled (anyio's shield does not stop a native
+    cancellation), then raises; the commit is stored."""
+    del anyio_backend
+    for query in ("", "?socket_keepalive=true"):
+        await _cancelled_natively(redis_url, query, times=2)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_cancelled_redis_write_past_its_bound_names_the_timeout(
+    redis_url: str, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancelled Redis write whose answer does not come within the
+    command's bound may or may not land later: the cancellation it raises
+    has the timeout as its cause (documented in the store's module)."""
+    import redis.exceptions  # noqa: PLC0415
+
+    from pipeline.stores import redis as redis_store  # noqa: PLC0415
+
+    del anyio_backend
+    monkeypatch.setattr(redis_store, "_TIMEOUT", 0.2)
+    async with _commit_on_hold(redis_url) as (_, task, switch):
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await task
+        assert isinstance(
+            caught.value.__cause__, redis.exceptions.TimeoutError
+        )
+        switch(False)
 
 
 async def test_a_failing_call_raises_its_error(

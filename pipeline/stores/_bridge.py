@@ -91,6 +91,27 @@ class _Call(Generic[T]):
                 self.wake(self.event.set)
 
 
+async def wait_out(
+    wait: Callable[[], Awaitable[object]], done: Callable[[], bool]
+) -> None:
+    """Wait (``wait()``, again and again) until a write in flight is
+    *done*, its caller already cancelled: shielded from anyio's
+    cancellation, and through asyncio's own ``task.cancel()`` too (anyio's
+    shield does not stop those on asyncio: each is caught and the wait goes
+    on), for at most :data:`SHIELD_BOUND` seconds.  The caller raises its
+    cancellation afterwards.  Shielding only once cancelled spares every
+    other call a cancel scope and its timer."""
+    with anyio.CancelScope(
+        shield=True, deadline=anyio.current_time() + SHIELD_BOUND
+    ) as scope:
+        while not done():
+            try:
+                await wait()
+            except anyio.get_cancelled_exc_class():
+                if scope.cancel_called:  # the bound: give up waiting
+                    raise
+
+
 @final
 class LoopThread:
     """An asyncio event loop running in a daemon thread named *name*."""
@@ -148,13 +169,8 @@ class LoopThread:
             if shield and not call.event.is_set():
                 # Cancelled with a write in flight: it completes on the
                 # loop whatever happens here, and the caller goes on
-                # (raising) only once it has, shielded for a bounded time.
-                # Shielding only once cancelled spares every other call a
-                # cancel scope and its deadline timer.
-                with anyio.CancelScope(
-                    shield=True, deadline=anyio.current_time() + SHIELD_BOUND
-                ):
-                    await call.event.wait()
+                # (raising) only once it has.
+                await wait_out(call.event.wait, call.event.is_set)
             raise
         if call.error is not None:
             raise call.error

@@ -46,7 +46,7 @@ import anyio.lowlevel
 from returns.result import Result
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
-from ._bridge import SHIELD_BOUND, LoopThread
+from ._bridge import LoopThread, wait_out
 from ._firm import held_back
 from ._protocol import Lease, Record
 
@@ -447,10 +447,7 @@ class ServerStore:
             return await waiter
         except BaseException:
             if shield and not task.done():
-                with anyio.CancelScope(
-                    shield=True, deadline=anyio.current_time() + SHIELD_BOUND
-                ):
-                    await asyncio.wait((task,))
+                await wait_out(lambda: asyncio.wait((task,)), task.done)
             raise
 
     async def _here(

@@ -37,6 +37,7 @@ from returns.result import Failure, Result, Success
 
 from ..errors import ConstructionError
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
+from ._bridge import wait_out
 from ._protocol import (
     DEFAULT_LEASE_TTL,
     Lease,
@@ -48,13 +49,6 @@ from ._protocol import (
     take,
 )
 
-
-SHIELD_BOUND: Final = 30.0
-"""Seconds a write's cancelled caller still waits for it, shielded.
-
-The write itself is never abandoned (it completes on the writer); a caller
-cancelled while it is in flight raises once it is done, or past this bound
-(never before its record is durable, unless the file stalls that long)."""
 
 _SCHEMA = (
     """
@@ -337,21 +331,8 @@ class SQLiteStore:
             if shield and not job.done:
                 # Cancelled (anyio's or native) with a write in flight: it
                 # completes on the writer whatever happens here, and the
-                # caller goes on (raising) only once it has, shielded for a
-                # bounded time.  Shielding only once cancelled spares every
-                # other call a cancel scope and its timer.
-                with anyio.CancelScope(
-                    shield=True, deadline=anyio.current_time() + SHIELD_BOUND
-                ) as scope:
-                    while not job.done:
-                        try:
-                            await job.wait()
-                        except anyio.get_cancelled_exc_class():
-                            # A native task.cancel() again: anyio's shield
-                            # does not stop those on asyncio.  Only the
-                            # bound ends this wait early.
-                            if scope.cancel_called:
-                                raise
+                # caller goes on (raising) only once it has.
+                await wait_out(job.wait, lambda: job.done)
             raise
         if job.error is not None:
             raise job.error

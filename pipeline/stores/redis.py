@@ -45,7 +45,11 @@ thread, with a client of its own.  Either way, a caller's cancellation
 (anyio's, or asyncio's own ``task.cancel()``) never interrupts a write in
 flight: a cancelled writer waits for its script's answer (each command
 bounded), then raises; a cancelled reader stops at once, dropping the
-connection it was reading from (never kept with a reply nobody read).
+connection it was reading from (never kept with a reply nobody read).  A
+cancelled write whose command ran past its bound, or whose connection
+broke, may or may not have landed: on asyncio the cancellation it raises
+has that error as its ``__cause__``; on trio the error itself is raised
+(trio's shield holds the cancellation until the next checkpoint).
 """
 
 from __future__ import annotations
@@ -186,6 +190,11 @@ _SHAS: Final = {
 """Each script's name in Redis: the SHA-1 digest of its text."""
 
 
+_LOADS: Final = 3
+"""Times a call loads its script when the server lacks it (a server whose
+scripts are flushed again and again ends it with ``NoScriptError``)."""
+
+
 _TIMEOUT: Final = 5.0
 """Seconds a command waits for its answer (redis-py's default socket
 timeout), and a connection for the server."""
@@ -253,9 +262,11 @@ async def _written(
     held: list[asyncio.CancelledError] = []
     try:
         out = await write(held)
-    except BaseException:
+    except BaseException as failed:
         if held:
-            raise held[0] from None
+            # The write's own error (a command past its bound, a broken
+            # connection: its outcome unknown) is the cancellation's cause.
+            raise held[0] from failed
         raise
     if held:
         raise held[0]
@@ -610,16 +621,18 @@ class RedisStore(ServerStore):
 
         async def run(held: list[asyncio.CancelledError]) -> Any:
             command = ("EVALSHA", self._shas[name], len(keys), *keys, *args)
-            try:
-                return await self._ask(*command, held=held)
-            except NoScriptError:
-                # The server restarted, or flushed its scripts: load it.
-                sha = await self._ask(
-                    "SCRIPT", "LOAD", _SCRIPTS[name], held=held
-                )
-                self._shas[name] = _bytes(sha).decode()
-                command = ("EVALSHA", self._shas[name], *command[2:])
-                return await self._ask(*command, held=held)
+            for _ in range(_LOADS):
+                try:
+                    return await self._ask(*command, held=held)
+                except NoScriptError:
+                    # The server restarted, or flushed its scripts (again,
+                    # between a load and its call): load it.
+                    sha = await self._ask(
+                        "SCRIPT", "LOAD", _SCRIPTS[name], held=held
+                    )
+                    self._shas[name] = _bytes(sha).decode()
+                    command = ("EVALSHA", self._shas[name], *command[2:])
+            return await self._ask(*command, held=held)
 
         return await _written(run)
 
