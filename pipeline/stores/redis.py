@@ -82,7 +82,7 @@ from returns.result import Failure, Result, Success
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
 from . import _resp
 from ._protocol import DEFAULT_LEASE_TTL, Lease, Record, check_lease_ttl
-from ._server import ServerStore
+from ._server import ServerStore, asyncio_loop, trio_module
 
 
 __all__ = ("RedisStore",)
@@ -273,14 +273,6 @@ async def _written(
     return out
 
 
-def _on_asyncio() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop, or None on trio (spoken to natively)."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
 async def _usable(conn: AbstractConnection) -> bool:
     """Whether idle *conn* is fit for a command: the server has not closed
     it, and nothing nobody asked for waits on it.  redis-py's own public
@@ -418,7 +410,7 @@ class RedisStore(ServerStore):
         # stays, for the first command).  The scripts are called by their
         # digest and loaded on first use (see _run), once per server rather
         # than once per store.
-        loop = _on_asyncio()
+        loop = asyncio_loop()
         if loop is not None:
             if self._native:
                 self._here_loop = loop
@@ -450,7 +442,7 @@ class RedisStore(ServerStore):
         # when it ends, as the store is closing.
         for wires in list(self._wires.values()):
             _abandon(wires)
-        loop = _on_asyncio()
+        loop = asyncio_loop()
         if loop is None:
             return
         if loop is self._here_loop:
@@ -482,9 +474,9 @@ class RedisStore(ServerStore):
         # timed out, interrupted) is dropped; one whose command the server
         # refused (an error reply) is fine.
         # A command given *held* is a write's: see _ask_home.
-        loop = _on_asyncio()
+        loop = asyncio_loop()
         if loop is None:
-            return await self._ask_here(command)
+            return await self._ask_here(command, shield=held is not None)
         if loop is self._here_loop:
             return await self._ask_home(command, held)
         idle = self._idle[loop]
@@ -508,12 +500,20 @@ class RedisStore(ServerStore):
         idle.append(conn)
         return out
 
-    async def _ask_here(self, command: tuple[str | int | bytes, ...]) -> Any:
+    async def _ask_here(
+        self, command: tuple[str | int | bytes, ...], *, shield: bool
+    ) -> Any:
         """*command*'s answer on trio, over a connection of the store's own
         on the caller's loop (see :mod:`pipeline.stores._resp`), with the
-        same bound and the same rules for failed connections as ``_ask``."""
-        from trio import CancelScope, current_time  # noqa: PLC0415  # on trio
+        same bound and the same rules for failed connections as ``_ask``.
 
+        A write's command (*shield*) is shielded from the caller's
+        cancellation by its bound's own scope: trio's scope takes a
+        deadline and a shield at once, and a write's commands are all it
+        waits on (``ServerStore._here`` enters no shield of its own for
+        this store: see ``_shields_writes``), so a write pays one scope a
+        command, not two."""
+        trio = trio_module()
         where = self._target
         if where is None:  # _native is False: the thread runs the calls
             msg = "this store's URL is not spoken on trio"
@@ -526,7 +526,9 @@ class RedisStore(ServerStore):
                 break
             await wire.aclose()
             wire = None
-        bound = CancelScope(deadline=current_time() + _TIMEOUT)
+        bound = trio.CancelScope(
+            deadline=trio.current_time() + _TIMEOUT, shield=shield
+        )
         out: Any = None
         try:
             with bound:
@@ -595,9 +597,7 @@ class RedisStore(ServerStore):
     def _run_wires(self) -> list[_resp.Connection]:
         """The running trio run's idle connections (closed when the run is
         over: a store may outlive many runs)."""
-        from trio.lowlevel import current_trio_token  # noqa: PLC0415  # on trio
-
-        run = current_trio_token()
+        run = trio_module().lowlevel.current_trio_token()
         idle = self._wires.get(run)
         if idle is None:
             idle = self._wires[run] = []
