@@ -703,14 +703,27 @@ class Journal(Generic[S]):
         del last, progress, author, pending, exact
         return _GENERAL
 
+    async def _acquire(self) -> anyio.Lock:
+        """The journal's lock, taken: the records of nested folds saving
+        at once (a fan-out's) are written one at a time.  Uncontended (the
+        common case: one nested fold saving, every turn of an agent's) it
+        is taken at once, without a trip through the event loop or a look
+        for a cancellation (the record is written, and a cancellation
+        seen at the next checkpoint)."""
+        lock = self._lock
+        if lock is None:
+            lock = self._lock = anyio.Lock(fast_acquire=True)
+        try:
+            lock.acquire_nowait()
+        except anyio.WouldBlock:
+            await lock.acquire()
+        return lock
+
     async def _progress(
         self, boundary: Boundary, progress: Progress, author: str = ""
     ) -> Failure[Any] | None:
-        if self._lock is None:
-            # Uncontended (the common case: one nested fold saving) it is
-            # taken without a trip through the event loop.
-            self._lock = anyio.Lock(fast_acquire=True)
-        async with self._lock:
+        lock = await self._acquire()
+        try:
             last = self.last
             assert last is not None  # noqa: S101  # a step has a start
             state = boundary.track() if boundary.track else last.state
@@ -736,6 +749,8 @@ class Journal(Generic[S]):
             )
             out = await self.commit(snap, progress)
             return out if type(out) is Failure else None
+        finally:
+            lock.release()
 
 
 @final
@@ -819,11 +834,7 @@ class ThreadJournal(Journal[S]):
         orjson did not write), and nothing was."""
         if boundary.track is not None:
             return _GENERAL
-        lock = self._lock
-        if lock is None:
-            lock = self._lock = anyio.Lock(fast_acquire=True)
-        # What ``async with`` does, less its two frames (every turn).
-        await lock.acquire()
+        lock = await self._acquire()
         try:
             last = self.last
             if last is None or last.edit is not None:
