@@ -260,3 +260,39 @@ async def test_a_run_cancelled_from_outside_waits_for_its_renewal() -> None:
             tg.cancel_scope.cancel()
     assert store.cancelled
     assert await free(store)
+
+
+async def test_a_cancelled_run_on_the_memory_store_gives_its_lease_up(
+    anyio_backend: str,
+) -> None:
+    """The memory store's release is awaited without a bound or a shield
+    (none of its calls waits): a run cancelled from outside (by anyio, and
+    on asyncio by ``task.cancel()`` too) still gives its lease up."""
+    store = stores.MemoryStore()
+    started = anyio.Event()
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        del held
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError  # pragma: no cover  # never woken
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stores.leased, store, "t", body)
+            await started.wait()
+            tg.cancel_scope.cancel()
+    taken = await store.acquire("t", "other", ttl=60)
+    assert type(taken) is Success
+    if anyio_backend != "asyncio":
+        return
+    import asyncio  # noqa: PLC0415  # asyncio's own cancellation
+
+    started = anyio.Event()
+    task = asyncio.ensure_future(stores.leased(store, "u", body))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    taken = await store.acquire("u", "other", ttl=60)
+    assert type(taken) is Success

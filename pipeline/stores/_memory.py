@@ -31,7 +31,9 @@ class MemoryStore:
     """A :class:`~pipeline.stores.CheckpointStore` in a dict: fast, per process, not durable.
 
     Records are immutable values, so the store hands out the very objects it
-    keeps.  Leases run on the wall clock (``time.time``).
+    keeps.  Leases run on the wall clock (``time.time``).  No call waits
+    (none awaits anything): a run's lease is released without a bound or a
+    shield (see :func:`~pipeline.stores._lease.leased`).
 
     .. versionadded:: 0.1.0
     """
