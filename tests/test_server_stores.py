@@ -439,20 +439,25 @@ _PREVIOUS_FUNCTIONS = [
     "pipeline_acquire_v1",
     "pipeline_renew_v1",
     "pipeline_release_v1",
+    "pipeline_release_v2",
 ]
-"""The functions the previous release's stores call (schema version 2)."""
+"""The functions the previous releases' stores call (schema versions 2
+and 3)."""
+
+_NEW_FUNCTIONS = ["pipeline_release_v2", "pipeline_commit_v2"]
+"""What a schema of version 2 lacks (version 3 only the commit)."""
 
 
 @pytest.mark.postgres
 async def test_postgres_upgrades_the_previous_releases_schema(
     postgres_url: str,
 ) -> None:
-    """A schema the previous release made (schema version 2: no
-    pipeline_release_v2), with a thread and a live lease in it, gets the
-    new release function when a store of this release opens it; that
-    store commits and releases on it, and the previous release's calls
-    (its commit and release functions, still there) keep working beside
-    it."""
+    """A schema an earlier release made (schema version 2: no
+    pipeline_release_v2, no pipeline_commit_v2), with a thread and a live
+    lease in it, gets the new functions when a store of this release opens
+    it; that store commits and releases on it, and the earlier release's
+    calls (its commit and release functions, still there) keep working
+    beside it."""
     import psycopg  # noqa: PLC0415
 
     from psycopg import sql  # noqa: PLC0415
@@ -460,13 +465,19 @@ async def test_postgres_upgrades_the_previous_releases_schema(
     name = servers.namespace()
 
     def previous() -> None:
-        """The previous release's schema: this one's, without the new
-        release function."""
+        """The earlier release's schema: this one's, without the new
+        release and commit functions."""
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute(
                 sql.SQL("DROP FUNCTION {}(text, text, text, bigint)").format(
                     sql.Identifier(name, "pipeline_release_v2")
                 )
+            )
+            conn.execute(
+                sql.SQL(
+                    "DROP FUNCTION {}(text, text, bigint, bigint, bytea, "
+                    "text, bigint, text, bigint)"
+                ).format(sql.Identifier(name, "pipeline_commit_v2"))
             )
 
     def old_store_calls(token: int) -> tuple[Any, ...]:
@@ -497,8 +508,8 @@ async def test_postgres_upgrades_the_previous_releases_schema(
             await made.commit(rec("t", 0), expected_head=None, lease=lease)
         await anyio.to_thread.run_sync(previous)
         assert await anyio.to_thread.run_sync(
-            _functions, postgres_url, name, ["pipeline_release_v2"]
-        ) == [False]
+            _functions, postgres_url, name, _NEW_FUNCTIONS
+        ) == [False, False]
         async with servers.postgres_store(
             postgres_url, schema=name, drop=False
         ) as store:
@@ -507,9 +518,9 @@ async def test_postgres_upgrades_the_previous_releases_schema(
                     _functions,
                     postgres_url,
                     name,
-                    [*_PREVIOUS_FUNCTIONS, "pipeline_release_v2"],
+                    [*_PREVIOUS_FUNCTIONS, *_NEW_FUNCTIONS],
                 )
-                == [True] * 5
+                == [True] * 7
             )
             busy = await store.acquire("t", "other", ttl=60)
             assert isinstance(busy.failure(), ThreadBusy)
@@ -550,7 +561,7 @@ async def test_postgres_makes_a_schema_the_previous_release_opens(
             await anyio.to_thread.run_sync(
                 _functions, postgres_url, name, _PREVIOUS_FUNCTIONS
             )
-            == [True] * 4
+            == [True] * 5
         )
 
 
