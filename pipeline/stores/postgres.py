@@ -629,7 +629,7 @@ class _Pool:
             if not fresh and not _readable(conn):
                 return conn
             self._count += 1
-            self.cursors.pop(conn, None)
+            self._drop_wire(conn)
             await conn.close()
             if fresh:
                 break
@@ -642,11 +642,19 @@ class _Pool:
             self._closed
             or conn.pgconn.transaction_status != TransactionStatus.IDLE
         ):
-            self.cursors.pop(conn, None)
+            self._drop_wire(conn)
             await conn.close()
             self._free()
             return
         self._hand_on(conn)
+
+    def _drop_wire(self, conn: _Conn) -> None:
+        """Forget *conn*'s wire, its socket no longer watched: before the
+        connection is closed (a socket closed while the loop watches it
+        would leave the loop's selector a stale entry for its number)."""
+        wire = self.cursors.pop(conn, None)
+        if wire is not None:
+            wire.unwatch()
 
     def _hand_on(self, conn: _Conn) -> None:
         """Give a fit *conn* to the first caller still waiting, else keep
@@ -678,6 +686,10 @@ class _Pool:
         """A connection for the block (see :meth:`get`), returned after
         it."""
         conn = await self.get(fresh=fresh)
+        wire = self.cursors.get(conn)
+        if wire is not None:
+            # psycopg's waits take the socket's reader, then remove it.
+            wire.unwatch_reader()
         try:
             yield conn
         finally:
@@ -687,8 +699,9 @@ class _Pool:
         """Close the idle connections (and those returned from now on)."""
         self._closed = True
         idle, self._idle = self._idle, []
-        self.cursors.clear()
         for conn in idle:
+            # (Those in use are dropped as they come back: see put.)
+            self._drop_wire(conn)
             await conn.close()
 
     def abandon(self) -> None:
