@@ -398,11 +398,18 @@ class _Statements:
                 for name, _, types, _ in _LEASE_FUNCTIONS
             ),
         )
-        # Which of the schema's objects exist (one round trip).
+        # Which of the schema's objects exist: sent with the first
+        # connection's settings (see _configure), in their round trip.
         self.check = sql.SQL("SELECT {}").format(
             sql.SQL(", ").join(
-                [sql.SQL("to_regclass(%s)")] * len(self.names)
-                + [sql.SQL("to_regprocedure(%s)")] * len(self.functions)
+                [
+                    sql.SQL("to_regclass({})").format(sql.Literal(name))
+                    for name in self.names
+                ]
+                + [
+                    sql.SQL("to_regprocedure({})").format(sql.Literal(name))
+                    for name in self.functions
+                ]
             )
         )
         # The statements of one call each, by name (see PostgresStore._one).
@@ -472,7 +479,11 @@ _GENERIC_PLANS = 120000
 """The first server version with ``plan_cache_mode`` (12)."""
 
 
-async def _configure(conn: _Conn, *, stall: float) -> None:
+async def _configure(
+    conn: _Conn, *, stall: float, then: sql.Composable | None = None
+) -> tuple[Any, ...] | None:
+    """Set *conn* up for the store (see below), and run the query *then*
+    (no parameters) in the same round trip: its row, if given."""
     # Each statement under the thread's lock must see what the previous
     # holder committed: read committed, whatever the server's default.
     await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
@@ -489,10 +500,10 @@ async def _configure(conn: _Conn, *, stall: float) -> None:
     # rows up by key, so the generic plan is the one the server keeps
     # anyway; about 0.5 ms less per connection; PostgreSQL 12 and later).
     # All in one round trip (no parameters: one simple query).
-    await conn.execute(
+    cur = await conn.execute(
         sql.SQL(
             "SET default_transaction_isolation = 'read committed'; "
-            "SET idle_in_transaction_session_timeout = {}{}"
+            "SET idle_in_transaction_session_timeout = {}{}{}"
         ).format(
             sql.Literal(math.ceil(stall * 1000)),
             sql.SQL(
@@ -500,8 +511,14 @@ async def _configure(conn: _Conn, *, stall: float) -> None:
                 if conn.info.server_version >= _GENERIC_PLANS
                 else ""
             ),
+            sql.SQL("") if then is None else sql.SQL("; {}").format(then),
         )
     )
+    if then is None:
+        return None
+    while cur.nextset():  # to the last statement's result: *then*'s
+        pass
+    return await cur.fetchone()
 
 
 def _readable(conn: _Conn) -> bool:
@@ -884,9 +901,10 @@ class PostgresStore(ServerStore):
     async def _open(self) -> None:
         # One connection checks the tables (a wrong address fails here) and
         # stays as the first pool's (see _new_pool).
-        conn = await self._new_connection()
+        # (Its settings and the check of the tables in one round trip.)
+        conn, found = await self._connected(self._sql.check)
         try:
-            await self._create_tables(conn)
+            await self._create_tables(conn, found)
         except BaseException:
             await conn.close()
             raise
@@ -922,24 +940,32 @@ class PostgresStore(ServerStore):
         )
 
     async def _new_connection(self) -> _Conn:
+        conn, _ = await self._connected(None)
+        return conn
+
+    async def _connected(
+        self, then: sql.Composable | None
+    ) -> tuple[_Conn, tuple[Any, ...] | None]:
+        """A new connection, configured (see :func:`_configure`), and the
+        row of the query *then* run with its settings."""
         conn = await psycopg.AsyncConnection.connect(
             self._conninfo,
             autocommit=True,
             connect_timeout=math.ceil(self._timeout),
         )
         try:
-            await _configure(conn, stall=max(self._lease_ttl, _STALL_FLOOR))
+            found = await _configure(
+                conn, stall=max(self._lease_ttl, _STALL_FLOOR), then=then
+            )
         except BaseException:
             await conn.close()
             raise
-        return conn
+        return conn, found
 
-    async def _create_tables(self, conn: _Conn) -> None:
-        cur = await conn.execute(
-            self._sql.check,
-            (*self._sql.names, *self._sql.functions),
-        )
-        found = await cur.fetchone()
+    async def _create_tables(
+        self, conn: _Conn, found: tuple[Any, ...] | None
+    ) -> None:
+        """Create what *found* (the check's row) says is missing."""
         if found is not None and None not in found:
             return  # nothing to create (and maybe no right to create it)
         async with conn.transaction():
