@@ -471,3 +471,156 @@ async def test_postgres_prepares_again_a_statement_the_server_dropped(
         )
         assert await store.head("t") == 1
         assert [c for p in store._pools.values() for c in p._idle] == [conn]
+
+
+def _watched_fds_open() -> None:
+    """On asyncio, every socket the loop's selector watches is open: no
+    connection was closed while its reader stayed (its number's entry
+    would be stale, and a new socket of that number never watched)."""
+    import os  # noqa: PLC0415
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return  # trio: the store registers nothing that stays
+    selector = loop._selector  # type: ignore[attr-defined]
+    for fd in list(selector.get_map()):
+        os.fstat(fd)  # raises if closed
+
+
+@pytest.mark.postgres
+async def test_postgres_hot_and_psycopg_calls_share_a_connection(
+    postgres_url: str, anyio_backend: str
+) -> None:
+    """One connection (pool_size=1) spoken to in turn by the hot calls
+    (libpq, the socket's reader kept from one call to the next on asyncio)
+    and by psycopg's async API (records, threads, delete, the cache: its
+    waits take the socket's reader and remove it): every call answers
+    promptly, and the loop watches no closed socket."""
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+
+    name = servers.namespace()
+    wire: Any = None
+    try:
+        async with PostgresStore(
+            postgres_url, schema=name, pool_size=1
+        ) as store:
+            with anyio.fail_after(10):
+                for round_ in range(3):
+                    t = f"t{round_}"
+                    lease = (await store.acquire(t, "me", ttl=60)).unwrap()
+                    for v in range(3):
+                        out = await store.commit(
+                            rec(t, v),
+                            expected_head=v - 1 if v else None,
+                            lease=lease,
+                        )
+                        assert out == Success(None)
+                        assert len(await store.records(t)) == v + 1
+                        assert await store.head(t) == v
+                    assert t in await store.threads()
+                    await store.release(lease)
+                    await store.delete(t)
+                    assert await store.head(t) is None
+                    _watched_fds_open()
+            if anyio_backend == "asyncio":  # (trio's other calls: a thread)
+                (pool,) = store._pools.values()
+                (wire,) = pool.cursors.values()
+                assert len(pool._idle) == 1
+                assert wire._watched is not None  # kept after the call
+                await store.records("t0")
+                assert wire._watched is None  # psycopg's call came last
+                await store.head("t0")
+                assert wire._watched is not None  # kept after the call
+        _watched_fds_open()  # closed: its reader removed first
+        if wire is not None:  # asyncio
+            assert wire._watched is None
+            assert wire._timer is None
+    finally:
+        await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
+
+
+@pytest.mark.postgres
+async def test_postgres_idle_connection_ended_by_the_server(
+    postgres_url: str, anyio_backend: str
+) -> None:
+    """The server ends an idle connection whose socket the loop watches
+    (asyncio): its reader, with no call waiting, stops watching (no loop
+    turning on a socket readable for ever), the connection is dropped
+    before the next call, which runs on a new one."""
+    import time  # noqa: PLC0415
+
+    async with servers.postgres_store(postgres_url) as store:
+        await store.commit(rec("t", 0), expected_head=None)
+        (pool,) = store._pools.values()
+        (conn,) = pool._idle
+        wire = pool.cursors[conn]
+        if anyio_backend == "asyncio":
+            assert wire._watched is not None
+        await anyio.to_thread.run_sync(
+            _terminate, postgres_url, conn.info.backend_pid
+        )
+        cpu = time.process_time()
+        await anyio.sleep(0.3)  # the goodbye arrives; the loop idles
+        assert time.process_time() - cpu < 0.2
+        assert wire._watched is None
+        assert await store.commit(rec("t", 1), expected_head=0) == Success(
+            None
+        )
+        assert conn.closed
+        assert conn not in pool.cursors
+        _watched_fds_open()
+        _fit(store)
+
+
+@pytest.mark.postgres
+async def test_postgres_call_bounded_across_calls(
+    postgres_url: str, anyio_backend: str
+) -> None:
+    """Each call waits for its reply up to the bound (``_pq.BOUND``), from
+    its own start: a connection's timer, set by an earlier call, moves on
+    to a later call's deadline rather than cutting it short; a call past
+    its bound raises OperationalError and its connection is dropped; the
+    next call runs on a new one."""
+    import psycopg  # noqa: PLC0415
+
+    from pipeline.stores import _pq  # noqa: PLC0415
+
+    bound = 0.6
+    async with servers.postgres_store(postgres_url) as store:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_pq, "BOUND", bound)
+            await store.commit(rec("t", 0), expected_head=None)
+            await anyio.sleep(bound / 2)
+            holder = await anyio.to_thread.run_sync(
+                functools.partial(
+                    psycopg.connect, postgres_url, autocommit=True
+                )
+            )
+            key = store._lock_key("t")
+
+            def lock() -> None:
+                holder.execute(
+                    "SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,)
+                )
+
+            try:
+                await anyio.to_thread.run_sync(lock)
+                start = anyio.current_time()
+                with (
+                    anyio.fail_after(10),
+                    pytest.raises(psycopg.OperationalError, match="no reply"),
+                ):
+                    # (refused when the server gets to it: it goes on
+                    # there, behind the lock, after the client gave up)
+                    await store.commit(rec("t", 5), expected_head=4)
+                waited = anyio.current_time() - start
+                assert bound * 0.9 <= waited < bound * 3
+            finally:
+                await anyio.to_thread.run_sync(holder.close)
+            _fit(store)
+            _watched_fds_open()
+            assert await store.head("t") == 0
+            assert await store.commit(rec("t", 1), expected_head=0) == Success(
+                None
+            )

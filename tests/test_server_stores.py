@@ -439,20 +439,25 @@ _PREVIOUS_FUNCTIONS = [
     "pipeline_acquire_v1",
     "pipeline_renew_v1",
     "pipeline_release_v1",
+    "pipeline_release_v2",
 ]
-"""The functions the previous release's stores call (schema version 2)."""
+"""The functions the previous releases' stores call (schema versions 2
+and 3)."""
+
+_NEW_FUNCTIONS = ["pipeline_release_v2", "pipeline_commit_v2"]
+"""What a schema of version 2 lacks (version 3 only the commit)."""
 
 
 @pytest.mark.postgres
 async def test_postgres_upgrades_the_previous_releases_schema(
     postgres_url: str,
 ) -> None:
-    """A schema the previous release made (schema version 2: no
-    pipeline_release_v2), with a thread and a live lease in it, gets the
-    new release function when a store of this release opens it; that
-    store commits and releases on it, and the previous release's calls
-    (its commit and release functions, still there) keep working beside
-    it."""
+    """A schema an earlier release made (schema version 2: no
+    pipeline_release_v2, no pipeline_commit_v2), with a thread and a live
+    lease in it, gets the new functions when a store of this release opens
+    it; that store commits and releases on it, and the earlier release's
+    calls (its commit and release functions, still there) keep working
+    beside it."""
     import psycopg  # noqa: PLC0415
 
     from psycopg import sql  # noqa: PLC0415
@@ -460,13 +465,19 @@ async def test_postgres_upgrades_the_previous_releases_schema(
     name = servers.namespace()
 
     def previous() -> None:
-        """The previous release's schema: this one's, without the new
-        release function."""
+        """The earlier release's schema: this one's, without the new
+        release and commit functions."""
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute(
                 sql.SQL("DROP FUNCTION {}(text, text, text, bigint)").format(
                     sql.Identifier(name, "pipeline_release_v2")
                 )
+            )
+            conn.execute(
+                sql.SQL(
+                    "DROP FUNCTION {}(text, text, bigint, bigint, bytea, "
+                    "text, bigint, text, bigint)"
+                ).format(sql.Identifier(name, "pipeline_commit_v2"))
             )
 
     def old_store_calls(token: int) -> tuple[Any, ...]:
@@ -497,8 +508,8 @@ async def test_postgres_upgrades_the_previous_releases_schema(
             await made.commit(rec("t", 0), expected_head=None, lease=lease)
         await anyio.to_thread.run_sync(previous)
         assert await anyio.to_thread.run_sync(
-            _functions, postgres_url, name, ["pipeline_release_v2"]
-        ) == [False]
+            _functions, postgres_url, name, _NEW_FUNCTIONS
+        ) == [False, False]
         async with servers.postgres_store(
             postgres_url, schema=name, drop=False
         ) as store:
@@ -507,9 +518,9 @@ async def test_postgres_upgrades_the_previous_releases_schema(
                     _functions,
                     postgres_url,
                     name,
-                    [*_PREVIOUS_FUNCTIONS, "pipeline_release_v2"],
+                    [*_PREVIOUS_FUNCTIONS, *_NEW_FUNCTIONS],
                 )
-                == [True] * 5
+                == [True] * 7
             )
             busy = await store.acquire("t", "other", ttl=60)
             assert isinstance(busy.failure(), ThreadBusy)
@@ -550,7 +561,7 @@ async def test_postgres_makes_a_schema_the_previous_release_opens(
             await anyio.to_thread.run_sync(
                 _functions, postgres_url, name, _PREVIOUS_FUNCTIONS
             )
-            == [True] * 4
+            == [True] * 5
         )
 
 
@@ -2299,3 +2310,115 @@ def test_a_reply_that_beat_its_timer_leaves_the_connection_usable(
             conn.abandon()
 
     asyncio.run(main())
+
+
+@pytest.mark.postgres
+def test_postgres_commit_v2_decides_as_v1(postgres_url: str) -> None:
+    """``pipeline_commit_v2`` (insert first, the reason only on a refusal)
+    answers and writes what ``pipeline_commit_v1`` (each read first) does,
+    on every combination of a thread's head (none, 0, 2), its lease row
+    (none, the caller's, another's), the caller's lease (none, its own, a
+    stale token) and the commit's version and expected head (around the
+    head, negative, and the largest bigint): the same outcome and head,
+    the same rows after it."""
+    import itertools  # noqa: PLC0415
+
+    import psycopg  # noqa: PLC0415
+
+    from psycopg import sql  # noqa: PLC0415
+
+    name = servers.namespace()
+
+    async def make() -> None:
+        async with servers.postgres_store(
+            postgres_url, schema=name, drop=False
+        ):
+            pass
+
+    anyio.run(make)
+    big = 2**63 - 1
+    code = {"stored": -1, "lease": -2}
+    try:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            ck = sql.Identifier(name, "pipeline_checkpoints")
+            leases = sql.Identifier(name, "pipeline_leases")
+            call = {
+                v: sql.SQL(
+                    "SELECT {}{}(%s::text, %s::text, %s::bigint, "
+                    "%s::bigint, %s::bytea, %s::text, %s::bigint, "
+                    "%s::text, %s::bigint)"
+                ).format(
+                    sql.SQL("outcome, head FROM " if v == 1 else ""),
+                    sql.Identifier(name, f"pipeline_commit_v{v}"),
+                )
+                for v in (1, 2)
+            }
+            rows = sql.SQL(
+                "SELECT version FROM {} WHERE thread_id = 't' ORDER BY 1"
+            ).format(ck)
+            seen = 0
+            for (
+                head,
+                lease_row,
+                caller,
+                version,
+                expected,
+            ) in itertools.product(
+                (None, 0, 2),
+                (None, ("me", 1), ("other", 2)),
+                (None, ("me", 1), ("me", 2)),
+                (-1, 0, 1, 2, 3, 4),
+                (None, -1, 0, 1, 2, 3, big),
+            ):
+                answers = []
+                for v in (1, 2):
+                    with conn.transaction(force_rollback=True):
+                        for n in range(-1 if head is None else head + 1):
+                            conn.execute(
+                                sql.SQL(
+                                    "INSERT INTO {} VALUES "
+                                    "('t', %s, NULL, '', 'x')"
+                                ).format(ck),
+                                (n,),
+                            )
+                        if lease_row is not None:
+                            conn.execute(
+                                sql.SQL(
+                                    "INSERT INTO {} VALUES ('t', %s, %s, 1e12)"
+                                ).format(leases),
+                                lease_row,
+                            )
+                        out = conn.execute(
+                            call[v],
+                            (
+                                "t",
+                                f"{name}/t",
+                                version,
+                                None if version <= 0 else version - 1,
+                                b"{}",
+                                "sum",
+                                expected,
+                                *(caller or (None, None)),
+                            ),
+                        ).fetchone()
+                        assert out is not None
+                        if v == 1:
+                            outcome, found = out
+                            answer = code.get(
+                                outcome, -3 if found is None else found
+                            )
+                        else:
+                            (answer,) = out
+                        after = [r[0] for r in conn.execute(rows)]
+                        answers.append((answer, after))
+                assert answers[0] == answers[1], (
+                    head,
+                    lease_row,
+                    caller,
+                    version,
+                    expected,
+                )
+                seen += answers[1][0] == -1
+            assert seen > 0  # some were stored
+    finally:
+        servers.drop_schema(postgres_url, name)

@@ -11,8 +11,11 @@ statement with one row back, so it is spoken here with psycopg's documented
 libpq layer (:mod:`psycopg.pq`) on a connection psycopg made and configured:
 the statement prepared once per connection, then each call one
 ``send_query_prepared``, flushed, and its reply read as the socket has it,
-waiting on the socket with the caller's own loop (``add_reader`` on asyncio,
-``wait_readable`` on trio).
+waiting on the socket with the caller's own loop (``wait_readable`` on trio;
+on asyncio a reader registered once per connection, which reads what comes
+and wakes the call's waiter once the reply is whole, and stops watching an
+idle socket that turns readable; it is removed before the connection is
+closed or handed to psycopg, whose waits take the socket's reader).
 
 Parameters go with their types left to the server (it takes them from the
 statement: the function's arguments, the column compared), strings and bytes
@@ -26,7 +29,8 @@ cancellation does not cancel (:class:`~pipeline.stores._firm.Firm`: the
 write runs held back, see :mod:`pipeline.stores._firm`); any other call
 cancelled stops at once, and its caller drops the connection (a reply may be
 on its way).  Every call is bounded: with no reply within :data:`BOUND` seconds the
-connection is given up (``OperationalError``).
+connection is given up (``OperationalError``); on asyncio by one timer per
+connection, moved on to the call in flight's deadline when it fires early.
 """
 
 from __future__ import annotations
@@ -126,12 +130,16 @@ class Wire:
     the module); the statements it has prepared."""
 
     __slots__ = (
+        "_consumed",
+        "_deadline",
         "_encoding",
         "_expired",
         "_fd",
         "_pgconn",
         "_prepared",
+        "_timer",
         "_waiter",
+        "_watched",
     )
 
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
@@ -141,6 +149,22 @@ class Wire:
         self._prepared: set[bytes] = set()
         self._expired = False
         self._waiter: asyncio.Future[None] | None = None
+        self._watched: asyncio.AbstractEventLoop | None = None
+        """The loop whose reader watches the socket (see ``_wait``)."""
+        self._deadline: float | None = None
+        """When the call in flight is given up (the loop's clock)."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._consumed = False
+        """Whether the reader read the reply the wait ended with."""
+
+    def unwatch(self) -> None:
+        """Stop watching the socket, and the call's bound: before the
+        connection is closed, or spoken to by psycopg (whose waits take
+        the socket's reader and remove it).  On the loop's own thread."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.unwatch_reader()
 
     def _values(
         self, args: Sequence[object]
@@ -199,15 +223,20 @@ class Wire:
             self._pgconn.finish()  # given up half-way: never to be used again
             raise _lost()
         self._expired = False
-        timer = loop.call_later(BOUND, self._expire)
+        # The bound: one timer per connection, moved on lazily (see
+        # _bound), not one made and cancelled per call.
+        self._deadline = deadline = loop.time() + BOUND
+        if self._timer is None:
+            self._timer = loop.call_at(deadline, self._bound, loop)
         try:
             return await self._run(name, query, values, formats, loop, firm)
         except psycopg.OperationalError:
             if self._expired:  # given up half-way: never to be used again
+                self.unwatch()
                 self._pgconn.finish()
             raise
         finally:
-            timer.cancel()
+            self._deadline = None
 
     async def _run(
         self,
@@ -258,8 +287,8 @@ class Wire:
         out: pq.abc.PGresult | None = None
         while True:
             while pgconn.is_busy():
-                await self._wait(loop, firm, writing=False)
-                pgconn.consume_input()
+                if not await self._wait(loop, firm, writing=False):
+                    pgconn.consume_input()
             result = pgconn.get_result()
             if result is None:
                 break
@@ -284,32 +313,81 @@ class Wire:
         firm: bool,
         *,
         writing: bool,
-    ) -> None:
-        """Until the socket is ready (see the module for cancellation)."""
+    ) -> bool:
+        """Until the socket is ready (see the module for cancellation);
+        whether the reply was read already (by the reader, on asyncio)."""
         if loop is None:
             from trio.lowlevel import wait_readable, wait_writable  # noqa: PLC0415  # on trio
 
             await (wait_writable if writing else wait_readable)(self._fd)
-            return
+            return False
         fd = self._fd
-        watch = loop.add_writer if writing else loop.add_reader
+        waiter = self._waiter = (
+            Firm(loop=loop) if firm else loop.create_future()
+        )
+        self._consumed = False
         try:
-            waiter = self._waiter = (
-                Firm(loop=loop) if firm else loop.create_future()
-            )
-            watch(fd, _wake, waiter)
-            await waiter
+            if writing:
+                loop.add_writer(fd, _wake, waiter)
+                try:
+                    await waiter
+                finally:
+                    loop.remove_writer(fd)
+            else:
+                # The reader stays from one wait (and call) to the next
+                # (no epoll registration per wait): it wakes the waiter of
+                # the moment, and with none (an idle connection's socket
+                # readable: the server ended it, or a cancelled call's
+                # reply came) it stops watching (see _ready).
+                if self._watched is not loop:
+                    self.unwatch_reader()
+                    loop.add_reader(fd, self._ready)
+                    self._watched = loop
+                await waiter
             if self._expired:
                 raise _lost()
         finally:
             self._waiter = None
-            if writing:
-                loop.remove_writer(fd)
-            else:
-                loop.remove_reader(fd)
+        return self._consumed
 
-    def _expire(self) -> None:
-        """The call's time is up (a timer of the loop's)."""
+    def unwatch_reader(self) -> None:
+        """Stop watching the socket (the bound's timer stays)."""
+        loop, self._watched = self._watched, None
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._fd)
+
+    def _ready(self) -> None:
+        """The socket is readable (the reader of the loop's): what came is
+        read, and the waiter woken once the reply is whole.  The event may
+        be stale (the loop saw the socket readable before the waiter's
+        task read it, then the task sent its next statement and waits
+        again): nothing to read then, and nobody woken for nothing."""
+        waiter = self._waiter
+        if waiter is None:  # nobody waits: stop (epoll would repeat it)
+            self.unwatch_reader()
+            return
+        if waiter.done():
+            return
+        try:
+            self._pgconn.consume_input()
+            if self._pgconn.is_busy():
+                return  # more to come
+            self._consumed = True
+        except Exception:  # noqa: BLE001, S110  # the task reads it again and raises
+            pass
+        waiter.set_result(None)
+
+    def _bound(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The bound's timer: the call in flight is given up if its time
+        is up, else the timer moves on to its deadline (none in flight:
+        the next call sets it again)."""
+        self._timer = None
+        deadline = self._deadline
+        if deadline is None:
+            return
+        if loop.time() < deadline:
+            self._timer = loop.call_at(deadline, self._bound, loop)
+            return
         self._expired = True
         if self._waiter is not None:
             _wake(self._waiter)
