@@ -39,7 +39,7 @@ import asyncio
 import re
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import psycopg
 import psycopg.errors
@@ -47,6 +47,11 @@ import psycopg.errors
 from psycopg import pq
 
 from ._firm import Firm
+from ._server import trio_module
+
+
+if TYPE_CHECKING:
+    from trio import CancelScope
 
 
 BOUND: Final = 30.0
@@ -214,9 +219,11 @@ class Wire:
         """
         values, formats = self._values(args)
         if loop is None:
-            from trio import CancelScope, current_time  # noqa: PLC0415  # on trio
-
-            with CancelScope(deadline=current_time() + BOUND):
+            trio = trio_module()
+            bound: CancelScope = trio.CancelScope(
+                deadline=trio.current_time() + BOUND
+            )
+            with bound:
                 return await self._run(
                     name, query, values, formats, None, False
                 )
@@ -317,9 +324,10 @@ class Wire:
         """Until the socket is ready (see the module for cancellation);
         whether the reply was read already (by the reader, on asyncio)."""
         if loop is None:
-            from trio.lowlevel import wait_readable, wait_writable  # noqa: PLC0415  # on trio
-
-            await (wait_writable if writing else wait_readable)(self._fd)
+            lowlevel = trio_module().lowlevel
+            await (
+                lowlevel.wait_writable if writing else lowlevel.wait_readable
+            )(self._fd)
             return False
         fd = self._fd
         waiter = self._waiter = (
