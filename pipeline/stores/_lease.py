@@ -38,7 +38,7 @@ import anyio
 
 from returns.result import Failure, Result, Success
 
-from .._concurrency import collapse
+from .._concurrency import asyncio_scope, collapse
 from ..failures import LeaseLost
 from ._memory import MemoryStore
 from ._protocol import CheckpointStore, Lease
@@ -248,7 +248,7 @@ class _Keeper:
         timer when the first renewal is due; ``None`` if the task
         cancelled it."""
         loop = asyncio.get_running_loop()
-        with anyio.CancelScope() as scope:
+        with asyncio_scope() as scope:
             timer = loop.call_at(
                 loop.time() + self.ttl / 3, self._start, loop, scope
             )
