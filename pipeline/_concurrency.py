@@ -61,6 +61,53 @@ __all__ = (
 )
 
 
+def new_lock() -> anyio.Lock:
+    """``anyio.Lock(fast_acquire=True)``, made by the running library's own
+    class once one was seen: anyio looks the library up (sniffio, then
+    the running task) at every lock made, about as long as making it.
+    trio names itself in sniffio's thread-local while it runs; anyio runs
+    nothing else that leaves it unset but asyncio."""
+    name = _trio_name()
+    made = _LOCKS.get(name)
+    if made is not None:
+        return made(fast_acquire=True)
+    lock = anyio.Lock(fast_acquire=True)
+    if type(lock).__module__.startswith("anyio._backends."):  # not an adapter
+        _LOCKS[name] = type(lock)
+    return lock
+
+
+_LOCKS: dict[str | None, Callable[..., anyio.Lock]] = {}
+"""The lock class of each library seen (by sniffio's thread-local name)."""
+
+
+def _trio_name() -> str | None:
+    """sniffio's thread-local name of the library running (trio sets it
+    while it runs; ``None`` elsewhere, and without trio imported)."""
+    if "trio" not in sys.modules:
+        return None
+    import sniffio  # noqa: PLC0415 (trio depends on it; anyio may not)
+
+    name: str | None = sniffio.thread_local.name
+    return name
+
+
+def asyncio_scope() -> anyio.CancelScope:
+    """``anyio.CancelScope()`` on asyncio (the caller knows it runs there),
+    made by anyio's asyncio class once one was seen (see
+    :func:`new_lock`)."""
+    made = _SCOPES[0]
+    if made is not None:
+        return made()
+    scope = anyio.CancelScope()
+    _SCOPES[0] = type(scope)
+    return scope
+
+
+_SCOPES: list[Callable[[], anyio.CancelScope] | None] = [None]
+"""anyio's asyncio cancel scope class, once seen."""
+
+
 def checkpoint_if_cancelled() -> Awaitable[None]:
     """Raise the caller's cancellation now if it has one pending (await it).
 

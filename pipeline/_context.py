@@ -202,10 +202,18 @@ _VERSION_4 = (0x8000 << 48) | (4 << 76)
 
 def metadata_from_json(value: object) -> Metadata:
     """Metadata from a record's JSON object."""
+    if type(value) is dict and not value:
+        # Most records' metadata (every admission of a context without
+        # any): what freeze() makes of it, the one empty map, without
+        # its walk (an ABC check, a stack, a dict built and copied).
+        return _EMPTY_METADATA
     if not isinstance(value, dict):
         msg = f"expected an object, got {type(value).__name__}"
         raise TypeError(msg)
     return _to_metadata(value)
+
+
+_EMPTY_METADATA: Metadata = pmap()
 
 
 @final

@@ -7,6 +7,7 @@ Every interleaving is forced with events, never hoped for with sleeps.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import re
 
@@ -296,3 +297,111 @@ async def test_a_cancelled_run_on_the_memory_store_gives_its_lease_up(
         await task
     taken = await store.acquire("u", "other", ttl=60)
     assert type(taken) is Success
+
+
+class Seen(DelegatingStore):
+    """A memory store whose renewals note a context variable's value."""
+
+    def __init__(self, ttl: float) -> None:
+        super().__init__(stores.MemoryStore(lease_ttl=ttl))
+        self.seen: list[str] = []
+        self.reached = anyio.Event()
+
+    async def renew(
+        self, lease: stores.Lease, *, ttl: float
+    ) -> Result[stores.Lease, LeaseLost]:
+        self.seen.append(_WHO.get())
+        self.reached.set()
+        return await super().renew(lease, ttl=ttl)
+
+
+_WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="")
+
+
+async def test_on_trio_short_runs_start_no_task_and_leave_no_timer(
+    monkeypatch: pytest.MonkeyPatch, anyio_backend: str
+) -> None:
+    """On trio one task a trio run keeps the runs' timers: short runs
+    start no keeper task, and each takes its timer out as it ends."""
+    if anyio_backend != "trio":
+        pytest.skip("trio's timers")
+    import trio  # noqa: PLC0415
+
+    started: list[object] = []
+
+    def start(keeper: _lease._Keeper) -> None:
+        started.append(keeper)
+
+    monkeypatch.setattr(_lease._Keeper, "start_trio", start)
+    store = Watched(ttl=600)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        return Success(1)
+
+    with anyio.fail_after(GUARD):
+        for _ in range(20):
+            assert await stores.leased(store, "t", body) == Success(1)
+    timers = _lease._trio_timers(trio)
+    assert timers is _lease._trio_timers(trio)  # one a trio run
+    assert timers.due == {}
+    assert started == []
+    assert store.renewals == 0
+    assert await free(store)
+
+
+async def test_on_trio_an_earlier_timer_wakes_the_timers_sooner(
+    anyio_backend: str,
+) -> None:
+    """A run of a short time to live starting while one of a long one
+    runs is renewed on time: the timers' task wakes for the earlier."""
+    if anyio_backend != "trio":
+        pytest.skip("trio's timers")
+    slow = Watched(ttl=600)
+    fast = Watched(ttl=0.3)
+    go = anyio.Event()
+
+    async def waits(held: stores.Held) -> Result[int, str]:
+        await go.wait()
+        return Success(1)
+
+    async def renewed(held: stores.Held) -> Result[int, str]:
+        await fast.reached.wait()
+        return Success(2)
+
+    async def short(held: stores.Held) -> Result[int, str]:
+        return Success(0)
+
+    with anyio.fail_after(GUARD):
+        # The timers' task started, and asleep (nothing due).
+        assert await stores.leased(slow, "t0", short) == Success(0)
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stores.leased, slow, "t", waits)
+            await anyio.lowlevel.checkpoint()
+            assert await stores.leased(fast, "t", renewed) == Success(2)
+            go.set()
+    assert fast.renewals >= 1
+    assert slow.renewals == 0
+    assert await free(slow)
+    assert await free(fast)
+
+
+async def test_the_renewing_task_runs_in_the_runs_context() -> None:
+    """The task (a trio system task, an asyncio timer's task) sees the
+    context the run started in."""
+    store = Seen(ttl=0.3)
+    token = _WHO.set("the run")
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        await store.reached.wait()
+        return Success(3)
+
+    try:
+        with anyio.fail_after(GUARD):
+            out = await stores.leased(store, "t", body)
+    finally:
+        _WHO.reset(token)
+    assert out == Success(3)
+    assert store.seen[:1] == ["the run"]
+    assert await free(store)

@@ -38,6 +38,7 @@ import cattrs
 
 from returns.result import Failure, Result, Success
 
+from .._concurrency import new_lock
 from .._step import STEP, Later
 from ..errors import Suspended
 from ..events import CheckpointSaved
@@ -107,7 +108,24 @@ def leave(token: contextvars.Token[Boundary | None]) -> None:
 
 def fold_key(name: str, occurrence: int) -> str:
     """The progress key of the *occurrence*-th fold named *name* in a step."""
-    return f"f:{quote(name, safe='')}#{occurrence}"
+    return f"f:{_quoted(name)}#{occurrence}"
+
+
+def _quoted(name: str) -> str:
+    """``quote(name, safe="")``, kept for the names seen (a few agents'
+    and nodes' names, each quoted at every checkpointed run of it: urllib
+    encodes and checks the string at every call)."""
+    out = _QUOTED.get(name)
+    if out is None:
+        out = quote(name, safe="")
+        if len(_QUOTED) < _QUOTED_MAX:
+            _QUOTED[name] = out
+    return out
+
+
+_QUOTED: dict[str, str] = {}
+_QUOTED_MAX = 1024
+"""Names kept quoted at most (names made at run time stay bounded)."""
 
 
 def branch_key(name: str) -> str:
@@ -115,7 +133,7 @@ def branch_key(name: str) -> str:
 
     .. versionadded:: 0.1.0
     """
-    return f"b:{quote(name, safe='')}"
+    return f"b:{_quoted(name)}"
 
 
 @final
@@ -465,7 +483,7 @@ class Boundary:
         counted = ("m:", label)
         k = self._starts.get(counted, 0)
         self._starts[counted] = k + 1
-        return f"m:{quote(label, safe='')}#{k}"
+        return f"m:{_quoted(label)}#{k}"
 
     def now(self) -> Progress:
         """The progress of this step: what was saved before it started, and
@@ -712,7 +730,7 @@ class Journal(Generic[S]):
         seen at the next checkpoint)."""
         lock = self._lock
         if lock is None:
-            lock = self._lock = anyio.Lock(fast_acquire=True)
+            lock = self._lock = new_lock()
         try:
             lock.acquire_nowait()
         except anyio.WouldBlock:

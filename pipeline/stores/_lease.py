@@ -25,7 +25,9 @@ renews first, and a renewal that fails stops the run before the step.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import math
 import os
 import socket
 import sys
@@ -38,7 +40,7 @@ import anyio
 
 from returns.result import Failure, Result, Success
 
-from .._concurrency import collapse
+from .._concurrency import asyncio_scope, collapse
 from ..failures import LeaseLost
 from ._memory import MemoryStore
 from ._protocol import CheckpointStore, Lease
@@ -170,7 +172,7 @@ async def leased(
         if _on_asyncio():
             result = await keeper.on_timer(body)
         else:
-            result = await keeper.in_nursery(body)
+            result = await keeper.on_trio_timer(body)
     except BaseExceptionGroup as group:
         raise collapse(group) from None
     finally:
@@ -199,14 +201,30 @@ class _Keeper:
     On asyncio the task starts only when the first renewal is due, from a
     timer of the event loop, and the body runs in a cancel scope rather
     than a task group: a run that ends sooner pays for neither a task nor
-    a group (~60 us a run).  trio has no timer but a task's, so there the
-    task starts with the run, in trio's own nursery, and waits first.  Either
-    way the body's end wakes the task and it ends on its own (cheaper
-    than cancelling it); a renewal in flight then is cancelled, as
-    before, not waited for; and the task never outlives the run.
+    a group (~60 us a run).  trio has no timer but a task's, so there one
+    system task a trio run keeps the timers of every run in it
+    (:class:`_TrioTimers`) and starts a keeper's task, a system task in
+    the run's context, when its first renewal is due.  Either way the
+    body's end wakes the task and it ends on its own (cheaper than
+    cancelling it); a renewal in flight then is cancelled, as before,
+    not waited for; and the task never outlives the run (the run joins
+    it, and raises what it raised).
     """
 
-    __slots__ = ("done", "ended", "held", "renewing", "store", "task", "ttl")
+    __slots__ = (
+        "context",
+        "done",
+        "ended",
+        "failed",
+        "finished",
+        "held",
+        "renewing",
+        "scope",
+        "store",
+        "task",
+        "task_scope",
+        "ttl",
+    )
 
     def __init__(self, store: CheckpointStore, held: Held, ttl: float) -> None:
         self.store = store
@@ -220,26 +238,75 @@ class _Keeper:
         """Whether a renewal is in flight."""
         self.task: asyncio.Task[None] | None = None
         """On asyncio, the task, once its timer has started it."""
+        # On trio: the run's context and scope (the task runs in the one
+        # and cancels the other), the task's own scope, whether it has
+        # ended (set once it has started) and what it raised.
+        self.context: contextvars.Context | None = None
+        self.scope: Any = None
+        self.task_scope: Any = None
+        self.finished: Any = None
+        self.failed: Exception | None = None
 
-    async def in_nursery(
+    async def on_trio_timer(
         self, body: Callable[[Held], Awaitable[Result[T, Any]]]
     ) -> Result[T, Any] | None:
-        """Run *body* beside the task, in a trio nursery (anyio's task
-        group on trio adds a scope and an event a task); ``None`` if the
-        task cancelled it."""
+        """Run *body* in a trio cancel scope, the task started when the
+        first renewal is due by the trio run's lease timers (one system
+        task a trio run: trio has no timer of its own, and a nursery and a
+        task a run cost most of a short run's lease); ``None`` if the task
+        cancelled it.  As on asyncio, the task is joined before the run
+        ends, and what it raised is raised."""
         import trio  # noqa: PLC0415 (only where trio runs)
 
-        result: Result[T, Any] | None = None
-        async with trio.open_nursery() as nursery:
-            scope = nursery.cancel_scope
-            nursery.start_soon(self.keep, scope.cancel, True)
+        timers = _trio_timers(trio)
+        with trio.CancelScope() as scope:
+            self.scope = scope
+            self.context = contextvars.copy_context()
+            timers.add(self, trio.current_time() + self.ttl / 3)
             try:
-                result = await body(self.held)
+                return await body(self.held)
             finally:
+                timers.discard(self)
                 self.stop()
-            if self.renewing:  # cancelled, as before, not waited for
-                scope.cancel()
-        return result
+                if self.finished is not None:
+                    await self._join_trio(trio)
+        return None
+
+    def start_trio(self) -> None:
+        """The trio timers' call, the first renewal due: start the task
+        (a system task, in the run's context; joined by the run)."""
+        import trio  # noqa: PLC0415 (only where trio runs)
+
+        self.finished = trio.Event()
+        trio.lowlevel.spawn_system_task(
+            self._trio_task, name="pipeline lease keeper", context=self.context
+        )
+
+    async def _trio_task(self) -> None:
+        """The task on trio: :meth:`keep`, in a scope the run cancels (a
+        renewal in flight at its end); what it raises is kept for the run
+        (a system task must not raise)."""
+        import trio  # noqa: PLC0415 (only where trio runs)
+
+        try:
+            with trio.CancelScope() as self.task_scope:
+                if self.done:  # the run ended before this task first ran
+                    return
+                await self.keep(self.scope.cancel, False)
+        except Exception as exc:  # noqa: BLE001  # raised by the run
+            self.failed = exc
+        finally:
+            self.finished.set()
+
+    async def _join_trio(self, trio: Any) -> None:
+        """Wait for the trio task to end (a renewal in flight is
+        cancelled), shielded; raise what it raised."""
+        if self.renewing and self.task_scope is not None:
+            self.task_scope.cancel()
+        with trio.CancelScope(shield=True):
+            await self.finished.wait()
+        if self.failed is not None:
+            raise self.failed
 
     async def on_timer(
         self, body: Callable[[Held], Awaitable[Result[T, Any]]]
@@ -248,7 +315,7 @@ class _Keeper:
         timer when the first renewal is due; ``None`` if the task
         cancelled it."""
         loop = asyncio.get_running_loop()
-        with anyio.CancelScope() as scope:
+        with asyncio_scope() as scope:
             timer = loop.call_at(
                 loop.time() + self.ttl / 3, self._start, loop, scope
             )
@@ -320,6 +387,68 @@ class _Keeper:
         except Exception:
             cancel()  # as a task group would, for its own task
             raise
+
+
+@final
+class _TrioTimers:
+    """A trio run's timers for its lease keepers: one system task that
+    sleeps until the earliest keeper's first renewal is due and starts
+    that keeper's task (:meth:`_Keeper.start_trio`).  A run adds its
+    keeper as it starts and takes it out as it ends: a run that ends
+    sooner costs an entry in a dict, and nothing outlives it."""
+
+    __slots__ = ("due", "wake")
+
+    def __init__(self) -> None:
+        self.due: dict[_Keeper, float] = {}
+        """Keepers not started yet, and when their first renewal is due."""
+        self.wake: Any = None
+        """The scope the task sleeps in (its deadline: the earliest due)."""
+
+    def add(self, keeper: _Keeper, at: float) -> None:
+        """Start *keeper*'s task at trio time *at* (unless taken out)."""
+        self.due[keeper] = at
+        wake = self.wake
+        if wake is not None and at < wake.deadline:
+            wake.deadline = at
+
+    def discard(self, keeper: _Keeper) -> None:
+        """Take *keeper* out (its run ended), if not started yet."""
+        self.due.pop(keeper, None)
+
+    async def serve(self, trio: Any) -> None:
+        """Sleep until the earliest keeper is due; start the keepers due."""
+        due = self.due
+        while True:
+            with trio.CancelScope(
+                deadline=min(due.values(), default=math.inf)
+            ) as self.wake:
+                await trio.sleep_forever()
+            now = trio.current_time()
+            for keeper, at in list(due.items()):
+                if at <= now:
+                    del due[keeper]
+                    keeper.start_trio()
+
+
+def _trio_timers(trio: Any) -> _TrioTimers:
+    """The running trio run's lease timers (their task started with the
+    first leased run)."""
+    var = _TRIO_TIMERS[0]
+    if var is None:
+        var = _TRIO_TIMERS[0] = trio.lowlevel.RunVar("pipeline_lease_timers")
+    timers: _TrioTimers | None = var.get(None)
+    if timers is None:
+        timers = _TrioTimers()
+        var.set(timers)
+        trio.lowlevel.spawn_system_task(
+            timers.serve, trio, name="pipeline lease timers"
+        )
+    return timers
+
+
+_TRIO_TIMERS: list[Any] = [None]
+"""The ``trio.lowlevel.RunVar`` of each trio run's timers, once made."""
 
 
 def _on_asyncio() -> bool:

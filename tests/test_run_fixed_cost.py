@@ -1,0 +1,136 @@
+"""What a checkpointed run does once, done cheaper, gives what the general
+way gives (see docs/performance.md, the checkpointed run's fixed cost)."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import anyio
+import pytest
+
+from hypothesis import given
+from hypothesis import strategies as st
+from pyrsistent import pmap
+
+from pipeline import Agent, Context, Message, _concurrency, graph, stores
+from pipeline._context import freeze, metadata_from_json
+from pipeline.fold import _journal
+from pipeline.testing import Reply, ScriptedModel
+
+
+def test_empty_metadata_reads_back_as_the_one_empty_map() -> None:
+    assert metadata_from_json({}) is pmap() is freeze({}, "metadata")
+    assert metadata_from_json({}) == Context().metadata
+    # Anything else still goes the general way.
+    assert metadata_from_json({"a": [1]}) == pmap({"a": (1,)})
+    with pytest.raises(TypeError, match="expected an object"):
+        metadata_from_json([])
+
+
+@given(st.text())
+def test_a_quoted_name_is_urllibs(name: str) -> None:
+    assert _journal._quoted(name) == quote(name, safe="")
+    assert _journal._quoted(name) == quote(name, safe="")  # kept, the same
+    assert _journal.fold_key(name, 2) == f"f:{quote(name, safe='')}#2"
+    assert _journal.branch_key(name) == f"b:{quote(name, safe='')}"
+
+
+def test_quoted_names_kept_are_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_journal, "_QUOTED", {})
+    monkeypatch.setattr(_journal, "_QUOTED_MAX", 3)
+    names = [f"n/{i}" for i in range(10)]
+    assert [_journal._quoted(n) for n in names] == [
+        quote(n, safe="") for n in names
+    ]
+    assert len(_journal._QUOTED) == 3
+
+
+async def test_a_lock_is_the_running_librarys_own() -> None:
+    made = [_concurrency.new_lock() for _ in range(3)]
+    assert {type(lock) for lock in made} == {
+        type(anyio.Lock(fast_acquire=True))
+    }
+    first, second = made[0], made[1]
+    first.acquire_nowait()
+    assert first.locked()
+    assert not second.locked()
+    first.release()
+    async with first:
+        assert first.locked()
+
+
+async def test_a_lock_waits_its_turn() -> None:
+    lock = _concurrency.new_lock()
+    order: list[str] = []
+
+    async def take(name: str) -> None:
+        async with lock:
+            order.append(name)
+            await anyio.lowlevel.checkpoint()
+            order.append(name)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(take, "a")
+        tg.start_soon(take, "b")
+    assert order in (["a", "a", "b", "b"], ["b", "b", "a", "a"])
+
+
+def test_a_lock_made_outside_a_loop_is_not_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_concurrency, "_LOCKS", {})
+    lock = _concurrency.new_lock()  # anyio's adapter, no loop running
+    assert _concurrency._LOCKS == {}
+
+    async def inside() -> type:
+        return type(_concurrency.new_lock())
+
+    assert anyio.run(inside) is anyio.run(_lock_type)
+    del lock
+
+
+async def _lock_type() -> type:
+    return type(anyio.Lock(fast_acquire=True))
+
+
+async def test_an_asyncio_scope_cancels_as_anyios(anyio_backend: str) -> None:
+    if anyio_backend != "asyncio":
+        pytest.skip("only runs on asyncio")
+    for _ in range(2):  # made by anyio, then by its class
+        with _concurrency.asyncio_scope() as scope:
+            assert isinstance(scope, anyio.CancelScope)
+            scope.cancel()
+            await anyio.sleep(1)
+        assert scope.cancelled_caught
+
+
+async def test_a_checkpointed_agent_run_records_what_it_did() -> None:
+    """The records of a W7-like run, metadata empty and not, two runs on
+    one store (the same names quoted, the lock made by its class)."""
+    for metadata in (None, {"k": "v"}):
+        model = ScriptedModel(
+            Reply.tool_call("echo", {"text": "hi"}),
+            Reply.text("done"),
+            cycle=True,
+        )
+        agent = Agent("a b/c", model, max_turns=3)
+        g = (
+            graph.builder(Context)
+            .node("n", agent)
+            .entry("n")
+            .edge("n", graph.END)
+            .build()
+        )
+        store = stores.MemoryStore()
+        for thread in ("t1", "t2"):
+            ctx = Context.of(Message.user("go"), metadata=metadata, run_id="r")
+            out = (await g.run(ctx, store=store, thread_id=thread)).unwrap()
+            assert out.done
+            assert out.state.metadata == pmap(metadata or {})
+            loaded = (await g.load(store, thread)).unwrap()
+            assert loaded.state == out.state
+            records = await store.records(thread)
+            assert len(records) >= 3
+            assert b"f:a%20b%2Fc#0" in b"".join(r.data for r in records)
