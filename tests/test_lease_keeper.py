@@ -318,13 +318,13 @@ class Seen(DelegatingStore):
 _WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="")
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # trio's timers
 async def test_on_trio_short_runs_start_no_task_and_leave_no_timer(
     monkeypatch: pytest.MonkeyPatch, anyio_backend: str
 ) -> None:
     """On trio one task a trio run keeps the runs' timers: short runs
     start no keeper task, and each takes its timer out as it ends."""
-    if anyio_backend != "trio":
-        pytest.skip("trio's timers")
+    del anyio_backend
     import trio  # noqa: PLC0415
 
     started: list[object] = []
@@ -349,13 +349,13 @@ async def test_on_trio_short_runs_start_no_task_and_leave_no_timer(
     assert await free(store)
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # trio's timers
 async def test_on_trio_an_earlier_timer_wakes_the_timers_sooner(
     anyio_backend: str,
 ) -> None:
     """A run of a short time to live starting while one of a long one
     runs is renewed on time: the timers' task wakes for the earlier."""
-    if anyio_backend != "trio":
-        pytest.skip("trio's timers")
+    del anyio_backend
     slow = Watched(ttl=600)
     fast = Watched(ttl=0.3)
     go = anyio.Event()
