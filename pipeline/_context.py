@@ -18,7 +18,7 @@ import attrs
 
 from pyrsistent import PMap, PVector, pmap, pvector
 
-from ._fields import LINEAGE, READ_BACK, extends
+from ._fields import LINEAGE, READ_BACK, extends, starts_with
 from ._messages import Message
 
 
@@ -360,8 +360,11 @@ def lineage(ctx: Context) -> tuple[weakref.ref[PVector[Message]], ...]:
 
 
 def context_extends(old: Context, new: Context) -> bool:
-    """Whether *new*'s messages start with exactly *old*'s."""
-    return extends(old.messages, new.messages, lineage(new))
+    """Whether *new*'s messages start with *old*'s: the same messages, or
+    equal ones (see :func:`~pipeline._fields.starts_with`)."""
+    return extends(old.messages, new.messages, lineage(new)) or starts_with(
+        old.messages, new.messages
+    )
 
 
 def _is_number(v: MetaValue) -> bool:

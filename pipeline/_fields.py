@@ -70,3 +70,12 @@ def extends(
         if known() is old:
             return True
     return all(map(operator.is_, old, new))
+
+
+def starts_with(old: Sequence[object], new: Sequence[object]) -> bool:
+    """Whether *new* starts with *old*'s items: the same objects
+    (:func:`extends`), else equal ones (a fan-out branch's output read back
+    from its record on a resume holds equal items, not the same)."""
+    return extends(old, new) or (
+        len(new) >= len(old) and all(map(operator.eq, old, new))
+    )

@@ -1523,6 +1523,43 @@ async def test_a_cancelled_redis_write_past_its_bound_names_the_timeout(
         switch(False)
 
 
+@pytest.mark.redis
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_a_cancelled_redis_write_past_its_bound_raises_the_timeout_on_trio(
+    redis_url: str, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On trio the same write raises the timeout itself (trio's shield
+    holds the cancellation until the next checkpoint), not a cancellation
+    from closing its connection (found attacking: a bare ``Cancelled``)."""
+    import redis.exceptions  # noqa: PLC0415
+
+    from pipeline.stores import redis as redis_store  # noqa: PLC0415
+
+    del anyio_backend
+    monkeypatch.setattr(redis_store, "_TIMEOUT", 0.2)
+    async with (
+        held_answers(redis_url) as (proxy, switch, answer_held),
+        servers.redis_store(proxy) as store,
+    ):
+        outcome: list[str] = []
+        scope = anyio.CancelScope()
+
+        async def writer() -> None:
+            with scope:
+                try:
+                    await store.commit(rec("t", 0), expected_head=None)
+                except redis.exceptions.TimeoutError:
+                    outcome.append("timeout")
+
+        switch(True)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(writer)
+            await answer_held.wait()
+            scope.cancel()
+        assert outcome == ["timeout"]
+        switch(False)
+
+
 async def test_a_failing_call_raises_its_error(
     server: Server, anyio_backend: str
 ) -> None:

@@ -11,7 +11,7 @@ from pyrsistent import PVector
 from returns.result import Failure, Result, Success
 
 from .._context import Context, context_extends, merge_branches
-from .._fields import extends
+from .._fields import starts_with
 from ..failures import MergeConflict
 from ._edges import Reducer
 
@@ -74,7 +74,7 @@ def merge_states(
         elif len(changed_values) == 1:
             merged = values[0]
         elif isinstance(before, PVector) and all(
-            isinstance(v, PVector) and extends(before, v) for v in values
+            isinstance(v, PVector) and starts_with(before, v) for v in values
         ):
             merged = before.extend(
                 item for v in values for item in v[len(before) :]

@@ -540,11 +540,16 @@ class RedisStore(ServerStore):
             raise
         except BaseException:
             if wire is not None:
-                await wire.aclose()
+                with trio.CancelScope(shield=shield):
+                    await wire.aclose()
             raise
         if bound.cancelled_caught:
             if wire is not None:
-                await wire.aclose()
+                # Shielded for a write: its caller, cancelled meanwhile,
+                # gets this error (its outcome unknown: see the module),
+                # not a cancellation from the closing.
+                with trio.CancelScope(shield=shield):
+                    await wire.aclose()
             msg = "Timeout reading from the server"
             raise redis.exceptions.TimeoutError(msg)
         self._idle_again(idle, wire)
