@@ -33,7 +33,7 @@ class MemoryStore:
     Records are immutable values, so the store hands out the very objects it
     keeps.  Leases run on the wall clock (``time.time``).  No call waits
     (none awaits anything): a run's lease is released without a bound or a
-    shield (see :func:`~pipeline.stores._lease.leased`).
+    shield (see :func:`~pipeline.stores.leased`).
 
     .. versionadded:: 0.1.0
     """
