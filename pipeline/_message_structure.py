@@ -25,7 +25,7 @@ import cattrs
 from ._messages import Message, Role, ToolCall, Usage, built
 
 
-__all__ = ("register_message_hooks", "same_for")
+__all__ = ("register_message_hooks", "same_for", "scalar_kind")
 
 Hook = Callable[[Any, Any], Any]
 
@@ -52,6 +52,11 @@ _SAME: weakref.WeakKeyDictionary[Hook, tuple[type, Same]] = (
 )
 """For a hook of ours: the type it reads values back as, and how to tell
 in place whether a stored value reads back equal to a live one."""
+_SCALAR_KIND: weakref.WeakKeyDictionary[Same, type] = (
+    weakref.WeakKeyDictionary()
+)
+"""For the comparison of a strict scalar field (see :func:`_same_scalar`):
+its scalar type."""
 
 
 def register_message_hooks(conv: cattrs.Converter) -> None:
@@ -97,6 +102,18 @@ def same_for(hook: Any, t: Any) -> Same | None:
     return known[1] if known is not None and known[0] is t else None
 
 
+def scalar_kind(same: Same | None) -> type | None:
+    """The scalar type (``int``, ``str``, ``bool``) of a field whose
+    comparison :func:`same_for` gave as *same*, if it is a strict scalar
+    field's: a value of exactly that type reads back as itself."""
+    if same is None:
+        return None
+    try:
+        return _SCALAR_KIND.get(same)
+    except TypeError:  # pragma: no cover  # not weakly referenceable
+        return None
+
+
 def _same_scalar(kind: type) -> Same:
     """For ``int``, ``str`` and ``bool``: their strict hooks give a stored
     value of exactly that type back as it is (anything else, ``None``
@@ -105,6 +122,7 @@ def _same_scalar(kind: type) -> Same:
     def same(stored: Any, live: Any) -> bool:
         return type(stored) is kind and type(live) is kind and stored == live
 
+    _SCALAR_KIND[same] = kind
     return same
 
 

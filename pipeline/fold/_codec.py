@@ -67,6 +67,7 @@ from returns.result import Failure, Result, Success
 
 from .._depth import RECORD_DEPTH, check_depth, depth_of
 from .._fields import APPEND_ONLY, LINEAGE, extends
+from .._message_structure import scalar_kind
 from .._serde import (
     NO_PART_UNLESS,
     ORJSON_WITHIN_RECORD_DEPTH,
@@ -300,6 +301,34 @@ class Codec(Generic[S]):
         # (Never for a log of keyed mappings: its items go by their
         # declared type's hook.)
         self._plain = self._fields is not None and not self._declared_items
+        # How each field is written in one pass (document_proved): none
+        # when no field can be (a state stored whole, say).
+        one_pass = tuple(
+            self._one_pass_field(f.name, f.same)
+            for f in (self._plan.fields if self._plan else ())
+        )
+        self._one_pass: tuple[_OnePass, ...] = (
+            one_pass
+            if any(how is not _OTHER for _, how, _ in one_pass)
+            else ()
+        )
+
+    def _one_pass_field(self, name: str, same: Any) -> _OnePass:
+        """How :meth:`document_proved` writes field *name* (whose
+        comparison, for a scalar, is *same*)."""
+        proof = self._proofs.get(name)
+        if name in self._declared or name in self._declared_items:
+            return (name, _OTHER, None)  # written by its declared type
+        if name in self._logged:
+            if proof is not None:
+                return (name, _LOG, proof)
+            return (name, _OTHER, None)
+        if proof is not None:
+            return (name, _PROVED, proof)
+        kind = scalar_kind(same)
+        if kind is not None:
+            return (name, _SCALAR, kind)
+        return (name, _OTHER, None)
 
     # -- encoding -----------------------------------------------------------
 
@@ -474,12 +503,65 @@ class Codec(Generic[S]):
                     changed[name] = written[0]
                 else:
                     changed[name] = value if hook is identity else hook(value)
-        if changed:
-            doc["state"] = changed
-        if logs:
-            doc["logs"] = logs
-        _envelope(doc, snap, parent, progress, inherit)
-        return doc
+        return _completed(doc, changed, logs, snap, parent, progress, inherit)
+
+    def document_proved(
+        self,
+        snap: Snapshot[S],
+        parent: Snapshot[S],
+        progress: Progress | None,
+        inherit: bool,
+        memo: Memo | None,
+    ) -> Doc | None:
+        """:meth:`_document` of *snap* against *parent* in one pass, when
+        every field that changed is a log that only grew, of items a fused
+        writer proves; a value one proves; or a strict
+        scalar (``int``, ``str``, ``bool``) of exactly its type: a document
+        with nothing left to check (see :meth:`seal`).  ``None`` when one
+        is not (the general way writes it).  The same document as the
+        general way's (a property test compares them); *memo* as there."""
+        state = snap.state
+        old = parent.state
+        if (
+            not self._one_pass
+            or type(state) is not self._cls
+            or type(old) is not self._cls
+        ):
+            return None
+        changed: dict[str, Any] = {}
+        logs: dict[str, Any] = {}
+        for name, how, what in self._one_pass:
+            value = getattr(state, name)
+            before = getattr(old, name)
+            if value is before:
+                continue
+            if how is _LOG:
+                if (
+                    type(value) not in _VECTORS
+                    or type(before) not in _VECTORS
+                    or not self._grown(name, before, value, state)
+                ):
+                    return None
+                n = len(before)
+                if len(value) == n:
+                    continue
+                items = self._proved(name, value[n:], [], memo)
+                if items is None:
+                    return None
+                logs[name] = [n, items]
+                continue
+            if type(value) is type(before) and value == before:
+                continue  # unchanged (True == 1: a bool is not an int)
+            if how is _PROVED:
+                proved = self._proved(name, (value,), [])
+                if proved is None:
+                    return None
+                changed[name] = proved[0]
+            elif how is _SCALAR and type(value) is what:
+                changed[name] = value
+            else:
+                return None
+        return _completed({}, changed, logs, snap, parent, progress, inherit)
 
     def _items_written(self, name: str, values: Sequence[Any]) -> list[Any]:
         """A log's new items as written: by their own class's hook, or by
@@ -629,9 +711,19 @@ class Codec(Generic[S]):
         node = snap.node or "<start>"
         proven: list[str] = []
         try:
-            doc, sink = self._with_blobs(
-                snap, parent, progress, inherit, proven, memo
+            at_once = (
+                None
+                if parent is None
+                else self.document_proved(
+                    snap, parent, progress, inherit, memo
+                )
             )
+            if at_once is None:
+                doc, sink = self._with_blobs(
+                    snap, parent, progress, inherit, proven, memo
+                )
+            else:
+                doc, sink = at_once, None
             if encode:
                 data, exact = canonical_exact(doc)
                 # What a reader would refuse is not written (orjson refuses
@@ -642,6 +734,10 @@ class Codec(Generic[S]):
                 data, exact = b"", True
         except ENCODE_ERRORS as exc:  # NestedTooDeeply included
             return self._diagnose(snap, node, exc)
+        if at_once is not None and exact:
+            # Every value it writes was proved, or is a strict scalar of
+            # its exact type, which reads back as itself: nothing to check.
+            return doc, data
         checked = doc
         if not exact:
             # The standard library wrote it (orjson refused: integer keys,
@@ -1323,6 +1419,11 @@ _MAY = _may
 
 
 _SCALARS = frozenset({int, str, bool, type(None)})
+_LOG, _PROVED, _SCALAR, _OTHER = "log", "proved", "scalar", "other"
+"""How a field is written in one pass (see Codec.document_proved)."""
+_OnePass = tuple[str, str, Any]
+"""A field's name, how it is written in one pass, and with what: a
+proof (a log's items', a value's), a scalar type, or nothing."""
 _EXACT_SCALARS = frozenset({int, str, bool, float, bytes, type(None)})
 """Types whose equal values of one type are the same value (no parts)."""
 """Types whose values, unstructured by ``identity``, are JSON as they are
@@ -1394,6 +1495,25 @@ _OPTIONAL = {
 _INHERITED = frozenset({"fp", "step"})
 """What a schema 2 record may leave out too, when its parent implies it
 (schema 1 records always hold them; a chain's first record too)."""
+
+
+def _completed(
+    doc: Doc,
+    changed: dict[str, Any],
+    logs: dict[str, Any],
+    snap: Snapshot[Any],
+    parent: Snapshot[Any] | None,
+    progress: Progress | None,
+    inherit: bool,
+) -> Doc:
+    """*doc* with the *changed* fields' values, the *logs*' new items
+    (each only if any) and the envelope (see :func:`_envelope`)."""
+    if changed:
+        doc["state"] = changed
+    if logs:
+        doc["logs"] = logs
+    _envelope(doc, snap, parent, progress, inherit)
+    return doc
 
 
 def _envelope(

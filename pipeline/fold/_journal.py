@@ -949,13 +949,28 @@ class NestedJournal(Journal[S]):
         memo = outer._memo
         if memo is None:
             memo = outer._memo = {}
-        sealed = self.codec.seal(
-            placed, last, None, inherit=self.inherit, encode=False, memo=memo
+        codec = self.codec
+        # Proved in one pass (an agent's turn: see Codec.document_proved),
+        # else sealed the general way; either way not encoded.
+        doc = (
+            None
+            if last is None
+            else codec.document_proved(placed, last, None, self.inherit, memo)
         )
-        if type(sealed) is not tuple:
-            return Failure(sealed)
+        if doc is None:
+            sealed = codec.seal(
+                placed,
+                last,
+                None,
+                inherit=self.inherit,
+                encode=False,
+                memo=memo,
+            )
+            if type(sealed) is not tuple:
+                return Failure(sealed)
+            doc = sealed[0]
         full = self.boundary._prefix + self.key
-        held = await outer.hold(root, full, sealed[0], placed.author)
+        held = await outer.hold(root, full, doc, placed.author)
         if type(held) is _General:
             return await super().commit(snap)
         if held is not None:

@@ -265,9 +265,11 @@ def test_a_proved_usage_reads_back_as_itself(u: Usage) -> None:
 
 
 def _general(state_type: type[Any]) -> Codec[Any]:
-    """A codec that proves nothing (main's way: written, then checked)."""
+    """A codec that proves nothing (main's way: written, then checked),
+    nor writes a document in one pass (see ``Codec.document_proved``)."""
     codec: Codec[Any] = Codec(state_type)
     codec._proofs = {}
+    codec._one_pass = ()
     return codec
 
 
