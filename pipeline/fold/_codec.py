@@ -557,7 +557,11 @@ class Codec(Generic[S]):
                 if proved is None:
                     return None
                 changed[name] = proved[0]
-            elif how is _SCALAR and type(value) is what:
+            elif (
+                how is _SCALAR
+                and type(value) is what
+                and self._hook_of(what) is identity  # written as itself
+            ):
                 changed[name] = value
             else:
                 return None

@@ -20,7 +20,7 @@ from pyrsistent import PVector, pvector
 
 from pipeline import Context, Message, ToolCall, Usage, fold
 from pipeline._fields import APPEND_ONLY
-from pipeline._serde import proven_message, proven_usage
+from pipeline._serde import make_converter, proven_message, proven_usage
 from pipeline._turns import Turns
 from pipeline.failures import InvalidState
 from pipeline.fold._codec import Codec
@@ -252,3 +252,19 @@ def test_a_record_written_in_one_pass_is_not_checked_again() -> None:
     assert isinstance(refused, InvalidState)
     assert refused.field == "count"
     assert len(checked) == 1
+
+
+def test_a_scalar_written_by_a_hook_of_ones_own_goes_the_general_way() -> None:
+    """A converter that writes ``int`` by a hook of its own (registered
+    after the codec was made, too): a changed count is written by that
+    hook, as the general way writes it, not as itself."""
+    converter = make_converter()
+    codec: Codec[Mixed] = Codec(Mixed, converter)
+    first = fold.Snapshot.first("t", Mixed(), ("a",), "f")
+    counted = first.successor(Mixed(count=2), "a", ("a",))
+    assert codec.document_proved(counted, first, None, False, None)
+    converter.register_unstructure_hook(int, lambda n: n * 10)
+    assert codec.document_proved(counted, first, None, False, None) is None
+    sealed = codec.seal(counted, first)
+    assert isinstance(sealed, InvalidState)  # 20 does not read back as 2
+    assert sealed.field == "count"
