@@ -193,9 +193,12 @@ class Taken(DelegatingStore):
     """A memory store whose *at*-th renewal finds the lease taken (or,
     with *fail*, raises): signalled by *reached*."""
 
-    def __init__(self, *, fail: bool = False) -> None:
+    def __init__(
+        self, *, fail: bool = False, raising: BaseException | None = None
+    ) -> None:
         super().__init__(stores.MemoryStore(lease_ttl=0.3))
         self.fail = fail
+        self.raising = raising
         self.reached = anyio.Event()
 
     async def renew(
@@ -203,6 +206,8 @@ class Taken(DelegatingStore):
     ) -> Result[stores.Lease, LeaseLost]:
         del ttl  # never renewed
         self.reached.set()
+        if self.raising is not None:
+            raise self.raising
         if self.fail:
             raise OSError("the store is down")
         return Failure(LeaseLost(lease.thread_id))
@@ -237,6 +242,27 @@ async def test_a_failing_renewal_stops_the_run_with_its_error() -> None:
         return Success(7)  # pragma: no cover
 
     with anyio.fail_after(GUARD), pytest.raises(OSError, match="down"):
+        await stores.leased(store, "t", body)
+    assert await free(store)
+
+
+class Halt(BaseException):
+    """Not an ``Exception``: what a store's call might raise to stop all."""
+
+
+async def test_a_renewal_raising_a_base_exception_stops_the_run_with_it() -> (
+    None
+):
+    """A renewal that raises something other than an ``Exception`` (on
+    trio the renewing task is a system task, which must not raise): the
+    run raises it, and the trio run goes on (no ``TrioInternalError``)."""
+    store = Taken(raising=Halt("stop"))
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        await anyio.sleep_forever()
+        return Success(7)  # pragma: no cover
+
+    with anyio.fail_after(GUARD), pytest.raises(Halt, match="stop"):
         await stores.leased(store, "t", body)
     assert await free(store)
 

@@ -245,7 +245,7 @@ class _Keeper:
         self.scope: Any = None
         self.task_scope: Any = None
         self.finished: Any = None
-        self.failed: Exception | None = None
+        self.failed: BaseException | None = None
 
     async def on_trio_timer(
         self, body: Callable[[Held], Awaitable[Result[T, Any]]]
@@ -293,7 +293,11 @@ class _Keeper:
                 if self.done:  # the run ended before this task first ran
                     return
                 await self.keep(self.scope.cancel, False)
-        except Exception as exc:  # noqa: BLE001  # raised by the run
+        except trio.Cancelled:
+            raise  # the trio run is ending: its system tasks are cancelled
+        except BaseException as exc:  # noqa: BLE001  # raised by the run
+            # Anything, not only an Exception (a store's KeyboardInterrupt,
+            # say): a system task that raises crashes the trio run.
             self.failed = exc
         finally:
             self.finished.set()
