@@ -323,7 +323,7 @@ class Connection:
         waited for, one wait per command, as redis-py's connection does on
         asyncio.  A *firm* command (a write's) is not cut by the caller's
         cancellation: the rest of its waits are under trio's shield (see
-        ``_wait``), and its caller raises the cancellation once the write
+        ``_wait_again``), and its caller raises the cancellation once the write
         is whole; any other stops at once (then the caller must drop the
         connection: a reply may be on its way).
 
@@ -332,23 +332,33 @@ class Connection:
             redis.exceptions.ConnectionError: The connection broke.
             redis.exceptions.TimeoutError: No reply within *bound*.
         """
-        if bound is None:
-            return await self._exchange(pack(command), firm=firm)
-        watch = self._watch
-        self.expired = False
-        watch.start(self, self._now() + bound)
+        watch = None if bound is None else self._watch
+        if watch is not None:
+            self.expired = False
+            watch.start(self, self._now() + bound)  # type: ignore[operator]
         try:
             return await self._exchange(pack(command), firm=firm)
         finally:
-            watch.busy.pop(self, None)
+            if watch is not None:
+                watch.busy.pop(self, None)
 
     async def _exchange(self, data: bytes, *, firm: bool) -> Any:
+        """Send *data*, then read its reply (see ``ask``).  A wait that
+        raises is handled by ``_wait_again`` (cancelled, or its time up):
+        the common wait costs no coroutine of its own."""
         sock = self._socket
         reader = self._replies
-        await self._send(data, firm=firm)
+        sent = self._sent(data)
+        if sent < len(data):
+            await self._send(memoryview(data)[sent:], firm=firm)
         wait_readable = self._readable
         while True:
-            await self._wait(wait_readable, firm=firm)
+            if self.expired:
+                raise _timed_out()
+            try:
+                await wait_readable(sock)
+            except BaseException as e:  # noqa: BLE001  # sorted out there
+                await self._wait_again(e, wait_readable, firm=firm)
             try:
                 chunk = sock.recv(_CHUNK)
             except BlockingIOError:
@@ -365,39 +375,66 @@ class Connection:
                 raise reply
             return reply
 
-    async def _wait(
-        self, wait: Callable[[socket.socket], Awaitable[None]], *, firm: bool
-    ) -> None:
-        """One wait of a command on the socket (*wait*: trio's
-        ``wait_readable`` or ``wait_writable``).
+    def _sent(self, data: bytes) -> int:
+        """How much of *data* the socket took at once (without waiting)."""
+        try:
+            return self._socket.send(data)
+        except BlockingIOError:
+            return 0
+        except OSError as e:
+            raise _broken() from e
 
-        A *firm* command's wait, cancelled, waits again under trio's
-        shield (entered only then: a write nobody cancels enters no scope);
-        trio's cancellation stays until its scope ends, so the caller sees
-        it again at its next checkpoint.  Its time up (see :class:`_Watch`),
-        the wait raises the timeout."""
+    async def _wait_again(
+        self,
+        error: BaseException,
+        wait: Callable[[socket.socket], Awaitable[None]],
+        *,
+        firm: bool,
+    ) -> None:
+        """After a wait on the socket (*wait*: trio's ``wait_readable`` or
+        ``wait_writable``) raised *error*: a *firm* command's wait,
+        cancelled, waits again under trio's shield (entered only then: a
+        write nobody cancels enters no scope); trio's cancellation stays
+        until its scope ends, so the caller sees it again at its next
+        checkpoint.  Its time up (see :class:`_Watch`), the wait raises the
+        timeout; anything else is raised as it is."""
+        if isinstance(error, self._cancelled) and firm:
+            with self._shield():
+                await self._wait(wait)
+            return
+        if isinstance(error, self._closed) and self.expired:
+            raise _timed_out() from None
+        raise error
+
+    async def _wait(
+        self, wait: Callable[[socket.socket], Awaitable[None]]
+    ) -> None:
+        """One wait on the socket, not cancelled (shielded), until the
+        command's time is up."""
         if self.expired:
             raise _timed_out()
         try:
             await wait(self._socket)
-        except self._cancelled:
-            if not firm:
-                raise
-            with self._shield():
-                await self._wait(wait, firm=False)
         except self._closed:
             if self.expired:
                 raise _timed_out() from None
             raise
 
-    async def _send(self, data: bytes, *, firm: bool) -> None:
+    async def _send(self, view: memoryview, *, firm: bool) -> None:
+        """Send the rest of a command, *view*, as the socket makes room."""
         sock = self._socket
-        view = memoryview(data)
+        wait_writable = self._writable
         while view:
+            if self.expired:
+                raise _timed_out()
+            try:
+                await wait_writable(sock)
+            except BaseException as e:  # noqa: BLE001  # sorted out there
+                await self._wait_again(e, wait_writable, firm=firm)
             try:
                 view = view[sock.send(view) :]
             except BlockingIOError:
-                await self._wait(self._writable, firm=firm)
+                continue
             except OSError as e:
                 raise _broken() from e
 
