@@ -1623,13 +1623,14 @@ def test_redis_bounds_on_trio_end_each_command_at_its_own_time() -> None:
         first, second, third = Command(), Command(), Command()
         watch.start(first, 5.0)  # type: ignore[arg-type]
         await trio.sleep(1)  # (the mock clock's time)
-        del watch.busy[first]  # its reply came
+        del watch.busy[first]  # type: ignore[arg-type]  # its reply came
         watch.start(second, 6.0)  # type: ignore[arg-type]
         await trio.sleep(4.5)
         assert second.cut_at is None  # the watch woke at 5, slept on
         watch.start(third, 5.8)  # type: ignore[arg-type]
         await trio.sleep(10)
-        assert (first.cut_at, second.cut_at, third.cut_at) == (None, 6.0, 5.8)
+        cut = [c.cut_at for c in (first, second, third)]
+        assert cut == [None, 6.0, 5.8]
         assert watch.busy == {}
 
     trio.run(main, clock=MockClock(autojump_threshold=0))
