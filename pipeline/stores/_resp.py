@@ -42,7 +42,7 @@ import redis.exceptions
 
 from redis._parsers import BaseParser
 
-from ._poll import readable
+from ._poll import Readable
 
 
 _CHUNK: Final = 65536
@@ -218,6 +218,7 @@ class Connection:
         "_cancelled",
         "_closed",
         "_now",
+        "_pending",
         "_readable",
         "_replies",
         "_shield",
@@ -237,6 +238,7 @@ class Connection:
             anyio.abc.SocketAttribute.raw_socket
         )
         self._replies = replies()
+        self._pending = Readable(self._socket.fileno())
         self._readable = trio.lowlevel.wait_readable
         self._writable = trio.lowlevel.wait_writable
         self._cancelled: type[BaseException] = trio.Cancelled
@@ -299,15 +301,7 @@ class Connection:
     def usable(self) -> bool:
         """Whether the server has not closed this idle connection (nor sent
         anything on it): a look at the socket, which does not wait."""
-        if self._replies.has_data():
-            return False
-        try:
-            self._socket.recv(1, socket.MSG_PEEK)  # non-blocking
-        except BlockingIOError:
-            return True  # nothing to read: open
-        except OSError:
-            return False
-        return False  # closed (b""), or bytes nobody asked for
+        return not (self._replies.has_data() or self._pending())
 
     async def ask(
         self,
@@ -507,7 +501,7 @@ class LoopConnection:
     one wake-up per reply.  The same commands and replies as
     :class:`Connection` (trio's)."""
 
-    __slots__ = ("_loop", "_protocol", "_transport")
+    __slots__ = ("_loop", "_pending", "_protocol", "_transport")
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, protocol: _Replies
@@ -516,6 +510,8 @@ class LoopConnection:
         self._loop = loop
         self._protocol = protocol
         self._transport = protocol.transport
+        sock = protocol.transport.get_extra_info("socket")
+        self._pending = None if sock is None else Readable(sock.fileno())
 
     @classmethod
     async def open(cls, where: Target, bound: float) -> LoopConnection:
@@ -572,8 +568,8 @@ class LoopConnection:
             return False
         # What the loop has not read yet (the server closed it a moment
         # ago, say): a look at the socket itself, as trio's does.
-        sock = self._transport.get_extra_info("socket")
-        return sock is not None and not readable(sock.fileno())
+        pending = self._pending
+        return pending is not None and not pending()
 
     async def ask(
         self,
