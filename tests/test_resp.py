@@ -173,3 +173,85 @@ async def test_an_unreachable_server_is_named_with_its_cause(
         assert str(caught.value) == (
             f"Error {code} connecting to {place}. {os.strerror(code)}."
         )
+
+
+class _Stream:
+    """What trio's connection takes from anyio's stream: its socket."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+
+    def extra(self, attribute: object) -> Any:
+        del attribute
+        return self.sock
+
+
+@pytest.mark.parametrize("cancelled", [False, True])
+def test_a_command_on_trio_half_answered_ends_at_its_bound(
+    cancelled: bool,
+) -> None:
+    """A command whose reply stops half-way raises redis-py's timeout at
+    its bound (the run's watch, on trio's mock clock: no real wait), a
+    write (*firm*) cancelled meanwhile too: not a cancellation."""
+    import socket  # noqa: PLC0415
+
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock  # noqa: PLC0415
+
+    async def main() -> None:
+        ours, server = socket.socketpair()
+        ours.setblocking(False)
+        conn = _resp.Connection(_Stream(ours))  # type: ignore[arg-type]
+        server.sendall(b"$5\r\nhel")  # half a reply, before the command
+        with trio.CancelScope() as scope:
+            if cancelled:
+                scope.deadline = 1.0
+            with pytest.raises(redis.exceptions.TimeoutError):
+                await conn.ask("GET", "k", bound=5.0, firm=True)
+            assert trio.current_time() == 5.0
+        assert server.recv(100).startswith(b"*2\r\n$3\r\nGET")  # sent whole
+        ours.close()
+        server.close()
+
+    trio.run(main, clock=MockClock(autojump_threshold=0))
+
+
+def test_a_cancelled_write_on_trio_reads_its_whole_reply() -> None:
+    """A write's command (*firm*) cancelled while its reply is on the way
+    reads the whole reply (the connection stays in step), and its caller
+    sees the cancellation at its next checkpoint; a reader's stops at
+    once."""
+    import socket  # noqa: PLC0415
+
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock  # noqa: PLC0415
+
+    async def main() -> None:
+        ours, server = socket.socketpair()
+        ours.setblocking(False)
+        conn = _resp.Connection(_Stream(ours))  # type: ignore[arg-type]
+        outcome: list[object] = []
+
+        async def answer() -> None:
+            await trio.sleep(2)
+            server.sendall(b"$5\r\nhello\r\n")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(answer)
+            with trio.CancelScope(deadline=1.0):
+                outcome.append(
+                    await conn.ask("GET", "k", bound=5.0, firm=True)
+                )
+                outcome.append(trio.current_time())
+                await trio.lowlevel.checkpoint()
+                outcome.append("not cancelled")
+        assert outcome == [b"hello", 2.0]
+        with trio.CancelScope(deadline=3.0):
+            await conn.ask("GET", "k", bound=5.0)
+            outcome.append("returned")
+        assert outcome == [b"hello", 2.0]  # the reader stopped at 3
+        assert trio.current_time() == 3.0
+        ours.close()
+        server.close()
+
+    trio.run(main, clock=MockClock(autojump_threshold=0))

@@ -1560,6 +1560,82 @@ async def test_a_cancelled_redis_write_past_its_bound_raises_the_timeout_on_trio
         switch(False)
 
 
+@pytest.mark.redis
+async def test_a_redis_write_nobody_cancels_enters_no_cancel_scope(
+    redis_url: str, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Redis write nobody cancels enters no cancel scope, anyio's nor
+    trio's: its shield is entered only once cancelled, and on trio its
+    bound is the run's watch (a scope with a deadline and a shield cost
+    12 µs a command)."""
+    entered: list[str] = []
+
+    def counting(name: str, real: Any) -> Callable[..., Any]:
+        def make(*args: Any, **kwargs: Any) -> Any:
+            entered.append(name)
+            return real(*args, **kwargs)
+
+        return make
+
+    async with servers.redis_store(redis_url) as store:
+        # Its connection opened (under a scope of its own: seldom).
+        assert await store.commit(rec("t", 0), expected_head=None) == (
+            Success(None)
+        )
+        monkeypatch.setattr(
+            anyio, "CancelScope", counting("anyio", anyio.CancelScope)
+        )
+        if anyio_backend == "trio":
+            import trio  # noqa: PLC0415
+
+            monkeypatch.setattr(
+                trio, "CancelScope", counting("trio", trio.CancelScope)
+            )
+        for version in range(1, 11):
+            out = await store.commit(
+                rec("t", version), expected_head=version - 1
+            )
+            assert out == Success(None)
+        monkeypatch.undo()
+        assert entered == []
+        assert await store.head("t") == 10
+
+
+def test_redis_bounds_on_trio_end_each_command_at_its_own_time() -> None:
+    """The trio run's watch of its Redis commands (``_resp._Watch``) keeps
+    the deadline an earlier command set, but sleeps on to a later
+    command's own time: no command is cut before its bound, nor waits past
+    it, and a command whose reply came is never cut."""
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock  # noqa: PLC0415
+
+    from pipeline.stores import _resp  # noqa: PLC0415
+
+    class Command:
+        def __init__(self) -> None:
+            self.cut_at: float | None = None
+
+        def expire(self) -> None:
+            self.cut_at = trio.current_time()
+
+    async def main() -> None:
+        watch = _resp._watch(trio)
+        first, second, third = Command(), Command(), Command()
+        watch.start(first, 5.0)  # type: ignore[arg-type]
+        await trio.sleep(1)  # (the mock clock's time)
+        del watch.busy[first]  # type: ignore[arg-type]  # its reply came
+        watch.start(second, 6.0)  # type: ignore[arg-type]
+        await trio.sleep(4.5)
+        assert second.cut_at is None  # the watch woke at 5, slept on
+        watch.start(third, 5.8)  # type: ignore[arg-type]
+        await trio.sleep(10)
+        cut = [c.cut_at for c in (first, second, third)]
+        assert cut == [None, 6.0, 5.8]
+        assert watch.busy == {}
+
+    trio.run(main, clock=MockClock(autojump_threshold=0))
+
+
 async def test_a_failing_call_raises_its_error(
     server: Server, anyio_backend: str
 ) -> None:

@@ -25,9 +25,12 @@ the codes).
 from __future__ import annotations
 
 import asyncio
+import functools
+import math
 import os
 import socket
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, final
 
@@ -39,7 +42,7 @@ import redis.exceptions
 
 from redis._parsers import BaseParser
 
-from ._poll import readable
+from ._poll import Readable
 
 
 _CHUNK: Final = 65536
@@ -129,27 +132,130 @@ def _unreachable(place: str, error: OSError) -> str:
     return f"Error connecting to {place}. {error}."
 
 
+def _timed_out() -> redis.exceptions.TimeoutError:
+    return redis.exceptions.TimeoutError("Timeout reading from the server")
+
+
 def _broken() -> redis.exceptions.ConnectionError:
     return redis.exceptions.ConnectionError("Connection closed by server.")
 
 
 @final
-class Connection:
-    """One connection to the server, on the loop that opened it."""
+class _Watch:
+    """A trio run's bounds on its connections' commands: one system task
+    that sleeps until the earliest command's time is up and wakes that
+    command's wait (trio's ``notify_closing``: the wait raises, the command
+    raises the timeout and its connection is dropped).
 
-    __slots__ = ("_readable", "_replies", "_socket", "_stream", "_writable")
+    A command's bound is a cancel scope with a deadline otherwise, entered
+    and left with every command (a heap entry in trio's deadlines, added
+    and removed: with the write's shield, 12 µs of a commit's client CPU).
+    Here a command only notes when its time is up; the task's deadline is
+    moved earlier only if it is later than that (after an idle spell), and
+    when it wakes it sleeps on until the earliest command still waiting:
+    one wake-up every bound's length while commands keep coming, and no
+    command waits past its bound."""
+
+    __slots__ = ("busy", "wake")
+
+    def __init__(self) -> None:
+        self.busy: dict[Connection, float] = {}
+        """The connections whose command waits, and when its time is up
+        (trio's clock)."""
+        self.wake: Any = None
+        """The scope the task sleeps in (its deadline: no later than the
+        earliest command's)."""
+
+    def start(self, conn: Connection, due: float) -> None:
+        """*conn*'s command has until trio time *due*."""
+        self.busy[conn] = due
+        wake = self.wake
+        if wake is not None and due < wake.deadline:
+            wake.deadline = due
+
+    async def serve(self, trio: Any) -> None:
+        """Sleep until the earliest command's time is up; wake the
+        commands whose time is up."""
+        busy = self.busy
+        while True:
+            with trio.CancelScope(
+                deadline=min(busy.values(), default=math.inf)
+            ) as self.wake:
+                await trio.sleep_forever()
+            now = trio.current_time()
+            for conn, due in list(busy.items()):
+                if due <= now:
+                    del busy[conn]
+                    conn.expire()
+
+
+_WATCHES: list[Any] = [None]
+"""The ``trio.lowlevel.RunVar`` of each trio run's :class:`_Watch`, once
+made."""
+
+
+def _watch(trio: Any) -> _Watch:
+    """The running trio run's watch (its task started with the run's first
+    connection)."""
+    var = _WATCHES[0]
+    if var is None:
+        var = _WATCHES[0] = trio.lowlevel.RunVar("pipeline_redis_bounds")
+    watch: _Watch | None = var.get(None)
+    if watch is None:
+        watch = _Watch()
+        var.set(watch)
+        trio.lowlevel.spawn_system_task(
+            watch.serve, trio, name="pipeline redis bounds"
+        )
+    return watch
+
+
+@final
+class Connection:
+    """One connection to the server, on the trio run that opened it."""
+
+    __slots__ = (
+        "_cancelled",
+        "_closed",
+        "_now",
+        "_pending",
+        "_readable",
+        "_replies",
+        "_shield",
+        "_socket",
+        "_stream",
+        "_watch",
+        "_writable",
+        "expired",
+    )
 
     def __init__(self, stream: anyio.abc.SocketStream) -> None:
-        # trio's waits, found once (an import a command cost 2.5 µs).
-        from trio.lowlevel import wait_readable, wait_writable  # noqa: PLC0415  # on trio
+        # trio's names, found once (an import a command cost 2.5 µs).
+        import trio  # noqa: PLC0415  # on trio
 
         self._stream = stream
         self._socket: socket.socket = stream.extra(  # noqa: S610  # anyio's, not Django's
             anyio.abc.SocketAttribute.raw_socket
         )
         self._replies = replies()
-        self._readable = wait_readable
-        self._writable = wait_writable
+        self._pending = Readable(self._socket.fileno())
+        self._readable = trio.lowlevel.wait_readable
+        self._writable = trio.lowlevel.wait_writable
+        self._cancelled: type[BaseException] = trio.Cancelled
+        self._closed: type[BaseException] = trio.ClosedResourceError
+        self._shield = functools.partial(trio.CancelScope, shield=True)
+        self._now = trio.current_time
+        self._watch = _watch(trio)
+        self.expired = False
+        """Whether its command's time ran out (see :class:`_Watch`)."""
+
+    def expire(self) -> None:
+        """Its command's time is up: its wait (if it waits) raises now, and
+        any later one at once."""
+        self.expired = True
+        from trio.lowlevel import notify_closing  # noqa: PLC0415  # seldom
+
+        notify_closing(self._socket)
 
     @classmethod
     async def open(cls, where: Target) -> Connection:
@@ -195,34 +301,58 @@ class Connection:
     def usable(self) -> bool:
         """Whether the server has not closed this idle connection (nor sent
         anything on it): a look at the socket, which does not wait."""
-        if self._replies.has_data():
-            return False
-        try:
-            self._socket.recv(1, socket.MSG_PEEK)  # non-blocking
-        except BlockingIOError:
-            return True  # nothing to read: open
-        except OSError:
-            return False
-        return False  # closed (b""), or bytes nobody asked for
+        return not (self._replies.has_data() or self._pending())
 
-    async def ask(self, *command: str | int | bytes) -> Any:
-        """*command*'s reply.
+    async def ask(
+        self,
+        *command: str | int | bytes,
+        bound: float | None = None,
+        firm: bool = False,
+    ) -> Any:
+        """*command*'s reply, within *bound* seconds (if given: else the
+        caller bounds it).
 
-        On trio (where the store uses this), straight on the socket: the
-        command is written at once (it fits the socket's buffer, or the
-        rest waits for room), then the reply waited for, one wait per
-        command, as redis-py's connection does on asyncio.
+        Straight on the socket: the command is written at once (it fits
+        the socket's buffer, or the rest waits for room), then the reply
+        waited for, one wait per command, as redis-py's connection does on
+        asyncio.  A *firm* command (a write's) is not cut by the caller's
+        cancellation: the rest of its waits are under trio's shield (see
+        ``_wait_again``), and its caller raises the cancellation once the write
+        is whole; any other stops at once (then the caller must drop the
+        connection: a reply may be on its way).
 
         Raises:
             redis.exceptions.ResponseError: The server answered an error.
             redis.exceptions.ConnectionError: The connection broke.
+            redis.exceptions.TimeoutError: No reply within *bound*.
         """
+        watch = None if bound is None else self._watch
+        if watch is not None:
+            self.expired = False
+            watch.start(self, self._now() + bound)  # type: ignore[operator]
+        try:
+            return await self._exchange(pack(command), firm=firm)
+        finally:
+            if watch is not None:
+                watch.busy.pop(self, None)
+
+    async def _exchange(self, data: bytes, *, firm: bool) -> Any:
+        """Send *data*, then read its reply (see ``ask``).  A wait that
+        raises is handled by ``_wait_again`` (cancelled, or its time up):
+        the common wait costs no coroutine of its own."""
         sock = self._socket
         reader = self._replies
-        await self._send(pack(command))
+        sent = self._sent(data)
+        if sent < len(data):
+            await self._send(memoryview(data)[sent:], firm=firm)
         wait_readable = self._readable
         while True:
-            await wait_readable(sock)
+            if self.expired:
+                raise _timed_out()
+            try:
+                await wait_readable(sock)
+            except BaseException as e:  # noqa: BLE001  # sorted out there
+                await self._wait_again(e, wait_readable, firm=firm)
             try:
                 chunk = sock.recv(_CHUNK)
             except BlockingIOError:
@@ -239,14 +369,66 @@ class Connection:
                 raise reply
             return reply
 
-    async def _send(self, data: bytes) -> None:
+    def _sent(self, data: bytes) -> int:
+        """How much of *data* the socket took at once (without waiting)."""
+        try:
+            return self._socket.send(data)
+        except BlockingIOError:
+            return 0
+        except OSError as e:
+            raise _broken() from e
+
+    async def _wait_again(
+        self,
+        error: BaseException,
+        wait: Callable[[socket.socket], Awaitable[None]],
+        *,
+        firm: bool,
+    ) -> None:
+        """After a wait on the socket (*wait*: trio's ``wait_readable`` or
+        ``wait_writable``) raised *error*: a *firm* command's wait,
+        cancelled, waits again under trio's shield (entered only then: a
+        write nobody cancels enters no scope); trio's cancellation stays
+        until its scope ends, so the caller sees it again at its next
+        checkpoint.  Its time up (see :class:`_Watch`), the wait raises the
+        timeout; anything else is raised as it is."""
+        if isinstance(error, self._cancelled) and firm:
+            with self._shield():
+                await self._wait(wait)
+            return
+        if isinstance(error, self._closed) and self.expired:
+            raise _timed_out() from None
+        raise error
+
+    async def _wait(
+        self, wait: Callable[[socket.socket], Awaitable[None]]
+    ) -> None:
+        """One wait on the socket, not cancelled (shielded), until the
+        command's time is up."""
+        if self.expired:
+            raise _timed_out()
+        try:
+            await wait(self._socket)
+        except self._closed:
+            if self.expired:
+                raise _timed_out() from None
+            raise
+
+    async def _send(self, view: memoryview, *, firm: bool) -> None:
+        """Send the rest of a command, *view*, as the socket makes room."""
         sock = self._socket
-        view = memoryview(data)
+        wait_writable = self._writable
         while view:
+            if self.expired:
+                raise _timed_out()
+            try:
+                await wait_writable(sock)
+            except BaseException as e:  # noqa: BLE001  # sorted out there
+                await self._wait_again(e, wait_writable, firm=firm)
             try:
                 view = view[sock.send(view) :]
             except BlockingIOError:
-                await self._writable(sock)
+                continue
             except OSError as e:
                 raise _broken() from e
 
@@ -319,7 +501,7 @@ class LoopConnection:
     one wake-up per reply.  The same commands and replies as
     :class:`Connection` (trio's)."""
 
-    __slots__ = ("_loop", "_protocol", "_transport")
+    __slots__ = ("_loop", "_pending", "_protocol", "_transport")
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, protocol: _Replies
@@ -328,6 +510,8 @@ class LoopConnection:
         self._loop = loop
         self._protocol = protocol
         self._transport = protocol.transport
+        sock = protocol.transport.get_extra_info("socket")
+        self._pending = None if sock is None else Readable(sock.fileno())
 
     @classmethod
     async def open(cls, where: Target, bound: float) -> LoopConnection:
@@ -384,8 +568,8 @@ class LoopConnection:
             return False
         # What the loop has not read yet (the server closed it a moment
         # ago, say): a look at the socket itself, as trio's does.
-        sock = self._transport.get_extra_info("socket")
-        return sock is not None and not readable(sock.fileno())
+        pending = self._pending
+        return pending is not None and not pending()
 
     async def ask(
         self,

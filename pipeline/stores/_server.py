@@ -462,8 +462,10 @@ class ServerStore:
         of the write's commands, so the wait is bounded too.  On trio, a
         shield of trio's own holds the cancellation back (anyio's, on trio,
         is that and a layer more): around the write for a ``_firm`` store,
-        else each command's bound is a shield too (trio's scope takes
-        both, one scope a command where two cost 11 µs).  On asyncio, anyio cancels a task with
+        else each command enters one itself, only once cancelled (trio's
+        cancellation stays until its scope ends, so it is raised here once
+        the write is whole), so a write nobody cancels enters no scope
+        (Redis's: see ``_resp.Connection``).  On asyncio, anyio cancels a task with
         ``task.cancel()``, asking again at every turn of the loop unless
         the task is shielded; no shield of anyio's holds back asyncio's own
         ``task.cancel()``.  A ``_firm`` store's write runs under anyio's
@@ -485,7 +487,7 @@ class ServerStore:
             if self._firm:
                 with trio.CancelScope(shield=True):
                     out.append(await work())
-            else:  # each command shields itself, in its bound's scope
+            else:  # each command shields itself, once cancelled
                 out.append(await work())
             await trio.lowlevel.checkpoint_if_cancelled()
             return out[0]

@@ -273,6 +273,24 @@ async def _written(
     return out
 
 
+async def _opened_here(
+    where: _resp.Target, *, shield: bool
+) -> _resp.Connection:
+    """A new connection to *where* on trio, within :data:`_TIMEOUT` seconds
+    (and, for a write, under trio's shield: the write goes on)."""
+    trio = trio_module()
+    bound = trio.CancelScope(
+        deadline=trio.current_time() + _TIMEOUT, shield=shield
+    )
+    opened: list[_resp.Connection] = []  # (the scope may swallow its end)
+    with bound:
+        opened.append(await _resp.Connection.open(where))
+    if not opened:  # its time ran out
+        msg = "Timeout reading from the server"
+        raise redis.exceptions.TimeoutError(msg)
+    return opened[0]
+
+
 async def _usable(conn: AbstractConnection) -> bool:
     """Whether idle *conn* is fit for a command: the server has not closed
     it, and nothing nobody asked for waits on it.  redis-py's own public
@@ -507,13 +525,13 @@ class RedisStore(ServerStore):
         on the caller's loop (see :mod:`pipeline.stores._resp`), with the
         same bound and the same rules for failed connections as ``_ask``.
 
-        A write's command (*shield*) is shielded from the caller's
-        cancellation by its bound's own scope: trio's scope takes a
-        deadline and a shield at once, and a write's commands are all it
-        waits on (``ServerStore._here`` enters no shield of its own for
-        this store: see ``_shields_writes``), so a write pays one scope a
-        command, not two."""
-        trio = trio_module()
+        A write's command (*shield*) is not cut by the caller's
+        cancellation: its waits go on under trio's shield once cancelled
+        (``ServerStore._here`` enters no shield of its own for this store:
+        see ``_firm``), and the bound is its run's watch's (see
+        ``_resp._Watch``), so a command nobody cancels enters no cancel
+        scope (a scope with a deadline and a shield cost 12 µs a command).
+        A new connection is opened under a scope with both (seldom)."""
         where = self._target
         if where is None:  # _native is False: the thread runs the calls
             msg = "this store's URL is not spoken on trio"
@@ -526,32 +544,21 @@ class RedisStore(ServerStore):
                 break
             await wire.aclose()
             wire = None
-        bound = trio.CancelScope(
-            deadline=trio.current_time() + _TIMEOUT, shield=shield
-        )
-        out: Any = None
         try:
-            with bound:
-                if wire is None:
-                    wire = await _resp.Connection.open(where)
-                out = await wire.ask(*command)
+            if wire is None:
+                wire = await _opened_here(where, shield=shield)
+            out = await wire.ask(*command, bound=_TIMEOUT, firm=shield)
         except ResponseError:
             self._idle_again(idle, wire)
             raise
         except BaseException:
             if wire is not None:
-                with trio.CancelScope(shield=shield):
+                # Shielded for a write: its caller, cancelled meanwhile,
+                # gets this error (a timeout: its outcome unknown, see the
+                # module), not a cancellation from the closing.
+                with trio_module().CancelScope(shield=shield):
                     await wire.aclose()
             raise
-        if bound.cancelled_caught:
-            if wire is not None:
-                # Shielded for a write: its caller, cancelled meanwhile,
-                # gets this error (its outcome unknown: see the module),
-                # not a cancellation from the closing.
-                with trio.CancelScope(shield=shield):
-                    await wire.aclose()
-            msg = "Timeout reading from the server"
-            raise redis.exceptions.TimeoutError(msg)
         self._idle_again(idle, wire)
         return out
 
