@@ -16,7 +16,13 @@ import subprocess
 import sys
 import threading
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Sequence,
+)
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -2535,3 +2541,52 @@ def test_postgres_commit_v2_decides_as_v1(postgres_url: str) -> None:
             assert seen > 0  # some were stored
     finally:
         servers.drop_schema(postgres_url, name)
+
+
+@pytest.mark.postgres
+async def test_postgres_a_call_run_again_after_the_close_connects_no_more(
+    postgres_url: str,
+) -> None:
+    """A lease call in flight while the store closes, whose connection
+    breaks then, is not run once more on a new connection (its retry
+    would make a pool that nobody closes, and take a lease for a closed
+    store): it raises that the store is closed (found attacking)."""
+    import psycopg  # noqa: PLC0415
+
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+
+    name = servers.namespace()
+    store = await PostgresStore.connect(postgres_url, schema=name)
+    first = store._one
+    reached, closed = anyio.Event(), anyio.Event()
+
+    async def broken_then(
+        call: str,
+        args: Sequence[object],
+        *,
+        fresh: bool = False,
+        write: bool = False,
+    ) -> tuple[Any, ...]:
+        if not fresh:  # the call in flight: its connection breaks
+            reached.set()
+            await closed.wait()
+            msg = "server closed the connection unexpectedly"
+            raise psycopg.OperationalError(msg)
+        return await first(call, args, fresh=fresh, write=write)
+
+    store._one = broken_then  # type: ignore[method-assign]
+
+    async def acquire() -> None:
+        with pytest.raises(RuntimeError, match="the store is closed"):
+            await store.acquire("t", "me", ttl=60)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(acquire)
+        await reached.wait()
+        await store.aclose()
+        closed.set()
+    # No connection made after the close, none left open.
+    for pool in store._pools.values():
+        assert pool._closed or not pool._idle
+        assert all(conn.closed for conn in pool.cursors)
+    await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)

@@ -916,7 +916,12 @@ class PostgresStore(ServerStore):
     def _new_pool(self, where: object) -> _Pool:
         """A pool for *where* (an asyncio loop, or a trio run whose
         connections are made on the store's thread), with the connection
-        that checked the tables if it is the first."""
+        that checked the tables if it is the first.  None once the store
+        is closing: a call in flight then (a lease call run once more on a
+        fresh connection, say) would make one that nobody closes."""
+        if self._closing:
+            msg = "the store is closed"
+            raise RuntimeError(msg)
         connect = (
             self._new_connection
             if isinstance(where, asyncio.AbstractEventLoop)
