@@ -2590,3 +2590,36 @@ async def test_postgres_a_call_run_again_after_the_close_connects_no_more(
         assert pool._closed or not pool._idle
         assert all(conn.closed for conn in pool.cursors)
     await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_postgres_closing_leaves_a_trio_runs_connections_in_use_be(
+    postgres_url: str,
+) -> None:
+    """On trio the store closes a run's pool from its own thread: the
+    connections in use keep their wires (a caller handed one meanwhile
+    prepared its statements again on a connection that had them, and
+    failed: found attacking), the idle ones are closed at the run's next
+    turn, and one in use is closed as it comes back."""
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+
+    name = servers.namespace()
+    store = await PostgresStore.connect(postgres_url, schema=name, pool_size=2)
+    await store.commit(rec("t", 0), expected_head=None)
+    (pool,) = store._pools.values()
+    taken = await pool.get()  # the one that committed, with its wire
+    wire = pool.cursors[taken]
+    other = await pool.get()  # a second, made now, then idle
+    await pool.put(other)
+    idle = list(pool._idle)
+    await store.aclose()
+    assert pool.cursors.get(taken) is wire  # still the caller's
+    await anyio.lowlevel.checkpoint()  # the run's turn: idle ones closed
+    assert idle
+    assert all(conn.closed for conn in idle)
+    assert not taken.closed
+    await pool.put(taken)
+    assert taken.closed
+    assert not pool.cursors
+    await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)

@@ -105,7 +105,7 @@ from ._protocol import (
     holds,
     take,
 )
-from ._server import ServerStore, asyncio_loop
+from ._server import ServerStore, asyncio_loop, trio_module
 
 
 __all__ = ("PostgresStore",)
@@ -721,13 +721,27 @@ class _Pool:
             self._drop_wire(conn)
             await conn.close()
 
-    def abandon(self) -> None:
+    def abandon(self, run: Any = None) -> None:
         """Close the idle connections (and those returned from now on) from
-        any thread: their loop or run may be over."""
+        any thread: their loop or run may be over.  Given the trio *run*
+        (its token) and while it goes on, they are closed there, at its
+        next turn: a caller of its may be taking one, or be handed one with
+        its wire, meanwhile (the wires of those in use stay theirs)."""
         self._closed = True
+        if run is not None:
+            try:
+                run.run_sync_soon(self._finish_idle)
+            except trio_module().RunFinishedError:
+                pass  # the run is over: nobody takes one any more
+            else:
+                return
+        self._finish_idle()
+
+    def _finish_idle(self) -> None:
+        """Close the idle connections, without waiting."""
         idle, self._idle = self._idle, []
-        self.cursors.clear()
         for conn in idle:
+            self.cursors.pop(conn, None)
             conn.pgconn.finish()
 
 
@@ -996,7 +1010,7 @@ class PostgresStore(ServerStore):
         # when it ends.
         for where, pool in list(self._pools.items()):
             if not isinstance(where, asyncio.AbstractEventLoop):
-                pool.abandon()
+                pool.abandon(where)
         with self._first_lock:
             first, self._first = self._first, None
         if first is not None:
