@@ -2618,8 +2618,9 @@ async def test_postgres_closing_leaves_a_trio_runs_connections_in_use_be(
     await anyio.lowlevel.checkpoint()  # the run's turn: idle ones closed
     assert idle
     assert all(conn.closed for conn in idle)
-    assert not taken.closed
+    open_in_use = not taken.closed
     await pool.put(taken)
+    assert open_in_use
     assert taken.closed
     assert not pool.cursors
     await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
