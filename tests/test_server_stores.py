@@ -2624,3 +2624,32 @@ async def test_postgres_closing_leaves_a_trio_runs_connections_in_use_be(
     assert taken.closed
     assert not pool.cursors
     await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ("q" * 64, "64 bytes"),
+        ("é" * 32, "64 bytes"),
+        ("", "0 bytes"),
+        ("a\x00b", "3 bytes"),
+        ("a\ud800", "not UTF-8"),
+    ],
+    ids=["long", "long-bytes", "empty", "nul", "surrogate"],
+)
+def test_postgres_refuses_a_schema_name_it_would_cut_short(
+    schema: str, why: str
+) -> None:
+    """PostgreSQL keeps 63 bytes of a name: two longer names sharing them
+    are one schema but lock a thread with different keys (two runners
+    both held one thread's lease: found attacking).  Such a name, an
+    empty one, one with NUL or not UTF-8 is refused where the store is
+    made, by its size, not shown; 63 bytes are taken."""
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+
+    with pytest.raises(ValueError, match=why) as info:
+        PostgresStore("postgresql://nowhere", schema=schema)
+    assert "qqqq" not in str(info.value)
+    assert "schema" in str(info.value)
+    assert PostgresStore("postgresql://nowhere", schema="q" * 63).schema
+    assert PostgresStore("postgresql://nowhere", schema="é" * 31).schema

@@ -809,6 +809,33 @@ class _Pools(weakref.WeakKeyDictionary[object, _Pool]):
         return pool
 
 
+_NAME_BYTES = 63
+"""The longest name PostgreSQL keeps whole (``NAMEDATALEN`` - 1): it cuts
+a longer one short without an error."""
+
+
+def _check_schema(schema: object) -> None:
+    """Raise ``ValueError`` unless *schema* can name a schema as it is.
+
+    Two names longer than PostgreSQL keeps that share their first 63 bytes
+    would be one schema, yet lock the same thread with different keys:
+    two runners could both hold its lease."""
+    if not isinstance(schema, str):
+        msg = f"schema must be a str, not a {type(schema).__name__}"
+        raise TypeError(msg)
+    try:
+        size = len(schema.encode())
+    except UnicodeEncodeError:
+        size = -1  # a lone surrogate: no UTF-8 for it
+    if not 0 < size <= _NAME_BYTES or "\x00" in schema:
+        got = "not UTF-8" if size < 0 else f"{size} bytes"
+        msg = (
+            f"schema must be 1 to {_NAME_BYTES} bytes of UTF-8 without NUL "
+            f"(PostgreSQL cuts longer names short), not {got}"
+        )
+        raise ValueError(msg)
+
+
 def _trio_run() -> object:
     """The running trio run (its token: one per run)."""
     from trio.lowlevel import current_trio_token  # noqa: PLC0415  # on trio
@@ -824,7 +851,8 @@ class PostgresStore(ServerStore):
     *conninfo* is a libpq connection string or URL
     (``"postgresql://user@host/db"``).  The store keeps its tables in
     *schema* (created with them if missing; give each application or test
-    its own to keep their threads apart), holds up to *pool_size*
+    its own to keep their threads apart; at most 63 bytes, which is all
+    PostgreSQL keeps of a name, else ``ValueError``), holds up to *pool_size*
     connections, and waits up to *pool_timeout* seconds for a connection
     (to the server, or from the pool).  Leases run on the server's clock.
 
@@ -860,6 +888,7 @@ class PostgresStore(ServerStore):
         if pool_size < 1:
             msg = f"pool_size must be at least 1, not {pool_size}"
             raise ValueError(msg)
+        _check_schema(schema)
         self._conninfo = conninfo
         self.schema = schema
         self._pool_size = pool_size
