@@ -2653,3 +2653,69 @@ def test_postgres_refuses_a_schema_name_it_would_cut_short(
     assert "schema" in str(info.value)
     assert PostgresStore("postgresql://nowhere", schema="q" * 63).schema
     assert PostgresStore("postgresql://nowhere", schema="é" * 31).schema
+
+
+@pytest.mark.postgres
+async def test_postgres_a_caller_queued_at_the_close_connects_no_more(
+    postgres_url: str,
+) -> None:
+    """A call waiting for one of the pool's connections when the store
+    closes does not connect afresh once the connection in use comes back
+    (closed, as the store is): it raises that the store is closed, on
+    asyncio as on trio (it ran after the close: found attacking)."""
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+
+    name = servers.namespace()
+    store = await PostgresStore.connect(postgres_url, schema=name, pool_size=1)
+    await store.head("t")
+    (pool,) = store._pools.values()
+    taken = await pool.get()  # the pool's one connection, in use
+    refused: list[BaseException] = []
+
+    async def queued() -> None:
+        try:
+            await store.commit(rec("t", 0), expected_head=None)
+        except RuntimeError as exc:
+            refused.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(queued)
+        await anyio.wait_all_tasks_blocked()
+        assert pool._waiting  # it waits for the connection
+        await store.aclose()
+        await pool.put(taken)  # back to a closed pool: closed
+    assert [str(e) for e in refused] == ["the store is closed"]
+    assert taken.closed
+    assert not pool._idle
+    assert not pool.cursors
+    await anyio.to_thread.run_sync(servers.drop_schema, postgres_url, name)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_postgres_closing_from_a_later_run_closes_an_earlier_ones_pool(
+    postgres_url: str, backend: str
+) -> None:
+    """A store used in one event loop (or trio run) and closed from
+    another: the first one's connections are closed by the close, its
+    wires watching nothing (a wire holds its loop: the pool was never
+    collected with a loop that ended, nor its connections closed: found
+    attacking)."""
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+
+    name = servers.namespace()
+
+    async def first() -> PostgresStore:
+        store = await PostgresStore.connect(postgres_url, schema=name)
+        await store.head("t")  # a hot call: the connection has a wire
+        await store.records("t")
+        return store
+
+    store = anyio.run(first, backend=backend)
+    pools = list(store._pools.values())
+    conns = [conn for pool in pools for conn in pool._idle]
+    anyio.run(store.aclose, backend=backend)
+    assert conns
+    assert all(conn.closed for conn in conns)
+    assert all(not pool._idle and not pool.cursors for pool in pools)
+    servers.drop_schema(postgres_url, name)

@@ -258,25 +258,30 @@ class ServerStore:
         with self._starting:  # no thread starts from here on
             self._closing = True  # no new work from here on
         home, self._home = self._home, None
+        at_home = False  # whether the home loop closed the client
         with anyio.CancelScope(shield=True):
             try:
                 if home is not None:
                     if asyncio_loop() is home:
+                        at_home = True
                         await self._close_home()
                     elif home.is_running():
+                        at_home = True
                         done = asyncio.run_coroutine_threadsafe(
                             self._close_home(), home
                         )
                         await anyio.to_thread.run_sync(
                             _closed_at_home, done, home
                         )
-                    # else the home loop is gone, and its client's work with it
+                    # else the home loop is gone, and its client's work with
+                    # it: what the store keeps for other loops and runs is
+                    # closed here (below)
             finally:
                 # The store's own thread is closed whatever became of the
                 # home loop's client: a second aclose() is a no-op.
                 if self._loop is not None:
                     await self._loop.close(self._close)
-                elif self._native and asyncio_loop() is None:
+                elif self._native and not at_home:
                     await self._close()
 
     async def _close_home(self) -> None:

@@ -606,7 +606,13 @@ class _Pool:
             self._count -= 1
         elif conn := await self._wait():
             return conn
-        # A place is free for this caller: connect in it.
+        # A place is free for this caller: connect in it (unless the store
+        # closed meanwhile: a caller queued for a connection then connects
+        # no more, as on trio, where the store's thread is gone).
+        if self._closed:
+            self._free()
+            msg = "the store is closed"
+            raise RuntimeError(msg)
         try:
             return await self._connect()
         except BaseException:
@@ -721,16 +727,26 @@ class _Pool:
             self._drop_wire(conn)
             await conn.close()
 
-    def abandon(self, run: Any = None) -> None:
+    def abandon(self, where: object = None) -> None:
         """Close the idle connections (and those returned from now on) from
-        any thread: their loop or run may be over.  Given the trio *run*
-        (its token) and while it goes on, they are closed there, at its
-        next turn: a caller of its may be taking one, or be handed one with
-        its wire, meanwhile (the wires of those in use stay theirs)."""
+        any thread: their loop or run may be over.  Given *where* (the
+        pool's asyncio loop, or its trio run's token) while it runs, they
+        are closed there, at its next turn: a caller of its may be taking
+        one, or be handed one with its wire, meanwhile (the wires of those
+        in use stay theirs)."""
         self._closed = True
-        if run is not None:
+        if isinstance(where, asyncio.AbstractEventLoop):
+            if where.is_running():
+                try:
+                    where.call_soon_threadsafe(self._finish_idle)
+                except RuntimeError:
+                    pass  # closed meanwhile: nobody takes one any more
+                else:
+                    return
+        elif where is not None:
+            token: Any = where  # a trio run's
             try:
-                run.run_sync_soon(self._finish_idle)
+                token.run_sync_soon(self._finish_idle)
             except trio_module().RunFinishedError:
                 pass  # the run is over: nobody takes one any more
             else:
@@ -738,10 +754,11 @@ class _Pool:
         self._finish_idle()
 
     def _finish_idle(self) -> None:
-        """Close the idle connections, without waiting."""
+        """Close the idle connections, without waiting (their wires no
+        longer watch their sockets: see ``_drop_wire``)."""
         idle, self._idle = self._idle, []
         for conn in idle:
-            self.cursors.pop(conn, None)
+            self._drop_wire(conn)
             conn.pgconn.finish()
 
 
@@ -1034,17 +1051,18 @@ class PostgresStore(ServerStore):
                 await conn.execute(statement)
 
     async def _close(self) -> None:
-        # Every trio run's idle connections go with the first loop that
-        # closes (their runs may be over); a call in flight closes its own
-        # when it ends.
+        # The idle connections of every other loop and trio run go now
+        # (their loops and runs may be over; a wire holds its loop, so a
+        # loop that ended would never be collected, nor its pool closed
+        # with it); a call in flight closes its own when it ends.
+        loop = asyncio_loop()
         for where, pool in list(self._pools.items()):
-            if not isinstance(where, asyncio.AbstractEventLoop):
+            if where is not loop:
                 pool.abandon(where)
         with self._first_lock:
             first, self._first = self._first, None
         if first is not None:
             await first.close()
-        loop = asyncio_loop()
         if loop is not None and loop in self._pools:
             await self._pools.pop(loop).close()
 
