@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import os
 import re
+import time
 
 from typing import Any
 
@@ -431,3 +432,36 @@ async def test_the_renewing_task_runs_in_the_runs_context() -> None:
     assert out == Success(3)
     assert store.seen[:1] == ["the run"]
     assert await free(store)
+
+
+class Silent(DelegatingStore):
+    """A memory store whose renewals never answer (until cancelled)."""
+
+    def __init__(self, ttl: float) -> None:
+        super().__init__(stores.MemoryStore(lease_ttl=ttl))
+
+    async def renew(
+        self, lease: stores.Lease, *, ttl: float
+    ) -> Result[stores.Lease, LeaseLost]:
+        del lease, ttl  # never renewed
+        await anyio.sleep_forever()
+        raise AssertionError  # pragma: no cover  # never answers
+
+
+async def test_a_renewal_that_never_answers_stops_the_run() -> None:
+    """A step that finds its lease stale renews it first; a renewal not
+    answered within the lease's time to live could only grant a lease
+    lapsed already: the step does not start, the run stops with
+    LeaseLost, and does not hang (found attacking)."""
+    ttl = 0.2
+    store = Silent(ttl)
+
+    async def body(held: stores.Held) -> Result[int, str]:
+        # Stale now, as after a stall (its last renewal a lease ago).
+        held.renewed(held.lease, time.monotonic() - ttl)
+        lapsed = await held.ensure()
+        assert lapsed == Failure(LeaseLost("t"))
+        return Success(8)
+
+    with anyio.fail_after(GUARD):
+        assert await stores.leased(store, "t", body) == Success(8)

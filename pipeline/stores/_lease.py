@@ -101,8 +101,13 @@ class Held:
             return None
         for _ in range(_RENEWALS):
             since = time.monotonic()
-            renewed = await self._store.renew(self.lease, ttl=self._ttl)
-            if type(renewed) is not Success:
+            renewed: Result[Lease, LeaseLost] | None = None
+            # Not answered within the lease's time to live, the renewal
+            # could grant a lease lapsed already: as good as refused (a
+            # store that never answers stops the run, not hangs it).
+            with anyio.move_on_after(self._ttl):
+                renewed = await self._store.renew(self.lease, ttl=self._ttl)
+            if renewed is None or type(renewed) is not Success:
                 break
             self.renewed(renewed.unwrap(), since)
             # A runner stalled while the renewal's answer came back holds
