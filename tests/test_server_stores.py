@@ -850,6 +850,44 @@ async def test_postgres_keeps_one_cursor_per_live_connection(
         assert all(not c.closed for c in pool.cursors)
 
 
+@pytest.mark.postgres
+async def test_postgres_stores_of_a_schema_render_their_sql_once(
+    postgres_url: str,
+) -> None:
+    """A store opened on a schema another store of this process used (as
+    each W5 run opens one) composes and renders none of its SQL again: its
+    connection's settings and check, and its hot calls, as the first
+    store rendered them; and it works as the first did."""
+    from psycopg import sql  # noqa: PLC0415
+
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+
+    async def run(store: PostgresStore, thread: str) -> None:
+        lease = (await store.acquire(thread, "me", ttl=10)).unwrap()
+        await store.commit(rec(thread, 0), expected_head=None, lease=lease)
+        await store.commit(rec(thread, 1), expected_head=0, lease=lease)
+        await store.release(lease)
+        assert await store.head(thread) == 1
+
+    async with servers.postgres_store(postgres_url) as first:
+        await run(first, "a")
+        rendered: list[object] = []
+        render = sql.Composed.as_bytes
+
+        def counted(self: sql.Composed, context: Any) -> bytes:
+            rendered.append(self)
+            return render(self, context)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sql.Composed, "as_bytes", counted)
+            async with PostgresStore(
+                postgres_url, schema=first.schema
+            ) as second:
+                assert second._sql is first._sql
+                await run(second, "b")
+        assert rendered == []
+
+
 @contextlib.contextmanager
 def _unseen_ends() -> Iterator[None]:
     """The pool's look at idle connections sees no ends (as when the
