@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from psycopg.pq import TransactionStatus
+from returns.pipeline import is_successful
 from returns.result import Success
 
 from pipeline.stores import Record
@@ -511,7 +512,8 @@ async def test_postgres_runs_a_statement_first_in_one_round_trip(
         ((wire, *_),) = [
             list(p.cursors.values()) for p in store._pools.values()
         ]
-        counted = wire._pgconn = _Counted(wire._pgconn)
+        counted = _Counted(wire._pgconn)
+        wire._pgconn = counted  # type: ignore[assignment]
         lease = (await store.acquire("t", "me", ttl=10)).unwrap()
         await store.release(lease)
         assert counted.sent == ["send_query_params"] * 2
@@ -530,7 +532,7 @@ async def test_postgres_runs_a_statement_first_in_one_round_trip(
             "send_query_prepared",
         ]
         assert await store.head("t") == 2
-        assert (await store.acquire("t", "other", ttl=10)).failure()
+        assert not is_successful(await store.acquire("t", "other", ttl=10))
 
 
 def _watched_fds_open() -> None:
