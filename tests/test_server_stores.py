@@ -2497,3 +2497,34 @@ def test_postgres_commit_v2_decides_as_v1(postgres_url: str) -> None:
             assert seen > 0  # some were stored
     finally:
         servers.drop_schema(postgres_url, name)
+
+
+@pytest.mark.anyio
+async def test_the_bridge_closes_its_thread_without_a_worker_thread() -> None:
+    """Closing the store's thread waits for its loop's end as the thread
+    tells it (its last act), not on a worker thread of the caller's that
+    joins it (a hop between threads less per close: on trio, a store's
+    every opening makes such a thread); the thread is over, its loop
+    closed, its last work done, when ``close`` returns."""
+    from pipeline.stores._bridge import LoopThread  # noqa: PLC0415
+
+    thread = LoopThread("pipeline:test")
+
+    async def answer() -> int:
+        return 7
+
+    assert await thread.run(answer, shield=False) == 7
+    closed: list[bool] = []
+
+    async def last() -> None:
+        closed.append(True)
+
+    def no_worker(*_: object, **__: object) -> None:
+        raise AssertionError("a worker thread")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(anyio.to_thread, "run_sync", no_worker)
+        await thread.close(last)
+    assert closed == [True]
+    assert not thread._thread.is_alive()
+    assert thread._loop.is_closed()
