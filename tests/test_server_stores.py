@@ -2528,3 +2528,27 @@ async def test_the_bridge_closes_its_thread_without_a_worker_thread() -> None:
     assert closed == [True]
     assert not thread._thread.is_alive()
     assert thread._loop.is_closed()
+
+
+def test_the_bridge_thread_ends_quietly_when_its_closer_is_gone() -> None:
+    """The store's thread tells its closer's loop that it is over as its
+    last act; a closer whose loop or run is gone meanwhile (its wake
+    raises ``RuntimeError``, as asyncio's closed loop and trio's finished
+    run do) is nobody to tell: the thread ends without an error."""
+    from pipeline.stores._bridge import LoopThread  # noqa: PLC0415
+
+    errors: list[object] = []
+    thread = LoopThread("pipeline:test")
+
+    def gone() -> None:
+        raise RuntimeError("Event loop is closed")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(threading, "excepthook", errors.append)
+        thread._ended = gone
+        thread._loop.call_soon_threadsafe(thread._loop.stop)
+        thread._thread.join(10)
+    assert not thread._thread.is_alive()
+    assert thread._over
+    assert thread._loop.is_closed()
+    assert errors == []

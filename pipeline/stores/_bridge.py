@@ -144,7 +144,9 @@ class LoopThread:
                 self._over = True  # (then _ended read: see close)
                 ended = self._ended
                 if ended is not None:
-                    ended()
+                    with contextlib.suppress(RuntimeError):
+                        # (The caller's loop or run is gone: nobody waits.)
+                        ended()
 
     async def run(
         self,
