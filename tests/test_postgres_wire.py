@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from psycopg.pq import TransactionStatus
+from returns.pipeline import is_successful
 from returns.result import Success
 
 from pipeline.stores import Record
@@ -65,10 +66,11 @@ def _fit(store: Any) -> None:
 
 
 async def _each_wait(url: str, call: Any) -> None:
-    """For each wait of a commit on a new connection (its statement
-    prepared, then run) and on a used one, and of a read: *call* runs the
-    call with a cancellation at that wait (see the callers), on a new store
-    each time; what must hold after it, holds."""
+    """For each wait of a commit on a new connection (its statement sent
+    whole, unnamed), of its second (prepared, then run) and third (run),
+    and of a read: *call* runs the call with a cancellation at that wait
+    (see the callers), on a new store each time; what must hold after it,
+    holds."""
     name = servers.namespace()
     try:
         for k in range(3):
@@ -76,33 +78,42 @@ async def _each_wait(url: str, call: Any) -> None:
                 url, schema=name, drop=False
             ) as store:
                 t = f"t{k}"
-                commit0 = functools.partial(
-                    store.commit, rec(t, 0), expected_head=None
-                )
-                commit1 = functools.partial(
-                    store.commit, rec(t, 1), expected_head=0
-                )
+                commits = [
+                    functools.partial(
+                        store.commit,
+                        rec(t, v),
+                        expected_head=None if v == 0 else v - 1,
+                    )
+                    for v in range(3)
+                ]
                 head = functools.partial(store.head, t)
-                # A new connection: its first wait is the preparing's.
+                # A new connection: one wait, the unnamed statement's.
                 with cancelled_at(k, call.cancel) as seen:
-                    first = await call(store, commit0)
-                assert seen[0] == 2  # prepared, then run
-                assert first == ("returned" if k >= 2 else "cancelled")
+                    out = await call(store, commits[0])
+                assert seen[0] == 1
+                assert out == ("cancelled" if k == 0 else "returned")
                 assert await store.head(t) == 0  # the write is whole
                 _fit(store)
+                # Its second: the preparing's wait, then the run's.
                 with cancelled_at(k, call.cancel) as seen:
-                    out = await call(store, commit1)
-                assert out == ("cancelled" if k == 0 else "returned")
+                    out = await call(store, commits[1])
+                assert seen[0] == 2
+                assert out == ("returned" if k >= 2 else "cancelled")
                 assert await store.head(t) == 1
+                _fit(store)
+                with cancelled_at(k, call.cancel) as seen:
+                    out = await call(store, commits[2])
+                assert out == ("cancelled" if k == 0 else "returned")
+                assert await store.head(t) == 2
                 _fit(store)
                 with cancelled_at(k, call.cancel) as seen:
                     out = await call(store, head)
                 assert out == ("cancelled" if k == 0 else "returned")
                 _fit(store)  # a cancelled reader's connection is dropped
                 assert await store.commit(
-                    rec(t, 2), expected_head=1
+                    rec(t, 3), expected_head=2
                 ) == Success(None)
-                assert await store.head(t) == 2
+                assert await store.head(t) == 3
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(servers.drop_schema, url, name)
@@ -462,15 +473,66 @@ async def test_postgres_prepares_again_a_statement_the_server_dropped(
     from psycopg import pq  # noqa: PLC0415
 
     async with servers.postgres_store(postgres_url) as store:
+        # (Prepared at its second call: see the next test.)
         await store.commit(rec("t", 0), expected_head=None)
+        await store.commit(rec("t", 1), expected_head=0)
         (conn,) = [c for p in store._pools.values() for c in p._idle]
         result = conn.pgconn.exec_(b"DEALLOCATE pipeline_commit")
         assert result.status == pq.ExecStatus.COMMAND_OK
-        assert await store.commit(rec("t", 1), expected_head=0) == Success(
+        assert await store.commit(rec("t", 2), expected_head=1) == Success(
             None
         )
-        assert await store.head("t") == 1
+        assert await store.head("t") == 2
         assert [c for p in store._pools.values() for c in p._idle] == [conn]
+
+
+class _Counted:
+    """A libpq connection whose sending calls are counted by name."""
+
+    def __init__(self, pgconn: Any) -> None:
+        self._pgconn = pgconn
+        self.sent: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("send_"):
+            self.sent.append(name)
+        return getattr(self._pgconn, name)
+
+
+@pytest.mark.postgres
+async def test_postgres_runs_a_statement_first_in_one_round_trip(
+    postgres_url: str,
+) -> None:
+    """A statement's first call on a connection is one round trip (sent
+    unnamed: parsed, bound and run at once), not a prepare and then a run:
+    a run's acquisition and release come once a connection (a W5 run opens
+    a store).  Its second call prepares it for the calls to come."""
+    async with servers.postgres_store(postgres_url) as store:
+        assert await store.head("t") is None  # the connection's wire made
+        ((wire, *_),) = [
+            list(p.cursors.values()) for p in store._pools.values()
+        ]
+        counted = _Counted(wire._pgconn)
+        wire._pgconn = counted  # type: ignore[assignment]
+        lease = (await store.acquire("t", "me", ttl=10)).unwrap()
+        await store.release(lease)
+        assert counted.sent == ["send_query_params"] * 2
+        counted.sent.clear()
+        lease = (await store.acquire("t", "me", ttl=10)).unwrap()
+        for v in range(3):
+            assert await store.commit(
+                rec("t", v), expected_head=v - 1 if v else None, lease=lease
+            ) == Success(None)
+        assert counted.sent == [
+            "send_prepare",  # the acquisition's second call
+            "send_query_prepared",
+            "send_query_params",  # the commit's first
+            "send_prepare",
+            "send_query_prepared",
+            "send_query_prepared",
+        ]
+        assert await store.head("t") == 2
+        assert not is_successful(await store.acquire("t", "other", ttl=10))
 
 
 def _watched_fds_open() -> None:

@@ -856,6 +856,44 @@ async def test_postgres_keeps_one_cursor_per_live_connection(
         assert all(not c.closed for c in pool.cursors)
 
 
+@pytest.mark.postgres
+async def test_postgres_stores_of_a_schema_render_their_sql_once(
+    postgres_url: str,
+) -> None:
+    """A store opened on a schema another store of this process used (as
+    each W5 run opens one) composes and renders none of its SQL again: its
+    connection's settings and check, and its hot calls, as the first
+    store rendered them; and it works as the first did."""
+    from psycopg import sql  # noqa: PLC0415
+
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+
+    async def run(store: PostgresStore, thread: str) -> None:
+        lease = (await store.acquire(thread, "me", ttl=10)).unwrap()
+        await store.commit(rec(thread, 0), expected_head=None, lease=lease)
+        await store.commit(rec(thread, 1), expected_head=0, lease=lease)
+        await store.release(lease)
+        assert await store.head(thread) == 1
+
+    async with servers.postgres_store(postgres_url) as first:
+        await run(first, "a")
+        rendered: list[object] = []
+        render = sql.Composed.as_bytes
+
+        def counted(self: sql.Composed, context: Any) -> bytes:
+            rendered.append(self)
+            return render(self, context)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sql.Composed, "as_bytes", counted)
+            async with PostgresStore(
+                postgres_url, schema=first.schema
+            ) as second:
+                assert second._sql is first._sql
+                await run(second, "b")
+        assert rendered == []
+
+
 @contextlib.contextmanager
 def _unseen_ends() -> Iterator[None]:
     """The pool's look at idle connections sees no ends (as when the
@@ -2719,3 +2757,58 @@ def test_postgres_closing_from_a_later_run_closes_an_earlier_ones_pool(
     assert all(conn.closed for conn in conns)
     assert all(not pool._idle and not pool.cursors for pool in pools)
     servers.drop_schema(postgres_url, name)
+
+
+@pytest.mark.anyio
+async def test_the_bridge_closes_its_thread_without_a_worker_thread() -> None:
+    """Closing the store's thread waits for its loop's end as the thread
+    tells it (its last act), not on a worker thread of the caller's that
+    joins it (a hop between threads less per close: on trio, a store's
+    every opening makes such a thread); the thread is over, its loop
+    closed, its last work done, when ``close`` returns."""
+    from pipeline.stores._bridge import LoopThread  # noqa: PLC0415
+
+    thread = LoopThread("pipeline:test")
+
+    async def answer() -> int:
+        return 7
+
+    assert await thread.run(answer, shield=False) == 7
+    closed: list[bool] = []
+
+    async def last() -> None:
+        closed.append(True)
+
+    def no_worker(*_: object, **__: object) -> None:
+        raise AssertionError("a worker thread")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(anyio.to_thread, "run_sync", no_worker)
+        await thread.close(last)
+    assert closed == [True]
+    assert not thread._thread.is_alive()
+    assert thread._loop.is_closed()
+
+
+def test_the_bridge_thread_ends_quietly_when_its_closer_is_gone() -> None:
+    """The store's thread tells its closer's loop that it is over as its
+    last act; a closer whose loop or run is gone meanwhile (its wake
+    raises ``RuntimeError``, as asyncio's closed loop and trio's finished
+    run do) is nobody to tell: the thread ends without an error."""
+    from pipeline.stores._bridge import LoopThread  # noqa: PLC0415
+
+    errors: list[object] = []
+    thread = LoopThread("pipeline:test")
+
+    def gone() -> None:
+        raise RuntimeError("Event loop is closed")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(threading, "excepthook", errors.append)
+        thread._ended = gone
+        thread._loop.call_soon_threadsafe(thread._loop.stop)
+        thread._thread.join(10)
+    assert not thread._thread.is_alive()
+    assert thread._over
+    assert thread._loop.is_closed()
+    assert errors == []

@@ -9,8 +9,11 @@ that a caller's cancellation does not cut it in two), where psycopg's async
 machinery costs several times the rest of the call.  A hot call is one
 statement with one row back, so it is spoken here with psycopg's documented
 libpq layer (:mod:`psycopg.pq`) on a connection psycopg made and configured:
-the statement prepared once per connection, then each call one
-``send_query_prepared``, flushed, and its reply read as the socket has it,
+a statement's first call on a connection sent whole and unnamed
+(``send_query_params``: parsed, bound and run in one round trip; a run's
+acquisition and release come once a connection), prepared at its second,
+then each call one ``send_query_prepared``; flushed, and its reply read as
+the socket has it,
 waiting on the socket with the caller's own loop (``wait_readable`` on trio;
 on asyncio a reader registered once per connection, which reads what comes
 and wakes the call's waiter once the reply is whole, and stops watching an
@@ -142,6 +145,7 @@ class Wire:
         "_fd",
         "_pgconn",
         "_prepared",
+        "_seen",
         "_timer",
         "_waiter",
         "_watched",
@@ -152,6 +156,8 @@ class Wire:
         self._fd = self._pgconn.socket
         self._encoding = conn.info.encoding
         self._prepared: set[bytes] = set()
+        self._seen: set[bytes] = set()
+        """The statements called here once (prepared at their second)."""
         self._expired = False
         self._waiter: asyncio.Future[None] | None = None
         self._watched: asyncio.AbstractEventLoop | None = None
@@ -207,8 +213,8 @@ class Wire:
         loop: asyncio.AbstractEventLoop | None,
         firm: bool,
     ) -> tuple[Any, ...] | None:
-        """The first row of *query* (prepared as *name* on its first call
-        here) run with *args*, or None if it has none; waiting with *loop*
+        """The first row of *query* (sent unnamed on its first call here,
+        prepared as *name* on its second) run with *args*, or None if it has none; waiting with *loop*
         (None: on trio), on *firm* futures for a write held back (see the
         module).
 
@@ -257,6 +263,17 @@ class Wire:
         pgconn = self._pgconn
         for again in (True, False):
             if name not in self._prepared:
+                if name not in self._seen:
+                    # Its first call here: sent whole, unnamed (parsed,
+                    # bound and run in one round trip, not two: a run's
+                    # acquisition and release come once a connection).
+                    self._seen.add(name)
+                    pgconn.send_query_params(
+                        query, values, param_formats=formats
+                    )
+                    result = await self._reply(loop, firm)
+                    return self._first_row(result)
+                # Its second: prepared for the calls to come.
                 pgconn.send_prepare(name, query)
                 await self._reply(loop, firm)  # raises if refused
                 self._prepared.add(name)
@@ -270,16 +287,20 @@ class Wire:
                 if not again:
                     raise
                 continue
-            if not result.ntuples:
-                return None
-            encoding = self._encoding
-            return tuple(
-                None
-                if (raw := result.get_value(0, i)) is None
-                else _reader(result.ftype(i))(raw, encoding)
-                for i in range(result.nfields)
-            )
+            return self._first_row(result)
         raise AssertionError  # pragma: no cover  # the loop returns or raises
+
+    def _first_row(self, result: pq.abc.PGresult) -> tuple[Any, ...] | None:
+        """*result*'s first row, each value read by its column's type."""
+        if not result.ntuples:
+            return None
+        encoding = self._encoding
+        return tuple(
+            None
+            if (raw := result.get_value(0, i)) is None
+            else _reader(result.ftype(i))(raw, encoding)
+            for i in range(result.nfields)
+        )
 
     async def _reply(
         self,

@@ -457,6 +457,24 @@ class _Statements:
             sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(ck),
             sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(leases),
         )
+        self.hot: dict[str, sql.Composed] = {**self.calls, "head": self.head}
+        """The statements of the hot calls, by name (see ``_one``)."""
+        self.rendered: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+        """Each hot call's statement name and text as libpq takes them,
+        by call and client encoding (rendered once: see ``_one``)."""
+        self.settings: dict[tuple[int, bool, str, bool], bytes] = {}
+        """A new connection's settings query, by its settings and client
+        encoding, with the check or not (see :func:`_configure`)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _statements(schema: str) -> _Statements:
+    """The SQL of *schema*'s stores, made once: its composing costs a
+    store (or a W5 run, which opens one) some 0.2 ms of the client's CPU,
+    and rendering it as many again.  Shared by the stores of a schema
+    (across threads: nothing in it changes but its caches of rendered
+    text, filled once, where a race renders the same bytes twice)."""
+    return _Statements(schema)
 
 
 def _quote(name: str) -> str:
@@ -480,10 +498,15 @@ _GENERIC_PLANS = 120000
 
 
 async def _configure(
-    conn: _Conn, *, stall: float, then: sql.Composable | None = None
+    conn: _Conn,
+    statements: _Statements,
+    *,
+    stall: float,
+    then: sql.Composable | None = None,
 ) -> tuple[Any, ...] | None:
     """Set *conn* up for the store (see below), and run the query *then*
-    (no parameters) in the same round trip: its row, if given."""
+    (no parameters; always *statements*' check when given) in the same
+    round trip: its row, if given."""
     # Each statement under the thread's lock must see what the previous
     # holder committed: read committed, whatever the server's default.
     await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
@@ -500,20 +523,30 @@ async def _configure(
     # rows up by key, so the generic plan is the one the server keeps
     # anyway; about 0.5 ms less per connection; PostgreSQL 12 and later).
     # All in one round trip (no parameters: one simple query).
-    cur = await conn.execute(
-        sql.SQL(
-            "SET default_transaction_isolation = 'read committed'; "
-            "SET idle_in_transaction_session_timeout = {}{}{}"
-        ).format(
-            sql.Literal(math.ceil(stall * 1000)),
+    # (Rendered once per settings and encoding: composing and rendering
+    # it cost more of the client's CPU than its round trip.)
+    millis = math.ceil(stall * 1000)
+    generic = conn.info.server_version >= _GENERIC_PLANS
+    key = (millis, generic, conn.info.encoding, then is not None)
+    query = statements.settings.get(key)
+    if query is None:
+        query = statements.settings[key] = (
             sql.SQL(
-                "; SET plan_cache_mode = force_generic_plan"
-                if conn.info.server_version >= _GENERIC_PLANS
-                else ""
-            ),
-            sql.SQL("") if then is None else sql.SQL("; {}").format(then),
+                "SET default_transaction_isolation = 'read committed'; "
+                "SET idle_in_transaction_session_timeout = {}{}{}"
+            )
+            .format(
+                sql.Literal(millis),
+                sql.SQL(
+                    "; SET plan_cache_mode = force_generic_plan"
+                    if generic
+                    else ""
+                ),
+                sql.SQL("") if then is None else sql.SQL("; {}").format(then),
+            )
+            .as_bytes(conn)
         )
-    )
+    cur = await conn.execute(query)
     if then is None:
         return None
     while cur.nextset():  # to the last statement's result: *then*'s
@@ -911,11 +944,10 @@ class PostgresStore(ServerStore):
         self._pool_size = pool_size
         self._timeout = pool_timeout
         self._lease_ttl = check_lease_ttl(lease_ttl)
-        self._sql = _Statements(schema)
+        self._sql = _statements(schema)
         self._loop = None
-        self._hot = {**self._sql.calls, "head": self._sql.head}
-        """The statements of the hot calls, by name (see ``_one``)."""
         self._rendered: dict[str, tuple[bytes, bytes]] = {}
+        """The hot calls' statements as libpq takes them (see ``_one``)."""
         self._pools = _Pools(self._new_pool)
         self._first: _Conn | None = None
         """The connection that checked the tables, for the first pool."""
@@ -1020,7 +1052,10 @@ class PostgresStore(ServerStore):
         )
         try:
             found = await _configure(
-                conn, stall=max(self._lease_ttl, _STALL_FLOOR), then=then
+                conn,
+                self._sql,
+                stall=max(self._lease_ttl, _STALL_FLOOR),
+                then=then,
             )
         except BaseException:
             await conn.close()
@@ -1100,11 +1135,7 @@ class PostgresStore(ServerStore):
         try:
             rendered = self._rendered.get(call)
             if rendered is None:
-                # Rendered once, from the store's SQL (whose placeholders
-                # are psycopg's), numbered as libpq takes them.
-                query = _pq.numbered(self._hot[call].as_bytes(conn))
-                name = f"pipeline_{call}".encode()
-                rendered = self._rendered[call] = (name, query)
+                rendered = self._rendered[call] = self._render(call, conn)
             wire = pool.cursors.get(conn)
             if wire is None:
                 wire = pool.cursors[conn] = _pq.Wire(conn)
@@ -1115,6 +1146,21 @@ class PostgresStore(ServerStore):
             await pool.put(conn)
         assert row is not None  # noqa: S101  # one row, always
         return row
+
+    def _render(self, call: str, conn: _Conn) -> tuple[bytes, bytes]:
+        """The name and text of *call*'s statement, rendered once per
+        schema and encoding, from the store's SQL (whose placeholders are
+        psycopg's), numbered as libpq takes them."""
+        statements = self._sql
+        key = (call, conn.info.encoding)
+        rendered = statements.rendered.get(key)
+        if rendered is None:
+            query = _pq.numbered(statements.hot[call].as_bytes(conn))
+            rendered = statements.rendered[key] = (
+                f"pipeline_{call}".encode(),
+                query,
+            )
+        return rendered
 
     async def _again(
         self,
