@@ -1,0 +1,158 @@
+"""What a checkpointed agent turn does at every step, done cheaper, gives
+what the general way gives (see docs/performance.md, round ten)."""
+
+from __future__ import annotations
+
+import time
+
+from typing import Any
+
+import attrs
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline import stores
+from pipeline.fold import Codec, Snapshot, Status, _journal
+from pipeline.fold._model import Edit, Pending
+from pipeline.stores import Record, record_checksum
+
+
+thread_ids = st.text(
+    st.characters(exclude_categories=["Cs"], exclude_characters="\x00"),
+    min_size=1,
+    max_size=40,
+)
+versions = st.integers(min_value=0, max_value=2**62)
+
+
+@given(
+    thread_ids,
+    versions,
+    st.none() | versions,
+    st.binary(max_size=300),
+)
+def test_a_record_is_built_as_the_protocol_builds_it(
+    thread_id: str, version: int, parent: int | None, data: bytes
+) -> None:
+    built = _journal.record_of(thread_id, version, parent, data)
+    expected = Record(
+        thread_id,
+        version,
+        parent,
+        data,
+        record_checksum(thread_id, version, parent, data),
+    )
+    assert type(built) is Record
+    assert built == expected
+    assert hash(built) == hash(expected)
+    assert attrs.astuple(built) == attrs.astuple(expected)
+
+
+def test_a_built_record_is_frozen() -> None:
+    built = _journal.record_of("t", 1, 0, b"{}")
+    try:
+        built.version = 2  # type: ignore[misc]  # the point
+    except attrs.exceptions.FrozenInstanceError:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("a record took a new version")
+
+
+snapshots = st.builds(
+    Snapshot,
+    thread_id=thread_ids,
+    version=versions,
+    parent=st.none() | versions,
+    state=st.integers() | st.text(),
+    node=st.none() | st.text(max_size=5),
+    next=st.tuples(st.text(max_size=5)) | st.just(()),
+    join=st.none() | st.text(max_size=5),
+    step=st.integers(min_value=0, max_value=100),
+    fingerprint=st.text(max_size=5),
+    status=st.sampled_from(Status),
+    pending=st.none() | st.builds(Pending, st.none(), st.just(()), st.text()),
+    progress=st.just({}) | st.just({"k": ({"v": 2},)}),
+    reason=st.text(max_size=5),
+    committed_at=st.none() | st.datetimes(),
+    author=st.text(max_size=5),
+    origin=st.none() | st.tuples(st.text(max_size=5), versions),
+    edit=st.none() | st.builds(Edit, st.text(max_size=5), st.text(max_size=5)),
+)
+
+
+@given(snapshots, versions, st.none() | versions)
+def test_a_renumbered_snapshot_is_the_one_evolved(
+    snap: Snapshot[Any], version: int, parent: int | None
+) -> None:
+    renumbered = snap.renumbered(version, parent)
+    expected = attrs.evolve(
+        snap, version=version, parent=parent, committed_at=None
+    )
+    assert type(renumbered) is Snapshot
+    assert attrs.astuple(renumbered, recurse=False) == attrs.astuple(
+        expected, recurse=False
+    )
+    assert renumbered.committed_at is None  # not compared by ==
+    assert snap.version != version or renumbered is not snap
+    try:
+        renumbered.version = 0  # type: ignore[misc]  # the point
+    except attrs.exceptions.FrozenInstanceError:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("a snapshot took a new version")
+
+
+def _thread_journal(
+    held: stores.Held | None,
+) -> _journal.ThreadJournal[Any]:
+    store = stores.MemoryStore()
+    return _journal.ThreadJournal(
+        store, Codec(int), "t", None, None, None, held
+    )
+
+
+async def _held() -> stores.Held:
+    store = stores.MemoryStore()
+    lease = (await store.acquire("t", "me", ttl=30)).unwrap()
+    return stores.Held(store, lease, 30, time.monotonic())
+
+
+async def test_a_runs_lease_is_its_threads_however_deep_it_nests() -> None:
+    held = await _held()
+    outer = _thread_journal(held)
+    assert _journal.lease_check(None) is None
+    assert _journal.lease_check(outer) is held
+    assert _journal.lease_check(_thread_journal(None)) is None
+    inner: _journal.Journal[Any] = outer
+    for depth in range(3):
+        boundary = _journal.Boundary(inner, {}, None)
+        opened = _journal.NestedJournal.open(boundary, f"f{depth}", Codec(int))
+        inner = opened.unwrap()
+        assert _journal.lease_check(inner) is held
+        assert await boundary.ensure() is None
+        assert await inner.ensure() is None
+    held.lost = True  # a renewal found the lease taken
+    assert await inner.ensure() is not None
+    assert await _journal.Boundary(inner, {}, None).ensure() is not None
+
+
+async def test_a_journal_of_another_kind_is_asked_itself() -> None:
+    asked: list[str] = []
+
+    class Elsewhere(_journal.Journal[int]):
+        async def ensure(self) -> Any:
+            asked.append("asked")
+            return None
+
+    other = Elsewhere(Codec(int), "t", None, None)
+    assert _journal.lease_check(other) is other
+    boundary = _journal.Boundary(other, {}, None)
+    nested = _journal.NestedJournal.open(boundary, "f", Codec(int)).unwrap()
+    assert _journal.lease_check(nested) is other
+    assert await boundary.ensure() is None
+    assert await nested.ensure() is None
+    assert asked == ["asked", "asked"]
+    # Without a lease nor a journal to ask, nothing is checked.
+    free = _journal.Boundary(_thread_journal(None), {}, None)
+    assert await free.ensure() is None
