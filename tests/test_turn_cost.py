@@ -8,14 +8,18 @@ import time
 from typing import Any
 
 import attrs
+import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import stores
+from pipeline import Agent, Context, Message, _concurrency, graph, stores, tool
+from pipeline.events import CheckpointSaved
 from pipeline.fold import Codec, Snapshot, Status, _journal
 from pipeline.fold._model import Edit, Pending
 from pipeline.stores import Record, record_checksum
+from pipeline.testing import Reply, ScriptedModel
+from tests.stores import DelegatingStore
 
 
 thread_ids = st.text(
@@ -156,3 +160,103 @@ async def test_a_journal_of_another_kind_is_asked_itself() -> None:
     # Without a lease nor a journal to ask, nothing is checked.
     free = _journal.Boundary(_thread_journal(None), {}, None)
     assert await free.ensure() is None
+
+
+def _w7_graph(turns: int) -> Any:
+    model = ScriptedModel(
+        *[Reply.tool_call("echo", {"text": "hi"}) for _ in range(turns - 1)],
+        Reply.text("done"),
+        cycle=True,
+    )
+    agent = Agent("bench", model, tools=[_echo], max_turns=turns)
+    return (
+        graph.builder(Context)
+        .node("bench", agent)
+        .entry("bench")
+        .edge("bench", graph.END)
+        .build()
+    )
+
+
+@tool
+async def _echo(text: str) -> str:
+    """Return the text."""
+    return text
+
+
+def _count_locks(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    made: list[object] = []
+    real = _concurrency.new_lock
+
+    def counted() -> Any:
+        lock = real()
+        made.append(lock)
+        return lock
+
+    monkeypatch.setattr(_journal, "new_lock", counted)
+    return made
+
+
+async def test_turns_on_a_memory_store_take_no_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing a turn's record does on the memory store waits, so nothing
+    takes turns with it: no lock is made, and every turn is a record."""
+    made = _count_locks(monkeypatch)
+    store = stores.MemoryStore()
+    g = _w7_graph(4)
+    out = await g.run(
+        Context.of(Message.user("go")), store=store, thread_id="t"
+    )
+    assert out.unwrap().done
+    assert made == []
+    assert len(await store.records("t")) == 4 + 2
+    loaded = (await g.load(store, "t")).unwrap()
+    assert loaded.state == out.unwrap().state
+
+
+async def test_turns_that_may_wait_take_the_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A store that may wait, or events sent while the lock is held: the
+    turns take the journal's lock, as before."""
+    made = _count_locks(monkeypatch)
+    g = _w7_graph(3)
+    wrapped = DelegatingStore(stores.MemoryStore())
+    out = await g.run(
+        Context.of(Message.user("go")), store=wrapped, thread_id="t"
+    )
+    assert out.unwrap().done
+    assert len(made) == 1  # one journal, its lock made once
+    seen: list[object] = []
+
+    async def on_event(event: object) -> None:
+        seen.append(event)
+
+    store = stores.MemoryStore()
+    out = await g.run(
+        Context.of(Message.user("go")),
+        store=store,
+        thread_id="t",
+        on_event=on_event,
+    )
+    assert out.unwrap().done
+    assert len(made) == 2
+    saved = [e.version for e in seen if isinstance(e, CheckpointSaved)]
+    assert saved == list(range(3 + 2))
+
+
+def test_a_memory_store_commit_never_waits() -> None:
+    """What lets a turn's record go without the lock: the memory store's
+    commit ends at its first step (it awaits nothing), accepted or not."""
+    store = stores.MemoryStore()
+    for version, head in ((0, None), (1, 0), (1, 0), (5, 1)):
+        record = _journal.record_of("t", version, head, b"{}")
+        call = store.commit(record, expected_head=head)
+        try:
+            call.send(None)
+        except StopIteration:
+            pass
+        else:  # pragma: no cover
+            call.close()
+            raise AssertionError("the memory store's commit waited")

@@ -45,7 +45,7 @@ from .._writable import writable_twin
 from ..errors import Suspended
 from ..events import CheckpointSaved
 from ..failures import ConcurrentModification, LeaseLost
-from ..stores import CheckpointStore, Held, Record
+from ..stores import CheckpointStore, Held, MemoryStore, Record
 from ._codec import Codec, Doc, Memo, check_document
 from ._model import Pending, Progress, Snapshot, Status
 
@@ -849,16 +849,38 @@ class ThreadJournal(Journal[S]):
         orjson did not write), and nothing was."""
         if boundary.track is not None:
             return _GENERAL
-        lock = await self._acquire()
-        try:
+        if (
+            self.sink is None
+            and type(self.store) is MemoryStore
+            and (self._lock is None or not self._lock.locked())
+        ):
+            # Nothing in here waits (the memory store's commit awaits
+            # nothing, no event is sent), and nobody holds the lock: no
+            # other task can come in before this record is written, so
+            # there is nothing to take turns with (a lock taken and given
+            # back costs as much as the store's commit).
             last = self.last
             if last is None or last.edit is not None:
                 return _GENERAL
             return await self.repeat(
                 last, {key: (doc,)}, author, _waiting(last), exact=True
             )
+        lock = await self._acquire()
+        try:
+            return await self._hold(key, doc, author)
         finally:
             lock.release()
+
+    async def _hold(
+        self, key: str, doc: Doc, author: str
+    ) -> Failure[Any] | _General | None:
+        """:meth:`hold`'s record, its turn taken."""
+        last = self.last
+        if last is None or last.edit is not None:
+            return _GENERAL
+        return await self.repeat(
+            last, {key: (doc,)}, author, _waiting(last), exact=True
+        )
 
     async def _store(
         self, thread_id: str, version: int, parent: int | None, data: bytes
