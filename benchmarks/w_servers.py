@@ -111,6 +111,55 @@ def _plain_postgres(
     return run
 
 
+def _floor_postgres(
+    url: str, name: str, rows: int
+) -> Callable[[], Awaitable[int]]:
+    """The server's floor for W5 on PostgreSQL: the plain client (as the
+    baseline: one connection, synchronous, each statement prepared by
+    psycopg from its fifth call) calling the store's
+    own statements, no library between: the thread's lease taken, each
+    step's record committed by ``pipeline_commit_v2`` (the lease and the
+    head checked, under the thread's lock), the lease given up.  What the
+    exactly-once contract costs the server, beside the baseline's bare
+    insert in the same run."""
+    import psycopg  # noqa: PLC0415  # only with the postgres extra
+
+    from psycopg import sql  # noqa: PLC0415
+
+    def call(function: str, params: int) -> sql.Composed:
+        return sql.SQL("SELECT * FROM {}({})").format(
+            sql.Identifier(name, function),
+            sql.SQL(", ").join([sql.Placeholder()] * params),
+        )
+
+    async def run() -> int:
+        n = next(_runs)
+        thread = f"floor-{n}"
+        key = f"{name}/{thread}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            acquire, commit, release = (
+                call(f, k).as_bytes(conn)
+                for f, k in (
+                    ("pipeline_acquire_v1", 4),
+                    ("pipeline_commit_v2", 9),
+                    ("pipeline_release_v2", 4),
+                )
+            )
+            conn.execute(acquire, (thread, key, "floor", 60.0))
+            head = None
+            for i in range(rows):  # one commit (one WAL flush) each
+                row = conn.execute(
+                    commit,
+                    (thread, key, i, head, PAYLOAD, "-", head, "floor", 1),
+                ).fetchone()
+                assert row == (-1,)  # noqa: S101  # stored
+                head = i
+            conn.execute(release, (thread, key, "floor", 1))
+        return rows
+
+    return run
+
+
 def _plain_redis(
     url: str, name: str, rows: int
 ) -> Callable[[], Awaitable[int]]:
@@ -177,11 +226,12 @@ def _cases(kind: str, url: str, name: str, settings: Settings) -> list[Case]:
         "node commit",
         settings.reps,
     )
+    pairs = [(w5, _w5_ours(kind, url, name)), (w9, _w9_ours(kind, url, name))]
+    if kind == "postgres":
+        floor = ("W5", "floor-postgres", STEPS, "step", W5_REPS)
+        pairs.insert(1, (floor, _floor_postgres(url, name, STEPS)))
     out: list[Case] = []
-    for (workload, variant, size, unit, reps), ours in (
-        (w5, _w5_ours(kind, url, name)),
-        (w9, _w9_ours(kind, url, name)),
-    ):
+    for (workload, variant, size, unit, reps), ours in pairs:
         out.extend(
             measure_pair(
                 workload,

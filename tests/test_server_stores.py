@@ -2812,3 +2812,52 @@ def test_the_bridge_thread_ends_quietly_when_its_closer_is_gone() -> None:
     assert thread._over
     assert thread._loop.is_closed()
     assert errors == []
+
+
+def _redis_clients(url: str, name: str) -> int:
+    """How many of the server's clients are named *name*."""
+    import redis  # noqa: PLC0415
+
+    with redis.Redis.from_url(url) as admin:
+        return sum(c["name"] == name for c in admin.client_list())
+
+
+# The home loop ends with the store open: its transports are collected
+# unclosed, which asyncio reports (here, not in a later test).
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.redis
+@pytest.mark.parametrize("ending", ["stopped", "closed"])
+@pytest.mark.parametrize("closer", ["asyncio", "trio"])
+def test_redis_closing_after_the_home_loop_ends_its_connections(
+    redis_url: str, ending: str, closer: str
+) -> None:
+    """A Redis store used on an asyncio loop that stops (or is closed)
+    with the store open, then closed from another run: the home loop's
+    connections are ended by the close, not kept open for as long as the
+    store lives (found looking for the PostgreSQL store's F7 here)."""
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    name = servers.namespace()
+    store = RedisStore(redis_url, prefix=name)
+
+    async def home(store: RedisStore) -> None:
+        await store.open()
+        assert (
+            await store.commit(rec("t", 0), expected_head=None)
+        ).unwrap() is None
+        # The store's connection, named so that the server can count it.
+        await store._ask("CLIENT", "SETNAME", name)
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(home(store))
+    if ending == "closed":
+        loop.close()
+    assert store._here_wires
+    assert _redis_clients(redis_url, name) == 1
+    anyio.run(store.aclose, backend=closer)
+    assert not store._here_wires
+    assert _redis_clients(redis_url, name) == 0  # the server dropped it
+    loop.close()
+    del store  # its transports are collected now, in this test
+    gc.collect()

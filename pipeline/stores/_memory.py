@@ -16,6 +16,7 @@ from ._protocol import (
     LeaseRow,
     Record,
     check_lease_ttl,
+    check_thread_id,
     holds,
     take,
 )
@@ -56,6 +57,7 @@ class MemoryStore:
         lease: Lease | None = None,
     ) -> Result[None, ConcurrentModification | LeaseLost]:
         """See :meth:`~pipeline.stores.CheckpointStore.commit`."""
+        check_thread_id(record.thread_id, "record.thread_id")
         if lease is not None and not holds(
             self._leases.get(record.thread_id), lease
         ):
@@ -79,14 +81,14 @@ class MemoryStore:
         self, thread_id: str, *, upto: int | None = None
     ) -> Sequence[Record]:
         """See :meth:`~pipeline.stores.CheckpointStore.records`."""
-        rows = self._threads.get(thread_id, [])
+        rows = self._threads.get(check_thread_id(thread_id), [])
         if upto is None:
             return tuple(rows)
         return tuple(r for r in rows if r.version <= upto)
 
     async def head(self, thread_id: str) -> int | None:
         """See :meth:`~pipeline.stores.CheckpointStore.head`."""
-        rows = self._threads.get(thread_id)
+        rows = self._threads.get(check_thread_id(thread_id))
         return rows[-1].version if rows else None
 
     async def threads(self) -> Sequence[str]:
@@ -95,13 +97,14 @@ class MemoryStore:
 
     async def delete(self, thread_id: str) -> None:
         """See :meth:`~pipeline.stores.CheckpointStore.delete`."""
-        self._threads.pop(thread_id, None)
+        self._threads.pop(check_thread_id(thread_id), None)
         self._leases.pop(thread_id, None)
 
     async def acquire(
         self, thread_id: str, owner: str, *, ttl: float
     ) -> Result[Lease, ThreadBusy]:
         """See :meth:`~pipeline.stores.CheckpointStore.acquire`."""
+        check_thread_id(thread_id)
         out = take(
             self._leases.get(thread_id), thread_id, owner, ttl, time.time()
         )

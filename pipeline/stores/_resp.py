@@ -25,6 +25,7 @@ the codes).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import math
 import os
@@ -632,3 +633,13 @@ class LoopConnection:
     def abandon(self) -> None:
         """Close it at once (on its loop's thread)."""
         self._transport.abort()
+
+    def shut(self) -> None:
+        """End it from any thread, its loop stopped or gone: its socket is
+        shut down, so the server drops the connection at once; the socket
+        itself is closed by its transport (when the loop runs again, or
+        when the transport is collected)."""
+        sock = self._transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):  # ended already
+                sock.shutdown(socket.SHUT_RDWR)

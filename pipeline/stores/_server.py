@@ -49,7 +49,7 @@ from .._concurrency import asyncio_scope
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
 from ._bridge import LoopThread, wait_out
 from ._firm import held_back
-from ._protocol import Lease, Record
+from ._protocol import Lease, Record, check_thread_id
 
 
 T = TypeVar("T")
@@ -308,6 +308,7 @@ class ServerStore:
     ) -> Result[None, ConcurrentModification | LeaseLost]:
         """See :meth:`~pipeline.stores.CheckpointStore.commit` (atomic on
         the server: one transaction, or one script)."""
+        check_thread_id(record.thread_id, "record.thread_id")
         return await self._call(
             functools.partial(self._commit, record, expected_head, lease),
             shield=True,
@@ -318,6 +319,7 @@ class ServerStore:
         self, thread_id: str, *, upto: int | None = None
     ) -> Sequence[Record]:
         """See :meth:`~pipeline.stores.CheckpointStore.records`."""
+        check_thread_id(thread_id)
         if upto is not None and upto < 0:
             return ()
         return await self._call(
@@ -327,7 +329,9 @@ class ServerStore:
     async def head(self, thread_id: str) -> int | None:
         """See :meth:`~pipeline.stores.CheckpointStore.head`."""
         return await self._call(
-            functools.partial(self._head, thread_id), shield=False, hot=True
+            functools.partial(self._head, check_thread_id(thread_id)),
+            shield=False,
+            hot=True,
         )
 
     async def threads(self) -> Sequence[str]:
@@ -338,7 +342,8 @@ class ServerStore:
         """See :meth:`~pipeline.stores.CheckpointStore.delete` (the server
         reclaims the space as it does: see the store's own notes)."""
         await self._call(
-            functools.partial(self._delete, thread_id), shield=True
+            functools.partial(self._delete, check_thread_id(thread_id)),
+            shield=True,
         )
 
     async def acquire(
@@ -346,6 +351,7 @@ class ServerStore:
     ) -> Result[Lease, ThreadBusy]:
         """See :meth:`~pipeline.stores.CheckpointStore.acquire` (on the
         server's clock)."""
+        check_thread_id(thread_id)
         return await self._call(
             functools.partial(self._acquire, thread_id, owner, ttl),
             shield=True,

@@ -27,7 +27,13 @@ import attrs
 from returns.result import Result
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
-from ._protocol import CheckpointStore, Lease, Record, record_checksum
+from ._protocol import (
+    CheckpointStore,
+    Lease,
+    Record,
+    check_thread_id,
+    record_checksum,
+)
 
 
 _PREFIX = "hmac-sha256="
@@ -98,6 +104,7 @@ class SignedStore:
     ) -> Result[None, ConcurrentModification | LeaseLost]:
         """See :meth:`~pipeline.stores.CheckpointStore.commit` (the record is
         signed first: its checksum becomes the HMAC and the plain one)."""
+        check_thread_id(record.thread_id, "record.thread_id")
         signed = attrs.evolve(
             record, checksum=f"{self._signature(record)}:{record.checksum}"
         )

@@ -365,12 +365,13 @@ class SQLiteStore:
         self, thread_id: str, *, upto: int | None = None
     ) -> Sequence[Record]:
         """See :meth:`~pipeline.stores.CheckpointStore.records`."""
+        check_thread_id(thread_id)
         rows: Sequence[Record] = await self._call("records", thread_id, upto)
         return rows
 
     async def head(self, thread_id: str) -> int | None:
         """See :meth:`~pipeline.stores.CheckpointStore.head`."""
-        head: int | None = await self._call("head", thread_id)
+        head: int | None = await self._call("head", check_thread_id(thread_id))
         return head
 
     async def threads(self) -> Sequence[str]:
@@ -381,7 +382,7 @@ class SQLiteStore:
     async def delete(self, thread_id: str) -> None:
         """See :meth:`~pipeline.stores.CheckpointStore.delete`; the space is
         reclaimed too (no trace of the thread in the file or the WAL)."""
-        await self._call("delete", thread_id, shield=True)
+        await self._call("delete", check_thread_id(thread_id), shield=True)
 
     async def acquire(
         self, thread_id: str, owner: str, *, ttl: float

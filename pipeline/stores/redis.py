@@ -461,10 +461,18 @@ class RedisStore(ServerStore):
         for wires in list(self._wires.values()):
             _abandon(wires)
         loop = asyncio_loop()
+        here = self._here_loop
+        if here is not None and loop is here:
+            _abandon(self._here_wires)
+        elif here is not None and not here.is_running():
+            # The home loop stopped or ended with the store open: its
+            # connections are ended from here (the server drops them), not
+            # left open for as long as the store lives.
+            ended, self._here_wires = self._here_wires, []
+            for wire in ended:
+                wire.shut()
         if loop is None:
             return
-        if loop is self._here_loop:
-            _abandon(self._here_wires)
         client = self._clients.pop(loop, None)
         for conn in self._idle.pop(loop, ()):
             await conn.disconnect()

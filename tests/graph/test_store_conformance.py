@@ -76,6 +76,52 @@ async def test_threads_and_delete(make_store: StoreFactory) -> None:
         assert list(await store.threads()) == ["b"]
 
 
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        (None, "a NoneType, not a str"),
+        (123, "a int, not a str"),
+        (b"bytes", "a bytes, not a str"),
+        ("", "0 characters"),
+        ("x" * 100_000, "100000 characters"),
+        ("nul\x00", "it holds NUL"),
+        ("lone\ud800", "a lone surrogate"),
+    ],
+)
+async def test_every_call_refuses_a_thread_id_no_store_keeps(
+    make_store: StoreFactory, bad: object, problem: str
+) -> None:
+    """A thread id no store can keep is refused by every call taking one,
+    readers as writers (``InvalidThreadId`` naming the argument, never the
+    value): a wrong type or a typo'd value in a read is an error, not a
+    thread that reads as empty (found attacking: readers returned nothing)."""
+    from pipeline.errors import InvalidThreadId  # noqa: PLC0415
+
+    async with make_store() as store:
+        calls: dict[str, Any] = {
+            "record.thread_id": lambda: store.commit(
+                rec(bad, 0),  # type: ignore[arg-type]
+                expected_head=None,
+            ),
+            "thread_id": lambda: store.head(bad),  # type: ignore[arg-type]
+        }
+        for name, call in (
+            *calls.items(),
+            ("thread_id", lambda: store.records(bad)),  # type: ignore[arg-type]
+            ("thread_id", lambda: store.records(bad, upto=0)),  # type: ignore[arg-type]
+            ("thread_id", lambda: store.delete(bad)),  # type: ignore[arg-type]
+            ("thread_id", lambda: store.acquire(bad, "me", ttl=30.0)),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(InvalidThreadId) as info:
+                await call()
+            message = str(info.value)
+            assert message.startswith(f"{name} cannot name a thread: ")
+            assert problem in message
+            if isinstance(bad, str) and len(bad) > 3:
+                assert bad not in message  # never echoed
+        assert list(await store.threads()) == []  # nothing was written
+
+
 async def test_concurrent_writers_one_winner_per_version(
     make_store: StoreFactory,
 ) -> None:
