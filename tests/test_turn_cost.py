@@ -7,13 +7,24 @@ import time
 
 from typing import Any
 
+import anyio
 import attrs
 import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
+from returns.result import Result, Success
 
-from pipeline import Agent, Context, Message, _concurrency, graph, stores, tool
+from pipeline import (
+    Agent,
+    Context,
+    Message,
+    _concurrency,
+    graph,
+    handler,
+    stores,
+    tool,
+)
 from pipeline.events import CheckpointSaved
 from pipeline.fold import Codec, Snapshot, Status, _journal
 from pipeline.fold._model import Edit, Pending
@@ -260,3 +271,55 @@ def test_a_memory_store_commit_never_waits() -> None:
         else:  # pragma: no cover
             call.close()
             raise AssertionError("the memory store's commit waited")
+
+
+@tool
+async def _yielding(text: str) -> str:
+    """Return the text, letting other tasks run first."""
+    await anyio.lowlevel.checkpoint()
+    return text
+
+
+async def test_turns_of_concurrent_branches_on_a_memory_store() -> None:
+    """Two fan-out branches' agents, their turns interleaved: every turn
+    is a record, one chain of versions, read back as the run ended."""
+
+    def agent(name: str) -> Agent[None]:
+        model = ScriptedModel(
+            *[Reply.tool_call("_yielding", {"text": name})] * 3,
+            Reply.text("done"),
+            cycle=True,
+        )
+        return Agent(name, model, tools=[_yielding], max_turns=4)
+
+    @handler(name="start")
+    async def start(ctx: Context) -> Result[Context, object]:
+        return Success(ctx)
+
+    g = (
+        graph.builder(Context)
+        .node("start", start)
+        .node("a", agent("a"))
+        .node("b", agent("b"))
+        .entry("start")
+        .fan_out("start", ["a", "b"], join=graph.END)
+        .build()
+    )
+    store = stores.MemoryStore()
+    out = (
+        await g.run(Context.of(Message.user("go")), store=store, thread_id="t")
+    ).unwrap()
+    assert out.done
+    records = await store.records("t")
+    assert [r.version for r in records] == list(range(len(records)))
+    assert [r.parent for r in records[1:]] == [r.version for r in records[:-1]]
+    turns = [
+        "a" if b"/f:a#0" in r.data else "b"
+        for r in records
+        if b"/f:a#0" in r.data or b"/f:b#0" in r.data
+    ]
+    assert sorted(turns) == ["a"] * 4 + ["b"] * 4
+    assert turns != sorted(turns)  # interleaved
+    loaded = (await g.load(store, "t")).unwrap()
+    assert loaded.state == out.state
+    assert loaded.version == records[-1].version
