@@ -451,7 +451,7 @@ class Boundary:
         of its agents ask before each of theirs.  (What the lease's own
         check returns, awaited by the caller: no coroutine of its own.)"""
         asked = lease_check(self._journal)
-        return _NOTHING_TO_CHECK() if asked is None else asked.ensure()
+        return _nothing_to_check() if asked is None else asked.ensure()
 
     def pause(self, question: str, payload: Any = None) -> None:
         """Note that a nested fold (or :func:`pipeline.interrupt`) paused
@@ -529,7 +529,7 @@ def suspension(raised: BaseException) -> Suspended | None:
     return failed[0] if failed else leaves[0]
 
 
-async def _NOTHING_TO_CHECK() -> None:  # noqa: N802  # a constant's role
+async def _nothing_to_check() -> None:
     """What :meth:`Boundary.ensure` awaits without a lease to check."""
 
 
