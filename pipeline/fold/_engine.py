@@ -63,6 +63,7 @@ from ._journal import (
     Journal,
     NestedJournal,
     ThreadJournal,
+    lease_check,
 )
 from ._model import (
     NO_PROGRESS,
@@ -665,7 +666,13 @@ async def _drive(
     tail: collections.deque[str],
 ) -> Result[Snapshot[S], Any]:
     machine, journal, context, hooks, on_event, max_steps, step, author = run
-    gates, observers = hooks.gates, hooks.observers
+    # check: who says whether a step may start (the thread's lease, found
+    # once for the run, not through the journal's coroutine every step).
+    gates, observers, check = (
+        hooks.gates,
+        hooks.observers,
+        lease_check(journal),
+    )
     while snap.next:
         if snap.step >= max_steps:
             limit = StepLimitExceeded(max_steps, tuple(tail))
@@ -699,10 +706,7 @@ async def _drive(
                 )
         # Never start a step on a lease that may have lapsed while this
         # runner stalled (another may have taken the thread over).
-        if (
-            journal is not None
-            and (lapsed := await journal.ensure()) is not None
-        ):
+        if check is not None and (lapsed := await check.ensure()) is not None:
             return lapsed
         if on_event is not None:
             await on_event(NodeStarted(snap.next, snap.step))

@@ -27,6 +27,7 @@ branch or item that waits is not run again until its answer comes.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar, final
@@ -40,15 +41,22 @@ from returns.result import Failure, Result, Success
 
 from .._concurrency import new_lock
 from .._step import STEP, Later
+from .._writable import writable_twin
 from ..errors import Suspended
 from ..events import CheckpointSaved
 from ..failures import ConcurrentModification, LeaseLost
-from ..stores import CheckpointStore, Held, Record, record_checksum
+from ..stores import CheckpointStore, Held, MemoryStore, Record
 from ._codec import Codec, Doc, Memo, check_document
 from ._model import Pending, Progress, Snapshot, Status
 
 
 S = TypeVar("S")
+
+_new = object.__new__
+_sha256 = hashlib.sha256
+_BuildingRecord = writable_twin(Record)
+"""A :class:`~pipeline.stores.Record` being built (see
+:mod:`pipeline._writable`)."""
 
 
 @final
@@ -437,12 +445,13 @@ class Boundary:
             root.touched.update(full)
         return failed
 
-    async def ensure(self) -> Failure[Any] | None:
+    def ensure(self) -> Awaitable[Failure[Any] | None]:
         """``None`` if work inside this step may start now (see
         :meth:`Journal.ensure`): folds nested in the step and the tool calls
-        of its agents ask before each of theirs."""
-        asked = _lease_check(self._journal)
-        return None if asked is None else await asked.ensure()
+        of its agents ask before each of theirs.  (What the lease's own
+        check returns, awaited by the caller: no coroutine of its own.)"""
+        asked = lease_check(self._journal)
+        return _nothing_to_check() if asked is None else asked.ensure()
 
     def pause(self, question: str, payload: Any = None) -> None:
         """Note that a nested fold (or :func:`pipeline.interrupt`) paused
@@ -518,6 +527,10 @@ def suspension(raised: BaseException) -> Suspended | None:
             leaves.append(exc)
     failed = [s for s in leaves if s.failure is not None]
     return failed[0] if failed else leaves[0]
+
+
+async def _nothing_to_check() -> None:
+    """What :meth:`Boundary.ensure` awaits without a lease to check."""
 
 
 def _by_prefix(saved: Progress) -> dict[str, dict[str, tuple[Any, ...]]]:
@@ -644,24 +657,8 @@ class Journal(Generic[S]):
             # Inherited from the edit record: this record is no edit.
             snap = attrs.evolve(snap, edit=None)
         if snap.version != version or snap.parent != parent:
-            snap = Snapshot(
-                thread_id=snap.thread_id,
-                version=version,
-                parent=parent,
-                state=snap.state,
-                node=snap.node,
-                next=snap.next,
-                join=snap.join,
-                step=snap.step,
-                fingerprint=snap.fingerprint,
-                status=snap.status,
-                pending=snap.pending,
-                progress=snap.progress,
-                reason=snap.reason,
-                author=snap.author,
-                origin=snap.origin,  # a fork's, on every record of it
-                edit=snap.edit,
-            )
+            # (A fork's origin kept, on every record of it.)
+            snap = snap.renumbered(version, parent)
         return snap, last, version
 
     async def written(self, snap: Snapshot[S]) -> None:
@@ -852,32 +849,47 @@ class ThreadJournal(Journal[S]):
         orjson did not write), and nothing was."""
         if boundary.track is not None:
             return _GENERAL
-        lock = await self._acquire()
-        try:
+        if (
+            self.sink is None
+            and type(self.store) is MemoryStore
+            and (self._lock is None or not self._lock.locked())
+        ):
+            # Nothing in here waits (the memory store's commit awaits
+            # nothing, no event is sent), and nobody holds the lock: no
+            # other task can come in before this record is written, so
+            # there is nothing to take turns with (a lock taken and given
+            # back costs as much as the store's commit).
             last = self.last
             if last is None or last.edit is not None:
                 return _GENERAL
             return await self.repeat(
                 last, {key: (doc,)}, author, _waiting(last), exact=True
             )
+        lock = await self._acquire()
+        try:
+            return await self._hold(key, doc, author)
         finally:
             lock.release()
+
+    async def _hold(
+        self, key: str, doc: Doc, author: str
+    ) -> Failure[Any] | _General | None:
+        """:meth:`hold`'s record, its turn taken."""
+        last = self.last
+        if last is None or last.edit is not None:
+            return _GENERAL
+        return await self.repeat(
+            last, {key: (doc,)}, author, _waiting(last), exact=True
+        )
 
     async def _store(
         self, thread_id: str, version: int, parent: int | None, data: bytes
     ) -> Failure[ConcurrentModification | LeaseLost] | None:
         """Store *data* as record *version* (after *parent*) of the thread;
         ``None`` once stored."""
-        record = Record(
-            thread_id,
-            version,
-            parent,
-            data,
-            record_checksum(thread_id, version, parent, data),
-        )
         held = self.held
         out = await self.store.commit(
-            record,
+            record_of(thread_id, version, parent, data),
             expected_head=self.head,
             lease=None if held is None else held.lease,
         )
@@ -982,9 +994,9 @@ class NestedJournal(Journal[S]):
         return placed
 
     async def ensure(self) -> Failure[Any] | None:
-        """See :meth:`Journal.ensure`: the enclosing fold's (asked of its
-        journal, as :meth:`Boundary.ensure` does, one coroutine less)."""
-        asked = _lease_check(self.boundary._journal)
+        """See :meth:`Journal.ensure`: the enclosing thread's lease's
+        (see :func:`lease_check`)."""
+        asked = lease_check(self)
         return None if asked is None else await asked.ensure()
 
     @classmethod
@@ -1025,12 +1037,43 @@ class NestedJournal(Journal[S]):
         return Success(cls(boundary, key, codec, restored.unwrap()))
 
 
-def _lease_check(journal: Journal[Any]) -> Held | Journal[Any] | None:
-    """Whom to ask :meth:`Journal.ensure` of *journal*: a store thread's
-    lease itself (``None`` without one: nothing to check), else the
-    journal (one coroutine less per check: every turn asks twice)."""
-    if type(journal) is ThreadJournal:
-        return journal.held
+def record_of(
+    thread_id: str, version: int, parent: int | None, data: bytes
+) -> Record:
+    """``Record(thread_id, version, parent, data, record_checksum(...))``,
+    written out (without attrs' frozen ``__init__`` nor a second call to
+    the hash: every record a store's thread commits is built here; a test
+    holds the two the same).
+
+    .. versionadded:: 0.1.0
+    """
+    record: Any = _new(_BuildingRecord)
+    record.thread_id = thread_id
+    record.version = version
+    record.parent = parent
+    record.data = data
+    record.checksum = _sha256(
+        f"{thread_id}\n{version}\n{parent}\n".encode() + data
+    ).hexdigest()
+    record.__class__ = Record
+    built: Record = record
+    return built
+
+
+def lease_check(journal: Journal[Any] | None) -> Held | Journal[Any] | None:
+    """Whom to ask, for a whole run on *journal*, what its
+    :meth:`Journal.ensure` answers: the lease of the store thread it
+    commits to, however deep it nests (``None``: nothing to check), else
+    the journal itself.  A journal's lease and the boundary it nests in
+    never change, so a run finds it once, not through two coroutines and
+    a call at every step.
+
+    .. versionadded:: 0.1.0
+    """
+    while type(journal) is NestedJournal:
+        journal = journal.boundary._journal
+    if journal is None or type(journal) is ThreadJournal:
+        return None if journal is None else journal.held
     return journal
 
 

@@ -330,6 +330,32 @@ class Snapshot(Generic[S_co]):
         built: Snapshot[S2] = out  # not cast(): a call per step
         return built
 
+    def renumbered(self, version: int, parent: int | None) -> Snapshot[S_co]:
+        """This snapshot as record *version*, grown from *parent*, not
+        committed yet (no commit time; built as :meth:`successor` builds
+        one: a journal places its records so)."""
+        out: Any = _new(_Building)
+        out.thread_id = self.thread_id
+        out.version = version
+        out.parent = parent
+        out.state = self.state
+        out.node = self.node
+        out.next = self.next
+        out.join = self.join
+        out.step = self.step
+        out.fingerprint = self.fingerprint
+        out.status = self.status
+        out.pending = self.pending
+        out.progress = self.progress
+        out.reason = self.reason
+        out.committed_at = None
+        out.author = self.author
+        out.origin = self.origin
+        out.edit = self.edit
+        out.__class__ = Snapshot
+        built: Snapshot[S_co] = out
+        return built
+
 
 _Building = writable_twin(Snapshot)
 """A :class:`Snapshot` being built by :meth:`Snapshot.successor` (see
