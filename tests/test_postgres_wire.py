@@ -182,12 +182,22 @@ class _ByTimeout:
         return "returned"
 
 
+_WAIT_FOR = 10.0
+"""``_ByWaitFor``'s timeout: longer than any call takes on a loaded
+machine (a 10 ms one timed out calls it did not mean to cancel)."""
+
+
 class _ByWaitFor:
-    """Cancelled by ``asyncio.wait_for`` timing out: the wait stalls (a
-    sleep far longer than the timeout, both timers of the one loop, so the
-    timeout always comes first)."""
+    """Cancelled by ``asyncio.wait_for`` timing out.  Its timeout is longer
+    than any call takes; at the wait to cancel, the loop's clock is moved
+    on past it (never back: the timers due later stay due later) and the
+    wait stalls a moment, so the timeout comes first, whatever the
+    machine's speed."""
 
     async def cancel(self) -> None:
+        loop = asyncio.get_running_loop()
+        clock = loop.time
+        loop.time = lambda: clock() + _WAIT_FOR  # type: ignore[method-assign]
         await asyncio.sleep(0.5)
 
     async def __call__(
@@ -195,7 +205,7 @@ class _ByWaitFor:
     ) -> str:
         del store
         try:
-            await asyncio.wait_for(call(), 0.01)
+            await asyncio.wait_for(call(), _WAIT_FOR)
         except TimeoutError:
             return "cancelled"
         return "returned"
