@@ -393,8 +393,15 @@ class _Keeper:
                     cancel()
                     return
                 held.renewed(renewed.unwrap(), sent)
-        except Exception:
-            cancel()  # as a task group would, for its own task
+        except anyio.get_cancelled_exc_class():
+            raise  # the run ended (a renewal in flight), or its loop is
+        except BaseException:
+            # Anything else the store raised, not only an Exception (a
+            # KeyboardInterrupt, a BaseException of its own): the run is
+            # stopped, as a task group would stop it for its own task,
+            # and raises it once the body has ended (else the body would
+            # run on, unrenewed, until something else stopped it).
+            cancel()
             raise
 
 
