@@ -501,7 +501,15 @@ class LoopConnection:
     one wake-up per reply.  The same commands and replies as
     :class:`Connection` (trio's)."""
 
-    __slots__ = ("_loop", "_pending", "_protocol", "_transport")
+    __slots__ = (
+        "_armed",
+        "_deadline",
+        "_loop",
+        "_pending",
+        "_protocol",
+        "_timer",
+        "_transport",
+    )
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, protocol: _Replies
@@ -512,6 +520,12 @@ class LoopConnection:
         self._transport = protocol.transport
         sock = protocol.transport.get_extra_info("socket")
         self._pending = None if sock is None else Readable(sock.fileno())
+        self._deadline: float | None = None
+        """When the command in flight is given up (the loop's clock)."""
+        self._timer: asyncio.TimerHandle | None = None
+        """The bounds' one timer (see ``_bound``)."""
+        self._armed = math.inf
+        """When that timer fires (infinity: no timer)."""
 
     @classmethod
     async def open(cls, where: Target, bound: float) -> LoopConnection:
@@ -593,24 +607,64 @@ class LoopConnection:
             redis.exceptions.TimeoutError: No reply within *bound*.
         """
         protocol = self._protocol
-        protocol.expired = False  # a timer of an earlier command's, fired
+        protocol.expired = False  # the bound of an earlier command's, fired
         protocol.check()
         self._transport.write(pack(command))
-        timer = self._loop.call_later(bound, protocol.expire)
+        # The bound: one timer per connection, moved on lazily (see
+        # _bound), not one made and cancelled per command.
+        loop = self._loop
+        self._deadline = deadline = loop.time() + bound
+        if deadline < self._armed:  # no timer, or one due later
+            self._arm(deadline)
+        reader = protocol.replies
         try:
-            reply = await self._reply(held)
+            # The common wait inline (see _reply for a cancelled one).
+            while (reply := reader.gets()) is _NOT_YET:
+                protocol.check()
+                waiter = protocol.waiter = loop.create_future()
+                try:
+                    await waiter
+                except asyncio.CancelledError as e:
+                    if held is None:
+                        raise
+                    held.append(e)  # the write's reply is still waited for
+                    with anyio.CancelScope(shield=True):
+                        reply = await self._reply(held)
+                    break
         finally:
             protocol.waiter = None
-            timer.cancel()
+            self._deadline = None
         if isinstance(reply, redis.exceptions.RedisError):
             raise reply
         return reply
 
-    async def _reply(self, held: list[asyncio.CancelledError] | None) -> Any:
-        """The next reply, whole (see ``ask``).
+    def _arm(self, deadline: float) -> None:
+        """The bounds' timer, set to fire at *deadline* (the loop's
+        clock)."""
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+        self._timer = self._loop.call_at(deadline, self._bound)
+        self._armed = deadline
 
-        A write's (given *held*) goes on once cancelled, the rest of its
-        wait under anyio's shield: anyio asks a cancelled task again at
+    def _bound(self) -> None:
+        """The bounds' timer: the command in flight is given up if its time
+        is up, else the timer moves on to its deadline (none in flight:
+        the next command sets it again)."""
+        self._timer = None
+        self._armed = math.inf
+        deadline = self._deadline
+        if deadline is None:
+            return
+        if self._loop.time() < deadline:
+            self._arm(deadline)
+            return
+        self._protocol.expire()
+
+    async def _reply(self, held: list[asyncio.CancelledError]) -> Any:
+        """The next reply, whole, for a write's command cancelled while it
+        waited (see ``ask``): the rest of its wait under anyio's shield
+        (entered by the caller): anyio asks a cancelled task again at
         every turn of the loop (a write that only caught each would keep
         the loop turning until its reply came), and no shield is entered
         for a write nobody cancels."""
@@ -622,13 +676,13 @@ class LoopConnection:
             try:
                 await waiter
             except asyncio.CancelledError as e:
-                if held is None:
-                    raise
-                held.append(e)  # the write's reply is still waited for
-                with anyio.CancelScope(shield=True):
-                    return await self._reply(held)
+                held.append(e)
         return reply
 
     def abandon(self) -> None:
         """Close it at once (on its loop's thread)."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        self._armed = math.inf
         self._transport.abort()
