@@ -37,10 +37,10 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from returns.pipeline import is_successful
-from returns.result import Success
+from returns.result import Failure, Success
 
 from pipeline import stores
-from pipeline.failures import LeaseLost, ThreadBusy
+from pipeline.failures import ConcurrentModification, LeaseLost, ThreadBusy
 from pipeline.stores import Lease, Record
 from tests import servers
 
@@ -2467,6 +2467,87 @@ def test_a_reply_that_beat_its_timer_leaves_the_connection_usable(
             conn.abandon()
 
     asyncio.run(main())
+
+
+@pytest.mark.redis
+def test_redis_bounds_on_asyncio_keep_one_timer_per_connection(
+    redis_url: str,
+) -> None:
+    """On asyncio a connection's commands share one timer, moved on
+    lazily (a timer made and cancelled per command cost some 3 µs): its
+    first command sets it, later ones make none.  A command is not cut by
+    the timer an earlier, shorter bound left: it sleeps on to the
+    command's own time (the server holds this one's reply 0.2 s, past the
+    earlier bound's 0.05 s)."""
+    import redis  # noqa: PLC0415
+
+    from pipeline.stores import _resp  # noqa: PLC0415
+
+    where = _resp.target(redis_url)
+    assert where is not None
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        made: list[float] = []
+        real = loop.call_at
+
+        def call_at(when: float, *args: Any, **kwargs: Any) -> Any:
+            made.append(when)
+            return real(when, *args, **kwargs)
+
+        conn = await _resp.LoopConnection.open(where, 5)
+        try:
+            loop.call_at = call_at  # type: ignore[method-assign]
+            for _ in range(20):
+                assert await conn.ask(("PING",), bound=5) == b"PONG"
+            assert len(made) <= 1
+            assert await conn.ask(("PING",), bound=0.05) == b"PONG"
+            with redis.Redis.from_url(redis_url) as other:
+                other.execute_command("CLIENT", "PAUSE", "200", "WRITE")
+            key = f"{servers.namespace()}:k"
+            assert await conn.ask(("SET", key, b"v"), bound=5) == b"OK"
+            assert conn.usable()
+        finally:
+            conn.abandon()
+
+    asyncio.run(main())
+
+
+@pytest.mark.redis
+async def test_redis_commits_at_home_and_on_trio_skip_the_common_layers(
+    redis_url: str, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Redis commit in the caller's task (on trio, or on the loop the
+    store was opened on) runs its script straight on the connection, not
+    through ``ServerStore``'s dispatch (``_call``, ``_here``) and
+    ``_run``'s wrappers: the commit's own call, with the same outcomes
+    (committed, the head moved, the lease lost)."""
+    from pipeline.stores._server import ServerStore  # noqa: PLC0415
+
+    del anyio_backend
+    async with servers.redis_store(redis_url) as store:
+        lease = (await store.acquire("t", "me", ttl=30)).unwrap()
+
+        def unused(*_: object, **__: object) -> object:
+            raise AssertionError
+
+        monkeypatch.setattr(ServerStore, "_call", unused)
+        monkeypatch.setattr(ServerStore, "_here", unused)
+        monkeypatch.setattr(store, "_run", unused)
+        for version in range(3):
+            out = await store.commit(
+                rec("t", version),
+                expected_head=None if version == 0 else version - 1,
+                lease=lease,
+            )
+            assert out == Success(None)
+        moved = await store.commit(rec("t", 5), expected_head=1, lease=lease)
+        assert moved == Failure(ConcurrentModification("t", 1, 2))
+        stale = Lease("t", "me", lease.token + 1, lease.expires)
+        lost = await store.commit(rec("t", 3), expected_head=2, lease=stale)
+        assert lost == Failure(LeaseLost("t"))
+        monkeypatch.undo()
+        assert await store.head("t") == 2
 
 
 @pytest.mark.postgres
