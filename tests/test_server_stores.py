@@ -2550,6 +2550,41 @@ async def test_redis_commits_at_home_and_on_trio_skip_the_common_layers(
         assert await store.head("t") == 2
 
 
+@pytest.mark.redis
+def test_trio_connects_to_an_address_in_numbers_itself(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On trio a connection to an address in numbers (or a socket's path)
+    is made as trio's own sockets connect, not by anyio's happy eyeballs
+    (a task group and a task: 190 µs of a connection's 250, and a W5 run
+    opens one); a name is still anyio's to resolve and try."""
+    import trio  # noqa: PLC0415
+
+    from pipeline.stores import _resp  # noqa: PLC0415
+
+    where = _resp.target(redis_url)
+    assert where is not None
+    assert where.host == "127.0.0.1"
+
+    def unused(*_: object, **__: object) -> Any:
+        raise AssertionError
+
+    monkeypatch.setattr(anyio, "connect_tcp", unused)
+
+    async def main() -> None:
+        conn = await _resp.Connection.open(where)
+        try:
+            assert await conn.ask("PING", bound=5) == b"PONG"
+        finally:
+            await conn.aclose()
+        assert conn._socket.fileno() == -1  # closed
+        named = _resp.Target("localhost", where.port)
+        with pytest.raises(AssertionError):
+            await _resp.Connection.open(named)
+
+    trio.run(main)
+
+
 @pytest.mark.postgres
 def test_postgres_commit_v2_decides_as_v1(postgres_url: str) -> None:
     """``pipeline_commit_v2`` (insert first, the reason only on a refusal)

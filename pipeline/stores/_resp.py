@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
 import math
 import os
 import socket
@@ -212,6 +213,44 @@ def _watch(trio: Any) -> _Watch:
     return watch
 
 
+async def _connected(where: Target) -> socket.socket | None:
+    """A socket connected to *where*, on trio, when there is no name to
+    resolve (a socket's path, or an address in numbers): as trio's own
+    sockets connect, without anyio's happy eyeballs (a task group and a
+    task: 190 µs of a connection's 250, and a W5 run opens one).  None for
+    a name (anyio resolves it and tries each address), or off trio."""
+    if asyncio._get_running_loop() is not None:  # noqa: SLF001  # in asyncio.__all__
+        return None
+    address: str | tuple[str, int]
+    if where.path is not None:
+        family, address = socket.AF_UNIX, where.path
+    else:
+        try:
+            numbers = ipaddress.ip_address(where.host)
+        except ValueError:
+            return None
+        family = socket.AF_INET6 if numbers.version == 6 else socket.AF_INET
+        address = (where.host, where.port)
+    from trio.lowlevel import wait_writable  # noqa: PLC0415  # on trio
+
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        if family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.connect(address)
+        except BlockingIOError:
+            await wait_writable(sock)
+            failed = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if failed:
+                raise OSError(failed, os.strerror(failed)) from None
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 @final
 class Connection:
     """One connection to the server, on the trio run that opened it."""
@@ -231,14 +270,17 @@ class Connection:
         "expired",
     )
 
-    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        stream: anyio.abc.SocketStream | None = None,
+    ) -> None:
         # trio's names, found once (an import a command cost 2.5 µs).
         import trio  # noqa: PLC0415  # on trio
 
         self._stream = stream
-        self._socket: socket.socket = stream.extra(  # noqa: S610  # anyio's, not Django's
-            anyio.abc.SocketAttribute.raw_socket
-        )
+        """anyio's stream of *sock*, if anyio connected it (see open)."""
+        self._socket = sock
         self._replies = replies()
         self._pending = Readable(self._socket.fileno())
         self._readable = trio.lowlevel.wait_readable
@@ -268,19 +310,22 @@ class Connection:
             redis.exceptions.ResponseError: It refused the login or the
                 database (``AuthenticationError``, ...).
         """
+        stream = None
         try:
-            if where.path is not None:
-                stream: anyio.abc.SocketStream = await anyio.connect_unix(
-                    where.path
+            sock = await _connected(where)
+            if sock is None:  # a name to resolve: anyio's happy eyeballs
+                stream = await (
+                    anyio.connect_tcp(where.host, where.port)
+                    if where.path is None
+                    else anyio.connect_unix(where.path)
                 )
-            else:
-                stream = await anyio.connect_tcp(where.host, where.port)
+                sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)  # noqa: S610  # anyio's, not Django's
         except OSError as e:
             place = where.path or f"{where.host}:{where.port}"
             raise redis.exceptions.ConnectionError(
                 _unreachable(place, e)
             ) from e
-        conn = cls(stream)
+        conn = cls(sock, stream)
         try:
             if where.password is not None:
                 await conn.login(where.username, where.password)
@@ -437,7 +482,15 @@ class Connection:
     async def aclose(self) -> None:
         """Close it (at once: it does not wait, and cancellation does not
         stop it)."""
-        await anyio.aclose_forcefully(self._stream)
+        if self._stream is not None:
+            await anyio.aclose_forcefully(self._stream)
+            return
+        sock = self._socket
+        if sock.fileno() != -1:
+            from trio.lowlevel import notify_closing  # noqa: PLC0415  # seldom
+
+            notify_closing(sock)  # a wait on it (none: it is ours) raises
+            sock.close()
 
     def abandon(self) -> None:
         """Close its socket from any thread (its loop may be gone)."""
