@@ -2514,6 +2514,38 @@ def test_redis_bounds_on_asyncio_keep_one_timer_per_connection(
 
 
 @pytest.mark.redis
+def test_redis_on_asyncio_reads_replies_into_a_buffer_of_its_own(
+    redis_url: str,
+) -> None:
+    """An asyncio connection's replies are read into a buffer it made once
+    (a buffered protocol's ``recv_into``), not by the transport's
+    ``recv(262144)`` (a 256 KiB buffer a read, which the C library may map
+    and unmap each time); a reply larger than the buffer is read whole,
+    in pieces."""
+    from pipeline.stores import _resp  # noqa: PLC0415
+
+    where = _resp.target(redis_url)
+    assert where is not None
+    key = f"{servers.namespace()}:big"
+    value = os.urandom(300_000)
+
+    async def main() -> None:
+        conn = await _resp.LoopConnection.open(where, 5)
+        try:
+            assert isinstance(conn._protocol, asyncio.BufferedProtocol)
+            buffer = conn._protocol.buffer
+            assert await conn.ask(("SET", key, value), bound=5) == b"OK"
+            assert await conn.ask(("GET", key), bound=5) == value
+            assert await conn.ask(("DEL", key), bound=5) == 1
+            assert conn._protocol.buffer is buffer
+            assert conn.usable()
+        finally:
+            conn.abandon()
+
+    asyncio.run(main())
+
+
+@pytest.mark.redis
 async def test_redis_commits_at_home_and_on_trio_skip_the_common_layers(
     redis_url: str, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
