@@ -2497,7 +2497,7 @@ def test_redis_bounds_on_asyncio_keep_one_timer_per_connection(
 
         conn = await _resp.LoopConnection.open(where, 5)
         try:
-            loop.call_at = call_at  # type: ignore[method-assign]
+            loop.call_at = call_at  # type: ignore[method-assign,assignment]
             for _ in range(20):
                 assert await conn.ask(("PING",), bound=5) == b"PONG"
             assert len(made) <= 1
