@@ -2546,6 +2546,48 @@ def test_redis_on_asyncio_reads_replies_into_a_buffer_of_its_own(
 
 
 @pytest.mark.redis
+def test_redis_bounds_on_asyncio_keep_nothing_of_their_callers(
+    redis_url: str,
+) -> None:
+    """The bounds' timer outlives the command that set it (by up to its
+    bound): it holds nothing of that command's caller (its context, where
+    a step's state may be), which is collected once the caller is done."""
+    import contextvars  # noqa: PLC0415
+    import weakref  # noqa: PLC0415
+
+    from pipeline.stores import _resp  # noqa: PLC0415
+
+    where = _resp.target(redis_url)
+    assert where is not None
+    held: contextvars.ContextVar[object] = contextvars.ContextVar("held")
+
+    class State:
+        pass
+
+    async def main() -> None:
+        conn = await _resp.LoopConnection.open(where, 5)
+        try:
+
+            async def caller() -> weakref.ref[State]:
+                state = State()
+                held.set(state)
+                assert await conn.ask(("PING",), bound=5) == b"PONG"
+                return weakref.ref(state)
+
+            gone = await asyncio.get_running_loop().create_task(caller())
+            # A turn of the loop: the callback that woke this task, which
+            # holds the caller's task (and context), is done with.
+            await anyio.lowlevel.checkpoint()
+            gc.collect()
+            assert gone() is None
+            assert conn._timer is not None  # the timer is still there
+        finally:
+            conn.abandon()
+
+    asyncio.run(main())
+
+
+@pytest.mark.redis
 async def test_redis_commits_at_home_and_on_trio_skip_the_common_layers(
     redis_url: str, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

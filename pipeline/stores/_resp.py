@@ -25,6 +25,7 @@ the codes).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import ipaddress
 import math
@@ -497,6 +498,10 @@ class Connection:
         self._socket.close()
 
 
+_NO_CONTEXT: Final = contextvars.Context()
+"""The context the bounds' timers run in (see ``LoopConnection._arm``)."""
+
+
 @final
 class _Replies(asyncio.BufferedProtocol):
     """What an asyncio connection's socket gives: fed to its reader as it
@@ -713,7 +718,11 @@ class LoopConnection:
         timer = self._timer
         if timer is not None:
             timer.cancel()
-        self._timer = self._loop.call_at(deadline, self._bound)
+        # In a context of its own: it outlives the command that set it (by
+        # up to its bound), and needs nothing of the caller's.
+        self._timer = self._loop.call_at(
+            deadline, self._bound, context=_NO_CONTEXT
+        )
         self._armed = deadline
 
     def _bound(self) -> None:
