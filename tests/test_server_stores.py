@@ -2588,6 +2588,48 @@ def test_redis_bounds_on_asyncio_keep_nothing_of_their_callers(
 
 
 @pytest.mark.redis
+def test_redis_commands_on_trio_find_their_run_and_clock_once(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trio run's commands find its idle connections without a look in
+    the store's weak mapping of runs (each look made a weak reference),
+    and their bounds read the run's clock itself (``trio.current_time``
+    reaches it through three calls); another run is looked up again."""
+    import trio  # noqa: PLC0415
+
+    class Unused:
+        def get(self, *_: object) -> object:
+            raise AssertionError
+
+    def unused() -> float:
+        raise AssertionError
+
+    async def main(store: stores.CheckpointStore, first: int) -> None:
+        assert await store.commit(
+            rec("t", first), expected_head=first - 1 if first else None
+        ) == Success(None)
+        with monkeypatch.context() as patched:
+            patched.setattr(store, "_wires", Unused())
+            patched.setattr(trio, "current_time", unused)
+            for version in range(first + 1, first + 4):
+                out = await store.commit(
+                    rec("t", version), expected_head=version - 1
+                )
+                assert out == Success(None)
+
+    async def both() -> None:
+        async with servers.redis_store(redis_url) as store:
+            await main(store, 0)
+            assert await store.head("t") == 3
+            # Another run (in a thread of its own): its own connections,
+            # looked up again.
+            await trio.to_thread.run_sync(trio.run, main, store, 4)
+            assert await store.head("t") == 7
+
+    trio.run(both)
+
+
+@pytest.mark.redis
 async def test_redis_commits_at_home_and_on_trio_skip_the_common_layers(
     redis_url: str, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

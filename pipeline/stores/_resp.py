@@ -289,7 +289,9 @@ class Connection:
         self._cancelled: type[BaseException] = trio.Cancelled
         self._closed: type[BaseException] = trio.ClosedResourceError
         self._shield = functools.partial(trio.CancelScope, shield=True)
-        self._now = trio.current_time
+        # The run's clock itself (trio.current_time reaches it through
+        # three calls): a connection serves the run that opened it only.
+        self._now = trio.lowlevel.current_clock().current_time
         self._watch = _watch(trio)
         self.expired = False
         """Whether its command's time ran out (see :class:`_Watch`)."""
@@ -374,10 +376,11 @@ class Connection:
             redis.exceptions.ConnectionError: The connection broke.
             redis.exceptions.TimeoutError: No reply within *bound*.
         """
-        watch = None if bound is None else self._watch
-        if watch is not None:
+        watch = None
+        if bound is not None:
+            watch = self._watch
             self.expired = False
-            watch.start(self, self._now() + bound)  # type: ignore[operator]
+            watch.start(self, self._now() + bound)
         try:
             return await self._exchange(pack(command), firm=firm)
         finally:

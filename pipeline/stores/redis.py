@@ -407,6 +407,11 @@ class RedisStore(ServerStore):
         ] = weakref.WeakKeyDictionary()
         """Each trio run's idle connections (see _ask_here), closed when
         the run is over (its token collected)."""
+        self._last_run: (
+            tuple[weakref.ref[Any], list[_resp.Connection]] | None
+        ) = None
+        """The trio run last seen, weakly, and its idle connections (a
+        look in ``_wires`` makes a weak reference each time)."""
         self._target = _resp.target(url)
         self._native = self._target is not None
         self._here_loop: asyncio.AbstractEventLoop | None = None
@@ -631,10 +636,15 @@ class RedisStore(ServerStore):
         """The running trio run's idle connections (closed when the run is
         over: a store may outlive many runs)."""
         run = trio_module().lowlevel.current_trio_token()
+        last = self._last_run
+        if last is not None and last[0]() is run:  # the common case
+            return last[1]
         idle = self._wires.get(run)
         if idle is None:
             idle = self._wires[run] = []
             weakref.finalize(run, _abandon, idle)
+        # Weakly: the run's end still closes its connections.
+        self._last_run = (weakref.ref(run), idle)
         return idle
 
     def _idle_again(self, idle: list[W], wire: W | None) -> None:
