@@ -149,6 +149,28 @@ def test_only_plain_urls_are_spoken(
     assert _resp.target(url) == target
 
 
+def test_a_url_is_parsed_once_for_the_stores_made_on_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A store is made per run (W5): its URL's target is kept, not parsed
+    again by redis-py (some 30 µs a store)."""
+    import redis.asyncio.connection  # noqa: PLC0415
+
+    parsed: list[str] = []
+    real = redis.asyncio.connection.parse_url
+
+    def parse_url(url: str) -> Any:
+        parsed.append(url)
+        return real(url)
+
+    monkeypatch.setattr(redis.asyncio.connection, "parse_url", parse_url)
+    url = "redis://parsed-once.example:6390/2"
+    first = _resp.target(url)
+    assert first == _resp.Target("parsed-once.example", 6390, None, 2)
+    assert _resp.target(url) is first
+    assert parsed == [url]
+
+
 async def test_an_unreachable_server_is_named_with_its_cause(
     anyio_backend: str, tmp_path: Any
 ) -> None:
@@ -175,15 +197,39 @@ async def test_an_unreachable_server_is_named_with_its_cause(
         )
 
 
-class _Stream:
-    """What trio's connection takes from anyio's stream: its socket."""
+def test_trio_connects_to_a_socket_path_itself(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On trio a connection to a socket's path is made as trio's own
+    sockets connect (not by anyio's ``connect_unix``), and a refused one
+    names its errno (see the test above)."""
+    import socket  # noqa: PLC0415
 
-    def __init__(self, sock: Any) -> None:
-        self.sock = sock
+    import anyio  # noqa: PLC0415
 
-    def extra(self, attribute: object) -> Any:
-        del attribute
-        return self.sock
+    trio = pytest.importorskip("trio")
+    path = str(tmp_path / "redis.sock")
+
+    def unused(*_: object, **__: object) -> Any:
+        raise AssertionError
+
+    monkeypatch.setattr(anyio, "connect_unix", unused)
+
+    async def main() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(path)
+            listener.listen(1)
+            conn = await _resp.Connection.open(_resp.Target(path=path))
+            accepted, _ = listener.accept()
+            with accepted:
+                accepted.sendall(b"+PONG\r\n")
+                assert await conn.ask("PING", bound=5) == b"PONG"
+                assert accepted.recv(100) == b"*1\r\n$4\r\nPING\r\n"
+            await conn.aclose()
+        with pytest.raises(redis.exceptions.ConnectionError, match="Error"):
+            await _resp.Connection.open(_resp.Target(path=path))
+
+    trio.run(main)
 
 
 @pytest.mark.parametrize("cancelled", [False, True])
@@ -201,7 +247,7 @@ def test_a_command_on_trio_half_answered_ends_at_its_bound(
     async def main() -> None:
         ours, server = socket.socketpair()
         ours.setblocking(False)
-        conn = _resp.Connection(_Stream(ours))  # type: ignore[arg-type]
+        conn = _resp.Connection(ours)
         server.sendall(b"$5\r\nhel")  # half a reply, before the command
         with trio.CancelScope() as scope:
             if cancelled:
@@ -229,7 +275,7 @@ def test_a_cancelled_write_on_trio_reads_its_whole_reply() -> None:
     async def main() -> None:
         ours, server = socket.socketpair()
         ours.setblocking(False)
-        conn = _resp.Connection(_Stream(ours))  # type: ignore[arg-type]
+        conn = _resp.Connection(ours)
         outcome: list[object] = []
 
         async def answer() -> None:

@@ -37,10 +37,10 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from returns.pipeline import is_successful
-from returns.result import Success
+from returns.result import Failure, Success
 
 from pipeline import stores
-from pipeline.failures import LeaseLost, ThreadBusy
+from pipeline.failures import ConcurrentModification, LeaseLost, ThreadBusy
 from pipeline.stores import Lease, Record
 from tests import servers
 
@@ -2467,6 +2467,238 @@ def test_a_reply_that_beat_its_timer_leaves_the_connection_usable(
             conn.abandon()
 
     asyncio.run(main())
+
+
+@pytest.mark.redis
+def test_redis_bounds_on_asyncio_keep_one_timer_per_connection(
+    redis_url: str,
+) -> None:
+    """On asyncio a connection's commands share one timer, moved on
+    lazily (a timer made and cancelled per command cost some 3 µs): its
+    first command sets it, later ones make none.  A command is not cut by
+    the timer an earlier, shorter bound left: it sleeps on to the
+    command's own time (the server holds this one's reply 0.2 s, past the
+    earlier bound's 0.05 s)."""
+    import redis  # noqa: PLC0415
+
+    from pipeline.stores import _resp  # noqa: PLC0415
+
+    where = _resp.target(redis_url)
+    assert where is not None
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        made: list[float] = []
+        real = loop.call_at
+
+        def call_at(when: float, *args: Any, **kwargs: Any) -> Any:
+            made.append(when)
+            return real(when, *args, **kwargs)
+
+        conn = await _resp.LoopConnection.open(where, 5)
+        try:
+            loop.call_at = call_at  # type: ignore[method-assign,assignment]
+            for _ in range(20):
+                assert await conn.ask(("PING",), bound=5) == b"PONG"
+            assert len(made) <= 1
+            assert await conn.ask(("PING",), bound=0.05) == b"PONG"
+            with redis.Redis.from_url(redis_url) as other:
+                other.execute_command("CLIENT", "PAUSE", "200", "WRITE")
+            key = f"{servers.namespace()}:k"
+            assert await conn.ask(("SET", key, b"v"), bound=5) == b"OK"
+            assert conn.usable()
+        finally:
+            conn.abandon()
+
+    asyncio.run(main())
+
+
+@pytest.mark.redis
+def test_redis_on_asyncio_reads_replies_into_a_buffer_of_its_own(
+    redis_url: str,
+) -> None:
+    """An asyncio connection's replies are read into a buffer it made once
+    (a buffered protocol's ``recv_into``), not by the transport's
+    ``recv(262144)`` (a 256 KiB buffer a read, which the C library may map
+    and unmap each time); a reply larger than the buffer is read whole,
+    in pieces."""
+    from pipeline.stores import _resp  # noqa: PLC0415
+
+    where = _resp.target(redis_url)
+    assert where is not None
+    key = f"{servers.namespace()}:big"
+    value = os.urandom(300_000)
+
+    async def main() -> None:
+        conn = await _resp.LoopConnection.open(where, 5)
+        try:
+            assert isinstance(conn._protocol, asyncio.BufferedProtocol)
+            buffer = conn._protocol.buffer
+            assert await conn.ask(("SET", key, value), bound=5) == b"OK"
+            assert await conn.ask(("GET", key), bound=5) == value
+            assert await conn.ask(("DEL", key), bound=5) == 1
+            assert conn._protocol.buffer is buffer
+            assert conn.usable()
+        finally:
+            conn.abandon()
+
+    asyncio.run(main())
+
+
+@pytest.mark.redis
+def test_redis_bounds_on_asyncio_keep_nothing_of_their_callers(
+    redis_url: str,
+) -> None:
+    """The bounds' timer outlives the command that set it (by up to its
+    bound): it holds nothing of that command's caller (its context, where
+    a step's state may be), which is collected once the caller is done."""
+    import contextvars  # noqa: PLC0415
+    import weakref  # noqa: PLC0415
+
+    from pipeline.stores import _resp  # noqa: PLC0415
+
+    where = _resp.target(redis_url)
+    assert where is not None
+    held: contextvars.ContextVar[object] = contextvars.ContextVar("held")
+
+    class State:
+        pass
+
+    async def main() -> None:
+        conn = await _resp.LoopConnection.open(where, 5)
+        try:
+
+            async def caller() -> weakref.ref[State]:
+                state = State()
+                held.set(state)
+                assert await conn.ask(("PING",), bound=5) == b"PONG"
+                return weakref.ref(state)
+
+            gone = await asyncio.get_running_loop().create_task(caller())
+            # A turn of the loop: the callback that woke this task, which
+            # holds the caller's task (and context), is done with.
+            await anyio.lowlevel.checkpoint()
+            gc.collect()
+            assert gone() is None
+            assert conn._timer is not None  # the timer is still there
+        finally:
+            conn.abandon()
+
+    asyncio.run(main())
+
+
+@pytest.mark.redis
+def test_redis_commands_on_trio_find_their_run_and_clock_once(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trio run's commands find its idle connections without a look in
+    the store's weak mapping of runs (each look made a weak reference),
+    and their bounds read the run's clock itself (``trio.current_time``
+    reaches it through three calls); another run is looked up again."""
+    import trio  # noqa: PLC0415
+
+    class Unused:
+        def get(self, *_: object) -> object:
+            raise AssertionError
+
+    def unused() -> float:
+        raise AssertionError
+
+    async def main(store: stores.CheckpointStore, first: int) -> None:
+        assert await store.commit(
+            rec("t", first), expected_head=first - 1 if first else None
+        ) == Success(None)
+        with monkeypatch.context() as patched:
+            patched.setattr(store, "_wires", Unused())
+            patched.setattr(trio, "current_time", unused)
+            for version in range(first + 1, first + 4):
+                out = await store.commit(
+                    rec("t", version), expected_head=version - 1
+                )
+                assert out == Success(None)
+
+    async def both() -> None:
+        async with servers.redis_store(redis_url) as store:
+            await main(store, 0)
+            assert await store.head("t") == 3
+            # Another run (in a thread of its own): its own connections,
+            # looked up again.
+            await trio.to_thread.run_sync(trio.run, main, store, 4)
+            assert await store.head("t") == 7
+
+    trio.run(both)
+
+
+@pytest.mark.redis
+async def test_redis_commits_at_home_and_on_trio_skip_the_common_layers(
+    redis_url: str, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Redis commit in the caller's task (on trio, or on the loop the
+    store was opened on) runs its script straight on the connection, not
+    through ``ServerStore``'s dispatch (``_call``, ``_here``) and
+    ``_run``'s wrappers: the commit's own call, with the same outcomes
+    (committed, the head moved, the lease lost)."""
+    from pipeline.stores._server import ServerStore  # noqa: PLC0415
+
+    del anyio_backend
+    async with servers.redis_store(redis_url) as store:
+        lease = (await store.acquire("t", "me", ttl=30)).unwrap()
+
+        def unused(*_: object, **__: object) -> object:
+            raise AssertionError
+
+        monkeypatch.setattr(ServerStore, "_call", unused)
+        monkeypatch.setattr(ServerStore, "_here", unused)
+        monkeypatch.setattr(store, "_run", unused)
+        for version in range(3):
+            out = await store.commit(
+                rec("t", version),
+                expected_head=None if version == 0 else version - 1,
+                lease=lease,
+            )
+            assert out == Success(None)
+        moved = await store.commit(rec("t", 5), expected_head=1, lease=lease)
+        assert moved == Failure(ConcurrentModification("t", 1, 2))
+        stale = Lease("t", "me", lease.token + 1, lease.expires)
+        lost = await store.commit(rec("t", 3), expected_head=2, lease=stale)
+        assert lost == Failure(LeaseLost("t"))
+        monkeypatch.undo()
+        assert await store.head("t") == 2
+
+
+@pytest.mark.redis
+def test_trio_connects_to_an_address_in_numbers_itself(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On trio a connection to an address in numbers (or a socket's path)
+    is made as trio's own sockets connect, not by anyio's happy eyeballs
+    (a task group and a task: 190 µs of a connection's 250, and a W5 run
+    opens one); a name is still anyio's to resolve and try."""
+    import trio  # noqa: PLC0415
+
+    from pipeline.stores import _resp  # noqa: PLC0415
+
+    where = _resp.target(redis_url)
+    assert where is not None
+    assert where.host == "127.0.0.1"
+
+    def unused(*_: object, **__: object) -> Any:
+        raise AssertionError
+
+    monkeypatch.setattr(anyio, "connect_tcp", unused)
+
+    async def main() -> None:
+        conn = await _resp.Connection.open(where)
+        try:
+            assert await conn.ask("PING", bound=5) == b"PONG"
+        finally:
+            await conn.aclose()
+        assert conn._socket.fileno() == -1  # closed
+        named = _resp.Target("localhost", where.port)
+        with pytest.raises(AssertionError):
+            await _resp.Connection.open(named)
+
+    trio.run(main)
 
 
 @pytest.mark.postgres

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
+import ipaddress
 import math
 import os
 import socket
@@ -67,11 +69,13 @@ _PLAIN: Final = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=64)
 def target(url: str) -> Target | None:
     """Where *url* points, if this module can speak to it (a plain
     ``redis://`` or ``unix://`` URL, parsed by redis-py's own rules), else
     None (TLS, options in the query string, or a user without a
-    password)."""
+    password).  Kept for the last few URLs (a store is made per run, and
+    redis-py's parse costs some 30 µs; a :class:`Target` is immutable)."""
     kwargs: dict[str, Any] = dict(redis.asyncio.connection.parse_url(url))
     kind = kwargs.pop("connection_class", None)
     if kind not in {None, redis.asyncio.connection.UnixDomainSocketConnection}:
@@ -211,6 +215,44 @@ def _watch(trio: Any) -> _Watch:
     return watch
 
 
+async def _connected(where: Target) -> socket.socket | None:
+    """A socket connected to *where*, on trio, when there is no name to
+    resolve (a socket's path, or an address in numbers): as trio's own
+    sockets connect, without anyio's happy eyeballs (a task group and a
+    task: 190 µs of a connection's 250, and a W5 run opens one).  None for
+    a name (anyio resolves it and tries each address), or off trio."""
+    if asyncio._get_running_loop() is not None:  # noqa: SLF001  # in asyncio.__all__
+        return None
+    address: str | tuple[str, int]
+    if where.path is not None:
+        family, address = socket.AF_UNIX, where.path
+    else:
+        try:
+            numbers = ipaddress.ip_address(where.host)
+        except ValueError:
+            return None
+        family = socket.AF_INET6 if numbers.version == 6 else socket.AF_INET
+        address = (where.host, where.port)
+    from trio.lowlevel import wait_writable  # noqa: PLC0415  # on trio
+
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        if family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.connect(address)
+        except BlockingIOError:
+            await wait_writable(sock)
+            failed = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if failed:
+                raise OSError(failed, os.strerror(failed)) from None
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 @final
 class Connection:
     """One connection to the server, on the trio run that opened it."""
@@ -230,14 +272,17 @@ class Connection:
         "expired",
     )
 
-    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        stream: anyio.abc.SocketStream | None = None,
+    ) -> None:
         # trio's names, found once (an import a command cost 2.5 µs).
         import trio  # noqa: PLC0415  # on trio
 
         self._stream = stream
-        self._socket: socket.socket = stream.extra(  # noqa: S610  # anyio's, not Django's
-            anyio.abc.SocketAttribute.raw_socket
-        )
+        """anyio's stream of *sock*, if anyio connected it (see open)."""
+        self._socket = sock
         self._replies = replies()
         self._pending = Readable(self._socket.fileno())
         self._readable = trio.lowlevel.wait_readable
@@ -245,7 +290,9 @@ class Connection:
         self._cancelled: type[BaseException] = trio.Cancelled
         self._closed: type[BaseException] = trio.ClosedResourceError
         self._shield = functools.partial(trio.CancelScope, shield=True)
-        self._now = trio.current_time
+        # The run's clock itself (trio.current_time reaches it through
+        # three calls): a connection serves the run that opened it only.
+        self._now = trio.lowlevel.current_clock().current_time
         self._watch = _watch(trio)
         self.expired = False
         """Whether its command's time ran out (see :class:`_Watch`)."""
@@ -267,19 +314,22 @@ class Connection:
             redis.exceptions.ResponseError: It refused the login or the
                 database (``AuthenticationError``, ...).
         """
+        stream = None
         try:
-            if where.path is not None:
-                stream: anyio.abc.SocketStream = await anyio.connect_unix(
-                    where.path
+            sock = await _connected(where)
+            if sock is None:  # a name to resolve: anyio's happy eyeballs
+                stream = await (
+                    anyio.connect_tcp(where.host, where.port)
+                    if where.path is None
+                    else anyio.connect_unix(where.path)
                 )
-            else:
-                stream = await anyio.connect_tcp(where.host, where.port)
+                sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)  # noqa: S610  # anyio's, not Django's
         except OSError as e:
             place = where.path or f"{where.host}:{where.port}"
             raise redis.exceptions.ConnectionError(
                 _unreachable(place, e)
             ) from e
-        conn = cls(stream)
+        conn = cls(sock, stream)
         try:
             if where.password is not None:
                 await conn.login(where.username, where.password)
@@ -327,10 +377,11 @@ class Connection:
             redis.exceptions.ConnectionError: The connection broke.
             redis.exceptions.TimeoutError: No reply within *bound*.
         """
-        watch = None if bound is None else self._watch
-        if watch is not None:
+        watch = None
+        if bound is not None:
+            watch = self._watch
             self.expired = False
-            watch.start(self, self._now() + bound)  # type: ignore[operator]
+            watch.start(self, self._now() + bound)
         try:
             return await self._exchange(pack(command), firm=firm)
         finally:
@@ -436,21 +487,41 @@ class Connection:
     async def aclose(self) -> None:
         """Close it (at once: it does not wait, and cancellation does not
         stop it)."""
-        await anyio.aclose_forcefully(self._stream)
+        if self._stream is not None:
+            await anyio.aclose_forcefully(self._stream)
+            return
+        sock = self._socket
+        if sock.fileno() != -1:
+            from trio.lowlevel import notify_closing  # noqa: PLC0415  # seldom
+
+            notify_closing(sock)  # a wait on it (none: it is ours) raises
+            sock.close()
 
     def abandon(self) -> None:
         """Close its socket from any thread (its loop may be gone)."""
         self._socket.close()
 
 
-@final
-class _Replies(asyncio.Protocol):
-    """What an asyncio connection's socket gives: fed to its reader as it
-    comes (in the loop's own callback), waking the command waiting."""
+_NO_CONTEXT: Final = contextvars.Context()
+"""The context the bounds' timers run in (see ``LoopConnection._arm``)."""
 
-    __slots__ = ("expired", "lost", "replies", "transport", "waiter")
+
+@final
+class _Replies(asyncio.BufferedProtocol):
+    """What an asyncio connection's socket gives: fed to its reader as it
+    comes (in the loop's own callback), waking the command waiting.
+
+    Read into a buffer of its own (``recv_into``), made once: a plain
+    protocol's transport reads with ``recv(262144)``, a 256 KiB buffer
+    made and cut down at every read, which the C library maps and unmaps
+    each time while its ``mmap`` threshold has not grown past it (three
+    system calls, some 12 µs a reply, where a read of the 64 KiB trio's
+    connection and redis-py read costs 1)."""
+
+    __slots__ = ("buffer", "expired", "lost", "replies", "transport", "waiter")
 
     def __init__(self) -> None:
+        self.buffer = memoryview(bytearray(_CHUNK))
         self.replies = replies()
         self.transport: asyncio.Transport | None = None
         self.waiter: asyncio.Future[None] | None = None
@@ -461,8 +532,14 @@ class _Replies(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)  # noqa: S101  # a stream's
         self.transport = transport
 
-    def data_received(self, data: bytes) -> None:
-        self.replies.feed(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        del sizehint  # (-1: any size)
+        return self.buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        # The reader copies what it is fed (its stub says bytes; any
+        # buffer is read).
+        self.replies.feed(self.buffer, 0, nbytes)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
         self.wake()
 
     def eof_received(self) -> bool:
@@ -502,7 +579,15 @@ class LoopConnection:
     one wake-up per reply.  The same commands and replies as
     :class:`Connection` (trio's)."""
 
-    __slots__ = ("_loop", "_pending", "_protocol", "_transport")
+    __slots__ = (
+        "_armed",
+        "_deadline",
+        "_loop",
+        "_pending",
+        "_protocol",
+        "_timer",
+        "_transport",
+    )
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, protocol: _Replies
@@ -513,6 +598,12 @@ class LoopConnection:
         self._transport = protocol.transport
         sock = protocol.transport.get_extra_info("socket")
         self._pending = None if sock is None else Readable(sock.fileno())
+        self._deadline: float | None = None
+        """When the command in flight is given up (the loop's clock)."""
+        self._timer: asyncio.TimerHandle | None = None
+        """The bounds' one timer (see ``_bound``)."""
+        self._armed = math.inf
+        """When that timer fires (infinity: no timer)."""
 
     @classmethod
     async def open(cls, where: Target, bound: float) -> LoopConnection:
@@ -594,24 +685,68 @@ class LoopConnection:
             redis.exceptions.TimeoutError: No reply within *bound*.
         """
         protocol = self._protocol
-        protocol.expired = False  # a timer of an earlier command's, fired
+        protocol.expired = False  # the bound of an earlier command's, fired
         protocol.check()
         self._transport.write(pack(command))
-        timer = self._loop.call_later(bound, protocol.expire)
+        # The bound: one timer per connection, moved on lazily (see
+        # _bound), not one made and cancelled per command.
+        loop = self._loop
+        self._deadline = deadline = loop.time() + bound
+        if deadline < self._armed:  # no timer, or one due later
+            self._arm(deadline)
+        reader = protocol.replies
         try:
-            reply = await self._reply(held)
+            # The common wait inline (see _reply for a cancelled one).
+            while (reply := reader.gets()) is _NOT_YET:
+                protocol.check()
+                waiter = protocol.waiter = loop.create_future()
+                try:
+                    await waiter
+                except asyncio.CancelledError as e:
+                    if held is None:
+                        raise
+                    held.append(e)  # the write's reply is still waited for
+                    with anyio.CancelScope(shield=True):
+                        reply = await self._reply(held)
+                    break
         finally:
             protocol.waiter = None
-            timer.cancel()
+            self._deadline = None
         if isinstance(reply, redis.exceptions.RedisError):
             raise reply
         return reply
 
-    async def _reply(self, held: list[asyncio.CancelledError] | None) -> Any:
-        """The next reply, whole (see ``ask``).
+    def _arm(self, deadline: float) -> None:
+        """The bounds' timer, set to fire at *deadline* (the loop's
+        clock)."""
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+        # In a context of its own: it outlives the command that set it (by
+        # up to its bound), and needs nothing of the caller's.
+        self._timer = self._loop.call_at(
+            deadline, self._bound, context=_NO_CONTEXT
+        )
+        self._armed = deadline
 
-        A write's (given *held*) goes on once cancelled, the rest of its
-        wait under anyio's shield: anyio asks a cancelled task again at
+    def _bound(self) -> None:
+        """The bounds' timer: the command in flight is given up if its time
+        is up, else the timer moves on to its deadline (none in flight:
+        the next command sets it again)."""
+        self._timer = None
+        self._armed = math.inf
+        deadline = self._deadline
+        if deadline is None:
+            return
+        if self._loop.time() < deadline:
+            self._arm(deadline)
+            return
+        self._protocol.expire()
+
+    async def _reply(self, held: list[asyncio.CancelledError]) -> Any:
+        """The next reply, whole, for a write's command cancelled while it
+        waited (see ``ask``): the rest of its wait under anyio's shield
+        (entered by the caller): anyio asks a cancelled task again at
         every turn of the loop (a write that only caught each would keep
         the loop turning until its reply came), and no shield is entered
         for a write nobody cancels."""
@@ -623,15 +758,15 @@ class LoopConnection:
             try:
                 await waiter
             except asyncio.CancelledError as e:
-                if held is None:
-                    raise
-                held.append(e)  # the write's reply is still waited for
-                with anyio.CancelScope(shield=True):
-                    return await self._reply(held)
+                held.append(e)
         return reply
 
     def abandon(self) -> None:
         """Close it at once (on its loop's thread)."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        self._armed = math.inf
         self._transport.abort()
 
     def shut(self) -> None:

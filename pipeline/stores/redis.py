@@ -81,7 +81,13 @@ from returns.result import Failure, Result, Success
 
 from ..failures import ConcurrentModification, LeaseLost, ThreadBusy
 from . import _resp
-from ._protocol import DEFAULT_LEASE_TTL, Lease, Record, check_lease_ttl
+from ._protocol import (
+    DEFAULT_LEASE_TTL,
+    Lease,
+    Record,
+    check_lease_ttl,
+    check_thread_id,
+)
 from ._server import ServerStore, asyncio_loop, trio_module
 
 
@@ -333,6 +339,27 @@ def _int(value: Any) -> int:
     return int(value)
 
 
+def _committed(
+    thread: str, expected_head: int | None, out: Any
+) -> Result[None, ConcurrentModification | LeaseLost]:
+    """The commit script's answer *out*, as ``commit`` returns it."""
+    code = _int(out[0])
+    if code == 1:
+        return Failure(LeaseLost(thread))
+    if code == 2:
+        head = _int(out[1])
+        return Failure(
+            ConcurrentModification(
+                thread, expected_head, None if head < 0 else head
+            )
+        )
+    return _DONE
+
+
+_DONE: Final[Result[None, Any]] = Success(None)
+"""A commit's success (one: ``Success`` is immutable)."""
+
+
 def _float(value: Any) -> float:
     return float(value)
 
@@ -386,6 +413,11 @@ class RedisStore(ServerStore):
         ] = weakref.WeakKeyDictionary()
         """Each trio run's idle connections (see _ask_here), closed when
         the run is over (its token collected)."""
+        self._last_run: (
+            tuple[weakref.ref[Any], list[_resp.Connection]] | None
+        ) = None
+        """The trio run last seen, weakly, and its idle connections (a
+        look in ``_wires`` makes a weak reference each time)."""
         self._target = _resp.target(url)
         self._native = self._target is not None
         self._here_loop: asyncio.AbstractEventLoop | None = None
@@ -618,10 +650,15 @@ class RedisStore(ServerStore):
         """The running trio run's idle connections (closed when the run is
         over: a store may outlive many runs)."""
         run = trio_module().lowlevel.current_trio_token()
+        last = self._last_run
+        if last is not None and last[0]() is run:  # the common case
+            return last[1]
         idle = self._wires.get(run)
         if idle is None:
             idle = self._wires[run] = []
             weakref.finalize(run, _abandon, idle)
+        # Weakly: the run's end still closes its connections.
+        self._last_run = (weakref.ref(run), idle)
         return idle
 
     def _idle_again(self, idle: list[W], wire: W | None) -> None:
@@ -641,32 +678,99 @@ class RedisStore(ServerStore):
 
         async def run(held: list[asyncio.CancelledError]) -> Any:
             command = ("EVALSHA", self._shas[name], len(keys), *keys, *args)
-            for _ in range(_LOADS):
-                try:
-                    return await self._ask(*command, held=held)
-                except NoScriptError:
-                    # The server restarted, or flushed its scripts (again,
-                    # between a load and its call): load it.
-                    sha = await self._ask(
-                        "SCRIPT", "LOAD", _SCRIPTS[name], held=held
-                    )
-                    self._shas[name] = _bytes(sha).decode()
-                    command = ("EVALSHA", self._shas[name], *command[2:])
-            return await self._ask(*command, held=held)
+            try:
+                return await self._ask(*command, held=held)
+            except NoScriptError:
+                return await self._reloaded(name, command, held)
 
         return await _written(run)
 
-    async def _commit(
-        self, record: Record, expected_head: int | None, lease: Lease | None
+    async def _reloaded(
+        self,
+        name: str,
+        command: tuple[str | int | bytes, ...],
+        held: list[asyncio.CancelledError],
+    ) -> Any:
+        """*command* (script *name*'s ``EVALSHA``, which the server did not
+        have) again, once the script is loaded: the server restarted, or
+        flushed its scripts (again, between a load and its call: then up to
+        :data:`_LOADS` loads in all, the last call's ``NoScriptError``
+        raised)."""
+        for load in range(_LOADS):
+            sha = await self._ask("SCRIPT", "LOAD", _SCRIPTS[name], held=held)
+            self._shas[name] = _bytes(sha).decode()
+            command = ("EVALSHA", self._shas[name], *command[2:])
+            try:
+                return await self._ask(*command, held=held)
+            except NoScriptError:
+                if load == _LOADS - 1:
+                    raise
+        raise AssertionError  # pragma: no cover  # the loop returns or raises
+
+    async def commit(
+        self,
+        record: Record,
+        *,
+        expected_head: int | None,
+        lease: Lease | None = None,
     ) -> Result[None, ConcurrentModification | LeaseLost]:
+        """See :meth:`~pipeline.stores.CheckpointStore.commit` (one
+        script).
+
+        The hot call of every checkpointed step: where the store speaks to
+        its server itself, in the caller's task (on trio, or on the loop
+        it was opened on), ``_commit`` runs here, as ``ServerStore._here``
+        would run it, without the layers between; anywhere else (and for
+        the errors of a store not open) the common way."""
+        check_thread_id(record.thread_id, "record.thread_id")
+        here = asyncio_loop()
+        if (
+            not self._native
+            or self._closing
+            or not self._opened
+            or (here is not None and here is not self._home)
+        ):
+            return await super().commit(
+                record, expected_head=expected_head, lease=lease
+            )
+        out = await self._commit(record, expected_head, lease)
+        if here is None:  # trio's cancellation, held back by the commands
+            await trio_module().lowlevel.checkpoint_if_cancelled()
+        return out
+
+    async def _script_home(
+        self, name: str, command: tuple[str | int | bytes, ...]
+    ) -> Any:
+        """``_run`` of script *name*'s *command* on the loop the store was
+        opened on, inline: the cancellation its commands held back raised
+        once the write is whole (as ``_written`` does)."""
+        held: list[asyncio.CancelledError] = []
+        try:
+            try:
+                out = await self._ask_home(command, held)
+            except NoScriptError:
+                out = await self._reloaded(name, command, held)
+        except BaseException as failed:
+            if held:
+                raise held[0] from failed
+            raise
+        if held:
+            raise held[0]
+        return out
+
+    def _commit_command(
+        self, record: Record, expected_head: int | None, lease: Lease | None
+    ) -> tuple[str | int | bytes, ...]:
+        """The commit script's ``EVALSHA`` for *record*."""
         thread = record.thread_id
-        out = await self._run(
-            "commit",
-            [
-                self._records_key(thread),
-                self._lease_key(thread),
-                self._threads_key,
-            ],
+        prefix = self.prefix
+        return (
+            "EVALSHA",
+            self._shas["commit"],
+            3,
+            f"{prefix}:records:{thread}",
+            f"{prefix}:lease:{thread}",
+            self._threads_key,
             thread,
             -1 if expected_head is None else expected_head,
             record.version,
@@ -675,17 +779,29 @@ class RedisStore(ServerStore):
             "" if lease is None else lease.owner,
             "" if lease is None else str(lease.token),
         )
-        code = _int(out[0])
-        if code == 1:
-            return Failure(LeaseLost(thread))
-        if code == 2:
-            head = _int(out[1])
-            return Failure(
-                ConcurrentModification(
-                    thread, expected_head, None if head < 0 else head
-                )
-            )
-        return Success(None)
+
+    async def _commit(
+        self, record: Record, expected_head: int | None, lease: Lease | None
+    ) -> Result[None, ConcurrentModification | LeaseLost]:
+        command = self._commit_command(record, expected_head, lease)
+        loop = asyncio_loop()
+        if loop is None:  # on trio: each command shields itself
+            try:
+                out = await self._ask_here(command, shield=True)
+            except NoScriptError:
+                out = await self._reloaded("commit", command, [])
+        elif loop is self._here_loop:
+            out = await self._script_home("commit", command)
+        else:
+
+            async def run(held: list[asyncio.CancelledError]) -> Any:
+                try:
+                    return await self._ask(*command, held=held)
+                except NoScriptError:
+                    return await self._reloaded("commit", command, held)
+
+            out = await _written(run)
+        return _committed(record.thread_id, expected_head, out)
 
     async def _records(
         self, thread_id: str, upto: int | None
