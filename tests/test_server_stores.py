@@ -3093,3 +3093,57 @@ def test_redis_closing_after_the_home_loop_ends_its_connections(
     loop.close()
     del store  # its transports are collected now, in this test
     gc.collect()
+
+
+@pytest.mark.redis
+def test_redis_bound_timers_of_loops_in_two_threads_fire_at_once(
+    redis_url: str,
+) -> None:
+    """Two asyncio loops in two threads, a Redis connection each, whose
+    bounds' timers run at the same moment: each runs (a context shared by
+    every connection could be entered by one thread at a time: the other
+    timer failed, and its connection's commands were bound no more; found
+    attacking).  The timers are held in their callbacks together by a
+    barrier: no timing."""
+    from pipeline.stores import _resp  # noqa: PLC0415
+
+    target = _resp.target(redis_url)
+    assert target is not None
+    barrier = threading.Barrier(2)
+    done: dict[int, asyncio.Future[None]] = {}
+    original = _resp.LoopConnection._bound
+
+    def bound(self: Any) -> None:
+        barrier.wait(timeout=30)  # both timers in their callbacks at once
+        original(self)
+        fired = done[threading.get_ident()]
+        if not fired.done():
+            fired.set_result(None)
+
+    async def one() -> None:
+        done[threading.get_ident()] = (
+            asyncio.get_running_loop().create_future()
+        )
+        conn = await _resp.LoopConnection.open(target, 5.0)
+        try:
+            assert await conn.ask(("PING",), bound=0.01) in {b"PONG", "PONG"}
+            await asyncio.wait_for(done[threading.get_ident()], 30)
+        finally:
+            conn.abandon()
+
+    failures: list[BaseException] = []
+
+    def thread() -> None:
+        try:
+            asyncio.run(one())
+        except BaseException as exc:  # noqa: BLE001  # reported below
+            failures.append(exc)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_resp.LoopConnection, "_bound", bound)
+        threads = [threading.Thread(target=thread) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert failures == []

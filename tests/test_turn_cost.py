@@ -3,11 +3,13 @@ what the general way gives (see docs/performance.md, round ten)."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import attrs
 import pytest
 
@@ -280,9 +282,17 @@ async def _yielding(text: str) -> str:
     return text
 
 
-async def test_turns_of_concurrent_branches_on_a_memory_store() -> None:
+@pytest.mark.parametrize("wrapped", ["no", "instance", "class"])
+async def test_turns_of_concurrent_branches_on_a_memory_store(
+    wrapped: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two fan-out branches' agents, their turns interleaved: every turn
-    is a record, one chain of versions, read back as the run ended."""
+    is a record, one chain of versions, read back as the run ended.  Also
+    with the store's commit wrapped by one that waits (a spy, a latency
+    injected: on the instance, or on the class as ``monkeypatch`` does),
+    which must take the lock (a memory store so wrapped took none, and
+    every such fan-out failed with ``ConcurrentModification``: found
+    attacking)."""
 
     def agent(name: str) -> Agent[None]:
         model = ScriptedModel(
@@ -306,6 +316,24 @@ async def test_turns_of_concurrent_branches_on_a_memory_store() -> None:
         .build()
     )
     store = stores.MemoryStore()
+    original = stores.MemoryStore.commit
+
+    async def waiting(
+        self: stores.MemoryStore,
+        record: stores.Record,
+        *,
+        expected_head: int | None,
+        lease: stores.Lease | None = None,
+    ) -> Any:
+        await anyio.lowlevel.checkpoint()  # lets the other branch in
+        return await original(
+            self, record, expected_head=expected_head, lease=lease
+        )
+
+    if wrapped == "instance":
+        monkeypatch.setattr(store, "commit", functools.partial(waiting, store))
+    elif wrapped == "class":
+        monkeypatch.setattr(stores.MemoryStore, "commit", waiting)
     out = (
         await g.run(Context.of(Message.user("go")), store=store, thread_id="t")
     ).unwrap()

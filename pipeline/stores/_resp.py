@@ -502,10 +502,6 @@ class Connection:
         self._socket.close()
 
 
-_NO_CONTEXT: Final = contextvars.Context()
-"""The context the bounds' timers run in (see ``LoopConnection._arm``)."""
-
-
 @final
 class _Replies(asyncio.BufferedProtocol):
     """What an asyncio connection's socket gives: fed to its reader as it
@@ -581,6 +577,7 @@ class LoopConnection:
 
     __slots__ = (
         "_armed",
+        "_context",
         "_deadline",
         "_loop",
         "_pending",
@@ -604,6 +601,10 @@ class LoopConnection:
         """The bounds' one timer (see ``_bound``)."""
         self._armed = math.inf
         """When that timer fires (infinity: no timer)."""
+        self._context = contextvars.Context()
+        """The empty context that timer runs in: the connection's own (a
+        context is entered by one thread at a time, and the timers of
+        loops in other threads fire when they do)."""
 
     @classmethod
     async def open(cls, where: Target, bound: float) -> LoopConnection:
@@ -725,7 +726,7 @@ class LoopConnection:
         # In a context of its own: it outlives the command that set it (by
         # up to its bound), and needs nothing of the caller's.
         self._timer = self._loop.call_at(
-            deadline, self._bound, context=_NO_CONTEXT
+            deadline, self._bound, context=self._context
         )
         self._armed = deadline
 

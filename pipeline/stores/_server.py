@@ -363,12 +363,14 @@ class ServerStore:
     ) -> Result[Lease, LeaseLost]:
         """See :meth:`~pipeline.stores.CheckpointStore.renew` (on the
         server's clock)."""
+        check_thread_id(lease.thread_id, "lease.thread_id")
         return await self._call(
             functools.partial(self._renew, lease, ttl), shield=True, hot=True
         )
 
     async def release(self, lease: Lease) -> None:
         """See :meth:`~pipeline.stores.CheckpointStore.release`."""
+        check_thread_id(lease.thread_id, "lease.thread_id")
         await self._call(
             functools.partial(self._release, lease), shield=True, hot=True
         )

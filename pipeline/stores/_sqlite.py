@@ -399,6 +399,7 @@ class SQLiteStore:
         self, lease: Lease, *, ttl: float
     ) -> Result[Lease, LeaseLost]:
         """See :meth:`~pipeline.stores.CheckpointStore.renew`."""
+        check_thread_id(lease.thread_id, "lease.thread_id")
         _check_ttl(ttl)
         out: Result[Lease, LeaseLost] = await self._call(
             "renew", lease, ttl, shield=True
@@ -407,6 +408,7 @@ class SQLiteStore:
 
     async def release(self, lease: Lease) -> None:
         """See :meth:`~pipeline.stores.CheckpointStore.release`."""
+        check_thread_id(lease.thread_id, "lease.thread_id")
         await self._call("release", lease, shield=True)
 
     async def cache_get(
