@@ -367,7 +367,9 @@ class Outcome:
     head: int | None
 
 
-async def observed(run: Run, store: MemoryStore, thread: str) -> Outcome:
+async def observed(
+    run: Run, store: MemoryStore, thread: str | None
+) -> Outcome:
     """Run *run* under a stream; catch only our Crash."""
     box: list[Result[Snapshot[SwarmState[Board]], Any]] = []
 
@@ -384,7 +386,7 @@ async def observed(run: Run, store: MemoryStore, thread: str) -> Outcome:
     return Outcome(
         box[0] if box else None,
         tuple(e for e in seen if isinstance(e, Handoff)),
-        await store.head(thread),
+        None if thread is None else await store.head(thread),
     )
 
 
@@ -502,7 +504,7 @@ class SwarmMachine(RuleBasedStateMachine):
 
     # -- helpers ------------------------------------------------------------
 
-    def call(self, run: Run, thread: str = "") -> Outcome:
+    def call(self, run: Run, thread: str | None = None) -> Outcome:
         """Run one operation on the portal; collect its Handoff events."""
         try:
             out = self.portal.call(observed, run, self.store, thread)
