@@ -103,4 +103,9 @@ async def native_deadline(
     loop = asyncio.get_running_loop()
     delay = None if math.isinf(seconds) else seconds
     async with asyncio.timeout(delay) as cm:
-        yield lambda: cm.reschedule(loop.time())
+
+        def expire() -> None:
+            if not cm.expired():  # a fired timeout refuses ``reschedule``
+                cm.reschedule(loop.time())
+
+        yield expire

@@ -133,7 +133,10 @@ async def _trial(shape: Shape, mode: Mode) -> str:
         # of the event loop, while the group cancels its other branches.
         if mode == "task.cancel":
             loop.call_soon(box[0].cancel)
-        elif mode == "asyncio.timeout":
+        elif mode == "asyncio.timeout" and not deadline[0].expired():
+            # Under ``first`` the other branch is not cancelled when one
+            # fails: it may time out on its own after the deadline fired
+            # (and a fired ``asyncio.Timeout`` refuses ``reschedule``).
             deadline[0].reschedule(loop.time())
 
     branch = forever.use(_then_cancel_caller(cancel_caller), timeout(0.002))
