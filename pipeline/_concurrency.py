@@ -218,8 +218,27 @@ def _anyio_states() -> Mapping[weakref.ref[Any], Any] | None:
 
 
 def collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one exception inside nested single-member groups, else *group*."""
-    exc: BaseException = group
+    """The one exception inside nested single-member groups, else *group*.
+
+    Cancellations beside exactly one other exception give way to it, as
+    they do on asyncio: on trio a branch's error and the caller's
+    ``Cancelled`` end a task group together, and the caller's cancel scope
+    would strip the ``Cancelled`` and leave the error wrapped in a group of
+    one (the cancellation is not lost: trio raises it again at the next
+    checkpoint while the scope stays cancelled).  Call it in async code.
+    """
+    exc = _lone(group)
+    if isinstance(exc, BaseExceptionGroup):
+        cancels, others = exc.split(anyio.get_cancelled_exc_class())
+        if cancels is not None and others is not None:
+            other = _lone(others)
+            if not isinstance(other, BaseExceptionGroup):
+                return other
+    return exc
+
+
+def _lone(exc: BaseException) -> BaseException:
+    """The one exception inside nested single-member groups, else *exc*."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc

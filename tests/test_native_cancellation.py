@@ -191,6 +191,37 @@ async def test_scope_cancellation_after_a_timeout_propagates() -> None:
             assert scope.cancelled_caught, shape
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+async def test_a_branch_error_as_the_caller_is_cancelled_is_raised_alone(
+    shape: Shape,
+) -> None:
+    """A branch raising just as the caller's scope is cancelled raises its
+    own error, never a group of it: on trio the branch's error and the
+    caller's ``Cancelled`` ended the task group together, and the caller's
+    scope stripped the ``Cancelled`` and left ``ExceptionGroup([error])``
+    (attack16 F4)."""
+    scopes: list[anyio.CancelScope] = []
+    calls: list[int] = []
+
+    @handler
+    async def boom_once(x: int) -> Result[int, str]:
+        calls.append(x)
+        if len(calls) > 1:
+            await anyio.sleep(3600)
+        await anyio.lowlevel.checkpoint()
+        scopes[0].cancel()
+        raise ConnectionError("the store went away")
+
+    async def run() -> None:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            await _composite(shape, boom_once)(1)
+
+    with pytest.raises(ConnectionError, match="went away"):
+        await run()
+    assert len(calls) >= 1
+
+
 def _scope_canceller(
     scopes: list[anyio.CancelScope],
 ) -> Callable[[Call[int, int, Any], str], Call[int, int, Any]]:
