@@ -3147,3 +3147,56 @@ def test_redis_bound_timers_of_loops_in_two_threads_fire_at_once(
         for t in threads:
             t.join()
     assert failures == []
+
+
+# The home loop ends with a command in flight: its transport is collected
+# unclosed, which asyncio reports (a ResourceWarning); what the test looks
+# for is any other exception left unraised (the unraisable hook's).
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.redis
+@pytest.mark.parametrize("ending", ["stopped", "closed"])
+@pytest.mark.parametrize("closer", ["asyncio", "trio"])
+def test_redis_closing_after_the_home_loop_ends_its_command_in_flight(
+    redis_url: str, ending: str, closer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Redis store whose home loop stops (or is closed) while a command
+    waits for its reply, then closed from another run: that command's
+    connection is ended by the close too (it was lent to the command, not
+    idle, and stayed open until the loop was closed or the task collected;
+    found attacking), the command raises the broken connection's error if
+    the loop runs again, and a task collected on the closed loop leaves no
+    "Exception ignored" behind (its connection's end scheduled a callback
+    on the closed loop).  The command is a pop the server holds (nothing is
+    pushed), sent in the loop's one turn: no timing."""
+    import redis as redis_py  # noqa: PLC0415
+
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    name = servers.namespace()
+    store = RedisStore(redis_url, prefix=name)
+
+    async def home(store: RedisStore) -> None:
+        await store.open()
+        # The store's one connection, named so that the server can count it.
+        await store._ask("CLIENT", "SETNAME", name)
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(home(store))
+    held = loop.create_task(store._ask("BLPOP", f"{name}:nothing", 0))
+    loop.run_until_complete(asyncio.sleep(0))  # it sends, then waits
+    assert not held.done()
+    assert not store._here_wires  # lent to the command
+    assert _redis_clients(redis_url, name) == 1
+    if ending == "closed":
+        loop.close()
+    anyio.run(store.aclose, backend=closer)
+    assert _redis_clients(redis_url, name) == 0  # the server dropped it
+    if ending == "stopped":  # the loop runs again: the command ends
+        with pytest.raises(redis_py.exceptions.ConnectionError):
+            loop.run_until_complete(held)
+        loop.close()
+    del held, store  # collected now, in this test
+    gc.collect()
+    assert [u.exc_value for u in unraisable] == []

@@ -576,6 +576,7 @@ class LoopConnection:
     :class:`Connection` (trio's)."""
 
     __slots__ = (
+        "__weakref__",
         "_armed",
         "_context",
         "_deadline",
@@ -763,11 +764,17 @@ class LoopConnection:
         return reply
 
     def abandon(self) -> None:
-        """Close it at once (on its loop's thread)."""
+        """Close it at once (on its loop's thread).  Its loop closed (a
+        command in flight then, its task collected since): ended as
+        :meth:`shut` ends it, the transport closing the socket when
+        collected (a closed loop schedules nothing)."""
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
         self._armed = math.inf
+        if self._loop.is_closed():
+            self.shut()
+            return
         self._transport.abort()
 
     def shut(self) -> None:

@@ -425,6 +425,12 @@ class RedisStore(ServerStore):
         loop it was opened on, for a URL it speaks: see _ask_home)."""
         self._here_wires: list[_resp.LoopConnection] = []
         """That loop's idle connections."""
+        self._here_all: weakref.WeakSet[_resp.LoopConnection] = (
+            weakref.WeakSet()
+        )
+        """Every connection of that loop's, idle or lent to a command
+        (noted as it is opened: none of a command's cost), for a close
+        from elsewhere once the loop stopped (see _close)."""
         self._shas: dict[str, str] = dict(_SHAS)
 
     @classmethod
@@ -499,9 +505,12 @@ class RedisStore(ServerStore):
         elif here is not None and not here.is_running():
             # The home loop stopped or ended with the store open: its
             # connections are ended from here (the server drops them), not
-            # left open for as long as the store lives.
-            ended, self._here_wires = self._here_wires, []
-            for wire in ended:
+            # left open for as long as the store lives: the idle ones, and
+            # those lent to a command that was in flight as the loop
+            # stopped (its task, if the loop runs again, raises the broken
+            # connection's error).
+            self._here_wires = []
+            for wire in list(self._here_all):
                 wire.shut()
         if loop is None:
             return
@@ -631,10 +640,13 @@ class RedisStore(ServerStore):
             wire.abandon()
             wire = None
         try:
-            if wire is None and held is not None:
-                wire = await _opened_anyway(where, held)
-            elif wire is None:
-                wire = await _resp.LoopConnection.open(where, _TIMEOUT)
+            if wire is None:
+                wire = await (
+                    _resp.LoopConnection.open(where, _TIMEOUT)
+                    if held is None
+                    else _opened_anyway(where, held)
+                )
+                self._here_all.add(wire)
             out = await wire.ask(command, bound=_TIMEOUT, held=held)
         except ResponseError:
             self._idle_again(idle, wire)
