@@ -3200,3 +3200,140 @@ def test_redis_closing_after_the_home_loop_ends_its_command_in_flight(
     del held, store  # collected now, in this test
     gc.collect()
     assert [u.exc_value for u in unraisable] == []
+
+
+def test_trio_as_a_guest_of_asyncio_is_told_from_asyncio() -> None:
+    """The server stores' look at the caller's library: asyncio's loop on
+    asyncio, None on trio, and None on trio in guest mode on an asyncio
+    loop too (asyncio's running loop is the host's there, while the task
+    is trio's: the stores took asyncio's way and failed; found
+    attacking)."""
+    import trio  # noqa: PLC0415
+
+    from pipeline.stores._server import asyncio_loop  # noqa: PLC0415
+
+    async def on_trio() -> asyncio.AbstractEventLoop | None:
+        return asyncio_loop()
+
+    async def host() -> tuple[bool, asyncio.AbstractEventLoop | None]:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            on_trio,
+            run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+            done_callback=done.set_result,
+        )
+        in_guest = (await done).unwrap()
+        return asyncio_loop() is loop, in_guest
+
+    assert asyncio.run(host()) == (True, None)
+    assert trio.run(on_trio) is None
+    assert asyncio_loop() is None  # no loop at all
+
+
+def _as_trio_guest(
+    run: Callable[[], Awaitable[Any]],
+) -> Callable[[], Awaitable[Any]]:
+    """An asyncio function that runs *run* as a trio guest run of the
+    caller's loop (``trio.lowlevel.start_guest_run``) and returns what it
+    returns."""
+    import trio  # noqa: PLC0415
+
+    async def host() -> Any:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            run,
+            run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+            done_callback=done.set_result,
+        )
+        return (await done).unwrap()
+
+    return host
+
+
+async def _every_call(store: stores.CheckpointStore, thread: str) -> None:
+    """Every call of *store* on *thread*, each checked, the lease's by
+    :func:`~pipeline.stores.leased` too; the thread deleted at the end."""
+    assert (
+        await store.commit(rec(thread, 0), expected_head=None)
+    ).unwrap() is None
+    assert await store.head(thread) == 0
+    assert [r.version for r in await store.records(thread)] == [0]
+    assert thread in await store.threads()
+    lease = (await store.acquire(thread, "guest", ttl=5)).unwrap()
+    lease = (await store.renew(lease, ttl=5)).unwrap()
+    committed = await store.commit(
+        rec(thread, 1), expected_head=0, lease=lease
+    )
+    assert committed.unwrap() is None
+    await store.release(lease)
+
+    async def body(held: Any) -> Any:
+        del held
+        return Success(await store.head(thread))
+
+    assert (await stores.leased(store, thread, body)).unwrap() == 1
+    await store.delete(thread)
+    assert await store.head(thread) is None
+
+
+def test_trio_as_a_guest_of_asyncio_uses_a_server_store(
+    server: Server,
+) -> None:
+    """trio in guest mode on an asyncio loop: a store opened in the guest
+    run serves it (trio's way); one opened on the host loop serves the
+    guest run and the host; one opened in the guest run serves the host's
+    tasks too, and closes from a later guest run.  Every call of each
+    (found attacking: opening took asyncio's way inside trio, Redis
+    raised "Timeout should be used inside a task" and PostgreSQL trio's
+    "unrecognized yield message")."""
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    kind, url = server
+    name = servers.namespace()
+
+    def make() -> PostgresStore | RedisStore:
+        if kind == "postgres":
+            return PostgresStore(url, schema=name)
+        return RedisStore(url, prefix=name)
+
+    async def in_guest() -> None:
+        async with make() as store:
+            await _every_call(store, "opened in the guest")
+
+    asyncio.run(_as_trio_guest(in_guest)())
+
+    async def on_host() -> None:
+        store = make()
+        await store.open()
+
+        async def guest() -> None:
+            await _every_call(store, "used in the guest")
+
+        await _as_trio_guest(guest)()
+        await _every_call(store, "used on the host")
+        await store.aclose()
+
+    asyncio.run(on_host())
+
+    box: dict[str, Any] = {}
+
+    async def opened() -> None:
+        box["store"] = store = make()
+        await store.open()
+        await _every_call(store, "opened by a guest")
+
+    async def closed() -> None:
+        await _every_call(box["store"], "closed by a guest")
+        await box["store"].aclose()
+
+    async def host() -> None:
+        await _as_trio_guest(opened)()
+        await _every_call(box["store"], "used on the host")
+        await _as_trio_guest(closed)()
+
+    asyncio.run(host())
+    if kind == "postgres":
+        servers.drop_schema(url, name)

@@ -35,6 +35,7 @@ import asyncio
 import concurrent.futures
 import functools
 import threading
+import types
 
 from collections.abc import Callable, Coroutine, Sequence
 from types import ModuleType
@@ -63,11 +64,33 @@ def trio_module() -> ModuleType:
     return trio
 
 
-asyncio_loop: Callable[[], asyncio.AbstractEventLoop | None] = (
+_running_loop: Callable[[], asyncio.AbstractEventLoop | None] = (
     asyncio._get_running_loop  # noqa: SLF001  # in asyncio.__all__
 )
-"""The caller's asyncio loop, or None (on trio: asyncio's own, without the
-error ``get_running_loop`` raises there, a microsecond a call)."""
+
+try:
+    import sniffio
+except ImportError:  # no trio (which depends on it): no trio run either
+    _library: Any = types.SimpleNamespace(name=None)
+else:
+    _library = sniffio.thread_local
+
+
+def asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The caller's asyncio loop, or None on trio.
+
+    asyncio's own look (without the error ``get_running_loop`` raises on
+    trio, a microsecond a call), unless trio runs the caller: trio in guest
+    mode (``trio.lowlevel.start_guest_run``) runs on an asyncio loop, which
+    is then the thread's running loop while the task is trio's.  trio names
+    itself in sniffio's thread-local while it runs, its guest ticks too
+    (one attribute: sniffio's ``current_async_library`` reads a context
+    variable as well), and only then is it read.
+    """
+    loop = _running_loop()
+    if loop is not None and _library.name is not None:
+        return None if _library.name == "trio" else loop  # trio's guest
+    return loop
 
 
 _CLOSED = "the store was closed while this call was in flight"
