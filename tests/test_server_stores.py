@@ -3207,7 +3207,8 @@ def test_trio_as_a_guest_of_asyncio_is_told_from_asyncio() -> None:
     asyncio, None on trio, and None on trio in guest mode on an asyncio
     loop too (asyncio's running loop is the host's there, while the task
     is trio's: the stores took asyncio's way and failed; found
-    attacking)."""
+    attacking), and asyncio's loop in an asyncio run blocking a trio
+    task."""
     import trio  # noqa: PLC0415
 
     from pipeline.stores._server import asyncio_loop  # noqa: PLC0415
@@ -3229,6 +3230,15 @@ def test_trio_as_a_guest_of_asyncio_is_told_from_asyncio() -> None:
     assert asyncio.run(host()) == (True, None)
     assert trio.run(on_trio) is None
     assert asyncio_loop() is None  # no loop at all
+
+    async def on_asyncio() -> bool:
+        return asyncio_loop() is asyncio.get_running_loop()
+
+    async def asyncio_inside_trio() -> bool:
+        # A loop run from inside trio's (blocking it): trio's name is set.
+        return asyncio.run(on_asyncio())
+
+    assert trio.run(asyncio_inside_trio)
 
 
 def _as_trio_guest(

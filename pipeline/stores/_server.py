@@ -67,6 +67,7 @@ def trio_module() -> ModuleType:
 _running_loop: Callable[[], asyncio.AbstractEventLoop | None] = (
     asyncio._get_running_loop  # noqa: SLF001  # in asyncio.__all__
 )
+_current_task = asyncio.current_task
 
 try:
     import sniffio
@@ -85,11 +86,19 @@ def asyncio_loop() -> asyncio.AbstractEventLoop | None:
     is then the thread's running loop while the task is trio's.  trio names
     itself in sniffio's thread-local while it runs, its guest ticks too
     (one attribute: sniffio's ``current_async_library`` reads a context
-    variable as well), and only then is it read.
+    variable as well), and only then is it read; an asyncio loop run
+    from inside trio's (a blocking ``asyncio.run`` in a trio task: trio's
+    name is still set) is told apart by its task, as guest runs have no
+    asyncio task.
     """
     loop = _running_loop()
-    if loop is not None and _library.name is not None:
-        return None if _library.name == "trio" else loop  # trio's guest
+    if (
+        loop is not None
+        and _library.name is not None
+        and _library.name == "trio"
+        and _current_task(loop) is None  # no asyncio task runs: trio's
+    ):
+        return None
     return loop
 
 
