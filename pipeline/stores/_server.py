@@ -10,7 +10,8 @@ Callers on trio, or on other asyncio loops, hand their calls to a
 :class:`~pipeline.stores._bridge.LoopThread` (an asyncio loop in a thread
 of its own, started by the first such call: a store used only at home
 starts none), whose client ``_connect`` makes on its first call; opened on
-trio, the store has no home and runs ``_open`` there.  A store whose client
+trio, the store has no home and runs ``_open`` there (trio in guest mode on
+an asyncio loop is trio: see :func:`asyncio_loop`).  A store whose client
 also runs on trio (``_native``: Redis, see :mod:`pipeline.stores._resp`)
 runs trio's calls, and its home loop's, in the caller's own task instead
 (its commands hold asyncio's own cancellation back themselves), and
@@ -138,24 +139,26 @@ thread waits for it to close its client."""
 
 def _closed_at_home(
     done: concurrent.futures.Future[None], home: asyncio.AbstractEventLoop
-) -> None:
-    """Wait (in a worker thread) for the home loop to close its client.
+) -> bool:
+    """Wait (in a worker thread) for the home loop to close its client:
+    whether it did.
 
     The home loop may stop before it runs the close (``asyncio.run``
     returning: its cleanup cancels the close; ``run_until_complete``
     returning: nothing runs it until the loop runs again), so a stopped
-    home loop ends the wait: its client's work is gone with it."""
+    home loop ends the wait: its client's work is gone with it, and what
+    is left of it (connections) the caller closes from where it is."""
     while True:
         try:
             done.result(timeout=_HOME_POLL)
         except concurrent.futures.TimeoutError:
             if not home.is_running():
                 done.cancel()
-                return
+                return False
         except concurrent.futures.CancelledError:
-            return  # cancelled by the home loop's cleanup
+            return False  # cancelled by the home loop's cleanup
         else:
-            return
+            return True
 
 
 class ServerStore:
@@ -303,11 +306,12 @@ class ServerStore:
                         done = asyncio.run_coroutine_threadsafe(
                             self._close_home(), home
                         )
-                        await anyio.to_thread.run_sync(
+                        at_home = await anyio.to_thread.run_sync(
                             _closed_at_home, done, home
                         )
-                    # else the home loop is gone, and its client's work with
-                    # it: what the store keeps for other loops and runs is
+                    # else (or if it stopped before it closed) the home
+                    # loop is gone, and its client's work with it: what
+                    # the store keeps for it, other loops and runs is
                     # closed here (below)
             finally:
                 # The store's own thread is closed whatever became of the
