@@ -49,7 +49,20 @@ connection it was reading from (never kept with a reply nobody read).  A
 cancelled write whose command ran past its bound, or whose connection
 broke, may or may not have landed: on asyncio the cancellation it raises
 has that error as its ``__cause__``; on trio the error itself is raised
-(trio's shield holds the cancellation until the next checkpoint).
+(trio's shield holds the cancellation until the next checkpoint).  trio in
+guest mode (``trio.lowlevel.start_guest_run`` on an asyncio loop) is trio
+here, on the loop the store was opened on too: asyncio's running loop is
+the host's there, but the caller is trio's task (see ``asyncio_loop`` in
+:mod:`pipeline.stores._server`).
+
+**Closing.** ``aclose()`` closes the connections of every loop and trio
+run (a command in flight on a loop that runs closes its own when it ends).
+If the loop the store was opened on stopped, or was closed, with the store
+open, a close from another loop or trio run ends that loop's connections
+from there: the idle ones, and one lent to a command that was in flight as
+the loop stopped.  Each is shut down (the server drops it at once); its
+socket is closed by its transport, when the loop runs again (the command
+then raises ``ConnectionError``) or when it is collected.
 """
 
 from __future__ import annotations
