@@ -20,6 +20,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Coroutine,
     Iterator,
     Sequence,
 )
@@ -3257,7 +3258,7 @@ def test_trio_as_a_guest_of_asyncio_is_told_from_asyncio() -> None:
 
 def _as_trio_guest(
     run: Callable[[], Awaitable[Any]],
-) -> Callable[[], Awaitable[Any]]:
+) -> Callable[[], Coroutine[Any, Any, Any]]:
     """An asyncio function that runs *run* as a trio guest run of the
     caller's loop (``trio.lowlevel.start_guest_run``) and returns what it
     returns."""
