@@ -170,6 +170,11 @@ class ServerStore:
     """The asyncio loop the store was opened on, whose calls run there."""
     _closing = False
     _opened = False
+    _home_gone = False
+    """Whether ``aclose`` found the home loop stopped, or saw it stop
+    before it ran the close scheduled there (it may still be running its
+    own cleanup): what the store keeps for that loop is then closed from
+    where ``_close`` runs (Redis: see ``RedisStore._close``)."""
     _native = False
     """Whether the store's client runs on trio too: its trio callers, and
     its home loop's, run their calls in their own task (see ``_here``), and
@@ -314,6 +319,7 @@ class ServerStore:
                     # the store keeps for it, other loops and runs is
                     # closed here (below)
             finally:
+                self._home_gone = home is not None and not at_home
                 # The store's own thread is closed whatever became of the
                 # home loop's client: a second aclose() is a no-op.
                 if self._loop is not None:

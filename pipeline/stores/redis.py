@@ -515,13 +515,14 @@ class RedisStore(ServerStore):
         here = self._here_loop
         if here is not None and loop is here:
             _abandon(self._here_wires)
-        elif here is not None and not here.is_running():
-            # The home loop stopped or ended with the store open: its
-            # connections are ended from here (the server drops them), not
-            # left open for as long as the store lives: the idle ones, and
-            # those lent to a command that was in flight as the loop
-            # stopped (its task, if the loop runs again, raises the broken
-            # connection's error).
+        elif here is not None and self._home_gone:
+            # The home loop stopped or ended with the store open (or
+            # stopped before it ran the close: it may be running its
+            # cleanup still): its connections are ended from here (the
+            # server drops them), not left open for as long as the store
+            # lives: the idle ones, and those lent to a command that was in
+            # flight as the loop stopped (its task, if the loop runs again,
+            # raises the broken connection's error).
             self._here_wires = []
             for wire in list(self._here_all):
                 wire.shut()
