@@ -20,6 +20,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Coroutine,
     Iterator,
     Sequence,
 )
@@ -2089,6 +2090,16 @@ async def test_redis_replaces_connections_the_server_closed(
         assert await store.head("t") == 3
 
 
+async def _named(store: Any, name: str) -> None:
+    """Name a Redis store's one connection *name*, so that the server can
+    count it (see :func:`_redis_clients`); any other store is left as it
+    is."""
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    if isinstance(store, RedisStore):
+        await store._ask("CLIENT", "SETNAME", name)
+
+
 # The home loop's client dies with its loop, unclosed: what it left is
 # reported as unraisable when collected (here, not in a later test).
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -2101,8 +2112,10 @@ def test_closed_from_another_loop_as_the_home_loop_ends(
     """A store closed from another thread just as its home loop ends (the
     close it schedules there never runs: ``asyncio.run`` cancels it,
     ``run_until_complete`` stops before it) still closes its own thread,
-    and aclose returns instead of raising or waiting for ever.  The home
-    loop is held busy until the close is scheduled, then ends: no timing."""
+    and aclose returns instead of raising or waiting for ever; a Redis
+    store's home connection is ended from there (it was left open).  The
+    home loop is held busy until the close is scheduled, then ends: no
+    timing."""
     import asyncio  # noqa: PLC0415
 
     kind, url = server
@@ -2130,6 +2143,7 @@ def test_closed_from_another_loop_as_the_home_loop_ends(
                 else RedisStore(url, prefix=name)
             )
             await store.open()
+            await _named(store, name)
             box["store"] = store
         finally:
             opened.set()
@@ -2153,6 +2167,7 @@ def test_closed_from_another_loop_as_the_home_loop_ends(
         thread.join()
     names = {t.name for t in threading.enumerate()}
     assert f"pipeline:{store!r}" not in names  # the store's thread ended
+    assert kind != "redis" or _redis_clients(url, name) == 0  # ended
     anyio.run(store.aclose, backend=closer)  # again: a no-op
     if "loop" in box:
         box["loop"].close()
@@ -3147,3 +3162,203 @@ def test_redis_bound_timers_of_loops_in_two_threads_fire_at_once(
         for t in threads:
             t.join()
     assert failures == []
+
+
+# The home loop ends with a command in flight: its transport is collected
+# unclosed, which asyncio reports (a ResourceWarning); what the test looks
+# for is any other exception left unraised (the unraisable hook's).
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.redis
+@pytest.mark.parametrize("ending", ["stopped", "closed"])
+@pytest.mark.parametrize("closer", ["asyncio", "trio"])
+def test_redis_closing_after_the_home_loop_ends_its_command_in_flight(
+    redis_url: str, ending: str, closer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Redis store whose home loop stops (or is closed) while a command
+    waits for its reply, then closed from another run: that command's
+    connection is ended by the close too (it was lent to the command, not
+    idle, and stayed open until the loop was closed or the task collected;
+    found attacking), the command raises the broken connection's error if
+    the loop runs again, and a task collected on the closed loop leaves no
+    "Exception ignored" behind (its connection's end scheduled a callback
+    on the closed loop).  The command is a pop the server holds (nothing is
+    pushed), sent in the loop's one turn: no timing."""
+    import redis as redis_py  # noqa: PLC0415
+
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    name = servers.namespace()
+    store = RedisStore(redis_url, prefix=name)
+
+    async def home(store: RedisStore) -> None:
+        await store.open()
+        # The store's one connection, named so that the server can count it.
+        await store._ask("CLIENT", "SETNAME", name)
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(home(store))
+    held = loop.create_task(store._ask("BLPOP", f"{name}:nothing", 0))
+    loop.run_until_complete(asyncio.sleep(0))  # it sends, then waits
+    assert not held.done()
+    assert not store._here_wires  # lent to the command
+    assert _redis_clients(redis_url, name) == 1
+    if ending == "closed":
+        loop.close()
+    anyio.run(store.aclose, backend=closer)
+    assert _redis_clients(redis_url, name) == 0  # the server dropped it
+    if ending == "stopped":  # the loop runs again: the command ends
+        with pytest.raises(redis_py.exceptions.ConnectionError):
+            loop.run_until_complete(held)
+        loop.close()
+    del held, store  # collected now, in this test
+    gc.collect()
+    assert [u.exc_value for u in unraisable] == []
+
+
+def test_trio_as_a_guest_of_asyncio_is_told_from_asyncio() -> None:
+    """The server stores' look at the caller's library: asyncio's loop on
+    asyncio, None on trio, and None on trio in guest mode on an asyncio
+    loop too (asyncio's running loop is the host's there, while the task
+    is trio's: the stores took asyncio's way and failed; found
+    attacking), and asyncio's loop in an asyncio run blocking a trio
+    task."""
+    import trio  # noqa: PLC0415
+
+    from pipeline.stores._server import asyncio_loop  # noqa: PLC0415
+
+    async def on_trio() -> asyncio.AbstractEventLoop | None:
+        return asyncio_loop()
+
+    async def host() -> tuple[bool, asyncio.AbstractEventLoop | None]:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            on_trio,
+            run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+            done_callback=done.set_result,
+        )
+        in_guest = (await done).unwrap()
+        return asyncio_loop() is loop, in_guest
+
+    assert asyncio.run(host()) == (True, None)
+    assert trio.run(on_trio) is None
+    assert asyncio_loop() is None  # no loop at all
+
+    async def on_asyncio() -> bool:
+        return asyncio_loop() is asyncio.get_running_loop()
+
+    async def asyncio_inside_trio() -> bool:
+        # A loop run from inside trio's (blocking it): trio's name is set.
+        return asyncio.run(on_asyncio())
+
+    assert trio.run(asyncio_inside_trio)
+
+
+def _as_trio_guest(
+    run: Callable[[], Awaitable[Any]],
+) -> Callable[[], Coroutine[Any, Any, Any]]:
+    """An asyncio function that runs *run* as a trio guest run of the
+    caller's loop (``trio.lowlevel.start_guest_run``) and returns what it
+    returns."""
+    import trio  # noqa: PLC0415
+
+    async def host() -> Any:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            run,
+            run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+            done_callback=done.set_result,
+        )
+        return (await done).unwrap()
+
+    return host
+
+
+async def _every_call(store: stores.CheckpointStore, thread: str) -> None:
+    """Every call of *store* on *thread*, each checked, the lease's by
+    :func:`~pipeline.stores.leased` too; the thread deleted at the end."""
+    assert (
+        await store.commit(rec(thread, 0), expected_head=None)
+    ).unwrap() is None
+    assert await store.head(thread) == 0
+    assert [r.version for r in await store.records(thread)] == [0]
+    assert thread in await store.threads()
+    lease = (await store.acquire(thread, "guest", ttl=5)).unwrap()
+    lease = (await store.renew(lease, ttl=5)).unwrap()
+    committed = await store.commit(
+        rec(thread, 1), expected_head=0, lease=lease
+    )
+    assert committed.unwrap() is None
+    await store.release(lease)
+
+    async def body(held: Any) -> Any:
+        del held
+        return Success(await store.head(thread))
+
+    assert (await stores.leased(store, thread, body)).unwrap() == 1
+    await store.delete(thread)
+    assert await store.head(thread) is None
+
+
+def test_trio_as_a_guest_of_asyncio_uses_a_server_store(
+    server: Server,
+) -> None:
+    """trio in guest mode on an asyncio loop: a store opened in the guest
+    run serves it (trio's way); one opened on the host loop serves the
+    guest run and the host; one opened in the guest run serves the host's
+    tasks too, and closes from a later guest run.  Every call of each
+    (found attacking: opening took asyncio's way inside trio, Redis
+    raised "Timeout should be used inside a task" and PostgreSQL trio's
+    "unrecognized yield message")."""
+    from pipeline.stores.postgres import PostgresStore  # noqa: PLC0415
+    from pipeline.stores.redis import RedisStore  # noqa: PLC0415
+
+    kind, url = server
+    name = servers.namespace()
+
+    def make() -> PostgresStore | RedisStore:
+        if kind == "postgres":
+            return PostgresStore(url, schema=name)
+        return RedisStore(url, prefix=name)
+
+    async def in_guest() -> None:
+        async with make() as store:
+            await _every_call(store, "opened in the guest")
+
+    asyncio.run(_as_trio_guest(in_guest)())
+
+    async def on_host() -> None:
+        store = make()
+        await store.open()
+
+        async def guest() -> None:
+            await _every_call(store, "used in the guest")
+
+        await _as_trio_guest(guest)()
+        await _every_call(store, "used on the host")
+        await store.aclose()
+
+    asyncio.run(on_host())
+
+    box: dict[str, Any] = {}
+
+    async def opened() -> None:
+        box["store"] = store = make()
+        await store.open()
+        await _every_call(store, "opened by a guest")
+
+    async def closed() -> None:
+        await _every_call(box["store"], "closed by a guest")
+        await box["store"].aclose()
+
+    async def host() -> None:
+        await _as_trio_guest(opened)()
+        await _every_call(box["store"], "used on the host")
+        await _as_trio_guest(closed)()
+
+    asyncio.run(host())
+    if kind == "postgres":
+        servers.drop_schema(url, name)

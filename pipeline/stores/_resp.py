@@ -46,6 +46,7 @@ import redis.exceptions
 from redis._parsers import BaseParser
 
 from ._poll import Readable
+from ._server import asyncio_loop
 
 
 _CHUNK: Final = 65536
@@ -221,7 +222,7 @@ async def _connected(where: Target) -> socket.socket | None:
     sockets connect, without anyio's happy eyeballs (a task group and a
     task: 190 µs of a connection's 250, and a W5 run opens one).  None for
     a name (anyio resolves it and tries each address), or off trio."""
-    if asyncio._get_running_loop() is not None:  # noqa: SLF001  # in asyncio.__all__
+    if asyncio_loop() is not None:
         return None
     address: str | tuple[str, int]
     if where.path is not None:
@@ -576,6 +577,7 @@ class LoopConnection:
     :class:`Connection` (trio's)."""
 
     __slots__ = (
+        "__weakref__",
         "_armed",
         "_context",
         "_deadline",
@@ -763,11 +765,17 @@ class LoopConnection:
         return reply
 
     def abandon(self) -> None:
-        """Close it at once (on its loop's thread)."""
+        """Close it at once (on its loop's thread).  Its loop closed (a
+        command in flight then, its task collected since): ended as
+        :meth:`shut` ends it, the transport closing the socket when
+        collected (a closed loop schedules nothing)."""
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
         self._armed = math.inf
+        if self._loop.is_closed():
+            self.shut()
+            return
         self._transport.abort()
 
     def shut(self) -> None:

@@ -10,7 +10,8 @@ Callers on trio, or on other asyncio loops, hand their calls to a
 :class:`~pipeline.stores._bridge.LoopThread` (an asyncio loop in a thread
 of its own, started by the first such call: a store used only at home
 starts none), whose client ``_connect`` makes on its first call; opened on
-trio, the store has no home and runs ``_open`` there.  A store whose client
+trio, the store has no home and runs ``_open`` there (trio in guest mode on
+an asyncio loop is trio: see :func:`asyncio_loop`).  A store whose client
 also runs on trio (``_native``: Redis, see :mod:`pipeline.stores._resp`)
 runs trio's calls, and its home loop's, in the caller's own task instead
 (its commands hold asyncio's own cancellation back themselves), and
@@ -35,6 +36,7 @@ import asyncio
 import concurrent.futures
 import functools
 import threading
+import types
 
 from collections.abc import Callable, Coroutine, Sequence
 from types import ModuleType
@@ -63,11 +65,42 @@ def trio_module() -> ModuleType:
     return trio
 
 
-asyncio_loop: Callable[[], asyncio.AbstractEventLoop | None] = (
+_running_loop: Callable[[], asyncio.AbstractEventLoop | None] = (
     asyncio._get_running_loop  # noqa: SLF001  # in asyncio.__all__
 )
-"""The caller's asyncio loop, or None (on trio: asyncio's own, without the
-error ``get_running_loop`` raises there, a microsecond a call)."""
+_current_task = asyncio.current_task
+
+try:
+    import sniffio
+except ImportError:  # no trio (which depends on it): no trio run either
+    _library: Any = types.SimpleNamespace(name=None)
+else:
+    _library = sniffio.thread_local
+
+
+def asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The caller's asyncio loop, or None on trio.
+
+    asyncio's own look (without the error ``get_running_loop`` raises on
+    trio, a microsecond a call), unless trio runs the caller: trio in guest
+    mode (``trio.lowlevel.start_guest_run``) runs on an asyncio loop, which
+    is then the thread's running loop while the task is trio's.  trio names
+    itself in sniffio's thread-local while it runs, its guest ticks too
+    (one attribute: sniffio's ``current_async_library`` reads a context
+    variable as well), and only then is it read; an asyncio loop run
+    from inside trio's (a blocking ``asyncio.run`` in a trio task: trio's
+    name is still set) is told apart by its task, as guest runs have no
+    asyncio task.
+    """
+    loop = _running_loop()
+    if (
+        loop is not None
+        and _library.name is not None
+        and _library.name == "trio"
+        and _current_task(loop) is None  # no asyncio task runs: trio's
+    ):
+        return None
+    return loop
 
 
 _CLOSED = "the store was closed while this call was in flight"
@@ -106,24 +139,26 @@ thread waits for it to close its client."""
 
 def _closed_at_home(
     done: concurrent.futures.Future[None], home: asyncio.AbstractEventLoop
-) -> None:
-    """Wait (in a worker thread) for the home loop to close its client.
+) -> bool:
+    """Wait (in a worker thread) for the home loop to close its client:
+    whether it did.
 
     The home loop may stop before it runs the close (``asyncio.run``
     returning: its cleanup cancels the close; ``run_until_complete``
     returning: nothing runs it until the loop runs again), so a stopped
-    home loop ends the wait: its client's work is gone with it."""
+    home loop ends the wait: its client's work is gone with it, and what
+    is left of it (connections) the caller closes from where it is."""
     while True:
         try:
             done.result(timeout=_HOME_POLL)
         except concurrent.futures.TimeoutError:
             if not home.is_running():
                 done.cancel()
-                return
+                return False
         except concurrent.futures.CancelledError:
-            return  # cancelled by the home loop's cleanup
+            return False  # cancelled by the home loop's cleanup
         else:
-            return
+            return True
 
 
 class ServerStore:
@@ -135,6 +170,11 @@ class ServerStore:
     """The asyncio loop the store was opened on, whose calls run there."""
     _closing = False
     _opened = False
+    _home_gone = False
+    """Whether ``aclose`` found the home loop stopped, or saw it stop
+    before it ran the close scheduled there (it may still be running its
+    own cleanup): what the store keeps for that loop is then closed from
+    where ``_close`` runs (Redis: see ``RedisStore._close``)."""
     _native = False
     """Whether the store's client runs on trio too: its trio callers, and
     its home loop's, run their calls in their own task (see ``_here``), and
@@ -271,13 +311,15 @@ class ServerStore:
                         done = asyncio.run_coroutine_threadsafe(
                             self._close_home(), home
                         )
-                        await anyio.to_thread.run_sync(
+                        at_home = await anyio.to_thread.run_sync(
                             _closed_at_home, done, home
                         )
-                    # else the home loop is gone, and its client's work with
-                    # it: what the store keeps for other loops and runs is
+                    # else (or if it stopped before it closed) the home
+                    # loop is gone, and its client's work with it: what
+                    # the store keeps for it, other loops and runs is
                     # closed here (below)
             finally:
+                self._home_gone = home is not None and not at_home
                 # The store's own thread is closed whatever became of the
                 # home loop's client: a second aclose() is a no-op.
                 if self._loop is not None:

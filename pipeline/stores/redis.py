@@ -49,7 +49,20 @@ connection it was reading from (never kept with a reply nobody read).  A
 cancelled write whose command ran past its bound, or whose connection
 broke, may or may not have landed: on asyncio the cancellation it raises
 has that error as its ``__cause__``; on trio the error itself is raised
-(trio's shield holds the cancellation until the next checkpoint).
+(trio's shield holds the cancellation until the next checkpoint).  trio in
+guest mode (``trio.lowlevel.start_guest_run`` on an asyncio loop) is trio
+here, on the loop the store was opened on too: asyncio's running loop is
+the host's there, but the caller is trio's task (see ``asyncio_loop`` in
+:mod:`pipeline.stores._server`).
+
+**Closing.** ``aclose()`` closes the connections of every loop and trio
+run (a command in flight on a loop that runs closes its own when it ends).
+If the loop the store was opened on stopped, or was closed, with the store
+open, a close from another loop or trio run ends that loop's connections
+from there: the idle ones, and one lent to a command that was in flight as
+the loop stopped.  Each is shut down (the server drops it at once); its
+socket is closed by its transport, when the loop runs again (the command
+then raises ``ConnectionError``) or when it is collected.
 """
 
 from __future__ import annotations
@@ -425,6 +438,12 @@ class RedisStore(ServerStore):
         loop it was opened on, for a URL it speaks: see _ask_home)."""
         self._here_wires: list[_resp.LoopConnection] = []
         """That loop's idle connections."""
+        self._here_all: weakref.WeakSet[_resp.LoopConnection] = (
+            weakref.WeakSet()
+        )
+        """Every connection of that loop's, idle or lent to a command
+        (noted as it is opened: none of a command's cost), for a close
+        from elsewhere once the loop stopped (see _close)."""
         self._shas: dict[str, str] = dict(_SHAS)
 
     @classmethod
@@ -496,12 +515,16 @@ class RedisStore(ServerStore):
         here = self._here_loop
         if here is not None and loop is here:
             _abandon(self._here_wires)
-        elif here is not None and not here.is_running():
-            # The home loop stopped or ended with the store open: its
-            # connections are ended from here (the server drops them), not
-            # left open for as long as the store lives.
-            ended, self._here_wires = self._here_wires, []
-            for wire in ended:
+        elif here is not None and self._home_gone:
+            # The home loop stopped or ended with the store open (or
+            # stopped before it ran the close: it may be running its
+            # cleanup still): its connections are ended from here (the
+            # server drops them), not left open for as long as the store
+            # lives: the idle ones, and those lent to a command that was in
+            # flight as the loop stopped (its task, if the loop runs again,
+            # raises the broken connection's error).
+            self._here_wires = []
+            for wire in list(self._here_all):
                 wire.shut()
         if loop is None:
             return
@@ -631,10 +654,13 @@ class RedisStore(ServerStore):
             wire.abandon()
             wire = None
         try:
-            if wire is None and held is not None:
-                wire = await _opened_anyway(where, held)
-            elif wire is None:
-                wire = await _resp.LoopConnection.open(where, _TIMEOUT)
+            if wire is None:
+                wire = await (
+                    _resp.LoopConnection.open(where, _TIMEOUT)
+                    if held is None
+                    else _opened_anyway(where, held)
+                )
+                self._here_all.add(wire)
             out = await wire.ask(command, bound=_TIMEOUT, held=held)
         except ResponseError:
             self._idle_again(idle, wire)
