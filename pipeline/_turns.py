@@ -607,14 +607,14 @@ class Loop:
     ) -> Failure[Any] | None:
         """Before a reply's tools run: ``Failure`` if the thread's lease may
         have lapsed (no tool starts then), else the calls announced."""
-        env = self.env
-        if env.boundary is not None:
-            lapsed = await env.boundary.ensure()
+        boundary = self.env.boundary
+        if boundary is not None and not boundary.lease_fresh():
+            lapsed = await boundary.ensure()
             if lapsed is not None:
                 return lapsed
         if listen:
             for call in calls:
-                await env.emit(ToolCallStarted(self.name, call))
+                await self.env.emit(ToolCallStarted(self.name, call))
         return None
 
     async def _tools(

@@ -471,3 +471,35 @@ async def test_a_renewal_that_never_answers_stops_the_run() -> None:
 
     with anyio.fail_after(GUARD):
         assert await stores.leased(store, "t", body) == Success(8)
+
+
+@pytest.mark.parametrize("lost", [False, True])
+@pytest.mark.parametrize("age", [0.0, 0.5, 0.66, 0.67, 0.9, 1.0, 2.0])
+async def test_a_fresh_lease_is_what_ensure_answers_at_once(
+    age: float, lost: bool
+) -> None:
+    """``Held.fresh`` (the engine's and the tools' check before each step
+    and batch of calls, no coroutine awaited) is true exactly when
+    ``ensure`` would answer ``None`` without asking the store: the lease
+    neither lost nor within a third of its time to live of lapsing
+    (*age*: the part of it gone since it was taken)."""
+    ttl = 30.0
+    store = Watched(ttl=ttl)
+    taken = await store.acquire("t", "me", ttl=ttl)
+    held = stores.Held(
+        store, taken.unwrap(), ttl, time.monotonic() - age * ttl
+    )
+    held.lost = lost
+    fresh = held.fresh()
+    out = await held.ensure()
+    assert fresh == (not lost and age < 2 / 3 - 0.001)
+    if fresh:
+        assert out is None
+        assert store.renewals == 0
+    elif lost:
+        assert out == Failure(LeaseLost("t"))
+        assert store.renewals == 0
+    else:  # renewed first (it was not taken: the step goes on)
+        assert out is None
+        assert store.renewals == 1
+        assert held.fresh()

@@ -309,9 +309,13 @@ class Codec(Generic[S]):
         )
         self._one_pass: tuple[_OnePass, ...] = (
             one_pass
-            if any(how is not _OTHER for _, how, _ in one_pass)
+            if any(how not in (_OTHER, _HOOKED) for _, how, _ in one_pass)
             else ()
         )
+        # For a field written by its value's hook: the hook, the type of
+        # an empty value and the type of what it writes, once an empty
+        # value was written and read back as itself (see _empty_written).
+        self._empties: dict[str, tuple[Any, type[Any], type[Any]]] = {}
 
     def _one_pass_field(self, name: str, same: Any) -> _OnePass:
         """How :meth:`document_proved` writes field *name* (whose
@@ -328,7 +332,7 @@ class Codec(Generic[S]):
         kind = scalar_kind(same)
         if kind is not None:
             return (name, _SCALAR, kind)
-        return (name, _OTHER, None)
+        return (name, _HOOKED, None)  # by its value's hook: empty, maybe
 
     # -- encoding -----------------------------------------------------------
 
@@ -508,43 +512,50 @@ class Codec(Generic[S]):
     def document_proved(
         self,
         snap: Snapshot[S],
-        parent: Snapshot[S],
+        parent: Snapshot[S] | None,
         progress: Progress | None,
         inherit: bool,
         memo: Memo | None,
     ) -> Doc | None:
         """:meth:`_document` of *snap* against *parent* in one pass, when
         every field that changed is a log that only grew, of items a fused
-        writer proves; a value one proves; or a strict
-        scalar (``int``, ``str``, ``bool``) of exactly its type: a document
+        writer proves; a value one proves; a strict
+        scalar (``int``, ``str``, ``bool``) of exactly its type; or an
+        empty immutable container its hook writes as an empty one that
+        reads back as it (see :meth:`_empty_written`): a document
         with nothing left to check (see :meth:`seal`).  ``None`` when one
-        is not (the general way writes it).  The same document as the
+        is not (the general way writes it).  Without *parent* (a root
+        record: a thread's admission), every field counts as changed and
+        every log is written whole.  The same document as the
         general way's (a property test compares them); *memo* as there."""
         state = snap.state
-        old = parent.state
+        old = _ROOT if parent is None else parent.state
         if (
             not self._one_pass
             or type(state) is not self._cls
-            or type(old) is not self._cls
+            or (type(old) is not self._cls and old is not _ROOT)
         ):
             return None
         changed: dict[str, Any] = {}
         logs: dict[str, Any] = {}
         for name, how, what in self._one_pass:
             value = getattr(state, name)
-            before = getattr(old, name)
+            before = getattr(old, name, _ABSENT)
             if value is before:
                 continue
             if how is _LOG:
-                if (
-                    type(value) not in _VECTORS
-                    or type(before) not in _VECTORS
-                    or not self._grown(name, before, value, state)
+                if type(value) not in _VECTORS:
+                    return None
+                if before is _ABSENT:  # a root's: written whole
+                    n = 0
+                elif type(before) not in _VECTORS or not self._grown(
+                    name, before, value, state
                 ):
                     return None
-                n = len(before)
-                if len(value) == n:
-                    continue
+                else:
+                    n = len(before)
+                    if len(value) == n:
+                        continue
                 items = self._proved(name, value[n:], [], memo)
                 if items is None:
                     return None
@@ -563,9 +574,35 @@ class Codec(Generic[S]):
                 and self._hook_of(what) is identity  # written as itself
             ):
                 changed[name] = value
+            elif how is _HOOKED and type(value) in _FROZEN and not value:
+                empty = self._empty_written(name, value, state)
+                if empty is None:
+                    return None
+                changed[name] = empty
             else:
                 return None
         return _completed({}, changed, logs, snap, parent, progress, inherit)
+
+    def _empty_written(self, name: str, value: Any, state: Any) -> Any:
+        """What the general way writes for *value*, an empty immutable
+        container (a context's metadata, most often) in field *name* of
+        *state*, by its class's hook: a new empty ``dict`` or ``list``,
+        if that is what the hook writes and it reads back as *value*;
+        else ``None``.  Written and checked the first time for each field,
+        hook and type (every empty value of one such type is equal, and
+        holds nothing a hook could write otherwise or a sink could take),
+        then known."""
+        cls = value.__class__
+        hook = self._hook_of(cls)
+        known = self._empties.get(name)
+        if known is None or known[0] is not hook or known[1] is not cls:
+            written = value if hook is identity else hook(value)
+            if type(written) not in (dict, list) or written:
+                return None
+            if self._check({"state": {name: written}}, state, "") is not None:
+                return None
+            known = self._empties[name] = (hook, cls, type(written))
+        return known[2]()
 
     def _items_written(self, name: str, values: Sequence[Any]) -> list[Any]:
         """A log's new items as written: by their own class's hook, or by
@@ -715,12 +752,8 @@ class Codec(Generic[S]):
         node = snap.node or "<start>"
         proven: list[str] = []
         try:
-            at_once = (
-                None
-                if parent is None
-                else self.document_proved(
-                    snap, parent, progress, inherit, memo
-                )
+            at_once = self.document_proved(
+                snap, parent, progress, inherit, memo
             )
             if at_once is None:
                 doc, sink = self._with_blobs(
@@ -1423,8 +1456,27 @@ _MAY = _may
 
 
 _SCALARS = frozenset({int, str, bool, type(None)})
-_LOG, _PROVED, _SCALAR, _OTHER = "log", "proved", "scalar", "other"
+_LOG, _PROVED, _SCALAR, _HOOKED, _OTHER = (
+    "log",
+    "proved",
+    "scalar",
+    "hooked",
+    "other",
+)
 """How a field is written in one pass (see Codec.document_proved)."""
+_FROZEN = frozenset({PMap, tuple, frozenset})
+"""Immutable containers whose empty values one pass may write (see
+Codec._empty_written)."""
+
+
+class _Root:
+    """The state before a root record's: it has no field (every field of
+    the state a root record writes counts as changed)."""
+
+    __slots__ = ()
+
+
+_ROOT = _Root()
 _OnePass = tuple[str, str, Any]
 """A field's name, how it is written in one pass, and with what: a
 proof (a log's items', a value's), a scalar type, or nothing."""

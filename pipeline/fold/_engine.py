@@ -668,10 +668,12 @@ async def _drive(
     machine, journal, context, hooks, on_event, max_steps, step, author = run
     # check: who says whether a step may start (the thread's lease, found
     # once for the run, not through the journal's coroutine every step).
-    gates, observers, check = (
+    # held: the same lease, which answers at once while fresh (no
+    # coroutine to await).
+    gates, observers, (check, held) = (
         hooks.gates,
         hooks.observers,
-        lease_check(journal),
+        _checks(journal),
     )
     while snap.next:
         if snap.step >= max_steps:
@@ -706,7 +708,11 @@ async def _drive(
                 )
         # Never start a step on a lease that may have lapsed while this
         # runner stalled (another may have taken the thread over).
-        if check is not None and (lapsed := await check.ensure()) is not None:
+        if (
+            check is not None
+            and (held is None or not held.fresh())
+            and (lapsed := await check.ensure()) is not None
+        ):
             return lapsed
         if on_event is not None:
             await on_event(NodeStarted(snap.next, snap.step))
@@ -764,6 +770,17 @@ async def _drive(
     if snap.status is Status.DONE:
         return Success(snap)
     return Success(attrs.evolve(snap, status=Status.DONE))
+
+
+def _checks(
+    journal: Journal[Any] | None,
+) -> tuple[Held | Journal[Any] | None, Held | None]:
+    """Who says whether a step of a run on *journal* may start (see
+    :func:`lease_check`), and the same if it is a lease (else ``None``):
+    a lease is asked at once (:meth:`~pipeline.stores.Held.fresh`), and
+    awaited only near its expiry."""
+    check = lease_check(journal)
+    return check, check if type(check) is Held else None
 
 
 async def _bare(

@@ -448,6 +448,13 @@ class Boundary:
             root.touched.update(full)
         return failed
 
+    def lease_fresh(self) -> bool:
+        """Whether work inside this step may start now without asking (no
+        lease to check, or one :meth:`~pipeline.stores.Held.fresh`): if
+        not, :meth:`ensure` says."""
+        asked = lease_check(self._journal)
+        return asked is None or (type(asked) is Held and asked.fresh())
+
     def ensure(self) -> Awaitable[Failure[Any] | None]:
         """``None`` if work inside this step may start now (see
         :meth:`Journal.ensure`): folds nested in the step and the tool calls

@@ -64,7 +64,14 @@ class Held:
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_fresh_until", "_store", "_ttl", "lease", "lost")
+    __slots__ = (
+        "_fresh_until",
+        "_renew_at",
+        "_store",
+        "_ttl",
+        "lease",
+        "lost",
+    )
 
     def __init__(
         self, store: CheckpointStore, lease: Lease, ttl: float, since: float
@@ -76,11 +83,25 @@ class Held:
         self.lost = False
         """Whether a renewal found the lease taken (the run must stop)."""
         self._fresh_until = since + ttl
+        # When a step must renew first (see margin), computed as ensure
+        # computed it at each step: the same float.
+        self._renew_at = self._fresh_until - ttl / 3
 
     def renewed(self, lease: Lease, since: float) -> None:
         """Note a renewal whose request left at monotonic time *since*."""
         self.lease = lease
         self._fresh_until = since + self._ttl
+        self._renew_at = self._fresh_until - self._ttl / 3
+
+    def fresh(self) -> bool:
+        """Whether a step may start now without asking the store: the
+        lease is not lost, nor within :attr:`margin` of lapsing (what
+        :meth:`ensure` answers at once, without a coroutine to await: a
+        run asks before each step and each batch of tool calls).
+
+        .. versionadded:: 0.1.0
+        """
+        return not self.lost and time.monotonic() < self._renew_at
 
     @property
     def margin(self) -> float:
@@ -97,7 +118,7 @@ class Held:
         """
         if self.lost:
             return Failure(LeaseLost(self.lease.thread_id))
-        if time.monotonic() < self._fresh_until - self.margin:
+        if time.monotonic() < self._renew_at:  # _fresh_until - margin
             return None
         for _ in range(_RENEWALS):
             since = time.monotonic()

@@ -57,6 +57,16 @@ class MemoryStore:
         """See :attr:`~pipeline.stores.CheckpointStore.lease_ttl`."""
         return self._lease_ttl
 
+    def _checked(self, thread_id: object, name: str) -> str:
+        """*thread_id*, checked (see :func:`check_thread_id`) unless it
+        names a thread this store has leased: a lease is taken only on an
+        id checked already (:meth:`acquire`), so an id among the leases'
+        is one the check passes, and a run's every commit, renewal and
+        release skips it (about 0.25 us each)."""
+        if type(thread_id) is str and thread_id in self._leases:
+            return thread_id
+        return check_thread_id(thread_id, name)
+
     async def commit(
         self,
         record: Record,
@@ -65,7 +75,7 @@ class MemoryStore:
         lease: Lease | None = None,
     ) -> Result[None, ConcurrentModification | LeaseLost]:
         """See :meth:`~pipeline.stores.CheckpointStore.commit`."""
-        check_thread_id(record.thread_id, "record.thread_id")
+        self._checked(record.thread_id, "record.thread_id")
         with self._mutex:
             if lease is not None and not holds(
                 self._leases.get(record.thread_id), lease
@@ -142,7 +152,7 @@ class MemoryStore:
         self, lease: Lease, *, ttl: float
     ) -> Result[Lease, LeaseLost]:
         """See :meth:`~pipeline.stores.CheckpointStore.renew`."""
-        thread_id = check_thread_id(lease.thread_id, "lease.thread_id")
+        thread_id = self._checked(lease.thread_id, "lease.thread_id")
         with self._mutex:
             if not holds(self._leases.get(thread_id), lease):
                 return Failure(LeaseLost(thread_id))
@@ -156,7 +166,7 @@ class MemoryStore:
 
     async def release(self, lease: Lease) -> None:
         """See :meth:`~pipeline.stores.CheckpointStore.release`."""
-        thread_id = check_thread_id(lease.thread_id, "lease.thread_id")
+        thread_id = self._checked(lease.thread_id, "lease.thread_id")
         with self._mutex:
             row = self._leases.get(thread_id)
             if holds(row, lease):
