@@ -237,44 +237,6 @@ def collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return exc
 
 
-def native_cancels() -> tuple[asyncio.Task[Any] | None, int]:
-    """The caller's asyncio task and its count of cancel requests
-    (``cancelling()``), to hand to :func:`kept_cancel` as a task group
-    ends; ``(None, 0)`` on trio."""
-    loop = _running_loop()
-    if loop is None:
-        return None, 0
-    task = _current_task(loop)
-    return task, (task.cancelling() if task is not None else 0)
-
-
-def kept_cancel(
-    exc: BaseException, host: asyncio.Task[Any] | None, asked: int
-) -> BaseException:
-    """*exc*, about to be raised from a task group in *host*, which had
-    *asked* cancel requests when the group began.
-
-    anyio's task group on asyncio drops the host's own ``CancelledError``
-    when a branch raised: a native ``task.cancel()`` (``asyncio.timeout``,
-    ``wait_for``) that landed while the group waited for its branches
-    then left only the branch's error, and was never raised again (the
-    task's count stays up, its cancellation spent), so a caller that
-    handled the error ran on past its deadline.  When the count grew
-    during the group and *exc* is not a cancellation, the request is
-    made again, the count unchanged (as asyncio's own ``TaskGroup`` does
-    from Python 3.13): *exc* is raised first, and the cancellation lands
-    at the caller's next suspension.
-    """
-    if (
-        host is not None
-        and host.cancelling() > asked
-        and not isinstance(exc, asyncio.CancelledError)
-    ):
-        host.uncancel()
-        host.cancel()
-    return exc
-
-
 def _lone(exc: BaseException) -> BaseException:
     """The one exception inside nested single-member groups, else *exc*."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -365,7 +327,6 @@ async def _run_group(
     siblings = Siblings()
     remaining = 1 if lazy else tasks
     done = anyio.Event()
-    host, asked = native_cancels()
 
     async def branch(first: bool) -> None:
         nonlocal remaining
@@ -401,7 +362,7 @@ async def _run_group(
                 if not done.is_set():
                     siblings.cancel()
     except BaseExceptionGroup as group:
-        raise kept_cancel(collapse(group), host, asked) from None
+        raise collapse(group) from None
     siblings.raise_stray()
 
 

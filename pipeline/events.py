@@ -20,7 +20,6 @@ nothing when nobody listens.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import math
@@ -38,7 +37,7 @@ from anyio.streams.memory import (
 )
 from returns.result import Result
 
-from ._concurrency import Siblings, collapse, kept_cancel, native_cancels
+from ._concurrency import Siblings, collapse
 from ._handler import Handler
 from ._messages import Message, ToolCall
 
@@ -458,11 +457,8 @@ class EventStream(Generic[Out, Err]):
         # ends.
         self._siblings = Siblings()
         self._scope = self._siblings.scope()
-        self._host: asyncio.Task[Any] | None = None
-        self._host_cancels = 0
 
     async def __aenter__(self) -> Self:
-        self._host, self._host_cancels = native_cancels()
         send, receive = anyio.create_memory_object_stream[Event](self._buffer)
         self._send, self._receive = send, receive
         self._group = anyio.create_task_group()
@@ -522,9 +518,7 @@ class EventStream(Generic[Out, Err]):
         try:
             suppressed = await self._group.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
-            raise kept_cancel(
-                collapse(group), self._host, self._host_cancels
-            ) from None
+            raise collapse(group) from None
         if exc is None:
             self._siblings.raise_stray()
         return suppressed

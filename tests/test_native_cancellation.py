@@ -14,11 +14,10 @@ the end cancel the backend's own way on both backends (``tests/cancelling.py``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 from collections.abc import Callable, Coroutine
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import anyio
 import attrs
@@ -221,62 +220,6 @@ async def test_a_branch_error_as_the_caller_is_cancelled_is_raised_alone(
     with pytest.raises(ConnectionError, match="went away"):
         await run()
     assert len(calls) >= 1
-
-
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.parametrize(
-    "shape", ["a & b", "b & a", "must", "first", "stream"]
-)
-async def test_a_native_cancel_while_a_fan_out_cleans_up_stays(
-    shape: str,
-) -> None:
-    """A ``task.cancel()`` landing while a fan-out waits for a branch's
-    cleanup after another branch raised is raised at the caller's next
-    suspension: anyio's task group dropped it for the branch's error, and
-    a caller that handled the error ran on, its cancellation spent
-    (red team, round eleven)."""
-    host: list[asyncio.Task[Any]] = []
-
-    @handler
-    async def fails(x: int) -> Result[int, str]:
-        raise ValueError("boom")
-
-    @handler
-    async def cleans_up(x: int) -> Result[int, str]:
-        try:
-            await anyio.sleep(3600)
-        finally:
-            with anyio.CancelScope(shield=True):
-                host[0].cancel()  # lands while the group waits for this
-                await anyio.lowlevel.checkpoint()
-        return Success(x)
-
-    comp: Any = {
-        "a & b": fails & cleans_up,
-        "b & a": cleans_up & fails,
-        "must": must(fails, cleans_up, aggregate=lambda _, o: Success(o)),
-        "first": first(fails, cleans_up),
-        "stream": fails & cleans_up,
-    }[shape]
-    ran: list[str] = []
-
-    async def caller() -> None:
-        host.append(cast("asyncio.Task[Any]", asyncio.current_task()))
-        with contextlib.suppress(ValueError):
-            if shape == "stream":
-                async with stream(comp, 1) as events:
-                    async for _ in events:
-                        pass
-            else:
-                await comp(1)
-        ran.append("handled the error")
-        await anyio.lowlevel.checkpoint()
-        ran.append("ran on past its cancellation")
-
-    task = asyncio.ensure_future(caller())
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert ran == ["handled the error"]
 
 
 def _scope_canceller(
