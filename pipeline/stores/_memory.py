@@ -133,9 +133,12 @@ class MemoryStore:
     ) -> Result[Lease, ThreadBusy]:
         """See :meth:`~pipeline.stores.CheckpointStore.acquire`."""
         check_thread_id(thread_id)
+        # Kept under a plain ``str`` (a subclass's own ``__eq__`` and
+        # ``__hash__`` could make another id look leased: see _checked).
+        key = str.__str__(thread_id)
         with self._mutex:
             out = take(
-                self._leases.get(thread_id),
+                self._leases.get(key),
                 thread_id,
                 owner,
                 ttl,
@@ -143,9 +146,7 @@ class MemoryStore:
             )
             if type(out) is Success:
                 lease = out.unwrap()
-                self._leases[thread_id] = LeaseRow(
-                    owner, lease.token, lease.expires
-                )
+                self._leases[key] = LeaseRow(owner, lease.token, lease.expires)
             return out
 
     async def renew(

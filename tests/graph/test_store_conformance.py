@@ -130,6 +130,34 @@ async def test_every_call_refuses_a_thread_id_no_store_keeps(
         assert list(await store.threads()) == []  # nothing was written
 
 
+@pytest.mark.parametrize("bad", ["", "x" * 100_000, "nul\x00", "lone\ud800"])
+async def test_a_leased_id_of_loose_equality_lets_no_bad_id_through(
+    make_store: StoreFactory, bad: str
+) -> None:
+    """A thread leased under a ``str`` subclass whose ``__eq__`` and
+    ``__hash__`` match an id no store keeps does not let that id through
+    ``renew`` or ``release`` (the memory store skips the check for an id
+    it holds a lease on, and kept the subclass as the key: attack18 F4)."""
+    from pipeline.errors import InvalidThreadId  # noqa: PLC0415
+
+    class Loose(str):
+        __slots__ = ()
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, str)
+
+        def __hash__(self) -> int:
+            return hash(bad)
+
+    async with make_store() as store:
+        leased = (await store.acquire(Loose("ok"), "me", ttl=30.0)).unwrap()
+        forged = stores.Lease(bad, "me", leased.token, leased.expires)
+        with pytest.raises(InvalidThreadId):
+            await store.renew(forged, ttl=30.0)
+        with pytest.raises(InvalidThreadId):
+            await store.release(forged)
+
+
 async def test_concurrent_writers_one_winner_per_version(
     make_store: StoreFactory,
 ) -> None:
