@@ -53,7 +53,10 @@ has that error as its ``__cause__``; on trio the error itself is raised
 guest mode (``trio.lowlevel.start_guest_run`` on an asyncio loop) is trio
 here, on the loop the store was opened on too: asyncio's running loop is
 the host's there, but the caller is trio's task (see ``asyncio_loop`` in
-:mod:`pipeline.stores._server`).
+:mod:`pipeline.stores._server`).  That holds when the host runs trio's
+ticks as loop callbacks (``loop.call_soon_threadsafe``, as trio's
+documentation does); ticks run from inside an asyncio task (a queue
+pump) look like asyncio's own there, and the store's calls fail.
 
 **Closing.** ``aclose()`` closes the connections of every loop and trio
 run (a command in flight on a loop that runs closes its own when it ends).
