@@ -3,6 +3,9 @@ way gives (see docs/performance.md, the checkpointed run's fixed cost)."""
 
 from __future__ import annotations
 
+import os
+
+from collections.abc import Callable
 from urllib.parse import quote
 
 import anyio
@@ -134,3 +137,50 @@ async def test_a_checkpointed_agent_run_records_what_it_did() -> None:
             records = await store.records(thread)
             assert len(records) >= 3
             assert b"f:a%20b%2Fc#0" in b"".join(r.data for r in records)
+
+
+def test_the_environment_is_read_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    # runs._in_environ asks os.environ's own mapping: a variable set or
+    # unset between two runs is seen, as ``in os.environ`` sees it.
+    from pipeline import runs  # noqa: PLC0415
+
+    name = "PIPELINE_TEST_ENV_READ_NOW"
+    monkeypatch.delenv(name, raising=False)
+    assert not runs._in_environ(name)
+    monkeypatch.setenv(name, "x")
+    assert runs._in_environ(name)
+    assert runs._in_environ(name) == (name in os.environ)
+    monkeypatch.delenv(name)
+    assert not runs._in_environ(name)
+    # Something else standing in for os.environ is asked as itself.
+    monkeypatch.setattr(os, "environ", {name: "y"})
+    assert runs._in_environ(name)
+    monkeypatch.setattr(os, "environ", {})
+    assert not runs._in_environ(name)
+
+
+def test_a_provider_named_in_the_environment_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Without the OpenTelemetry API imported, only the variable says a
+    # provider may be set: set between two checks, the API is looked at.
+    import sys  # noqa: PLC0415
+
+    from pipeline import runs  # noqa: PLC0415
+
+    asked: list[str] = []
+    monkeypatch.delitem(sys.modules, "opentelemetry.trace", raising=False)
+    monkeypatch.delenv("OTEL_PYTHON_TRACER_PROVIDER", raising=False)
+    monkeypatch.setattr(runs, "_in_environ", _spy(runs._in_environ, asked))
+    assert runs._global_tracing() is None
+    assert asked == ["OTEL_PYTHON_TRACER_PROVIDER"]
+    monkeypatch.setenv("OTEL_PYTHON_TRACER_PROVIDER", "nothing")
+    assert runs._in_environ("OTEL_PYTHON_TRACER_PROVIDER")
+
+
+def _spy(f: Callable[[str], bool], asked: list[str]) -> Callable[[str], bool]:
+    def spied(name: str) -> bool:
+        asked.append(name)
+        return f(name)
+
+    return spied
