@@ -44,7 +44,15 @@ from ._moved import moved
 from ._offload import note_agent, note_fold_tool
 from ._output import Output
 from ._runners import ok
-from ._turns import Intercept, Loop, PauseRequested, Turns, digest
+from ._turns import (
+    Intercept,
+    Loop,
+    PauseRequested,
+    ToolFacts,
+    Turns,
+    digest,
+    tool_facts,
+)
 from ._views import joined
 from .errors import AgentFailed, ConstructionError, MissingDeps
 from .events import MessageComplete, emit
@@ -280,6 +288,12 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
         alias="call",
         default=attrs.Factory(_agent_call, takes_self=True),
     )
+    _tool_facts: ToolFacts = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: tool_facts(self._tool_map), takes_self=True
+        ),
+    )
     _deps: object = attrs.field(init=False, default=NO_DEPS)
     _needs_deps: tuple[str, ...] = attrs.field(
         init=False,
@@ -476,7 +490,16 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
         if self.instructions:
             view = joined((Message.system(self.instructions),), view)
         loop = Loop(
-            self, view, tools, intercept, specs, env, self.input_guards, deps
+            self,
+            view,
+            tools,
+            intercept,
+            specs,
+            env,
+            self.input_guards,
+            deps,
+            # Its own tools' facts, made once (tools are frozen).
+            self._tool_facts if tools is self._tool_map else None,
         )
         max_steps = (
             self.max_turns

@@ -184,3 +184,42 @@ def _spy(f: Callable[[str], bool], asked: list[str]) -> Callable[[str], bool]:
         return f(name)
 
     return spied
+
+
+async def _shout(text: str) -> str:
+    """Return the text, louder."""
+    return text.upper()
+
+
+async def _whisper(text: str) -> str:
+    """Return the text, quieter."""
+    return text.lower()
+
+
+def test_an_agents_tool_facts_are_its_own_tools() -> None:
+    # An agent makes its own tools' facts (specs, approvals, secret
+    # arguments) once; other tools given to a run get theirs.
+    from pipeline import tool  # noqa: PLC0415
+    from pipeline._turns import tool_facts  # noqa: PLC0415
+
+    shout, whisper = tool(_shout), tool(_whisper)
+    asked = tool(approval=True)(_whisper)
+    model = ScriptedModel(Reply.text("a"), Reply.text("b"), Reply.text("c"))
+    agent = Agent("a", model, tools=[shout])
+    assert agent._tool_facts == tool_facts({"_shout": shout})
+    other = {"_whisper": asked}
+
+    async def main() -> None:
+        await agent.run([Message.user("x")])
+        await agent.converse([Message.user("x")], other)
+        await agent.converse([Message.user("x")], {"_whisper": whisper})
+
+    anyio.run(main)
+    assert [r.tools for r in model.requests] == [
+        (shout.spec,),
+        (asked.spec,),
+        (whisper.spec,),
+    ]
+    assert tool_facts(other)[1] is True
+    assert agent._tool_facts[1] is False
+    assert Agent("b", model, tools=[asked])._tool_facts[1] is True
