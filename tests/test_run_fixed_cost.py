@@ -9,6 +9,7 @@ from collections.abc import Callable
 from urllib.parse import quote
 
 import anyio
+import attrs
 import pytest
 
 from hypothesis import given
@@ -223,3 +224,73 @@ def test_an_agents_tool_facts_are_its_own_tools() -> None:
     assert tool_facts(other)[1] is True
     assert agent._tool_facts[1] is False
     assert Agent("b", model, tools=[asked])._tool_facts[1] is True
+
+
+def test_a_checked_thread_id_is_kept_for_plain_str_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # check_thread_id keeps the plain str ids it passed (bounded); a bad
+    # id, or a subclass whose __eq__ matches a kept one, is still checked.
+    from pipeline.errors import InvalidThreadId  # noqa: PLC0415
+    from pipeline.stores import _protocol  # noqa: PLC0415
+
+    monkeypatch.setattr(_protocol, "_CHECKED_IDS", set())
+    monkeypatch.setattr(_protocol, "_CHECKED_MAX", 3)
+    assert stores.check_thread_id("t") == "t"
+    assert stores.check_thread_id("t") == "t"  # kept: the same answer
+    assert {"t"} == _protocol._CHECKED_IDS
+
+    class Loose(str):  # looks like "t" to a set
+        __slots__ = ()
+
+        def __hash__(self) -> int:
+            return hash("t")
+
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    for bad in ("", "a\x00b", "\ud800", "x" * 257, Loose("t\x00"), 3):
+        with pytest.raises(InvalidThreadId):
+            stores.check_thread_id(bad)
+    assert type(stores.check_thread_id(Loose("t"))) is Loose
+    assert {"t"} == _protocol._CHECKED_IDS  # no subclass kept
+    for i in range(5):
+        stores.check_thread_id(f"id{i}")
+    assert len(_protocol._CHECKED_IDS) <= 3
+
+
+def test_context_checks_each_message_still() -> None:
+    # Exact messages all pass at once; a subclass of Message passes as
+    # before, anything else is named with its index.
+    class Mine(Message):
+        pass
+
+    msg = Message.user("x")
+    mine = object.__new__(Mine)
+    for field in attrs.fields(Message):
+        object.__setattr__(mine, field.name, getattr(msg, field.name))
+    assert len(Context().append(msg, mine, msg).messages) == 3
+    assert len(Context.of(mine, msg).messages) == 2
+    with pytest.raises(TypeError, match=r"argument\[2\] is a str"):
+        Context().append(msg, mine, "no")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"messages\[0\] is a int"):
+        Context.of(3, msg)  # type: ignore[arg-type]
+
+
+def test_a_finished_records_status_is_its_value() -> None:
+    from pipeline.fold import Status, _codec  # noqa: PLC0415
+
+    assert {s: _codec._STATUS_VALUES[s] for s in Status} == {
+        s: s.value for s in Status
+    }
+    assert all(type(v) is str for v in _codec._STATUS_VALUES.values())
+
+
+def test_a_memory_store_checks_a_lease_ttl_not_the_default() -> None:
+    from pipeline.errors import ConstructionError  # noqa: PLC0415
+
+    assert stores.MemoryStore().lease_ttl == stores.DEFAULT_LEASE_TTL
+    assert stores.MemoryStore(lease_ttl=5).lease_ttl == 5
+    for bad in (0, -1.0, float("nan"), "30"):
+        with pytest.raises(ConstructionError):
+            stores.MemoryStore(lease_ttl=bad)  # type: ignore[arg-type]
