@@ -200,6 +200,12 @@ def tool_facts(tools: Mapping[str, Tool]) -> ToolFacts:
     )
 
 
+_STARTS: dict[str, Snapshot[Turns]] = {}
+"""Each agent name's first snapshot (see :meth:`Loop.start`)."""
+
+_STARTS_MAX = 1024
+
+
 class PauseRequested(BaseException):  # not an error
     """A tool asks the agent's run to pause for a human (carried through
     the tool machinery, which turns exceptions into error results)."""
@@ -271,10 +277,23 @@ class Loop:
         self.specs = made_specs if specs is None else specs
 
     def start(self) -> Snapshot[Turns]:
-        """The snapshot before the first turn."""
-        return Snapshot.first(
-            self.name, _NO_TURNS, (self.name,), self.fingerprint
-        )
+        """The snapshot before the first turn: the same for every run of
+        an agent of this name (immutable, of nothing but the name), so
+        kept once made (for at most :data:`_STARTS_MAX` names)."""
+        name = self.name
+        known = _STARTS.get(name)
+        if (
+            known is not None
+            and type(name) is str
+            and known.fingerprint == self.fingerprint
+        ):
+            return known
+        made = Snapshot.first(name, _NO_TURNS, (name,), self.fingerprint)
+        if type(name) is str:  # a subclass's __eq__ could match another
+            if len(_STARTS) >= _STARTS_MAX:
+                _STARTS.clear()
+            _STARTS[name] = made
+        return made
 
     def gated(self, snap: Snapshot[Turns], /) -> bool:  # noqa: ARG002
         """Agents have no gates."""

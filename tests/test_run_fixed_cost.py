@@ -9,7 +9,6 @@ from collections.abc import Callable
 from urllib.parse import quote
 
 import anyio
-import attrs
 import pytest
 
 from hypothesis import given
@@ -260,19 +259,13 @@ def test_a_checked_thread_id_is_kept_for_plain_str_only(
 
 
 def test_context_checks_each_message_still() -> None:
-    # Exact messages all pass at once; a subclass of Message passes as
-    # before, anything else is named with its index.
-    class Mine(Message):
-        pass
-
+    # Exact messages all pass at once; anything else is named with its
+    # index, as before.
     msg = Message.user("x")
-    mine = object.__new__(Mine)
-    for field in attrs.fields(Message):
-        object.__setattr__(mine, field.name, getattr(msg, field.name))
-    assert len(Context().append(msg, mine, msg).messages) == 3
-    assert len(Context.of(mine, msg).messages) == 2
+    assert len(Context().append(msg, msg, msg).messages) == 3
+    assert len(Context.of(msg, msg).messages) == 2
     with pytest.raises(TypeError, match=r"argument\[2\] is a str"):
-        Context().append(msg, mine, "no")  # type: ignore[arg-type]
+        Context().append(msg, msg, "no")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"messages\[0\] is a int"):
         Context.of(3, msg)  # type: ignore[arg-type]
 
@@ -294,3 +287,21 @@ def test_a_memory_store_checks_a_lease_ttl_not_the_default() -> None:
     for bad in (0, -1.0, float("nan"), "30"):
         with pytest.raises(ConstructionError):
             stores.MemoryStore(lease_ttl=bad)  # type: ignore[arg-type]
+
+
+def test_an_agents_first_snapshot_is_its_names() -> None:
+    from pipeline import _turns  # noqa: PLC0415
+    from pipeline.fold import Snapshot  # noqa: PLC0415
+
+    model = ScriptedModel(Reply.text("a"))
+    for name in ("a", "b", "a"):
+        loop = _turns.Loop(Agent(name, model), (), {})
+        start = loop.start()
+        assert start == Snapshot.first(
+            name, _turns._NO_TURNS, (name,), f"agent:{name}"
+        )
+        assert start.thread_id == name
+        assert start.next == (name,)
+    assert (
+        _turns.Loop(Agent("a", model), (), {}).start() is _turns._STARTS["a"]
+    )
