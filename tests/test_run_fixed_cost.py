@@ -305,3 +305,32 @@ def test_an_agents_first_snapshot_is_its_names() -> None:
     assert (
         _turns.Loop(Agent("a", model), (), {}).start() is _turns._STARTS["a"]
     )
+
+
+async def test_an_agent_as_a_handler_appends_what_its_run_added() -> None:
+    # The handler runs the loop without building an AgentRun: the same
+    # messages appended, the same failure.
+    from pipeline import tool  # noqa: PLC0415
+    from pipeline.failures import TurnLimitExceeded  # noqa: PLC0415
+
+    shout = tool(_shout)
+
+    def script() -> ScriptedModel:
+        return ScriptedModel(
+            Reply.tool_call("_shout", {"text": "hi"}), Reply.text("done")
+        )
+
+    ctx = Context.of(Message.user("go"))
+    ran = (
+        await Agent("a", script(), tools=[shout]).run(ctx.messages)
+    ).unwrap()
+    handled = (await Agent("a", script(), tools=[shout])(ctx)).unwrap()
+    assert handled.messages == ctx.messages.extend(ran.messages)
+    assert handled.run_id == ctx.run_id
+    short = Agent("a", script(), tools=[shout], max_turns=1)
+    failed = await short(ctx)
+    assert isinstance(failed.failure(), TurnLimitExceeded)
+    alone = await Agent("a", script(), tools=[shout], max_turns=1).run(
+        ctx.messages
+    )
+    assert failed.failure() == alone.failure()
