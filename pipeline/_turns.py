@@ -177,6 +177,35 @@ def digest(instructions: str, messages: Sequence[Message]) -> str:
     return checksum(canonical(doc))[:16]
 
 
+ToolFacts: TypeAlias = tuple[tuple[ToolSpec, ...], bool, Mapping[str, Tool]]
+"""What a run's loop needs to know of its tools (see :func:`tool_facts`)."""
+
+
+def tool_facts(tools: Mapping[str, Tool]) -> ToolFacts:
+    """*tools*' specs, whether any tool's calls may wait for a person's
+    approval, and the tools with secret arguments, by name: what
+    :class:`Loop` reads of its tools, in one pass.  Tools are frozen, so
+    an agent makes these once for its own (:class:`Loop`'s *facts*)."""
+    approvals = False
+    secret: dict[str, Tool] = {}
+    for tool_name, t in tools.items():
+        if t.approval is not False:
+            approvals = True
+        if t.secret_arguments:
+            secret[tool_name] = t
+    return (
+        tuple(t.spec for t in tools.values()),
+        approvals,
+        MappingProxyType(secret),
+    )
+
+
+_STARTS: dict[str, Snapshot[Turns]] = {}
+"""Each agent name's first snapshot (see :meth:`Loop.start`)."""
+
+_STARTS_MAX = 1024
+
+
 class PauseRequested(BaseException):  # not an error
     """A tool asks the agent's run to pause for a human (carried through
     the tool machinery, which turns exceptions into error results)."""
@@ -219,6 +248,7 @@ class Loop:
         env: Ambient | None = None,
         guards: tuple[InputGuard, ...] = (),
         deps: object = NO_DEPS,
+        facts: ToolFacts | None = None,
     ) -> None:
         self.agent = agent
         # The run's dependencies, for tools that take a RunContext: kept
@@ -235,31 +265,35 @@ class Loop:
         self.fingerprint = f"agent:{agent.name}"
         self.view = view
         self.tools = tools
-        self.specs = (
-            specs
-            if specs is not None
-            else tuple(t.spec for t in tools.values())
-        )
         self.intercept = intercept
-        # Whether any tool's calls may wait for a person's approval (when
-        # none can, a turn skips asking: one check per run, not per turn),
-        # and the tools with secret arguments (their calls are recorded
-        # redacted): one pass over the tools.
-        approvals = False
-        secret: dict[str, Tool] = {}
-        for tool_name, t in tools.items():
-            if t.approval is not False:
-                approvals = True
-            if t.secret_arguments:
-                secret[tool_name] = t
-        self.approvals = approvals
-        self.secret = secret
+        # The tools' specs, whether any tool's calls may wait for a
+        # person's approval (when none can, a turn skips asking: one check
+        # per run, not per turn), and the tools with secret arguments
+        # (their calls are recorded redacted): one pass over the tools, or
+        # the agent's, made once for its own tools (*facts*).
+        made_specs, self.approvals, self.secret = (
+            tool_facts(tools) if facts is None else facts
+        )
+        self.specs = made_specs if specs is None else specs
 
     def start(self) -> Snapshot[Turns]:
-        """The snapshot before the first turn."""
-        return Snapshot.first(
-            self.name, _NO_TURNS, (self.name,), self.fingerprint
-        )
+        """The snapshot before the first turn: the same for every run of
+        an agent of this name (immutable, of nothing but the name), so
+        kept once made (for at most :data:`_STARTS_MAX` names)."""
+        name = self.name
+        known = _STARTS.get(name)
+        if (
+            known is not None
+            and type(name) is str
+            and known.fingerprint == self.fingerprint
+        ):
+            return known
+        made = Snapshot.first(name, _NO_TURNS, (name,), self.fingerprint)
+        if type(name) is str:  # a subclass's __eq__ could match another
+            if len(_STARTS) >= _STARTS_MAX:
+                _STARTS.clear()
+            _STARTS[name] = made
+        return made
 
     def gated(self, snap: Snapshot[Turns], /) -> bool:  # noqa: ARG002
         """Agents have no gates."""

@@ -44,7 +44,15 @@ from ._moved import moved
 from ._offload import note_agent, note_fold_tool
 from ._output import Output
 from ._runners import ok
-from ._turns import Intercept, Loop, PauseRequested, Turns, digest
+from ._turns import (
+    Intercept,
+    Loop,
+    PauseRequested,
+    ToolFacts,
+    Turns,
+    digest,
+    tool_facts,
+)
 from ._views import joined
 from .errors import AgentFailed, ConstructionError, MissingDeps
 from .events import MessageComplete, emit
@@ -195,6 +203,21 @@ def _agents(agents: Iterable[AgentLike]) -> tuple[AgentLike, ...]:
     return tuple(agents)
 
 
+def _own_call(agent: Agent[Any]) -> Call[Context, Context, AgentError]:
+    """An :class:`Agent` as a handler: :meth:`Agent.run`'s loop, its
+    messages appended as they come (no :class:`AgentRun`, no tuple of
+    them: a handler's every run)."""
+
+    async def run_own(ctx: Context) -> Result[Context, AgentError]:
+        done = await agent._traced_turns(ctx.messages)  # noqa: SLF001
+        if type(done) is Failure:
+            return done
+        added = done.messages
+        return Success(ctx.append(*added) if added else ctx)
+
+    return run_own
+
+
 def _agent_call(agent: AgentLike) -> Call[Context, Context, AgentError]:
     async def run_agent(ctx: Context) -> Result[Context, AgentError]:
         out = await agent.run(ctx.messages)
@@ -278,7 +301,13 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
     _call: Call[Context, Context, AgentError] = attrs.field(
         init=False,
         alias="call",
-        default=attrs.Factory(_agent_call, takes_self=True),
+        default=attrs.Factory(_own_call, takes_self=True),
+    )
+    _tool_facts: ToolFacts = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: tool_facts(self._tool_map), takes_self=True
+        ),
     )
     _deps: object = attrs.field(init=False, default=NO_DEPS)
     _needs_deps: tuple[str, ...] = attrs.field(
@@ -395,7 +424,7 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
         """
         bound = copy.copy(self)
         object.__setattr__(bound, "_deps", deps)
-        object.__setattr__(bound, "_call", _agent_call(bound))
+        object.__setattr__(bound, "_call", _own_call(bound))
         return bound
 
     async def run(
@@ -410,10 +439,27 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
             MissingDeps: a tool takes a :class:`~pipeline.RunContext` and
                 the run has no dependencies.
         """
+        done = await self._traced_turns(messages, deps)
+        if type(done) is Failure:
+            return done
+        return Success(
+            AgentRun(self.name, tuple(done.messages), done.usage, done.turns)
+        )
+
+    async def _traced_turns(
+        self, messages: Sequence[Message], deps: object = NO_DEPS
+    ) -> Turns | Failure[AgentError]:
+        """:meth:`run`'s loop on the agent's own tools, as it left it:
+        traced in a scope of its own under a global tracer provider and
+        no scope (see :func:`~pipeline.runs.traced_by_default`)."""
         if traced_by_default():  # a global provider, no scope: trace it
             with scope(name=self.name):
-                return await self.converse(messages, self._tool_map, deps=deps)
-        return await self.converse(messages, self._tool_map, deps=deps)
+                return await self._turns(
+                    messages, self._tool_map, None, None, None, None, deps
+                )
+        return await self._turns(
+            messages, self._tool_map, None, None, None, None, deps
+        )
 
     async def converse(
         self,
@@ -476,7 +522,16 @@ class Agent(Handler[Context, Context, AgentError], Generic[D_contra]):
         if self.instructions:
             view = joined((Message.system(self.instructions),), view)
         loop = Loop(
-            self, view, tools, intercept, specs, env, self.input_guards, deps
+            self,
+            view,
+            tools,
+            intercept,
+            specs,
+            env,
+            self.input_guards,
+            deps,
+            # Its own tools' facts, made once (tools are frozen).
+            self._tool_facts if tools is self._tool_map else None,
         )
         max_steps = (
             self.max_turns

@@ -205,9 +205,8 @@ def _global_tracing() -> Tracing | None:
     run pays nothing per step).  Without the API imported (and no
     ``OTEL_PYTHON_TRACER_PROVIDER``), no one can have set a provider: the
     API is not imported for nothing."""
-    if (
-        "opentelemetry.trace" not in sys.modules
-        and "OTEL_PYTHON_TRACER_PROVIDER" not in os.environ
+    if "opentelemetry.trace" not in sys.modules and not _in_environ(
+        "OTEL_PYTHON_TRACER_PROVIDER"
     ):
         return None
     import opentelemetry.trace as api  # noqa: PLC0415  # the otel extra
@@ -222,6 +221,19 @@ def _global_tracing() -> Tracing | None:
     made = Tracing(provider)
     _GLOBAL[:] = [made]
     return made
+
+
+def _in_environ(name: str) -> bool:
+    """``name in os.environ``, read now (a variable set or unset since is
+    seen), without the ``KeyError`` that ``os.environ``'s ``in`` raises and
+    catches for a name it lacks (about 0.7 us, twice a run): its own
+    mapping asked directly, under the key it encodes *name* to.  Anything
+    else standing in for ``os.environ`` is asked as itself."""
+    env = os.environ
+    data = getattr(env, "_data", None)
+    if type(data) is dict:
+        return env.encodekey(name) in data
+    return name in env
 
 
 def traced_by_default() -> bool:

@@ -3,6 +3,9 @@ way gives (see docs/performance.md, the checkpointed run's fixed cost)."""
 
 from __future__ import annotations
 
+import os
+
+from collections.abc import Callable
 from urllib.parse import quote
 
 import anyio
@@ -134,3 +137,200 @@ async def test_a_checkpointed_agent_run_records_what_it_did() -> None:
             records = await store.records(thread)
             assert len(records) >= 3
             assert b"f:a%20b%2Fc#0" in b"".join(r.data for r in records)
+
+
+def test_the_environment_is_read_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    # runs._in_environ asks os.environ's own mapping: a variable set or
+    # unset between two runs is seen, as ``in os.environ`` sees it.
+    from pipeline import runs  # noqa: PLC0415
+
+    name = "PIPELINE_TEST_ENV_READ_NOW"
+    monkeypatch.delenv(name, raising=False)
+    assert not runs._in_environ(name)
+    monkeypatch.setenv(name, "x")
+    assert runs._in_environ(name)
+    assert runs._in_environ(name) == (name in os.environ)
+    monkeypatch.delenv(name)
+    assert not runs._in_environ(name)
+    # Something else standing in for os.environ is asked as itself.
+    monkeypatch.setattr(os, "environ", {name: "y"})
+    assert runs._in_environ(name)
+    monkeypatch.setattr(os, "environ", {})
+    assert not runs._in_environ(name)
+
+
+def test_a_provider_named_in_the_environment_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Without the OpenTelemetry API imported, only the variable says a
+    # provider may be set: set between two checks, the API is looked at.
+    import sys  # noqa: PLC0415
+
+    from pipeline import runs  # noqa: PLC0415
+
+    asked: list[str] = []
+    monkeypatch.delitem(sys.modules, "opentelemetry.trace", raising=False)
+    monkeypatch.delenv("OTEL_PYTHON_TRACER_PROVIDER", raising=False)
+    monkeypatch.setattr(runs, "_in_environ", _spy(runs._in_environ, asked))
+    assert runs._global_tracing() is None
+    assert asked == ["OTEL_PYTHON_TRACER_PROVIDER"]
+    monkeypatch.setenv("OTEL_PYTHON_TRACER_PROVIDER", "nothing")
+    assert runs._in_environ("OTEL_PYTHON_TRACER_PROVIDER")
+
+
+def _spy(f: Callable[[str], bool], asked: list[str]) -> Callable[[str], bool]:
+    def spied(name: str) -> bool:
+        asked.append(name)
+        return f(name)
+
+    return spied
+
+
+async def _shout(text: str) -> str:
+    """Return the text, louder."""
+    return text.upper()
+
+
+async def _whisper(text: str) -> str:
+    """Return the text, quieter."""
+    return text.lower()
+
+
+def test_an_agents_tool_facts_are_its_own_tools() -> None:
+    # An agent makes its own tools' facts (specs, approvals, secret
+    # arguments) once; other tools given to a run get theirs.
+    from pipeline import tool  # noqa: PLC0415
+    from pipeline._turns import tool_facts  # noqa: PLC0415
+
+    shout, whisper = tool(_shout), tool(_whisper)
+    asked = tool(approval=True)(_whisper)
+    model = ScriptedModel(Reply.text("a"), Reply.text("b"), Reply.text("c"))
+    agent = Agent("a", model, tools=[shout])
+    assert agent._tool_facts == tool_facts({"_shout": shout})
+    other = {"_whisper": asked}
+
+    async def main() -> None:
+        await agent.run([Message.user("x")])
+        await agent.converse([Message.user("x")], other)
+        await agent.converse([Message.user("x")], {"_whisper": whisper})
+
+    anyio.run(main)
+    assert [r.tools for r in model.requests] == [
+        (shout.spec,),
+        (asked.spec,),
+        (whisper.spec,),
+    ]
+    assert tool_facts(other)[1] is True
+    assert agent._tool_facts[1] is False
+    assert Agent("b", model, tools=[asked])._tool_facts[1] is True
+
+
+def test_a_checked_thread_id_is_kept_for_plain_str_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # check_thread_id keeps the plain str ids it passed (bounded); a bad
+    # id, or a subclass whose __eq__ matches a kept one, is still checked.
+    from pipeline.errors import InvalidThreadId  # noqa: PLC0415
+    from pipeline.stores import _protocol  # noqa: PLC0415
+
+    monkeypatch.setattr(_protocol, "_CHECKED_IDS", set())
+    monkeypatch.setattr(_protocol, "_CHECKED_MAX", 3)
+    assert stores.check_thread_id("t") == "t"
+    assert stores.check_thread_id("t") == "t"  # kept: the same answer
+    assert {"t"} == _protocol._CHECKED_IDS
+
+    class Loose(str):  # looks like "t" to a set
+        __slots__ = ()
+
+        def __hash__(self) -> int:
+            return hash("t")
+
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    for bad in ("", "a\x00b", "\ud800", "x" * 257, Loose("t\x00"), 3):
+        with pytest.raises(InvalidThreadId):
+            stores.check_thread_id(bad)
+    assert type(stores.check_thread_id(Loose("t"))) is Loose
+    assert {"t"} == _protocol._CHECKED_IDS  # no subclass kept
+    for i in range(5):
+        stores.check_thread_id(f"id{i}")
+    assert len(_protocol._CHECKED_IDS) <= 3
+
+
+def test_context_checks_each_message_still() -> None:
+    # Exact messages all pass at once; anything else is named with its
+    # index, as before.
+    msg = Message.user("x")
+    assert len(Context().append(msg, msg, msg).messages) == 3
+    assert len(Context.of(msg, msg).messages) == 2
+    with pytest.raises(TypeError, match=r"argument\[2\] is a str"):
+        Context().append(msg, msg, "no")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"messages\[0\] is a int"):
+        Context.of(3, msg)  # type: ignore[arg-type]
+
+
+def test_a_finished_records_status_is_its_value() -> None:
+    from pipeline.fold import Status, _codec  # noqa: PLC0415
+
+    assert {s: _codec._STATUS_VALUES[s] for s in Status} == {
+        s: s.value for s in Status
+    }
+    assert all(type(v) is str for v in _codec._STATUS_VALUES.values())
+
+
+def test_a_memory_store_checks_a_lease_ttl_not_the_default() -> None:
+    from pipeline.errors import ConstructionError  # noqa: PLC0415
+
+    assert stores.MemoryStore().lease_ttl == stores.DEFAULT_LEASE_TTL
+    assert stores.MemoryStore(lease_ttl=5).lease_ttl == 5
+    for bad in (0, -1.0, float("nan"), "30"):
+        with pytest.raises(ConstructionError):
+            stores.MemoryStore(lease_ttl=bad)  # type: ignore[arg-type]
+
+
+def test_an_agents_first_snapshot_is_its_names() -> None:
+    from pipeline import _turns  # noqa: PLC0415
+    from pipeline.fold import Snapshot  # noqa: PLC0415
+
+    model = ScriptedModel(Reply.text("a"))
+    for name in ("a", "b", "a"):
+        loop = _turns.Loop(Agent(name, model), (), {})
+        start = loop.start()
+        assert start == Snapshot.first(
+            name, _turns._NO_TURNS, (name,), f"agent:{name}"
+        )
+        assert start.thread_id == name
+        assert start.next == (name,)
+    assert (
+        _turns.Loop(Agent("a", model), (), {}).start() is _turns._STARTS["a"]
+    )
+
+
+async def test_an_agent_as_a_handler_appends_what_its_run_added() -> None:
+    # The handler runs the loop without building an AgentRun: the same
+    # messages appended, the same failure.
+    from pipeline import tool  # noqa: PLC0415
+    from pipeline.failures import TurnLimitExceeded  # noqa: PLC0415
+
+    shout = tool(_shout)
+
+    def script() -> ScriptedModel:
+        return ScriptedModel(
+            Reply.tool_call("_shout", {"text": "hi"}), Reply.text("done")
+        )
+
+    ctx = Context.of(Message.user("go"))
+    ran = (
+        await Agent("a", script(), tools=[shout]).run(ctx.messages)
+    ).unwrap()
+    handled = (await Agent("a", script(), tools=[shout])(ctx)).unwrap()
+    assert handled.messages == ctx.messages.extend(ran.messages)
+    assert handled.run_id == ctx.run_id
+    short = Agent("a", script(), tools=[shout], max_turns=1)
+    failed = await short(ctx)
+    assert isinstance(failed.failure(), TurnLimitExceeded)
+    alone = await Agent("a", script(), tools=[shout], max_turns=1).run(
+        ctx.messages
+    )
+    assert failed.failure() == alone.failure()

@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar, cast, final, get_origin
+from typing import Any, Final, Generic, TypeVar, cast, final, get_origin
 
 import attrs
 import cattrs
@@ -1612,7 +1612,9 @@ def _envelope(
     if snap.join is not None:
         doc["join"] = snap.join
     if snap.status is not Status.RUNNING:
-        doc["status"] = snap.status.value
+        # Its value, without the enum's property (every finished run's
+        # record): the same str.
+        doc["status"] = _STATUS_VALUES[snap.status]
     if snap.reason:
         doc["reason"] = snap.reason
     if snap.edit is not None:
@@ -1621,6 +1623,10 @@ def _envelope(
         doc["pending"] = _pending_doc(snap.pending)
     if progress is not None:
         doc["in"] = {k: list(v) for k, v in progress.items()}
+
+
+_STATUS_VALUES: Final[Mapping[Status, str]] = {s: s.value for s in Status}
+"""Each status's value (what a record holds)."""
 
 
 def _pending_doc(pending: Pending) -> dict[str, Any]:

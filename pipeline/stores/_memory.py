@@ -46,7 +46,11 @@ class MemoryStore:
     def __init__(self, *, lease_ttl: float = DEFAULT_LEASE_TTL) -> None:
         self._threads: dict[str, list[Record]] = {}
         self._leases: dict[str, LeaseRow] = {}
-        self._lease_ttl = check_lease_ttl(lease_ttl)
+        self._lease_ttl = (
+            lease_ttl  # the default, checked once (a store made per run)
+            if lease_ttl is DEFAULT_LEASE_TTL
+            else check_lease_ttl(lease_ttl)
+        )
         self._mutex = threading.Lock()
         """Held by each call while it reads and changes the dicts: the
         threads of several loops sharing the store take turns (a lease

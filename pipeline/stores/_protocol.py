@@ -42,6 +42,8 @@ def check_thread_id(thread_id: object, name: str = "thread_id") -> str:
 
     .. versionadded:: 0.1.0
     """
+    if type(thread_id) is str and thread_id in _CHECKED_IDS:
+        return thread_id  # a plain str that passed before: it passes
     problem = None
     if not isinstance(thread_id, str):
         problem = f"a {type(thread_id).__name__}, not a str"
@@ -57,7 +59,19 @@ def check_thread_id(thread_id: object, name: str = "thread_id") -> str:
     if problem is not None:
         msg = f"{name} cannot name a thread: {problem}"
         raise InvalidThreadId(msg)
+    if type(thread_id) is str:  # a subclass's __eq__ could match another
+        if len(_CHECKED_IDS) >= _CHECKED_MAX:
+            _CHECKED_IDS.clear()
+        _CHECKED_IDS.add(thread_id)
     return thread_id  # type: ignore[return-value]  # checked above
+
+
+_CHECKED_IDS: set[str] = set()
+"""Plain ``str`` ids :func:`check_thread_id` passed (at most
+:data:`_CHECKED_MAX`, then forgotten at once): the check depends on
+nothing but the id, and a run checks its thread's id some four times."""
+
+_CHECKED_MAX = 1024
 
 
 def record_checksum(
