@@ -230,9 +230,8 @@ def _in_environ(name: str) -> bool:
     mapping asked directly, under the key it encodes *name* to.  Anything
     else standing in for ``os.environ`` is asked as itself."""
     env = os.environ
-    data = getattr(env, "_data", None)
-    if type(data) is dict:
-        return env.encodekey(name) in data
+    if type(env) is os._Environ:  # exactly the stdlib's
+        return env.encodekey(name) in vars(env)["_data"]
     return name in env
 
 

@@ -159,6 +159,27 @@ def test_the_environment_is_read_now(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not runs._in_environ(name)
 
 
+class _KeyedEnv(dict[str, str]):
+    """A stand-in for os.environ with a ``_data`` dict of its own keys
+    and no ``encodekey`` (found attacking: taken for the stdlib's)."""
+
+    def __init__(self, data: dict[str, str]) -> None:
+        super().__init__(data)
+        self._data = data
+
+
+def test_a_stand_in_environment_with_data_is_asked_as_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pipeline import runs  # noqa: PLC0415
+
+    name = "PIPELINE_TEST_ENV_STAND_IN"
+    monkeypatch.setattr(os, "environ", _KeyedEnv({name: "y"}))
+    assert runs._in_environ(name)
+    monkeypatch.setattr(os, "environ", _KeyedEnv({}))
+    assert not runs._in_environ(name)
+
+
 def test_a_provider_named_in_the_environment_is_seen(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -268,6 +289,29 @@ def test_context_checks_each_message_still() -> None:
         Context().append(msg, msg, "no")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"messages\[0\] is a int"):
         Context.of(3, msg)  # type: ignore[arg-type]
+
+
+class _LooseMeta(type):
+    """A metaclass whose classes equal every class, with Message's hash."""
+
+    def __eq__(cls, other: object) -> bool:
+        return True
+
+    def __hash__(cls) -> int:
+        return hash(Message)
+
+
+class _NotAMessage(metaclass=_LooseMeta):
+    pass
+
+
+def test_a_type_equal_to_message_is_not_taken_for_one() -> None:
+    # Found attacking: the types were compared with their own __eq__.
+    msg = Message.user("x")
+    with pytest.raises(TypeError, match=r"messages\[1\] is a _NotAMessage"):
+        Context.of(msg, _NotAMessage())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"argument\[0\] is a _NotAMessage"):
+        Context().append(_NotAMessage(), msg)  # type: ignore[arg-type]
 
 
 def test_a_finished_records_status_is_its_value() -> None:
